@@ -1,0 +1,116 @@
+"""The rendered book, checked in a real (headless) browser.
+
+The Embeddings chapter is built into a temporary folder and opened in Chromium through a local
+HTTP server on 127.0.0.1. The checks are what a reader sees: typeset math, a loaded figure, and an
+exercise solution that stays hidden until it is clicked. MathJax is served from the built site
+(see ``_ext/local_mathjax.py``), so nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTER = "chapters/01_embeddings"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+if not (CHROMIUM and CHROMEDRIVER):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install Chromium and ChromeDriver (Debian: chromium chromium-driver)")
+    pytest.skip("Chromium and ChromeDriver are not installed", allow_module_level=True)
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """Build intro + Embeddings + bibliography with warnings as errors; serve it on 127.0.0.1."""
+    out = tmp_path_factory.mktemp("book")
+    toc = out / "_toc.yml"
+    toc.write_text(
+        f"format: jb-book\nroot: intro\nchapters:\n  - file: {CHAPTER}\n  - file: bibliography\n"
+    )
+    build = subprocess.run(
+        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(ROOT), "--toc", str(toc),
+         "--path-output", str(out), "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    html = out / "_build" / "html"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def page(site, tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic", "--window-size=1280,2000",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER),
+                              options=options)
+    driver.set_page_load_timeout(60)
+    driver.get(f"{site}/{CHAPTER}.html")
+    # MathJax typesets asynchronously: wait until it says it is done.
+    WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+        "return !!(window.MathJax && MathJax.startup && MathJax.startup.promise"
+        " && document.querySelector('mjx-container'))"))
+    driver.execute_async_script("MathJax.startup.promise.then(arguments[arguments.length - 1]);")
+    yield driver
+    driver.quit()
+
+
+def test_mathjax_is_served_locally(page):
+    sources = page.execute_script(
+        "return Array.from(document.scripts).map(s => s.src).filter(s => s.includes('tex-'))")
+    assert sources and all(s.startswith("http://127.0.0.1") for s in sources), sources
+
+
+def test_math_is_typeset(page):
+    counts = page.execute_script(
+        """const math = Array.from(document.querySelectorAll('article .math'));
+        return [math.length, math.filter(m => m.querySelector('mjx-container')).length];""")
+    assert counts[0] >= 1 and counts[0] == counts[1], f"typeset {counts[1]} of {counts[0]} formulas"
+    prose = page.execute_script(
+        """const article = document.querySelector('article').cloneNode(true);
+        article.querySelectorAll('pre, .cell_input, .cell_output, mjx-container, script')
+               .forEach(e => e.remove());
+        return article.innerText;""")
+    for raw in ["$$", "\\[", "\\begin{", "\\frac"]:
+        assert raw not in prose, f"raw TeX {raw!r} left in the rendered text"
+
+
+def test_a_figure_loaded(page):
+    widths = page.execute_script(
+        "return Array.from(document.querySelectorAll('.cell_output img')).map(i => i.naturalWidth)")
+    assert widths and max(widths) > 0, widths
+
+
+def test_solution_is_hidden_until_clicked(page):
+    solution = page.find_element(By.CSS_SELECTOR, "div.solution")
+    body = solution.find_element(By.CSS_SELECTOR, "section")
+    assert not body.is_displayed()
+    button = solution.find_element(By.CSS_SELECTOR, "button.toggle-button")
+    page.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    button.click()
+    WebDriverWait(page, 10).until(lambda d: body.is_displayed())
+    assert body.text.strip()

@@ -1,0 +1,249 @@
+import hashlib
+import http.server
+import threading
+from datetime import date
+from functools import partial
+
+import pytest
+import torch
+
+from seqbook import data
+from seqbook.data import (
+    DataNotFoundError,
+    RemoteFile,
+    Vocab,
+    load_names,
+    load_time_machine,
+    make_dates,
+    pad_sequences,
+    padding_mask,
+)
+
+# --- Vocab ----------------------------------------------------------------------------------------
+
+
+def test_vocab_reserved_ids_come_first():
+    v = Vocab(list("banana"))
+    assert v.itos[:4] == ["<pad>", "<unk>", "<sos>", "<eos>"]
+    assert (v.pad_id, v.unk_id, v.sos_id, v.eos_id) == (0, 1, 2, 3)
+    assert v.itos[4:] == ["a", "n", "b"]  # by decreasing frequency
+
+
+def test_vocab_round_trip_and_unknown():
+    words = "the time traveller said the time".split()
+    v = Vocab(words)
+    assert v.decode(v.encode(words)) == words
+    assert v.encode(["the", "zebra"]) == [v["the"], v.unk_id]
+    assert v.decode(v.encode(["zebra"])) == ["<unk>"]
+
+
+def test_vocab_sos_eos_and_strip():
+    v = Vocab(list("abc"))
+    ids = v.encode(list("cab"), add_sos=True, add_eos=True)
+    assert ids[0] == v.sos_id and ids[-1] == v.eos_id
+    assert v.decode(ids, strip_special=True) == list("cab")
+
+
+def test_vocab_min_freq_and_max_size():
+    v = Vocab(list("aaabbc"), min_freq=2)
+    assert "c" not in v and "a" in v and len(v) == 6
+    assert len(Vocab(list("aaabbc"), max_size=1)) == 5
+
+
+def test_vocab_bad_input():
+    with pytest.raises(ValueError, match="min_freq"):
+        Vocab([], min_freq=0)
+    with pytest.raises(IndexError, match="outside the vocabulary"):
+        Vocab(list("ab")).decode([99])
+
+
+def test_tokenizers():
+    assert data.tokenize_chars("ab c") == ["a", "b", " ", "c"]
+    assert data.tokenize_words("The Time-Traveller's 2 machines!") == [
+        "the", "time", "traveller's", "machines"]
+    assert data.normalize_text("Hello, World!\n42") == "hello world"
+
+
+# --- The Time Machine -------------------------------------------------------------------------------
+
+
+def test_time_machine_has_no_gutenberg_header_or_licence():
+    text = load_time_machine(download=False)
+    assert text.startswith("The Time Machine")
+    assert "Gutenberg" not in text
+    assert "END OF THE PROJECT" not in text
+    assert text.rstrip().endswith("in the heart of man.")
+    assert 150_000 < len(text) < 200_000
+
+
+def test_strip_gutenberg_requires_markers():
+    with pytest.raises(ValueError, match="START/END"):
+        data.strip_gutenberg("no markers here")
+
+
+def test_split_text():
+    train, valid = data.split_text("abcdefghij", valid_frac=0.2)
+    assert (train, valid) == ("abcdefgh", "ij")
+    with pytest.raises(ValueError, match="valid_frac"):
+        data.split_text("abc", valid_frac=1.5)
+
+
+# --- names ------------------------------------------------------------------------------------------
+
+
+def test_names_per_language():
+    names = load_names()
+    langs = {lang for _, lang in names}
+    assert langs == set(data.NAME_LOCALES)
+    counts = {lang: sum(1 for _, g in names if g == lang) for lang in langs}
+    assert min(counts.values()) >= 100, counts
+    assert len({n for n, _ in names}) == len(names)  # each name has one label
+    assert all(n == n.lower() and n.strip() == n and n for n, _ in names)
+
+
+def test_names_subset_and_unknown_language():
+    names = load_names(["French", "German"])
+    assert {g for _, g in names} == {"French", "German"}
+    with pytest.raises(ValueError, match="Klingon"):
+        load_names(["Klingon"])
+
+
+# --- dates ------------------------------------------------------------------------------------------
+
+
+def test_make_dates_is_deterministic():
+    assert make_dates(50, seed=3) == make_dates(50, seed=3)
+    assert make_dates(50, seed=3) != make_dates(50, seed=4)
+
+
+def test_make_dates_every_target_is_a_valid_iso_date_and_matches_its_source():
+    pairs = make_dates(2000, seed=0)
+    for src, iso in pairs:
+        d = date.fromisoformat(iso)  # raises on an invalid date
+        assert date(1950, 1, 1) <= d <= date(2049, 12, 31)
+        assert str(d.day) in src  # the day number is written in every format
+    sources = [s for s, _ in pairs]
+    assert any("mars" in s or "juin" in s for s in sources)  # French
+    assert any("märz" in s or "dezember" in s for s in sources)  # German
+    assert any(" de " in s for s in sources)  # Spanish
+    assert any("january" in s or "of" in s for s in sources)  # English
+    assert len(set(sources)) > 1900
+
+
+def test_make_dates_covers_every_format():
+    d = date(2021, 3, 2)
+    forms = data._date_formats(d)
+    assert len(forms) == data.DATE_FORMAT_COUNT
+    assert "mardi 2 mars 2021" in forms and "2nd of march 2021" in forms
+
+
+def test_make_dates_bad_input():
+    with pytest.raises(ValueError, match="n must be"):
+        make_dates(-1)
+    with pytest.raises(ValueError, match="before start"):
+        make_dates(1, start=date(2000, 1, 1), end=date(1999, 1, 1))
+
+
+# --- batching ---------------------------------------------------------------------------------------
+
+
+def test_pad_sequences_and_mask():
+    padded, lengths = pad_sequences([[5, 6, 7], [8], []], pad_id=0)
+    assert padded.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert lengths.tolist() == [3, 1, 0]
+    assert padding_mask(lengths).tolist() == [[True] * 3, [True, False, False], [False] * 3]
+    padded, lengths = pad_sequences([[1, 2, 3]], max_len=2)
+    assert padded.tolist() == [[1, 2]] and lengths.tolist() == [2]
+
+
+def test_batching_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        pad_sequences([])
+    with pytest.raises(ValueError, match=r"lengths must have shape \(B,\), got \(2, 2\)"):
+        padding_mask(torch.ones(2, 2, dtype=torch.long))
+
+
+def test_lm_chunks_are_contiguous_per_row():
+    ids = torch.arange(101)
+    x, y = data.lm_chunks(ids, batch_size=2, seq_len=5)
+    assert x.shape == y.shape == (10, 2, 5)
+    assert torch.equal(y, x + 1)
+    assert x[1, 0, 0] == x[0, 0, -1] + 1  # chunk k continues chunk k-1 in the same row
+    with pytest.raises(ValueError, match="too short"):
+        data.lm_chunks(torch.arange(5), batch_size=4, seq_len=5)
+
+
+# --- Fashion-MNIST -----------------------------------------------------------------------------------
+
+
+def test_fashion_mnist_shapes():
+    try:
+        images, labels = data.load_fashion_mnist("test", download=False)
+    except DataNotFoundError:
+        pytest.skip("Fashion-MNIST is not installed on this machine")
+    assert images.shape == (10_000, 28, 28) and labels.shape == (10_000,)
+    assert 0.0 <= images.min() and images.max() <= 1.0
+    assert set(labels.tolist()) == set(range(10))
+    with pytest.raises(ValueError, match="split"):
+        data.load_fashion_mnist("valid")
+
+
+# --- downloads, against a local HTTP server only -------------------------------------------------------
+
+
+@pytest.fixture
+def local_server(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "book.txt").write_text("a tiny book\n")
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(data, "cache_dir", lambda: cache)
+    monkeypatch.delenv("SEQBOOK_DATA", raising=False)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    return cache
+
+
+def test_download_with_good_checksum(local_server, empty_cache):
+    good = hashlib.sha256(b"a tiny book\n").hexdigest()
+    remote = RemoteFile("book.txt", f"{local_server}/book.txt", good)
+    path = data.fetch(remote)
+    assert path == empty_cache / "book.txt"
+    assert path.read_text() == "a tiny book\n"
+    # a second call finds the cached copy without the server
+    assert data.fetch(RemoteFile("book.txt", "http://127.0.0.1:9/none", good)) == path
+
+
+def test_download_with_bad_checksum_fails_and_keeps_nothing(local_server, empty_cache):
+    remote = RemoteFile("book.txt", f"{local_server}/book.txt", "0" * 64)
+    with pytest.raises(DataNotFoundError, match="Put a copy"):
+        data.fetch(remote)
+    assert not (empty_cache / "book.txt").exists()
+
+
+def test_missing_file_and_no_network_gives_one_clear_error(empty_cache):
+    remote = RemoteFile("gone.txt", "http://127.0.0.1:9/gone.txt", "0" * 64)
+    with pytest.raises(DataNotFoundError) as info:
+        data.fetch(remote)
+    message = str(info.value)
+    assert "gone.txt" in message and str(empty_cache / "gone.txt") in message
+    assert "SEQBOOK_DATA" in message
+    with pytest.raises(DataNotFoundError, match="downloads are off"):
+        data.fetch(remote, download=False)
+
+
+def test_env_variable_is_searched_first(tmp_path, empty_cache, monkeypatch):
+    (tmp_path / "local.txt").write_text("mine")
+    monkeypatch.setenv("SEQBOOK_DATA", str(tmp_path))
+    remote = RemoteFile("local.txt", "http://127.0.0.1:9/x", "0" * 64)
+    assert data.fetch(remote, download=False) == tmp_path / "local.txt"
