@@ -43,8 +43,8 @@ def site(tmp_path_factory):
         f"format: jb-book\nroot: intro\nchapters:\n  - file: {CHAPTER}\n  - file: bibliography\n"
     )
     build = subprocess.run(
-        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(ROOT), "--toc", str(toc),
-         "--path-output", str(out), "-W", "-n", "--keep-going"],
+        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(ROOT),
+         "--toc", str(toc), "--path-output", str(out), "-W", "-n", "--keep-going"],
         capture_output=True, text=True, cwd=ROOT,
     )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
