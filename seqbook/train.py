@@ -7,12 +7,13 @@ batches to the device, steps the optimiser, clips gradients and records the loss
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .utils import get_device, seed_everything
 
@@ -75,7 +76,7 @@ def fit(
         seed: seeds every generator before training (None: leave them alone).
         eval_fn: ``eval_fn(model) -> float``, called every ``eval_every`` steps and at the end,
             in eval mode under ``torch.no_grad()``.
-        progress: show a tqdm progress bar.
+        progress: show a tqdm progress bar (never when the environment sets ``TQDM_DISABLE``).
 
     Returns:
         A :class:`History` with the per-step losses, the evaluations and the gradient norms.
@@ -98,7 +99,9 @@ def fit(
 
     model.train()
     iterator = iter(batches)
-    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=False)
+    # an explicit disable= overrides tqdm's own TQDM_DISABLE variable, so honour it here
+    disable = not progress or bool(os.environ.get("TQDM_DISABLE"))
+    bar = tqdm(range(1, steps + 1), desc=desc, disable=disable, leave=False)
     for step in bar:
         try:
             batch = next(iterator)

@@ -1,0 +1,504 @@
+"""Attention: scaled dot-product attention, masks and multi-head attention.
+
+The functional core is :func:`scaled_dot_product_attention`, eq. (4.6) of the book,
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V,
+
+written out so that it can be read (and checked against ``F.scaled_dot_product_attention``).
+:class:`MultiHeadAttention`, eq. (5.3)-(5.4), runs it once per head on learned projections and can
+route the same computation through PyTorch's fused kernel (``fast=True``).
+
+Mask conventions (the same as PyTorch's, which are not the same for the two entry points):
+
+* :func:`scaled_dot_product_attention` takes ``mask`` like ``F.scaled_dot_product_attention`` takes
+  ``attn_mask``: a boolean mask is True where a query **may attend** to a key; a float mask is added
+  to the scores (``-inf`` blocks).
+* :class:`MultiHeadAttention` takes ``key_padding_mask`` and ``attn_mask`` like
+  ``nn.MultiheadAttention``: a boolean mask is True where attention is **blocked** (padding, future
+  positions); a float mask is added to the scores.
+
+A query row whose keys are all blocked gets zero weights and a zero output (PyTorch may give NaN).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "key_padding_mask",
+    "padding_to_attn_mask",
+    "MultiHeadAttention",
+]
+
+
+def _shape(t: torch.Tensor) -> tuple:
+    return tuple(t.shape)
+
+
+def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
+
+
+def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
+    """Boolean (L, S) mask, True where query ``i`` may attend to key ``j``, i.e. ``j <= i``.
+
+    The lower triangle, aligned top-left as in ``F.scaled_dot_product_attention(is_causal=True)``.
+    Pass it as ``mask`` to :func:`scaled_dot_product_attention`; :class:`MultiHeadAttention` (PyTorch's
+    convention, True = blocked) wants its negation ``~causal_mask(L)`` or simply ``is_causal=True``.
+
+    Shape:
+        Output: (L, S) with S = L by default.
+    """
+    S = L if S is None else S
+    if L < 0 or S < 0:
+        raise ValueError(f"L and S must be non-negative, got L={L}, S={S}")
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+
+
+def key_padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """Boolean (B, S) mask, True at **padding** positions (PyTorch's ``key_padding_mask``).
+
+    ``lengths[b]`` is the number of real tokens of sequence ``b``; positions ``>= lengths[b]`` are
+    padding. (``seqbook.data.padding_mask`` is the complement: True at real tokens.)
+
+    Shape:
+        lengths: (B,) integers.  Output: (B, S), S = ``max_len`` or ``lengths.max()``.
+    """
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must have shape (B,), got {_shape(lengths)}")
+    S = int(lengths.max()) if max_len is None else int(max_len)
+    return torch.arange(S, device=lengths.device)[None, :] >= lengths[:, None]  # (B, S)
+
+
+def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> torch.Tensor:
+    """Turn a (B, S) key padding mask (True = pad) into a boolean attention mask (True = attend).
+
+    The result broadcasts against the (B, H, L, S) scores of multi-head attention (``heads=True``,
+    shape (B, 1, 1, S)) or the (B, L, S) scores of single-head attention (``heads=False``,
+    shape (B, 1, S)), ready for :func:`scaled_dot_product_attention`.
+    """
+    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+        raise ValueError(
+            f"key_padding_mask must be a bool tensor of shape (B, S), got {key_padding_mask.dtype} "
+            f"of shape {_shape(key_padding_mask)}"
+        )
+    attend = ~key_padding_mask  # (B, S)
+    return attend[:, None, None, :] if heads else attend[:, None, :]
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, eq. (4.6): ``softmax(q k^T / sqrt(d_k) + mask) v``.
+
+    Each query is compared with every key by a dot product; the scores, divided by sqrt(d_k) so that
+    their spread does not grow with the dimension, go through a softmax over the keys, and the
+    output is the resulting weighted average of the values.
+
+    Args:
+        q, k, v: queries, keys and values; leading (batch, head) dimensions must broadcast.
+        mask: optional. Boolean: True where a query may attend to a key (the convention of
+            ``F.scaled_dot_product_attention``). Floating point: added to the scores
+            (``-inf`` blocks). Must broadcast to (..., L, S).
+        dropout_p: dropout on the attention weights (applied whenever > 0, as in PyTorch).
+        is_causal: also block keys after the query (top-left aligned lower triangle); combined
+            with ``mask`` if both are given.
+        scale: multiplier of the scores; ``1 / sqrt(d_k)`` by default.
+
+    Returns:
+        ``(output, weights)``; ``weights`` are the softmax probabilities before dropout. A query
+        whose keys are all masked gets zero weights and a zero output (not NaN).
+
+    Shape:
+        q: (..., L, d_k), k: (..., S, d_k), v: (..., S, d_v), mask: broadcastable to (..., L, S).
+        output: (..., L, d_v), weights: (..., L, S).
+    """
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v must have at least 2 dims (..., length, dim), got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        )
+    L, d_k = q.shape[-2:]
+    S = k.shape[-2]
+    if k.shape[-1] != d_k:
+        raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {_shape(k)}")
+    if v.shape[-2] != S:
+        raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {_shape(v)}")
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError as err:
+        raise ValueError(
+            f"leading dims of q, k, v must broadcast, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        ) from err
+    score_shape = (*batch, L, S)
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
+
+    if is_causal:
+        causal = causal_mask(L, S, device=q.device)
+        mask = causal if mask is None else _and_masks(mask, causal)
+    if mask is not None:
+        _check_mask_dtype(mask, "mask")
+        try:
+            ok = torch.broadcast_shapes(mask.shape, score_shape) == torch.Size(score_shape)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {_shape(mask)}")
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask.to(scores.dtype)
+
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)  # (..., L, S)
+    else:
+        # A row with every key blocked would be softmax(-inf, ..., -inf) = NaN. Give it finite
+        # scores and zero its weights afterwards, so neither the output nor the gradients see a NaN.
+        dead = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1)
+        scores = scores.masked_fill(dead, 0.0)
+        weights = torch.softmax(scores, dim=-1).masked_fill(dead, 0.0)  # (..., L, S)
+
+    attn = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return attn @ v, weights  # (..., L, d_v), (..., L, S)
+
+
+def _and_masks(mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Combine a mask in the attend-convention (bool True = attend, or float) with a bool 'allowed'."""
+    if mask.dtype == torch.bool:
+        return mask & allowed
+    return mask.masked_fill(~allowed, float("-inf"))
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, eq. (5.3)-(5.4), batch-first; a drop-in for ``nn.MultiheadAttention``.
+
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                       (5.3)
+        MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O                (5.4)
+
+    The h per-head projections W_i^Q (d_model x d_model/h) are stored side by side as one
+    ``nn.Linear(embed_dim, embed_dim)`` per role (``q_proj``, ``k_proj``, ``v_proj``); splitting its
+    output into h chunks gives the heads. ``out_proj`` is W^O.
+
+    Args:
+        embed_dim: model width d_model; must be divisible by ``num_heads``.
+        num_heads: number of heads h; each works in ``head_dim = embed_dim // num_heads`` dims.
+        dropout: dropout on the attention weights (training mode only).
+        bias: whether the four projections have biases.
+        kdim, vdim: feature sizes of ``key`` and ``value`` (default ``embed_dim``).
+        fast: when ``need_weights=False``, compute attention with ``F.scaled_dot_product_attention``
+            (fused kernels) instead of the readable :func:`scaled_dot_product_attention`. Same
+            numbers; can be switched at any time via the ``fast`` attribute. With
+            ``need_weights=True`` the readable path always runs, because the fused kernels do not
+            return the weights (``nn.MultiheadAttention`` behaves the same way).
+
+    Masks follow ``nn.MultiheadAttention``: a boolean mask is True where attention is **blocked**,
+    a float mask is added to the scores.
+
+    Shape:
+        query: (B, L, embed_dim), key: (B, S, kdim), value: (B, S, vdim),
+        key_padding_mask: (B, S), attn_mask: (L, S), (B * num_heads, L, S) or (B, num_heads, L, S).
+        output: (B, L, embed_dim); weights: (B, L, S) averaged over heads, or (B, num_heads, L, S).
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        fast: bool = True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be positive, got {embed_dim} and {num_heads}")
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, num_heads={num_heads}"
+            )
+        factory = {"device": device, "dtype": dtype}
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self.dropout = dropout
+        self.fast = fast
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W^Q of all heads
+        self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **factory)  # W^K of all heads
+        self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias, **factory)  # W^V of all heads
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W^O
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights and zero biases, as ``nn.MultiheadAttention`` initialises them."""
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, kdim={self.kdim}, "
+            f"vdim={self.vdim}, dropout={self.dropout}, fast={self.fast}"
+        )
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention, fast: bool = True) -> MultiHeadAttention:
+        """Copy the weights of an ``nn.MultiheadAttention`` so that ours computes the same function.
+
+        Handles both the packed ``in_proj_weight`` (q, k, v stacked, when kdim = vdim = embed_dim)
+        and the separate ``q/k/v_proj_weight`` (other kdim/vdim). Ours is always batch-first: call
+        it with (B, L, E) tensors whatever ``m.batch_first`` is.
+        """
+        if not isinstance(m, nn.MultiheadAttention):
+            raise ValueError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
+        if m.bias_k is not None or m.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported by MultiHeadAttention")
+        w = m.out_proj.weight
+        ours = cls(
+            m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None,
+            kdim=m.kdim, vdim=m.vdim, fast=fast, device=w.device, dtype=w.dtype,
+        )
+        E = m.embed_dim
+        with torch.no_grad():
+            if m._qkv_same_embed_dim:
+                w_q, w_k, w_v = m.in_proj_weight.split(E, dim=0)
+            else:
+                w_q, w_k, w_v = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+            ours.q_proj.weight.copy_(w_q)
+            ours.k_proj.weight.copy_(w_k)
+            ours.v_proj.weight.copy_(w_v)
+            ours.out_proj.weight.copy_(m.out_proj.weight)
+            if m.in_proj_bias is not None:
+                b_q, b_k, b_v = m.in_proj_bias.split(E, dim=0)
+                ours.q_proj.bias.copy_(b_q)
+                ours.k_proj.bias.copy_(b_k)
+                ours.v_proj.bias.copy_(b_v)
+                ours.out_proj.bias.copy_(m.out_proj.bias)
+        return ours
+
+    def _merge_masks(self, key_padding_mask, attn_mask, B: int, L: int, S: int):
+        """Combine both masks into one mask for (B, H, L, S) scores in the *attend* convention.
+
+        Returns None, a bool tensor (True = attend) or a float tensor (added to the scores), each
+        broadcastable to (B, H, L, S).
+        """
+        H = self.num_heads
+        parts = []
+        if key_padding_mask is not None:
+            _check_mask_dtype(key_padding_mask, "key_padding_mask")
+            if _shape(key_padding_mask) != (B, S):
+                raise ValueError(
+                    f"key_padding_mask must have shape ({B}, {S}), got {_shape(key_padding_mask)}"
+                )
+            parts.append(key_padding_mask[:, None, None, :])  # (B, 1, 1, S)
+        if attn_mask is not None:
+            _check_mask_dtype(attn_mask, "attn_mask")
+            shape = _shape(attn_mask)
+            if shape == (L, S):
+                parts.append(attn_mask)  # broadcasts as (1, 1, L, S)
+            elif shape == (B * H, L, S):
+                parts.append(attn_mask.view(B, H, L, S))
+            elif attn_mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H):
+                parts.append(attn_mask)
+            else:
+                raise ValueError(
+                    f"attn_mask must have shape ({L}, {S}), ({B * H}, {L}, {S}) or ({B}, {H}, {L}, {S}), "
+                    f"got {shape}"
+                )
+        if not parts:
+            return None
+        if all(p.dtype == torch.bool for p in parts):
+            blocked = parts[0] if len(parts) == 1 else parts[0] | parts[1]
+            return ~blocked  # True = attend
+        # Some mask is additive: turn boolean ones into 0 / -inf and add them up.
+        dtype = self.q_proj.weight.dtype
+        additive = [
+            torch.zeros(p.shape, dtype=dtype, device=p.device).masked_fill(p, float("-inf"))
+            if p.dtype == torch.bool else p
+            for p in parts
+        ]
+        return additive[0] if len(additive) == 1 else additive[0] + additive[1]
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        is_causal: bool = False,
+        average_attn_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes and masks.
+
+        ``is_causal=True`` blocks keys after each query (combined with ``attn_mask`` if given).
+        Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
+        """
+        E, H, Dh = self.embed_dim, self.num_heads, self.head_dim
+        if query.dim() != 3 or query.shape[-1] != E:
+            raise ValueError(f"query must have shape (B, L, {E}), got {_shape(query)}")
+        B, L, _ = query.shape
+        if key.dim() != 3 or key.shape[0] != B or key.shape[-1] != self.kdim:
+            raise ValueError(f"key must have shape ({B}, S, {self.kdim}), got {_shape(key)}")
+        S = key.shape[1]
+        if value.dim() != 3 or value.shape[:2] != key.shape[:2] or value.shape[-1] != self.vdim:
+            raise ValueError(
+                f"value must have shape ({B}, {S}, {self.vdim}) to match key, got {_shape(value)}"
+            )
+        mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
+
+        # Project, then split the embedding into H heads of Dh dims each.
+        q = self.q_proj(query).view(B, L, H, Dh).transpose(1, 2)  # (B, H, L, Dh)
+        k = self.k_proj(key).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
+        v = self.v_proj(value).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
+        dropout_p = self.dropout if self.training else 0.0
+
+        if self.fast and not need_weights:
+            out = _fused_attention(q, k, v, mask, dropout_p, is_causal)  # (B, H, L, Dh)
+            weights = None
+        else:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal)
+            if not need_weights:
+                weights = None
+            elif average_attn_weights:
+                weights = weights.mean(dim=1)  # (B, L, S)
+
+        out = out.transpose(1, 2).reshape(B, L, E)  # concatenate the heads: (B, L, E)
+        return self.out_proj(out), weights
+
+
+def _fused_attention(q, k, v, mask, dropout_p: float, is_causal: bool) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` with our handling of fully masked rows (zeros, no NaN)."""
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:  # F refuses is_causal together with a mask: fold it into the mask
+        mask = _and_masks(mask, causal_mask(L, S, device=q.device))
+    if mask.dtype == torch.bool:
+        dead = ~mask.any(dim=-1, keepdim=True)
+        mask = mask | dead  # let dead rows attend anywhere; their output is zeroed below
+    else:
+        dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
+        mask = mask.masked_fill(dead, 0.0).to(q.dtype)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return out.masked_fill(dead, 0.0)  # (B, H, L, Dh)
+
+
+class AdditiveAttention(nn.Module):
+    r"""Additive attention of Bahdanau et al. (2014), eq. (4.3)-(4.5) of the seed notes.
+
+    A one-hidden-layer network scores how well each key matches the query, a softmax over the
+    keys turns the scores into weights, and the output is the weighted average of the values:
+
+    .. math::
+        e_j = v_a^\top \tanh(W_a q + U_a k_j), \qquad
+        \alpha_j = \frac{\exp e_j}{\sum_{j'} \exp e_{j'}}, \qquad
+        c = \sum_j \alpha_j v_j .
+
+    In the encoder-decoder of chapter 4 the query is the previous decoder state
+    :math:`s_{i-1}`, and the keys and values are both the encoder annotations :math:`h_j`.
+    ``U_a`` carries the only bias (a second one on ``W_a`` would add nothing).
+
+    Args:
+        query_dim: size of a query vector (rows of ``W_a``'s input).
+        key_dim: size of a key vector.
+        hidden_dim: width of the scoring network (output size of ``W_a`` and ``U_a``).
+
+    ``mask`` follows :func:`scaled_dot_product_attention`: a boolean tensor that is True where the
+    query may attend (a real source token) and False at padding, e.g. ``seqbook.data.padding_mask``.
+    Masked keys get a weight of exactly 0; a query whose keys are all masked gets zero weights and
+    a zero context (not NaN).
+
+    Shape:
+        query: (B, D_q) for one query per sequence, or (B, L, D_q) for L queries.
+        keys: (B, S, D_k).  values: (B, S, D_v), default ``keys``.  mask: (B, S) bool.
+        projected_keys: optional (B, S, hidden_dim), the output of :meth:`project_keys`.
+        Output: ``context`` (B, D_v) or (B, L, D_v), and ``weights`` (B, S) or (B, L, S).
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
+        super().__init__()
+        for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.query_dim, self.key_dim, self.hidden_dim = query_dim, key_dim, hidden_dim
+        self.W_a = nn.Linear(query_dim, hidden_dim, bias=False)  # the query's projection
+        self.U_a = nn.Linear(key_dim, hidden_dim)                # the keys' projection (with the bias)
+        self.v_a = nn.Linear(hidden_dim, 1, bias=False)          # one energy per (query, key) pair
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """``U_a k_j`` for every key, (B, S, key_dim) -> (B, S, hidden_dim).
+
+        The keys stay the same while a decoder runs, so it computes this once and passes it to
+        :meth:`forward` as ``projected_keys`` at every step.
+        """
+        return self.U_a(keys)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        projected_keys: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        values = keys if values is None else values
+        self._check(query, keys, values, mask, projected_keys)
+        one_query = query.dim() == 2
+        if one_query:
+            query = query.unsqueeze(1)                                    # (B, 1, D_q)
+        uk = self.project_keys(keys) if projected_keys is None else projected_keys  # (B, S, A)
+        wq = self.W_a(query)                                              # (B, L, A)
+        energy = self.v_a(torch.tanh(wq.unsqueeze(2) + uk.unsqueeze(1))).squeeze(-1)  # (B, L, S)
+        if mask is not None:
+            mask = mask.unsqueeze(1)                                      # (B, 1, S)
+            energy = energy.masked_fill(~mask, torch.finfo(energy.dtype).min)
+        weights = torch.softmax(energy, dim=-1)                           # (B, L, S)
+        if mask is not None:
+            weights = weights.masked_fill(~mask, 0.0)  # exact zeros; an all-masked row becomes all 0
+        context = weights @ values                                        # (B, L, D_v)
+        if one_query:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights
+
+    def _check(self, query, keys, values, mask, projected_keys) -> None:
+        if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
+            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {_shape(keys)}")
+        B, S = keys.shape[:2]
+        if S == 0:
+            raise ValueError(f"keys must hold at least one position: shape (B, S>=1, {self.key_dim}), "
+                             f"got {_shape(keys)}")
+        if query.dim() not in (2, 3) or query.shape[0] != B or query.shape[-1] != self.query_dim:
+            raise ValueError(f"query must have shape ({B}, {self.query_dim}) or ({B}, L, {self.query_dim}), "
+                             f"got {_shape(query)}")
+        if values.dim() != 3 or values.shape[:2] != (B, S):
+            raise ValueError(f"values must have shape ({B}, {S}, D_v), got {_shape(values)}")
+        if mask is not None and (mask.dtype != torch.bool or _shape(mask) != (B, S)):
+            raise ValueError(f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} "
+                             f"of shape {_shape(mask)}")
+        if projected_keys is not None and _shape(projected_keys) != (B, S, self.hidden_dim):
+            raise ValueError(f"projected_keys must have shape ({B}, {S}, {self.hidden_dim}), "
+                             f"got {_shape(projected_keys)}")
+
+    def extra_repr(self) -> str:
+        return f"query_dim={self.query_dim}, key_dim={self.key_dim}, hidden_dim={self.hidden_dim}"

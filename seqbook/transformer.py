@@ -1,0 +1,661 @@
+"""The transformer, from positional encoding to an encoder-decoder and a GPT-style language model.
+
+Read top to bottom, this file follows chapter 6 of the book:
+
+1. :func:`positional_encoding` (eq. 5.1-5.2) and :func:`relative_position_matrix`, the rotation
+   that moves a positional code ``k`` steps along the sequence;
+2. :class:`LayerNorm` written out (eq. 5.6) and the position-wise :class:`FeedForward` network;
+3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. 5.5), each with ``from_torch`` that
+   copies ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``norm_first=True,
+   batch_first=True``);
+4. :class:`Seq2SeqTransformer`, the encoder-decoder of Vaswani et al. (2017) with source padding
+   and target causal masks, and greedy decoding;
+5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`;
+6. learning-rate schedules with warm-up: :func:`noam_lr` and :func:`warmup_schedule`.
+
+Mask conventions follow PyTorch: a boolean ``key_padding_mask`` of shape (B, S) is True at padding,
+and a boolean ``attn_mask`` of shape (T, S) is True where attention is *not* allowed (see
+:func:`causal_mask`). Attention itself lives in :mod:`seqbook.attention`; every module here takes a
+``fast`` flag that routes it through ``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+
+# ---------------------------------------------------------------------------------------------
+# 1. Positional encoding.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_even_dim(d_model: int) -> None:
+    if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even integer, got {d_model}")
+
+
+def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The angular frequencies ``w_i = base^(-2i/d_model)``, i = 0 .. d_model/2 - 1, of eq. (5.1)-(5.2).
+
+    Shape:
+        Output: (d_model // 2,), float32, from 1 down to nearly ``1/base``.
+    """
+    _check_even_dim(d_model)
+    return torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model).float()
+
+
+def positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal positional encoding of Vaswani et al. (2017), eq. (5.1)-(5.2)::
+
+        PE[pos, 2i]     = sin(pos / base^(2i/d_model))
+        PE[pos, 2i + 1] = cos(pos / base^(2i/d_model))
+
+    Even columns hold sines and odd columns cosines; column pair i turns with frequency ``w_i``
+    (:func:`positional_frequencies`), fast in the first columns and slow in the last ones.
+
+    Shape:
+        Output: (max_len, d_model), float32. Row ``pos`` is the code added to the token at ``pos``.
+    """
+    if not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer, got {max_len}")
+    _check_even_dim(d_model)
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
+    w = positional_frequencies(d_model, base).double()[None, :]  # (1, D/2)
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos * w)
+    pe[:, 1::2] = torch.cos(pos * w)
+    return pe.float()
+
+
+def relative_position_matrix(k: int | float, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The fixed linear map ``M_k`` with ``PE[pos + k] = M_k @ PE[pos]`` for every ``pos``.
+
+    By the angle-addition formulas each (sin, cos) pair of the encoding is rotated by the angle
+    ``k * w_i``, so ``M_k`` is block diagonal with 2x2 blocks::
+
+        [[ cos(k w_i),  sin(k w_i)],
+         [-sin(k w_i),  cos(k w_i)]]
+
+    It depends on the offset ``k`` only, never on ``pos``, and ``M_j @ M_k = M_(j+k)``.
+
+    Shape:
+        Output: (d_model, d_model), float32.
+    """
+    _check_even_dim(d_model)
+    angle = k * positional_frequencies(d_model, base).double()  # (D/2,)
+    c, s = torch.cos(angle), torch.sin(angle)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    i = torch.arange(0, d_model, 2)
+    m[i, i], m[i, i + 1] = c, s
+    m[i + 1, i], m[i + 1, i + 1] = -s, c
+    return m.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal code of :func:`positional_encoding` to a batch of embeddings, then dropout.
+
+    Shape:
+        Input: (B, T, d_model) with T <= max_len. Output: same shape.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__()
+        self.register_buffer("pe", positional_encoding(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        max_len, d_model = self.pe.shape
+        if x.dim() != 3 or x.shape[-1] != d_model:
+            raise ValueError(f"x must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+        if offset + x.shape[1] > max_len:
+            raise ValueError(f"sequence of length {x.shape[1]} (offset {offset}) exceeds max_len={max_len}")
+        return self.dropout(x + self.pe[offset : offset + x.shape[1]].to(x.dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Layer normalisation and the position-wise feed-forward network.
+# ---------------------------------------------------------------------------------------------
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation (Ba et al., 2016), eq. (5.6), written out::
+
+        LayerNorm(x) = a * (x - mean(x)) / sqrt(var(x) + eps) + b
+
+    The mean and the *biased* variance are taken over the last dimension, one token at a time, and
+    ``eps`` sits inside the square root: exactly what ``nn.LayerNorm`` computes.
+
+    Shape:
+        Input: (..., d_model). Output: same shape.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # the gain a
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # the bias b
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.weight.shape[0]
+        if x.shape[-1] != d:
+            raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight
+        return y + self.bias if self.bias is not None else y
+
+    @classmethod
+    def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
+        """A copy of a one-dimensional, affine ``nn.LayerNorm``."""
+        if len(m.normalized_shape) != 1 or m.weight is None:
+            raise ValueError(f"need an affine nn.LayerNorm over one dimension, got {m}")
+        ours = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None)
+        ours.weight.data.copy_(m.weight.data)
+        if m.bias is not None:
+            ours.bias.data.copy_(m.bias.data)
+        return ours.to(m.weight.device, m.weight.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class FeedForward(nn.Module):
+    """The position-wise feed-forward network ``W_2 dropout(act(W_1 x + b_1)) + b_2``.
+
+    The same two-layer MLP is applied to every position on its own; ``d_ff`` is usually 4 * d_model.
+
+    Shape:
+        Input: (..., d_model). Output: same shape.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
+                 bias: bool = True):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Pre-LN encoder and decoder layers.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_x(x: torch.Tensor, d_model: int, name: str = "x") -> None:
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+
+
+def _torch_activation(m: nn.Module) -> str:
+    act = m.activation
+    if act is F.relu or isinstance(act, nn.ReLU):
+        return "relu"
+    if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"only relu and gelu activations can be copied, got {act}")
+
+
+def _check_torch_layer(m: nn.Module, kind: type) -> None:
+    if not isinstance(m, kind):
+        raise ValueError(f"m must be an nn.{kind.__name__}, got {type(m).__name__}")
+    if not m.norm_first:
+        raise ValueError(f"m must be built with norm_first=True (pre-LN); got a post-LN nn.{kind.__name__}")
+    if not m.self_attn.batch_first:
+        raise ValueError(f"m must be built with batch_first=True, got an nn.{kind.__name__} that is not")
+
+
+def _copy_ff(ff: FeedForward, m: nn.Module) -> None:
+    ff.linear1.load_state_dict(m.linear1.state_dict())
+    ff.linear2.load_state_dict(m.linear2.state_dict())
+
+
+class EncoderLayer(nn.Module):
+    """One pre-LN transformer encoder layer: two sublayers, each wrapped as in eq. (5.5)::
+
+        x = x + Dropout(SelfAttention(LayerNorm_1(x)))
+        x = x + Dropout(FeedForward(LayerNorm_2(x)))
+
+    The residual stream ``x`` is never normalised itself; every sublayer reads a normalised copy and
+    adds its result back (Xiong et al., 2020). With ``is_causal=True`` (or a causal ``attn_mask``)
+    the same layer is the block of a decoder-only (GPT-style) model.
+
+    Args:
+        d_model: model width; n_heads must divide it.
+        n_heads: number of attention heads.
+        d_ff: hidden width of the feed-forward network (default 4 * d_model).
+        dropout: dropout on the attention weights, inside the feed-forward net and on each sublayer
+            output, as in ``nn.TransformerEncoderLayer``.
+        activation: ``"relu"`` (the original) or ``"gelu"`` (GPT).
+        fast: compute attention with ``F.scaled_dot_product_attention`` (see
+            :class:`seqbook.attention.MultiHeadAttention`); the readable path runs when weights are asked for.
+
+    Shape:
+        x: (B, T, d_model); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
+        where attention is blocked (or additive floats). Output: (B, T, d_model). After a call with
+        ``need_weights=True`` the per-head weights (B, n_heads, T, T) are kept in ``attn_weights``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
+        super().__init__()
+        self.d_model = d_model
+        self.norm1 = LayerNorm(d_model, eps, bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        self.dropout1 = nn.Dropout(dropout)
+        self.norm2 = LayerNorm(d_model, eps, bias)
+        self.ff = FeedForward(d_model, d_ff or 4 * d_model, dropout, activation, bias)
+        self.dropout2 = nn.Dropout(dropout)
+        self.attn_weights: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None, is_causal: bool = False,
+                need_weights: bool = False) -> torch.Tensor:
+        _check_x(x, self.d_model)
+        h = self.norm1(x)  # (B, T, D)
+        a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                              need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
+        self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
+        x = x + self.dropout1(a)  # (B, T, D)
+        return x + self.dropout2(self.ff(self.norm2(x)))  # (B, T, D)
+
+    @classmethod
+    def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = True) -> EncoderLayer:
+        """A copy of ``nn.TransformerEncoderLayer(..., norm_first=True, batch_first=True)``."""
+        _check_torch_layer(m, nn.TransformerEncoderLayer)
+        d_model = m.self_attn.embed_dim
+        ours = cls(d_model, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
+                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast)
+        ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
+        ours.norm1, ours.norm2 = LayerNorm.from_torch(m.norm1), LayerNorm.from_torch(m.norm2)
+        _copy_ff(ours.ff, m)
+        return ours.to(m.linear1.weight.device, m.linear1.weight.dtype)
+
+
+class DecoderLayer(nn.Module):
+    """One pre-LN transformer decoder layer: three sublayers wrapped as in eq. (5.5)::
+
+        x = x + Dropout(MaskedSelfAttention(LayerNorm_1(x)))
+        x = x + Dropout(CrossAttention(LayerNorm_2(x), memory))
+        x = x + Dropout(FeedForward(LayerNorm_3(x)))
+
+    The cross-attention takes its queries from the decoder and its keys and values from the
+    encoder output ``memory`` (seed 000, fig. 4). Arguments as for :class:`EncoderLayer`.
+
+    Shape:
+        x: (B, T, d_model); memory: (B, S, d_model); tgt_mask: (T, T), True = blocked;
+        tgt_key_padding_mask: (B, T); memory_key_padding_mask: (B, S), True at padding.
+        Output: (B, T, d_model). With ``need_weights=True`` the per-head weights are kept in
+        ``self_attn_weights`` (B, H, T, T) and ``cross_attn_weights`` (B, H, T, S).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
+        super().__init__()
+        self.d_model = d_model
+        self.norm1 = LayerNorm(d_model, eps, bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        self.dropout1 = nn.Dropout(dropout)
+        self.norm2 = LayerNorm(d_model, eps, bias)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        self.dropout2 = nn.Dropout(dropout)
+        self.norm3 = LayerNorm(d_model, eps, bias)
+        self.ff = FeedForward(d_model, d_ff or 4 * d_model, dropout, activation, bias)
+        self.dropout3 = nn.Dropout(dropout)
+        self.self_attn_weights: torch.Tensor | None = None
+        self.cross_attn_weights: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+                tgt_key_padding_mask: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None,
+                memory_mask: torch.Tensor | None = None, tgt_is_causal: bool = False,
+                need_weights: bool = False) -> torch.Tensor:
+        _check_x(x, self.d_model)
+        _check_x(memory, self.d_model, "memory")
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"memory must have shape ({x.shape[0]}, S, {self.d_model}), got {tuple(memory.shape)}"
+            )
+        h = self.norm1(x)  # (B, T, D)
+        a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
+                              need_weights=need_weights, is_causal=tgt_is_causal, average_attn_weights=False)
+        self.self_attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
+        x = x + self.dropout1(a)
+        h = self.norm2(x)
+        a, w = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                               attn_mask=memory_mask, need_weights=need_weights, average_attn_weights=False)
+        self.cross_attn_weights = w.detach() if w is not None else None  # (B, H, T, S)
+        x = x + self.dropout2(a)
+        return x + self.dropout3(self.ff(self.norm3(x)))  # (B, T, D)
+
+    @classmethod
+    def from_torch(cls, m: nn.TransformerDecoderLayer, fast: bool = True) -> DecoderLayer:
+        """A copy of ``nn.TransformerDecoderLayer(..., norm_first=True, batch_first=True)``."""
+        _check_torch_layer(m, nn.TransformerDecoderLayer)
+        ours = cls(m.self_attn.embed_dim, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
+                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast)
+        ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
+        ours.cross_attn = MultiHeadAttention.from_torch(m.multihead_attn, fast=fast)
+        ours.norm1, ours.norm2, ours.norm3 = (LayerNorm.from_torch(n) for n in (m.norm1, m.norm2, m.norm3))
+        _copy_ff(ours.ff, m)
+        return ours.to(m.linear1.weight.device, m.linear1.weight.dtype)
+
+
+def set_fast(model: nn.Module, fast: bool) -> nn.Module:
+    """Switch every :class:`~seqbook.attention.MultiHeadAttention` inside ``model`` to the fused
+    (``fast=True``) or the readable (``fast=False``) attention; returns ``model``."""
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention):
+            m.fast = fast
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The encoder-decoder transformer.
+# ---------------------------------------------------------------------------------------------
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The encoder-decoder transformer of Vaswani et al. (2017) (seed 000, fig. 4), in pre-LN form.
+
+    Source and target tokens are embedded, scaled by sqrt(d_model), and added to the sinusoidal
+    :class:`PositionalEncoding`. The encoder stack attends over the source, ignoring padding (the
+    source ``key_padding_mask`` is ``src == pad_id``); the decoder stack attends causally over the
+    target prefix and, through cross-attention, over the encoder output. A final LayerNorm closes
+    each pre-LN stack, and a linear layer maps decoder states to target-vocabulary logits.
+
+    Training uses teacher forcing: ``forward(src, tgt_in)`` with ``tgt_in = <sos> y_1 .. y_{T-1}``
+    predicts ``y_1 .. y_T`` at once. :meth:`greedy_decode` generates one token at a time.
+
+    Shape:
+        src: (B, S) ids; tgt: (B, T) ids. Output of ``forward``: logits (B, T, tgt_vocab_size).
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 128, n_heads: int = 4,
+                 num_encoder_layers: int = 2, num_decoder_layers: int = 2, d_ff: int | None = None,
+                 dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
+                 fast: bool = True):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+        self.pos = PositionalEncoding(d_model, max_len, dropout)
+        layer_args = (d_model, n_heads, d_ff, dropout, activation)
+        self.encoder = nn.ModuleList([EncoderLayer(*layer_args, fast=fast)
+                                      for _ in range(num_encoder_layers)])
+        self.decoder = nn.ModuleList([DecoderLayer(*layer_args, fast=fast)
+                                      for _ in range(num_decoder_layers)])
+        self.encoder_norm = LayerNorm(d_model)
+        self.decoder_norm = LayerNorm(d_model)
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        with torch.no_grad():
+            self.src_embed.weight[pad_id].zero_()
+            self.tgt_embed.weight[pad_id].zero_()
+
+    def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
+        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                f"{name} must be an integer tensor of shape (B, T), got {ids.dtype} {tuple(ids.shape)}"
+            )
+        return self.pos(embed(ids) * math.sqrt(self.d_model))  # (B, T, D)
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the encoder. Returns ``memory`` (B, S, d_model) and the source padding mask (B, S)."""
+        src_pad = src == self.pad_id  # (B, S), True at padding
+        x = self._embed(self.src_embed, src, "src")
+        for layer in self.encoder:
+            x = layer(x, key_padding_mask=src_pad, need_weights=need_weights)
+        return self.encoder_norm(x), src_pad
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
+               need_weights: bool = False) -> torch.Tensor:
+        """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
+        y = self._embed(self.tgt_embed, tgt, "tgt")
+        for layer in self.decoder:
+            y = layer(y, memory, memory_key_padding_mask=src_pad, tgt_is_causal=True,
+                      need_weights=need_weights)
+        return self.generator(self.decoder_norm(y))
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(
+                f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
+            )
+        memory, src_pad = self.encode(src, need_weights)
+        return self.decode(tgt, memory, src_pad, need_weights)
+
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int) -> torch.Tensor:
+        """Generate the most likely next token, one step at a time, until ``<eos>`` or ``max_len``.
+
+        The encoder runs once; the decoder reruns over the growing prefix (no cache: simple, and
+        fast enough for short outputs). Rows that have emitted ``<eos>`` are padded afterwards.
+
+        Returns:
+            ids (B, <= max_len), without the leading ``<sos>``; ``<eos>`` kept where generated.
+        """
+        was_training = self.training
+        self.eval()
+        memory, src_pad = self.encode(src)
+        B = src.shape[0]
+        ys = torch.full((B, 1), sos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        for _ in range(max_len):
+            next_id = self.decode(ys, memory, src_pad)[:, -1].argmax(-1)  # (B,)
+            next_id = next_id.masked_fill(done, self.pad_id)
+            ys = torch.cat([ys, next_id[:, None]], dim=1)
+            done |= next_id == eos_id
+            if done.all():
+                break
+        self.train(was_training)
+        return ys[:, 1:]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. A decoder-only (GPT-style) language model.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GPTConfig:
+    """The sizes of a :class:`GPT` model (names as in nanoGPT)."""
+
+    vocab_size: int
+    block_size: int = 128  # longest context the model sees
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    d_ff: int | None = None  # default 4 * n_embd
+    dropout: float = 0.1
+    bias: bool = True
+    tie_weights: bool = True  # share the token embedding with the output layer
+    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (eq. 5.1-5.2)
+    activation: str = "gelu"
+    fast: bool = True
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(
+                f"n_embd must be divisible by n_head, got n_embd={self.n_embd}, n_head={self.n_head}"
+            )
+        if self.positional not in ("learned", "sinusoidal"):
+            raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer language model (Radford et al., 2019), nanoGPT style.
+
+    Token and position embeddings, ``n_layer`` pre-LN :class:`EncoderLayer` blocks with causal
+    self-attention (no cross-attention: there is no encoder), a final LayerNorm and a linear head
+    over the vocabulary, optionally tied to the token embedding.
+
+    Shape:
+        idx: (B, T) ids with T <= block_size. ``forward`` returns logits (B, T, vocab_size) and,
+        when ``targets`` (B, T) are given, the mean cross-entropy (else None).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
+        if c.positional == "learned":
+            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
+        else:
+            self.register_buffer("pos_code", positional_encoding(c.block_size, c.n_embd), persistent=False)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList([
+            EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, bias=c.bias, fast=c.fast)
+            for _ in range(c.n_layer)
+        ])
+        self.ln_f = LayerNorm(c.n_embd, bias=c.bias)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale the projections into the residual stream
+            if name.endswith(("out_proj.weight", "linear2.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layer))
+        if c.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, need_weights: bool = False,
+                label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T = idx.shape if idx.dim() == 2 else (None, None)
+        if B is None or idx.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                f"idx must be an integer tensor of shape (B, T), got {idx.dtype} {tuple(idx.shape)}"
+            )
+        if T > self.config.block_size:
+            raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
+        pos = self.pos_emb.weight[:T] if hasattr(self, "pos_emb") else self.pos_code[:T]  # (T, D)
+        x = self.drop(self.tok_emb(idx) + pos)  # (B, T, D)
+        for block in self.blocks:
+            x = block(x, is_causal=True, need_weights=need_weights)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {tuple(targets.shape)}")
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), label_smoothing=label_smoothing)
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None,
+                 forbid: tuple[int, ...] = ()) -> torch.Tensor:
+        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
+
+        Each step feeds the last ``block_size`` tokens, divides the final logits by ``temperature``,
+        keeps the ``top_k`` largest (optional) and samples from the softmax; ids in ``forbid`` (e.g.
+        the reserved ``<pad> <unk> <sos> <eos>``) are never drawn. ``temperature=0`` picks the most
+        likely token (greedy). ``generator`` (a CPU generator) makes the samples reproducible.
+        """
+        if idx.dim() != 2 or idx.shape[1] < 1:
+            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+        if temperature < 0 or max_new_tokens < 0:
+            raise ValueError(
+                f"temperature and max_new_tokens must be >= 0, got {temperature} and {max_new_tokens}"
+            )
+        was_training = self.training
+        self.eval()
+        for _ in range(max_new_tokens):
+            logits, _ = self(idx[:, -self.config.block_size:])
+            logits = logits[:, -1].float()  # (B, V)
+            if forbid:
+                logits[:, list(forbid)] = float("-inf")
+            if temperature == 0:
+                next_id = logits.argmax(-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = torch.softmax(logits, dim=-1)
+                next_id = torch.multinomial(probs.cpu() if generator is not None else probs, 1,
+                                            generator=generator).to(idx.device)
+            idx = torch.cat([idx, next_id], dim=1)
+        self.train(was_training)
+        return idx
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Learning-rate schedules with warm-up.
+# ---------------------------------------------------------------------------------------------
+
+
+def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
+    """The learning rate of Vaswani et al. (2017), section 5.3::
+
+        lr(step) = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+
+    It grows linearly for ``warmup_steps`` steps, peaks at ``(d_model * warmup_steps)^-0.5`` and
+    then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
+    """
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+    step = max(int(step), 1)
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def warmup_factor(step: int, warmup_steps: int, total_steps: int | None = None, kind: str = "cosine",
+                  min_factor: float = 0.0) -> float:
+    """The multiplier of the peak learning rate at optimiser step ``step`` (counting from 0).
+
+    Linear warm-up from ``1/warmup_steps`` to 1 over the first ``warmup_steps`` steps, then
+
+    - ``"inverse_sqrt"``: ``sqrt(warmup_steps / (step + 1))``, the shape of :func:`noam_lr`;
+    - ``"cosine"``: half a cosine from 1 down to ``min_factor`` at ``total_steps``;
+    - ``"linear"``: a straight line from 1 down to ``min_factor`` at ``total_steps``;
+    - ``"constant"``: 1.
+    """
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    if kind not in ("inverse_sqrt", "cosine", "linear", "constant"):
+        raise ValueError(f"kind must be 'inverse_sqrt', 'cosine', 'linear' or 'constant', got {kind!r}")
+    if kind in ("cosine", "linear") and (total_steps is None or total_steps <= warmup_steps):
+        raise ValueError(f"kind={kind!r} needs total_steps > warmup_steps, got {total_steps}")
+    s = step + 1  # the number of steps taken once this one is done
+    if s <= warmup_steps:
+        return s / warmup_steps
+    if kind == "inverse_sqrt":
+        return math.sqrt(warmup_steps / s) if warmup_steps else 1.0 / math.sqrt(s)
+    if kind == "constant":
+        return 1.0
+    progress = min(1.0, (s - warmup_steps) / (total_steps - warmup_steps))
+    decay = 0.5 * (1 + math.cos(math.pi * progress)) if kind == "cosine" else 1 - progress
+    return min_factor + (1 - min_factor) * decay
+
+
+def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int | None = None,
+                    kind: str = "cosine", min_factor: float = 0.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that multiplies the optimiser's learning rate by :func:`warmup_factor`.
+
+    Step it once per optimiser step (``seqbook.train.fit`` does). With ``kind="inverse_sqrt"`` and
+    a peak learning rate of ``(d_model * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
+    """
+    warmup_factor(0, warmup_steps, total_steps, kind, min_factor)  # validate the arguments now
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_factor(step, warmup_steps, total_steps, kind, min_factor)
+    )

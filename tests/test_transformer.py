@@ -1,0 +1,430 @@
+"""Tests of seqbook.transformer: positional encoding, LayerNorm, pre-LN layers against PyTorch's
+built-ins, masks, the fast attention path, the encoder-decoder, the GPT model and the schedules."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.testing import assert_close
+
+from seqbook.transformer import (
+    GPT,
+    DecoderLayer,
+    EncoderLayer,
+    FeedForward,
+    GPTConfig,
+    LayerNorm,
+    PositionalEncoding,
+    Seq2SeqTransformer,
+    noam_lr,
+    positional_encoding,
+    positional_frequencies,
+    relative_position_matrix,
+    set_fast,
+    warmup_factor,
+    warmup_schedule,
+)
+
+TOL = {"atol": 2e-5, "rtol": 1e-4}
+
+
+def _randomise(module: nn.Module, std: float = 0.3) -> nn.Module:
+    """Random weights everywhere (PyTorch zero-initialises biases; we want to test them too)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, std)
+    return module
+
+
+def _padding(lengths, S, device):
+    return torch.arange(S, device=device)[None, :] >= torch.tensor(lengths, device=device)[:, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Positional encoding.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_positional_encoding_known_values():
+    pe = positional_encoding(6, 8)
+    assert pe.shape == (6, 8) and pe.dtype == torch.float32
+    assert_close(pe[0], torch.tensor([0.0, 1.0] * 4))  # sin(0) = 0, cos(0) = 1
+    assert pe[1, 0].item() == pytest.approx(math.sin(1.0), abs=1e-7)
+    assert pe[1, 1].item() == pytest.approx(math.cos(1.0), abs=1e-7)
+    # pair i = 1 turns with frequency 10000^(-2/8) = 0.1
+    assert pe[3, 2].item() == pytest.approx(math.sin(3 * 0.1), abs=1e-7)
+    assert pe[3, 3].item() == pytest.approx(math.cos(3 * 0.1), abs=1e-7)
+    assert_close(positional_frequencies(8), torch.tensor([1.0, 0.1, 0.01, 0.001]))
+    assert pe.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize("d_model", [2, 16, 64])
+@pytest.mark.parametrize("k", [1, 3, -2, 17])
+def test_relative_position_is_a_rotation(d_model, k):
+    pe = positional_encoding(64, d_model).double()
+    m = relative_position_matrix(k, d_model).double()
+    rows = torch.arange(5, 40)
+    assert_close(pe[rows] @ m.T, pe[rows + k], atol=1e-6, rtol=0)  # PE[p + k] = M_k PE[p]
+    assert_close(m @ m.T, torch.eye(d_model, dtype=torch.float64), atol=1e-6, rtol=0)  # orthogonal
+    m1 = relative_position_matrix(1, d_model).double()
+    assert_close(torch.linalg.matrix_power(m1, 5), relative_position_matrix(5, d_model).double(),
+                 atol=1e-6, rtol=0)
+
+
+def test_positional_encoding_bad_input():
+    with pytest.raises(ValueError, match="d_model must be a positive even integer, got 7"):
+        positional_encoding(10, 7)
+    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+        positional_encoding(0, 8)
+    pos = PositionalEncoding(8, max_len=5)
+    with pytest.raises(ValueError, match="exceeds max_len=5"):
+        pos(torch.zeros(1, 6, 8))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 8\), got \(1, 4, 7\)"):
+        pos(torch.zeros(1, 4, 7))
+
+
+def test_positional_encoding_module_adds_the_table(device):
+    pos = PositionalEncoding(8, max_len=10).to(device)
+    x = torch.randn(2, 4, 8, device=device)
+    assert_close(pos(x), x + positional_encoding(10, 8).to(device)[:4])
+    assert_close(pos(x, offset=3), x + positional_encoding(10, 8).to(device)[3:7])
+
+
+# ---------------------------------------------------------------------------------------------
+# LayerNorm and the feed-forward network.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 8), (1, 1, 1, 4)])
+def test_layernorm_equals_torch_with_gradients(shape, device):
+    ref = _randomise(nn.LayerNorm(shape[-1], eps=1e-5)).to(device)
+    ours = LayerNorm.from_torch(ref)
+    x = torch.randn(*shape, device=device, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    assert_close(ours(x), ref(x2), **TOL)
+    ours(x).pow(2).sum().backward()
+    ref(x2).pow(2).sum().backward()
+    assert_close(x.grad, x2.grad, **TOL)
+    assert_close(ours.weight.grad, ref.weight.grad, **TOL)
+    assert_close(ours.bias.grad, ref.bias.grad, **TOL)
+
+
+def test_layernorm_statistics_and_bad_input():
+    y = LayerNorm(32)(torch.randn(4, 32) * 5 + 3)
+    assert_close(y.mean(-1), torch.zeros(4), atol=1e-5, rtol=0)
+    assert_close(y.var(-1, unbiased=False), torch.ones(4), atol=1e-3, rtol=0)
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 32\), got \(4, 31\)"):
+        LayerNorm(32)(torch.randn(4, 31))
+
+
+def test_feedforward_shape_and_bad_activation():
+    ff = FeedForward(8, 32)
+    assert ff(torch.randn(2, 5, 8)).shape == (2, 5, 8)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        FeedForward(8, 32, activation="swish")
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoder and decoder layers against nn.TransformerEncoderLayer / nn.TransformerDecoderLayer.
+# ---------------------------------------------------------------------------------------------
+
+SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, d_model, n_heads)
+
+
+def _encoder_masks(B, T, device):
+    causal = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)  # True = blocked
+    lengths = [T] + [max(1, T - 2 - b) for b in range(1, B)]
+    pad = _padding(lengths, T, device)
+    additive = torch.randn(T, T, device=device)
+    return {"none": {}, "padding": {"key_padding_mask": pad}, "causal": {"attn_mask": causal},
+            "both": {"key_padding_mask": pad, "attn_mask": causal}, "float": {"attn_mask": additive}}
+
+
+@pytest.mark.parametrize("B,T,D,H", SHAPES)
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("mask", ["none", "padding", "causal", "both", "float"])
+def test_encoder_layer_equals_torch(B, T, D, H, activation, mask, device):
+    torch.manual_seed(0)
+    ref = nn.TransformerEncoderLayer(D, H, 2 * D, dropout=0.1, activation=activation,
+                                     norm_first=True, batch_first=True)
+    ref = _randomise(ref).to(device).eval()
+    ours = EncoderLayer.from_torch(ref).eval()
+    x = torch.randn(B, T, D, device=device)
+    kw = _encoder_masks(B, T, device)[mask]
+    torch_kw = {"src_mask": kw.get("attn_mask"), "src_key_padding_mask": kw.get("key_padding_mask")}
+    expected = ref(x, **torch_kw).detach()  # grad enabled: PyTorch's step-by-step path
+    if mask != "float":  # PyTorch's fused inference kernel (no_grad) returns NaN with float masks
+        with torch.no_grad():
+            assert_close(ref(x, **torch_kw), expected, **TOL)
+    with torch.no_grad():
+        for fast in (True, False):
+            set_fast(ours, fast)
+            assert_close(ours(x, **kw), expected, **TOL)
+
+
+def test_encoder_layer_gradients_equal_torch(device):
+    torch.manual_seed(1)
+    ref = _randomise(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=True,
+                                                batch_first=True)).to(device)
+    ours = EncoderLayer.from_torch(ref)
+    x = torch.randn(2, 6, 16, device=device, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    pad = _padding([6, 4], 6, device)
+    ours(x, key_padding_mask=pad).sum().backward()
+    ref(x2, src_key_padding_mask=pad).sum().backward()
+    assert_close(x.grad, x2.grad, **TOL)
+    assert_close(ours.ff.linear1.weight.grad, ref.linear1.weight.grad, **TOL)
+    assert_close(ours.self_attn.out_proj.weight.grad, ref.self_attn.out_proj.weight.grad, **TOL)
+
+
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")
+@pytest.mark.parametrize("B,T,D,H", SHAPES)
+@pytest.mark.parametrize("S", [1, 7])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_decoder_layer_equals_torch(B, T, D, H, S, activation, device):
+    torch.manual_seed(0)
+    ref = nn.TransformerDecoderLayer(D, H, 3 * D, dropout=0.1, activation=activation,
+                                     norm_first=True, batch_first=True)
+    ref = _randomise(ref).to(device).eval()
+    ours = DecoderLayer.from_torch(ref).eval()
+    x, memory = torch.randn(B, T, D, device=device), torch.randn(B, S, D, device=device)
+    causal = nn.Transformer.generate_square_subsequent_mask(T, device=device)  # float, -inf above
+    mem_pad = _padding([S] + [max(1, S - 3)] * (B - 1), S, device)
+    tgt_pad = _padding([T] * B, T, device)
+    with torch.no_grad():
+        expected = ref(x, memory, tgt_mask=causal, memory_key_padding_mask=mem_pad,
+                       tgt_key_padding_mask=tgt_pad)
+        for fast in (True, False):
+            set_fast(ours, fast)
+            got = ours(x, memory, tgt_mask=causal, memory_key_padding_mask=mem_pad,
+                       tgt_key_padding_mask=tgt_pad)
+            assert_close(got, expected, **TOL)
+            got = ours(x, memory, tgt_is_causal=True, memory_key_padding_mask=mem_pad)
+            assert_close(got, expected, **TOL)
+
+
+def test_layers_keep_per_head_weights():
+    enc, dec = EncoderLayer(16, 4).eval(), DecoderLayer(16, 4).eval()
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 3, 16)
+    enc(x, need_weights=True)
+    assert enc.attn_weights.shape == (2, 4, 5, 5)
+    assert_close(enc.attn_weights.sum(-1), torch.ones(2, 4, 5))
+    dec(x, mem, tgt_is_causal=True, need_weights=True)
+    assert dec.self_attn_weights.shape == (2, 4, 5, 5) and dec.cross_attn_weights.shape == (2, 4, 5, 3)
+    assert dec.self_attn_weights.triu(1).abs().max() == 0  # nothing attends to the future
+    enc(x)
+    assert enc.attn_weights is None
+
+
+def test_from_torch_rejects_post_ln_and_sequence_first():
+    with pytest.raises(ValueError, match="norm_first=True"):
+        EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2, batch_first=True))
+    with pytest.raises(ValueError, match="batch_first=True"):
+        DecoderLayer.from_torch(nn.TransformerDecoderLayer(8, 2, norm_first=True))
+    with pytest.raises(ValueError, match="must be an nn.TransformerEncoderLayer"):
+        EncoderLayer.from_torch(nn.Linear(8, 8))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_fully_masked_rows_give_no_nan(fast, device):
+    enc = EncoderLayer(8, 2).to(device).eval()
+    dec = DecoderLayer(8, 2).to(device).eval()
+    set_fast(enc, fast), set_fast(dec, fast)
+    x = torch.randn(2, 4, 8, device=device)
+    pad = torch.tensor([[False] * 4, [True] * 4], device=device)  # sequence 1 is all padding
+    out = enc(x, key_padding_mask=pad)
+    assert torch.isfinite(out).all()
+    out = dec(x, x, memory_key_padding_mask=pad, tgt_is_causal=True)
+    assert torch.isfinite(out).all()
+    x.requires_grad_(True)
+    enc.train()
+    enc(x, key_padding_mask=pad).sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_layers_bad_input():
+    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
+        EncoderLayer(10, 3)
+    with pytest.raises(ValueError, match="divisible"):
+        DecoderLayer(10, 4)
+    enc, dec = EncoderLayer(8, 2), DecoderLayer(8, 2)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 8\), got \(2, 5, 6\)"):
+        enc(torch.randn(2, 5, 6))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(2, 5\), got \(2, 4\)"):
+        enc(torch.randn(2, 5, 8), key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="attn_mask must have shape"):
+        enc(torch.randn(2, 5, 8), attn_mask=torch.zeros(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, T, 8\), got \(2, 3\)"):
+        dec(torch.randn(2, 5, 8), torch.randn(2, 3))
+    with pytest.raises(ValueError, match=r"memory must have shape \(2, S, 8\)"):
+        dec(torch.randn(2, 5, 8), torch.randn(3, 4, 8))
+
+
+# ---------------------------------------------------------------------------------------------
+# The encoder-decoder model.
+# ---------------------------------------------------------------------------------------------
+
+
+def _seq2seq(device, **kw):
+    torch.manual_seed(0)
+    return Seq2SeqTransformer(13, 11, d_model=16, n_heads=4, num_encoder_layers=2,
+                              num_decoder_layers=2, max_len=32, **kw).to(device).eval()
+
+
+def test_seq2seq_masks(device):
+    model = _seq2seq(device)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
+    tgt = torch.tensor([[2, 4, 5, 6, 7], [2, 8, 9, 4, 5]], device=device)
+    logits = model(src, tgt)
+    assert logits.shape == (2, 5, 11)
+    # causal: changing target token 3 leaves the predictions at positions 0..2 unchanged
+    tgt2 = tgt.clone()
+    tgt2[:, 3] = 10
+    assert_close(model(src, tgt2)[:, :3], logits[:, :3], **TOL)
+    assert (model(src, tgt2)[:, 3:] - logits[:, 3:]).abs().max() > 1e-4
+    # padding: more padding on the source changes nothing
+    src_longer = torch.cat([src, torch.zeros(2, 3, dtype=torch.long, device=device)], dim=1)
+    assert_close(model(src_longer, tgt), logits, **TOL)
+    # a row alone gives what it gives in the batch
+    assert_close(model(src[1:, :3], tgt[1:]), logits[1:], **TOL)
+
+
+def test_seq2seq_fast_path_equals_readable_path(device):
+    model = _seq2seq(device, dropout=0.0)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
+    tgt = torch.tensor([[2, 4, 5, 6], [2, 8, 9, 4]], device=device)
+    set_fast(model, True)
+    fast = model(src, tgt)
+    fast.pow(2).sum().backward()
+    g_fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    set_fast(model, False)
+    slow = model(src, tgt)
+    slow.pow(2).sum().backward()
+    assert_close(fast, slow, **TOL)
+    for a, (name, p) in zip(g_fast, model.named_parameters(), strict=True):
+        assert_close(a, p.grad, **TOL, msg=name)
+
+
+def test_seq2seq_greedy_decode_is_consistent_with_forward(device):
+    model = _seq2seq(device)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
+    out = model.greedy_decode(src, max_len=6, sos_id=2, eos_id=3)
+    assert out.shape[0] == 2 and 1 <= out.shape[1] <= 6
+    prefix = torch.cat([torch.full((2, 1), 2, device=device), out[:, :-1]], dim=1)
+    expected = model(src, prefix).argmax(-1)
+    for b in range(2):  # up to and including the first <eos>
+        n = (out[b] == 3).nonzero()
+        n = int(n[0]) + 1 if len(n) else out.shape[1]
+        assert torch.equal(out[b, :n], expected[b, :n])
+        assert (out[b, n:] == 0).all()
+
+
+def test_seq2seq_bad_input():
+    model = _seq2seq("cpu")
+    with pytest.raises(ValueError, match=r"src must be an integer tensor of shape \(B, T\)"):
+        model(torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="share the batch size"):
+        model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPT language model.
+# ---------------------------------------------------------------------------------------------
+
+
+def _gpt(device, **kw):
+    torch.manual_seed(0)
+    cfg = GPTConfig(vocab_size=12, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, **kw)
+    return GPT(cfg).to(device).eval()
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+def test_gpt_is_causal_and_its_loss_is_cross_entropy(positional, device):
+    model = _gpt(device, positional=positional)
+    idx = torch.randint(0, 12, (3, 10), device=device)
+    targets = torch.randint(0, 12, (3, 10), device=device)
+    logits, loss = model(idx, targets)
+    assert logits.shape == (3, 10, 12)
+    assert_close(loss, F.cross_entropy(logits.reshape(-1, 12), targets.reshape(-1)))
+    idx2 = idx.clone()
+    idx2[:, 6:] = (idx2[:, 6:] + 1) % 12
+    assert_close(model(idx2)[0][:, :6], logits[:, :6], **TOL)
+    assert model(idx)[1] is None
+
+
+def test_gpt_weight_tying_and_fast_path(device):
+    tied, untied = _gpt(device), _gpt(device, tie_weights=False)
+    assert tied.lm_head.weight is tied.tok_emb.weight
+    assert untied.lm_head.weight is not untied.tok_emb.weight
+    n_tied = sum(p.numel() for p in tied.parameters())
+    assert sum(p.numel() for p in untied.parameters()) - n_tied == 12 * 16
+    idx = torch.randint(0, 12, (2, 16), device=device)
+    fast = set_fast(tied, True)(idx)[0]
+    slow = set_fast(tied, False)(idx)[0]
+    assert_close(fast, slow, **TOL)
+    tied(idx, need_weights=True)
+    w = tied.blocks[0].attn_weights
+    assert w.shape == (2, 2, 16, 16) and w.triu(1).abs().max() == 0
+
+
+def test_gpt_generate(device):
+    model = _gpt(device)
+    idx = torch.tensor([[1, 2, 3]], device=device)
+
+    def sample():
+        return model.generate(idx, 20, generator=torch.Generator().manual_seed(0), forbid=(0, 1))
+
+    out, again = sample(), sample()
+    assert out.shape == (1, 23) and torch.equal(out[:, :3], idx)
+    assert not torch.isin(out[:, 3:], torch.tensor([0, 1], device=device)).any()
+    assert torch.equal(out, again)
+    greedy = model.generate(idx, 1, temperature=0.0)
+    assert greedy[0, -1] == model(idx)[0][0, -1].argmax()
+    top1 = model.generate(idx, 1, top_k=1, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(top1, greedy)
+
+
+def test_gpt_bad_input():
+    with pytest.raises(ValueError, match="n_embd must be divisible by n_head"):
+        GPTConfig(vocab_size=5, n_embd=10, n_head=4)
+    with pytest.raises(ValueError, match="positional must be"):
+        GPTConfig(vocab_size=5, positional="rotary")
+    model = _gpt("cpu")
+    with pytest.raises(ValueError, match="block_size=16"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"targets must have shape \(1, 4\)"):
+        model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning-rate schedules.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_noam_schedule_matches_warmup_schedule():
+    d_model, warmup = 64, 50
+    peak = (d_model * warmup) ** -0.5
+    assert noam_lr(warmup, d_model, warmup) == pytest.approx(peak)
+    assert max(noam_lr(s, d_model, warmup) for s in range(1, 500)) == pytest.approx(peak)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
+    sched = warmup_schedule(opt, warmup, kind="inverse_sqrt")
+    for step in range(1, 300):
+        assert opt.param_groups[0]["lr"] == pytest.approx(noam_lr(step, d_model, warmup), rel=1e-9)
+        opt.step()
+        sched.step()
+
+
+def test_cosine_and_linear_warmup_factor():
+    assert warmup_factor(0, 10, 100) == pytest.approx(0.1)
+    assert warmup_factor(9, 10, 100) == pytest.approx(1.0)
+    assert warmup_factor(99, 10, 100, min_factor=0.1) == pytest.approx(0.1)
+    assert warmup_factor(54, 10, 100) == pytest.approx(0.5)  # half way down the cosine
+    assert warmup_factor(54, 10, 100, kind="linear") == pytest.approx(0.5)
+    assert warmup_factor(500, 10, kind="constant") == 1.0
+    with pytest.raises(ValueError, match="needs total_steps"):
+        warmup_factor(0, 10, kind="cosine")
+    with pytest.raises(ValueError, match="kind must be"):
+        warmup_factor(0, 10, 20, kind="step")
