@@ -1,0 +1,291 @@
+"""Character-level language models: the data, a recurrent model, training with truncated BPTT,
+held-out perplexity, a unigram baseline and sampling.
+
+Chapters 2, 3 and 6 share these so their perplexities are measured on the same split the same way:
+
+    vocab, train_ids, valid_ids = time_machine_ids()          # 27 symbols: a-z and the space
+    x, y = lm_chunks(train_ids, batch_size=32, seq_len=64)     # (num_chunks, B, T) each
+    model = CharLM(len(vocab), hidden_size=128, cell="gru")
+    history = train_lm(model, x, y, steps=500)
+    ppl = evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64))
+    print(generate(model, vocab, "the time traveller", 100, temperature=0.8))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .data import RESERVED, Vocab, load_time_machine, normalize_text, split_text
+from .rnn import GRU, LSTM, RNN
+from .train import History, fit
+
+__all__ = ["CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "time_machine_ids",
+           "unigram_perplexity", "evaluate_perplexity", "train_lm", "generate"]
+
+CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
+
+
+def time_machine_ids(valid_frac: float = 0.1) -> tuple[Vocab, torch.Tensor, torch.Tensor]:
+    """*The Time Machine* as ids over the 27-symbol alphabet, cut into a training head and a
+    held-out tail (no shuffling, so no held-out sentence leaks into training).
+
+    Returns:
+        ``vocab`` (the four reserved tokens, then the 27 characters), ``train_ids`` (N_train,)
+        and ``valid_ids`` (N_valid,), int64.
+    """
+    text = normalize_text(load_time_machine())
+    train_text, valid_text = split_text(text, valid_frac)
+    vocab = Vocab(list(train_text))
+    return (vocab, torch.tensor(vocab.encode(list(train_text)), dtype=torch.long),
+            torch.tensor(vocab.encode(list(valid_text)), dtype=torch.long))
+
+
+def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_size: int) -> float:
+    r"""Perplexity on ``eval_ids`` of the model that ignores context: :math:`p(c)` = the frequency
+    of ``c`` in ``train_ids`` (add-one smoothed). Any useful language model must beat it."""
+    if train_ids.dim() != 1 or eval_ids.dim() != 1:
+        raise ValueError(f"train_ids and eval_ids must have shape (N,), got {tuple(train_ids.shape)} "
+                         f"and {tuple(eval_ids.shape)}")
+    counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
+    log_p = (counts / counts.sum()).log()
+    return math.exp(-log_p[eval_ids].mean().item())
+
+
+def detach_state(state):
+    """Cut the graph behind a recurrent state (a tensor, or the LSTM's pair ``(h, c)``)."""
+    if state is None:
+        return None
+    if isinstance(state, (tuple, list)):
+        return tuple(s.detach() for s in state)
+    return state.detach()
+
+
+class CharLM(nn.Module):
+    r"""Embedding -> recurrent layer -> linear read-out, one next-token distribution per step.
+
+    .. math::
+        e_t = E[x_t], \quad h_t = \mathrm{cell}(e_t, h_{t-1}), \quad
+        p(x_{t+1} \mid x_{\le t}) = \mathrm{softmax}(W_{hy} h_t + b_y)
+
+    Args:
+        vocab_size: number of token ids.
+        hidden_size: size of the recurrent state.
+        cell: ``"rnn"`` (Elman, see ``nonlinearity``), ``"gru"`` or ``"lstm"`` (from :mod:`seqbook.rnn`).
+        embed_size: size of the token embeddings.
+        num_layers, dropout: passed to the recurrent layer.
+        fast: run the recurrent layer through PyTorch's fused kernel (same function, much faster
+            on a CPU; see :mod:`seqbook.rnn`). It can be switched later with ``model.rnn.fast``.
+
+    Shape:
+        ids: (B, T) int64; state: as the recurrent layer's ``h0`` or None
+        -> logits: (B, T, vocab_size), state: the final state (carry it into the next chunk)
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int = 128, cell: str = "rnn", embed_size: int = 32,
+                 num_layers: int = 1, dropout: float = 0.0, nonlinearity: str = "tanh", fast: bool = False):
+        super().__init__()
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {sorted(CELLS)}, got {cell!r}")
+        self.vocab_size, self.cell = vocab_size, cell
+        self.embed = nn.Embedding(vocab_size, embed_size)
+        kwargs = {"nonlinearity": nonlinearity} if cell == "rnn" else {}
+        self.rnn = CELLS[cell](embed_size, hidden_size, num_layers=num_layers, dropout=dropout,
+                                 fast=fast, **kwargs)
+        self.head = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, ids: torch.Tensor, state=None):
+        if ids.dim() != 2:
+            raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
+        output, state = self.rnn(self.embed(ids), state)  # (B, T, H)
+        return self.head(output), state                   # (B, T, V)
+
+
+class ConditionalCharLM(CharLM):
+    r"""A :class:`CharLM` whose initial state is computed from a class (vec2seq generation).
+
+    .. math::
+        h_0 = \tanh(W_c\, \mathrm{onehot}(c) + b_c), \qquad
+        p(y_{1:T} \mid c) = \prod_t p(y_t \mid h_t), \quad h_t = \mathrm{cell}(E[y_{t-1}], h_{t-1}),
+
+    with :math:`y_0` = ``<sos>``; the sequence ends when the model emits ``<eos>``. Training reads
+    ``<sos> y_1 ... y_T`` and predicts ``y_1 ... y_T <eos>``. (For the LSTM, :math:`c_0 = 0`.)
+
+    Shape:
+        ids: (B, T) int64, cond: (B,) int64 in [0, num_conditions) -> logits: (B, T, vocab_size), state
+    """
+
+    def __init__(self, vocab_size: int, num_conditions: int, hidden_size: int = 128, cell: str = "rnn",
+                 embed_size: int = 32, num_layers: int = 1, fast: bool = False):
+        super().__init__(vocab_size, hidden_size, cell, embed_size, num_layers, fast=fast)
+        self.num_conditions = num_conditions
+        self.init = nn.Embedding(num_conditions, num_layers * hidden_size)  # = W_c onehot(c) + b_c
+
+    def initial_state(self, cond: torch.Tensor):
+        if cond.dim() != 1:
+            raise ValueError(f"cond must have shape (B,), got {tuple(cond.shape)}")
+        L, H = self.rnn.num_layers, self.rnn.hidden_size
+        h0 = torch.tanh(self.init(cond)).view(-1, L, H).transpose(0, 1).contiguous()  # (L, B, H)
+        return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
+
+    def forward(self, ids: torch.Tensor, cond: torch.Tensor | None = None, state=None):
+        """Start from ``initial_state(cond)``, or continue from ``state`` when it is given."""
+        if state is None:
+            if cond is None:
+                raise ValueError("give cond (B,) to start a sequence, or the state to continue one")
+            if cond.shape != ids.shape[:1]:
+                raise ValueError(f"cond must have shape ({ids.shape[0]},), got {tuple(cond.shape)}")
+            state = self.initial_state(cond)
+        return super().forward(ids, state)
+
+
+@torch.no_grad()
+def sample_sequence(model: ConditionalCharLM, vocab: Vocab, cond: int, max_len: int = 20,
+                    temperature: float = 1.0, generator: torch.Generator | None = None) -> str:
+    """Sample one sequence for class ``cond``: feed ``<sos>``, then each sampled character, until
+    the model emits ``<eos>`` (or ``max_len`` characters)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    state = model.initial_state(torch.tensor([cond], device=device))
+    token, out = vocab.sos_id, []
+    for _ in range(max_len):
+        logits, state = model(torch.tensor([[token]], device=device), state=state)
+        z = logits[0, -1].float().cpu()
+        z[[vocab.pad_id, vocab.unk_id, vocab.sos_id]] = -math.inf      # <eos> stays allowed
+        p = F.softmax(z / max(temperature, 1e-6), dim=-1)
+        token = int(torch.multinomial(p, 1, generator=generator))
+        if token == vocab.eos_id:
+            break
+        out.append(vocab.itos[token])
+    model.train(was_training)
+    return "".join(out)
+
+
+def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _check_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> None:
+    if inputs.dim() != 3 or inputs.shape != targets.shape:
+        raise ValueError("inputs and targets must both have shape (num_chunks, B, T), got "
+                         f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+
+
+@torch.no_grad()
+def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+                        carry_state: bool = True) -> float:
+    r"""Perplexity :math:`\exp(-\frac1N \sum \log p(x_{t+1} \mid x_{\le t}))` over every target.
+
+    ``inputs`` and ``targets`` come from :func:`seqbook.data.lm_chunks` (num_chunks, B, T). With
+    ``carry_state`` the model is called as ``model(x, state) -> (logits, state)`` and the state
+    flows from each chunk into the next (as in training); otherwise as ``model(x)``, which may
+    return the logits or a tuple whose first item is the logits (e.g. a transformer).
+    """
+    _check_chunks(inputs, targets)
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    state, total, count = None, 0.0, 0
+    for x, y in zip(inputs, targets, strict=True):
+        x, y = x.to(device), y.to(device)
+        if carry_state:
+            logits, state = model(x, state)
+        else:
+            out = model(x)
+            logits = out[0] if isinstance(out, tuple) else out
+        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    return math.exp(total / count)
+
+
+def _ordered_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> Iterator[tuple[int, torch.Tensor,
+                                                                                   torch.Tensor]]:
+    """One pass over the chunks in order, each tagged with its index (0 starts a new pass)."""
+    for k in range(inputs.shape[0]):
+        yield k, inputs[k], targets[k]
+
+
+class _Epochs:
+    """Re-iterable wrapper so :func:`seqbook.train.fit` can cycle through the passes."""
+
+    def __init__(self, inputs, targets):
+        self.inputs, self.targets = inputs, targets
+
+    def __iter__(self):
+        return _ordered_chunks(self.inputs, self.targets)
+
+
+def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int, lr: float = 3e-3,
+             clip: float | None = 1.0, device: torch.device | str | None = None, seed: int | None = 0,
+             eval_fn=None, eval_every: int = 0, progress: bool = True, desc: str = "lm",
+             optimizer: torch.optim.Optimizer | None = None) -> History:
+    """Train a recurrent language model with truncated backpropagation through time.
+
+    The chunks are visited in order, so row b of chunk k continues row b of chunk k-1 and the final
+    state of one chunk is the initial state of the next: the model sees the whole text as one long
+    sequence. Before each chunk the state is detached (gradients flow back at most T steps), and
+    at the start of every pass over the text it is reset to zeros. Gradients are clipped to
+    global norm ``clip``. The optimiser is AdamW (or ``optimizer``); the loop is
+    :func:`seqbook.train.fit`.
+
+    Args:
+        model: ``model(ids, state) -> (logits, state)``, e.g. :class:`CharLM`.
+        inputs, targets: (num_chunks, B, T) from :func:`seqbook.data.lm_chunks`.
+        steps: optimiser steps (one chunk each).
+
+    Returns:
+        The :class:`seqbook.train.History` of per-step losses (mean cross-entropy in nats).
+    """
+    _check_chunks(inputs, targets)
+    carried = {"state": None}
+
+    def loss_fn(model, batch):
+        k, x, y = batch
+        state = None if k == 0 else detach_state(carried["state"])
+        logits, carried["state"] = model(x, state)
+        return _lm_loss(logits, y)
+
+    return fit(model, loss_fn, _Epochs(inputs, targets), steps=steps, lr=lr, optimizer=optimizer, clip=clip,
+               device=device, seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
+
+
+@torch.no_grad()
+def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: float = 1.0,
+             generator: torch.Generator | None = None) -> str:
+    r"""Continue ``prefix`` by ``n`` characters sampled from the model, one at a time.
+
+    The prefix is read first (its state is the context); then each sampled character is fed back
+    as the next input. The next-character distribution is :math:`\mathrm{softmax}(z / \tau)` for
+    logits :math:`z` and temperature :math:`\tau`: small :math:`\tau` sharpens it towards the most
+    likely character (``temperature=0`` takes the argmax), large :math:`\tau` flattens it.
+
+    Returns:
+        ``prefix`` followed by the ``n`` generated characters.
+    """
+    if not prefix:
+        raise ValueError("prefix must hold at least one character, got ''")
+    if n < 0 or temperature < 0:
+        raise ValueError(f"n and temperature must be >= 0, got n={n}, temperature={temperature}")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    ids = torch.tensor([vocab.encode(list(prefix))], device=device)  # (1, T)
+    logits, state = model(ids)
+    out = []
+    for _ in range(n):
+        z = logits[0, -1].float().cpu()                            # (V,)
+        z[: len(RESERVED)] = -math.inf                              # never emit <pad> <unk> <sos> <eos>
+        if temperature == 0:
+            nxt = int(z.argmax())
+        else:
+            nxt = int(torch.multinomial(F.softmax(z / temperature, dim=-1), 1, generator=generator))
+        out.append(vocab.itos[nxt])
+        logits, state = model(torch.tensor([[nxt]], device=device), state)
+    model.train(was_training)
+    return prefix + "".join(out)
