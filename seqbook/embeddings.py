@@ -1,0 +1,222 @@
+"""Embeddings: turning discrete tokens, and chunks of anything, into vectors.
+
+Chapter 1 of the book uses this module. It holds
+
+- :func:`patchify` and :class:`PatchEmbedding`: cut an image into square patches and project each
+  patch linearly into a token vector (the "tokens of anything" recipe of vision transformers);
+- :func:`context_windows` and :class:`CBOW`: a continuous bag-of-words model that learns word
+  vectors by predicting a word from its neighbours;
+- :func:`unigram_cross_entropy`: the baseline every language model must beat;
+- :func:`nearest_neighbours` and :func:`pca`: the two ways we look at learned vectors.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# ---------------------------------------------------------------------------------------------
+# Tokens of anything: image patches.
+# ---------------------------------------------------------------------------------------------
+
+
+def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
+    """Cut images into non-overlapping ``patch x patch`` squares and flatten each into a vector.
+
+    Patches are numbered row by row (left to right, then top to bottom). Inside a patch the values
+    are ordered (channel, row, column), the order of a ``Conv2d`` weight, so a linear map of the
+    patches equals a convolution with ``kernel_size = stride = patch``.
+
+    Shape:
+        - images: (B, H, W) or (B, C, H, W)
+        - output: (B, N, C * patch * patch) with N = (H / patch) * (W / patch)
+    """
+    shape = tuple(images.shape)
+    if images.dim() == 3:
+        images = images.unsqueeze(1)  # (B, 1, H, W)
+    if images.dim() != 4:
+        raise ValueError(f"images must have shape (B, H, W) or (B, C, H, W), got {shape}")
+    B, C, H, W = images.shape
+    if patch < 1 or H % patch or W % patch:
+        raise ValueError(
+            f"patch must divide the image height and width: got patch={patch} for images of shape {shape}"
+        )
+    h, w = H // patch, W // patch
+    x = images.reshape(B, C, h, patch, w, patch)  # (B, C, h, p, w, p)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # (B, h, w, C, p, p)
+    return x.reshape(B, h * w, C * patch * patch)  # (B, N, C*p*p)
+
+
+class PatchEmbedding(nn.Module):
+    """Project every image patch to a ``dim``-dimensional token:  t_n = W vec(patch_n) + b.
+
+    Args:
+        patch: side of the square patches (must divide the image sides).
+        dim: size of each token vector.
+        in_channels: channels of the images (1 for grey-scale).
+
+    Shape:
+        - images: (B, H, W) or (B, C, H, W)
+        - output: (B, N, dim) with N = (H / patch) * (W / patch)
+    """
+
+    def __init__(self, patch: int, dim: int, in_channels: int = 1):
+        super().__init__()
+        self.patch, self.in_channels = patch, in_channels
+        self.proj = nn.Linear(in_channels * patch * patch, dim)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        channels = 1 if images.dim() == 3 else images.shape[1]
+        if channels != self.in_channels:
+            raise ValueError(
+                f"images must have {self.in_channels} channel(s), got shape {tuple(images.shape)}"
+            )
+        return self.proj(patchify(images, self.patch))  # (B, N, dim)
+
+    @classmethod
+    def from_torch(cls, conv: nn.Conv2d) -> PatchEmbedding:
+        """Copy a ``Conv2d`` with ``kernel_size == stride`` (and a bias), the usual ViT patch layer."""
+        k, s = conv.kernel_size, conv.stride
+        if k[0] != k[1] or tuple(s) != tuple(k) or conv.padding not in ((0, 0), "valid") or conv.bias is None:
+            raise ValueError(
+                f"conv must have square kernel_size == stride, no padding and a bias, got "
+                f"kernel_size={k}, stride={s}, padding={conv.padding}, bias={conv.bias is not None}"
+            )
+        m = cls(k[0], conv.out_channels, conv.in_channels)
+        m = m.to(device=conv.weight.device, dtype=conv.weight.dtype)
+        with torch.no_grad():
+            m.proj.weight.copy_(conv.weight.reshape(conv.out_channels, -1))  # (dim, C*p*p)
+            m.proj.bias.copy_(conv.bias)
+        return m
+
+
+# ---------------------------------------------------------------------------------------------
+# Learned word vectors: continuous bag of words.
+# ---------------------------------------------------------------------------------------------
+
+
+def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every position of a token stream with its ``window`` neighbours on each side.
+
+    Example: ids = [a, b, c, d] and window = 1 give contexts [[a, c], [b, d]], centers [b, c].
+
+    Shape:
+        - ids: (N,)
+        - output: contexts (N - 2 * window, 2 * window) ordered left to right, centers (N - 2 * window,)
+    """
+    if ids.dim() != 1:
+        raise ValueError(f"ids must have shape (N,), got {tuple(ids.shape)}")
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    n = ids.shape[0] - 2 * window
+    if n < 1:
+        raise ValueError(f"ids must hold more than 2 * window = {2 * window} tokens, got {ids.shape[0]}")
+    offsets = [k for k in range(-window, window + 1) if k != 0]
+    contexts = torch.stack([ids[window + k : window + k + n] for k in offsets], dim=1)  # (n, 2w)
+    return contexts, ids[window : window + n]
+
+
+class CBOW(nn.Module):
+    """Continuous bag of words: predict a word from the sum of its neighbours' embeddings.
+
+        p(w_t | context) = softmax(U (sum_k E[w_{t+k}]) + c)
+
+    ``E`` (``self.embedding``) holds the word vectors we are after; ``U, c`` (``self.out``) turn
+    a summed context vector into one score per word of the vocabulary.
+
+    Args:
+        vocab_size: number of token ids V.
+        dim: size d of each word vector.
+
+    Shape:
+        - context: (B, K) token ids (K neighbours per example)
+        - output: (B, V) logits of the centre word
+    """
+
+    def __init__(self, vocab_size: int, dim: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, dim)  # E: (V, d)
+        self.out = nn.Linear(dim, vocab_size)  # U: (V, d), c: (V,)
+
+    def forward(self, context: torch.Tensor) -> torch.Tensor:
+        if context.dim() != 2:
+            raise ValueError(f"context must have shape (B, K), got {tuple(context.shape)}")
+        h = self.embedding(context).sum(dim=1)  # (B, K, d) -> (B, d)
+        return self.out(h)  # (B, V)
+
+
+def unigram_cross_entropy(
+    train_ids: torch.Tensor, test_ids: torch.Tensor, vocab_size: int, alpha: float = 0.0
+) -> float:
+    """Cross-entropy, in nats per token, of ``test_ids`` under the unigram distribution of ``train_ids``.
+
+        q(w) = (count(w) + alpha) / (N_train + alpha V),   H = -mean_t log q(test_t)
+
+    This is the loss of a model that ignores the context and always predicts word frequencies;
+    a model that uses context must do better. ``alpha > 0`` adds Laplace smoothing; with
+    ``alpha = 0`` a test token never seen in training gives ``inf``.
+
+    Shape:
+        - train_ids: (N_train,), test_ids: (N_test,)
+    """
+    if train_ids.dim() != 1 or test_ids.dim() != 1:
+        raise ValueError(
+            f"train_ids and test_ids must have shape (N,), got {tuple(train_ids.shape)} and "
+            f"{tuple(test_ids.shape)}"
+        )
+    if train_ids.numel() == 0 or test_ids.numel() == 0:
+        raise ValueError("train_ids and test_ids must not be empty")
+    counts = torch.bincount(train_ids, minlength=vocab_size).double() + alpha  # (V,)
+    q = counts / counts.sum()
+    return float(-torch.log(q[test_ids]).mean())
+
+
+# ---------------------------------------------------------------------------------------------
+# Looking at vectors.
+# ---------------------------------------------------------------------------------------------
+
+
+def nearest_neighbours(
+    vectors: torch.Tensor, query: torch.Tensor, k: int = 5
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` rows of ``vectors`` most cosine-similar to each query row (the query itself excluded).
+
+        cos(u, v) = u . v / (|u| |v|)
+
+    Shape:
+        - vectors: (V, d) e.g. an embedding table
+        - query: (Q,) row ids into ``vectors``
+        - output: similarities (Q, k) in decreasing order, and the ids (Q, k) of the neighbours
+    """
+    if vectors.dim() != 2:
+        raise ValueError(f"vectors must have shape (V, d), got {tuple(vectors.shape)}")
+    if query.dim() != 1:
+        raise ValueError(f"query must have shape (Q,), got {tuple(query.shape)}")
+    if not 1 <= k < vectors.shape[0]:
+        raise ValueError(f"k must be in [1, {vectors.shape[0] - 1}], got {k}")
+    unit = torch.nn.functional.normalize(vectors, dim=1)  # (V, d)
+    sims = unit[query] @ unit.T  # (Q, V)
+    sims[torch.arange(len(query), device=sims.device), query] = -float("inf")  # not itself
+    return sims.topk(k, dim=1)
+
+
+def pca(x: torch.Tensor, k: int = 2) -> torch.Tensor:
+    """Project rows of ``x`` onto their first ``k`` principal components (exact, via the SVD).
+
+    The sign of each component is fixed so that its largest loading is positive, so the same
+    data always gives the same picture.
+
+    Shape:
+        - x: (N, d)
+        - output: (N, k)
+    """
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape (N, d), got {tuple(x.shape)}")
+    if not 1 <= k <= min(x.shape):
+        raise ValueError(f"k must be in [1, {min(x.shape)}] for x of shape {tuple(x.shape)}, got {k}")
+    centred = x - x.mean(dim=0, keepdim=True)  # (N, d)
+    _, _, vh = torch.linalg.svd(centred, full_matrices=False)  # vh: (min(N, d), d)
+    components = vh[:k]  # (k, d)
+    idx = components.abs().argmax(dim=1)
+    signs = torch.sign(components[torch.arange(k, device=x.device), idx])
+    return centred @ (components * signs[:, None]).T  # (N, k)
