@@ -1,0 +1,606 @@
+"""Vector-symbolic architectures: FHRR operations, phasor layers, residual and attentional networks.
+
+Symbols of the Fourier Holographic Reduced Representation (FHRR) are vectors of angles. Following
+Olin-Ammentorp & Bazhenov (2022) every angle is divided by pi, so a symbol ``x`` of dimension ``D`` is a
+real tensor with values in [-1, 1]; its complex ("phasor") view is ``exp(i*pi*x)``, D points on the unit
+circle. The value -1 and the value +1 name the same angle: every operation here wraps around at +-1.
+
+The functional core (one function per equation of the paper)::
+
+    similarity(a, b)       mean_i cos(pi (a_i - b_i))                       (Eqn. 1)
+    bundle(A)              angle(sum_j exp(i pi A_j)) / pi                   (Eqn. 2)
+    bind(a, b, p)          (a + p b + 1) mod 2 - 1                           (Eqn. 3)
+    generalized_bundle     angle(W_r exp(i pi A) W_p + bias) / pi            (Eqn. 4)
+    vsa_attention          angle(sim(Q, K) exp(i pi V)) / pi                 (Eqn. 6)
+
+and thin modules on top of it: :class:`PhasorLinear` (the generalized-bundling layer),
+:class:`ResidualBlock` (binding as the skip connection), :class:`SelfAttentionBlock`,
+:class:`CrossAttentionBlock`, and the Fashion-MNIST classifiers of the paper.
+
+The complex view is computed with real arithmetic (a cosine part and a sine part, recombined with
+``atan2``): the result is the same as with complex tensors, which no layer needs to store.
+Public functions check their inputs; the modules call the unchecked kernels (names with a leading
+underscore) so a forward pass never waits on a device-to-host check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+_TOL = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
+
+# ---------------------------------------------------------------------------------------------
+# Input checks.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_tensor(name: str, x, min_dim: int = 1) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() or not x.is_floating_point():
+        raise ValueError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
+                         f"got dtype {x.dtype}")
+    if x.dim() < min_dim:
+        dims = ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"])
+        raise ValueError(f"{name} must have shape ({dims}), got {tuple(x.shape)}")
+
+
+def _check_range(name: str, x: torch.Tensor) -> None:
+    """Symbols live in [-1, 1]; anything else is a caller bug (e.g. radians passed for angles / pi)."""
+    if x.numel() == 0:
+        return
+    lo, hi = torch.aminmax(x.detach())
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < -1 - _TOL or hi > 1 + _TOL:
+        raise ValueError(f"{name} must hold pi-normalised angles in [-1, 1], got values in "
+                         f"[{lo:.4g}, {hi:.4g}] (shape {tuple(x.shape)})")
+
+
+def _check_symbols(name: str, x, min_dim: int = 1) -> None:
+    _check_tensor(name, x, min_dim)
+    _check_range(name, x)
+
+
+def _check_same_dim(a: torch.Tensor, b: torch.Tensor, a_name: str = "a", b_name: str = "b") -> None:
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"{a_name} and {b_name} must have the same symbol dimension D (last dim), "
+                         f"got {a_name} {tuple(a.shape)} and {b_name} {tuple(b.shape)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The functional core: symbols, similarity, bundling, binding.
+# ---------------------------------------------------------------------------------------------
+
+
+def wrap(x: torch.Tensor) -> torch.Tensor:
+    """Map any real pi-normalised angle to its equivalent in [-1, 1): ``(x + 1) mod 2 - 1``."""
+    return torch.remainder(x + 1.0, 2.0) - 1.0
+
+
+def to_complex(x: torch.Tensor) -> torch.Tensor:
+    """The phasor view of a symbol: ``exp(i pi x)``, a complex tensor of the same shape."""
+    _check_tensor("x", x)
+    return torch.polar(torch.ones_like(x), math.pi * x)
+
+
+def from_complex(z: torch.Tensor) -> torch.Tensor:
+    """Back from the complex plane to symbols: ``angle(z) / pi``, values in [-1, 1]."""
+    if not isinstance(z, torch.Tensor) or not z.is_complex():
+        raise ValueError(f"z must be a complex tensor, got {getattr(z, 'dtype', type(z).__name__)}")
+    return torch.angle(z) / math.pi
+
+
+def random_symbols(n: int, dim: int, generator: torch.Generator | None = None,
+                   device: torch.device | str | None = None,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``n`` random symbols of dimension ``dim``: every angle independent and uniform on [-1, 1).
+
+    Shape:
+        Output: (n, dim).
+    """
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive int, got {dim!r}")
+    # Draw on the generator's device (so a seeded CPU generator gives the same symbols everywhere).
+    where = generator.device if generator is not None else device
+    x = 2.0 * torch.rand(n, dim, generator=generator, device=where, dtype=dtype) - 1.0
+    return x.to(device) if device is not None else x
+
+
+def _similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    if not pairwise:
+        return torch.cos(math.pi * (a - b)).mean(-1)
+    # cos(x - y) = cos x cos y + sin x sin y: two matrix products instead of an (M, N, D) tensor.
+    ca, sa = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, D)
+    cb, sb = torch.cos(math.pi * b), torch.sin(math.pi * b)  # (..., N, D)
+    return (ca @ cb.transpose(-2, -1) + sa @ sb.transpose(-2, -1)) / a.shape[-1]  # (..., M, N)
+
+
+def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    """FHRR similarity (Eqn. 1): the mean cosine of the element-wise angle differences,
+
+    ``sim(a, b) = 1/D * sum_i cos(pi (a_i - b_i))``,
+
+    1 for identical symbols, -1 for opposite ones (every angle turned by pi), near 0 for unrelated ones.
+
+    Args:
+        a, b: symbols, angles in [-1, 1].
+        pairwise: False: compare ``a`` and ``b`` element by element (their leading dims broadcast).
+            True: compare every symbol of ``a`` with every symbol of ``b`` (an "outer" similarity).
+
+    Shape:
+        pairwise=False: a (..., D), b (..., D) -> (...) (broadcast leading dims).
+        pairwise=True: a (..., M, D), b (..., N, D) -> (..., M, N).
+    """
+    min_dim = 2 if pairwise else 1
+    _check_symbols("a", a, min_dim)
+    _check_symbols("b", b, min_dim)
+    _check_same_dim(a, b)
+    return _similarity(a, b, pairwise)
+
+
+def _bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    re = torch.cos(math.pi * symbols).sum(dim)
+    im = torch.sin(math.pi * symbols).sum(dim)
+    return torch.atan2(im, re) / math.pi
+
+
+def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    """FHRR bundling (Eqn. 2): one symbol similar to all of a set,
+
+    ``bundle(A) = angle(sum_j exp(i pi A_j)) / pi``:
+
+    add the phasors of the set and keep the angle of the sum.
+
+    Args:
+        symbols: angles in [-1, 1]; the set runs along ``dim``, the symbol along the last dim.
+        dim: the dimension that holds the members of the set (not the last one).
+
+    Shape:
+        Input: (..., K, D) for the default ``dim=-2``. Output: the input without ``dim``, e.g. (..., D).
+    """
+    _check_symbols("symbols", symbols, 2)
+    nd = symbols.dim()
+    if not -nd <= dim < nd or dim % nd == nd - 1:
+        raise ValueError(f"dim must name a set dimension of symbols {tuple(symbols.shape)} "
+                         f"(any but the last, the symbol dimension D), got dim={dim}")
+    if symbols.shape[dim] == 0:
+        raise ValueError(f"cannot bundle an empty set: symbols has shape {tuple(symbols.shape)} "
+                         f"with size 0 along dim={dim}")
+    return _bundle(symbols, dim)
+
+
+def _bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
+    return torch.remainder(a + power * b + 1.0, 2.0) - 1.0
+
+
+def bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """FHRR binding (Eqn. 3): rotate every angle of ``a`` by ``power`` times the angle of ``b``,
+
+    ``bind(a, b, p) = (a + p b + 1) mod 2 - 1``,
+
+    i.e. multiply the phasors, ``exp(i pi a) * exp(i pi b)^p``. The result is unlike both inputs;
+    ``power=1`` is ordinary binding, ``power=-1`` unbinding, and a real ``power`` the fractional
+    power encoding of a number. The output lies in [-1, 1).
+
+    Shape:
+        a (..., D), b (..., D) -> (..., D) (leading dims broadcast); ``power`` a number or a tensor
+        that broadcasts with them.
+    """
+    _check_symbols("a", a)
+    _check_symbols("b", b)
+    _check_same_dim(a, b)
+    if isinstance(power, torch.Tensor) and not torch.isfinite(power).all():
+        raise ValueError("power must be finite")
+    if not isinstance(power, torch.Tensor) and not math.isfinite(power):
+        raise ValueError(f"power must be finite, got {power}")
+    return _bind(a, b, power)
+
+
+def unbind(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Undo :func:`bind`: rotate ``a`` back by ``b``, so ``unbind(bind(x, b), b) == x`` (mod 2).
+
+    Shape:
+        a (..., D), b (..., D) -> (..., D).
+    """
+    return bind(a, b, power=-1.0)
+
+
+def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Fractional power encoding of real numbers: ``bind(0, base, power=x) = wrap(x * base)``.
+
+    Nearby numbers get similar symbols; with ``base`` uniform on [-1, 1] the expected similarity of
+    the codes of ``x`` and ``y`` is ``sinc(x - y) = sin(pi (x - y)) / (pi (x - y))``.
+
+    Shape:
+        base (D,), x (...) -> (..., D).
+    """
+    _check_symbols("base", base)
+    if base.dim() != 1:
+        raise ValueError(f"base must have shape (D,), got {tuple(base.shape)}")
+    x = torch.as_tensor(x, dtype=base.dtype, device=base.device)
+    if not torch.isfinite(x).all():
+        raise ValueError("x must be finite")
+    return wrap(x.unsqueeze(-1) * base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generalized bundling: the one neural layer of the paper.
+# ---------------------------------------------------------------------------------------------
+
+
+def _generalized_bundle(a, w_r=None, w_p=None, bias_real=None, bias_imag=None) -> torch.Tensor:
+    re, im = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, N) each: exp(i pi A)
+    if w_r is not None:
+        re, im = w_r @ re, w_r @ im  # (..., R, N): mix the symbols of the set
+    if w_p is not None:
+        re, im = re @ w_p, im @ w_p  # (..., R, P): project every symbol
+    if bias_real is not None:
+        re = re + bias_real
+    if bias_imag is not None:
+        im = im + bias_imag
+    return torch.atan2(im, re) / math.pi  # angle(z) / pi
+
+
+def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: torch.Tensor | None = None,
+                       bias: complex | torch.Tensor | None = None) -> torch.Tensor:
+    """Generalized bundling (Eqn. 4) with an optional complex bias,
+
+    ``y = angle(W_r exp(i pi A) W_p + bias) / pi``.
+
+    With ``W_r`` a (1, M) row of ones, ``W_p`` the identity and no bias it is :func:`bundle`; with
+    ``W_r`` the identity and a trainable ``W_p`` it is a neural layer (:class:`PhasorLinear`).
+
+    Args:
+        a: a set of M symbols of dimension N (angles; any real value is read modulo 2).
+        w_r: real reduction weights (R, M), or None for the identity.
+        w_p: real projection weights (N, P), or None for the identity.
+        bias: a complex number or a complex/real tensor broadcastable to (..., R, P), or None.
+
+    Shape:
+        a (..., M, N) -> (..., R, P).
+    """
+    _check_tensor("a", a, 2)
+    m, n = a.shape[-2], a.shape[-1]
+    if w_r is not None and (w_r.dim() != 2 or w_r.shape[1] != m):
+        raise ValueError(f"w_r must have shape (R, {m}) for a of shape {tuple(a.shape)}, "
+                         f"got {tuple(w_r.shape)}")
+    if w_p is not None and (w_p.dim() != 2 or w_p.shape[0] != n):
+        raise ValueError(f"w_p must have shape ({n}, P) for a of shape {tuple(a.shape)}, "
+                         f"got {tuple(w_p.shape)}")
+    bias_real = bias_imag = None
+    if bias is not None:
+        bias = torch.as_tensor(bias, device=a.device)
+        bias_real = bias.real.to(a.dtype)
+        bias_imag = bias.imag.to(a.dtype) if bias.is_complex() else None
+    return _generalized_bundle(a, w_r, w_p, bias_real, bias_imag)
+
+
+class PhasorLinear(nn.Module):
+    """The generalized-bundling layer (Eqn. 4 with ``W_r = I``): a fully connected phasor layer,
+
+    ``y = angle(exp(i pi x) W + b) / pi``,
+
+    with real weights ``W`` (in_features, out_features) and a complex bias ``b`` that starts at
+    ``bias_init`` (1 + 0i by default). With zero-mean random weights the weighted sum of phasors is a
+    cloud around the origin, so without the bias the output angles are uniform; the bias moves the
+    cloud to 1 + 0i and the output angles start concentrated around 0 (figure 1 of the paper), which
+    is what lets a binding skip connection start near the identity.
+
+    Weights are drawn from N(0, init_scale^2 / in_features) (variance scaling, as in the paper's code
+    for ``init_scale=1``).
+
+    Shape:
+        Input: (..., in_features). Output: (..., out_features), angles in [-1, 1].
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
+                 init_scale: float = 1.0):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        std = init_scale / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.randn(in_features, out_features) * std)
+        if bias:
+            b = complex(bias_init)
+            self.bias_real = nn.Parameter(torch.full((out_features,), b.real))
+            self.bias_imag = nn.Parameter(torch.full((out_features,), b.imag))
+        else:
+            self.register_parameter("bias_real", None)
+            self.register_parameter("bias_imag", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (..., {self.in_features}), got {tuple(x.shape)}")
+        return _generalized_bundle(x, None, self.weight, self.bias_real, self.bias_imag)
+
+    def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
+        """The complex value ``exp(i pi x) W + b`` before its angle is taken (for plots)."""
+        z = torch.complex(torch.cos(math.pi * x) @ self.weight, torch.sin(math.pi * x) @ self.weight)
+        if self.bias_real is not None:
+            z = z + torch.complex(self.bias_real, self.bias_imag)
+        return z
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, " \
+               f"bias={self.bias_real is not None}"
+
+
+class PhasorMLP(nn.Module):
+    """Two phasor layers, D -> hidden -> D (hidden = 2D by default); ``out_scale`` scales the
+    initial weights of the second one.
+
+    Shape:
+        Input: (..., dim). Output: (..., dim).
+    """
+
+    def __init__(self, dim: int, hidden: int | None = None, out_scale: float = 1.0):
+        super().__init__()
+        hidden = hidden or 2 * dim
+        self.fc1 = PhasorLinear(dim, hidden)
+        self.fc2 = PhasorLinear(hidden, dim, init_scale=out_scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.fc1(x))
+
+
+class ResidualBlock(nn.Module):
+    """A residual block whose skip connection is binding (section 2.1 of the paper):
+
+    ``y = bind(x, MLP(x))``  (or ``y = MLP(x)`` with ``skip=False``).
+
+    At initialisation the biased phasor layers output angles near 0, and binding with angles near 0
+    barely turns ``x``: the block starts close to the identity, as a ResNet block does. How close
+    depends on the spread of the second layer's weights: the input of that layer is already bunched
+    near angle 0, so its pre-activation is roughly ``1 + sum_j w_j``, a real Gaussian around 1 with
+    standard deviation at most ``out_scale``. With the paper's ``out_scale=1`` up to 16% of the
+    output angles (where it is negative) sit near +-1, a turn by pi, and 12 such blocks in a row
+    forget their input. ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
+    stack near the identity; ``out_scale=0`` makes every block start as the exact identity.
+
+    Shape:
+        Input: (..., dim). Output: (..., dim).
+    """
+
+    def __init__(self, dim: int, hidden: int | None = None, skip: bool = True, out_scale: float = 0.25):
+        super().__init__()
+        self.mlp = PhasorMLP(dim, hidden, out_scale)
+        self.skip = skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.mlp(x)  # (..., D)
+        return _bind(x, h) if self.skip else h
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention with symbols.
+# ---------------------------------------------------------------------------------------------
+
+
+def _vsa_attention(q, k, v, mask=None):
+    scores = _similarity(q, k, pairwise=True)  # (..., Tq, Tk), in [-1, 1]: no scaling, no softmax
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)  # a masked key contributes nothing
+    re = scores @ torch.cos(math.pi * v)  # (..., Tq, Dv): Re(sim(Q, K) exp(i pi V))
+    im = scores @ torch.sin(math.pi * v)  # (..., Tq, Dv): Im(...)
+    return torch.atan2(im, re) / math.pi, scores
+
+
+def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """VSA attention (Eqn. 6): similarity scores weigh the value phasors,
+
+    ``out = angle(sim(Q, K) exp(i pi V)) / pi``.
+
+    The scores are raw FHRR similarities in [-1, 1]: no 1/sqrt(d) scaling and no softmax. Each
+    output symbol is a weighted bundle of the values; a negative score turns a value by pi.
+
+    Args:
+        q: queries (..., Tq, D); k: keys (..., Tk, D); v: values (..., Tk, Dv); angles in [-1, 1].
+        mask: optional bool tensor broadcastable to (..., Tq, Tk), True where a query may look at a
+            key; masked scores are set to 0.
+
+    Returns:
+        ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
+    """
+    _check_symbols("q", q, 2)
+    _check_symbols("k", k, 2)
+    _check_symbols("v", v, 2)
+    _check_same_dim(q, k, "q", "k")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
+                         f"and v {tuple(v.shape)}")
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+        target = torch.broadcast_shapes(q.shape[:-1], k.shape[:-2] + (1,))[:-1] + (q.shape[-2], k.shape[-2])
+        try:
+            torch.broadcast_shapes(mask.shape, target)
+        except RuntimeError:
+            raise ValueError(f"mask must broadcast to {tuple(target)}, got {tuple(mask.shape)}") from None
+    return _vsa_attention(q, k, v, mask)
+
+
+class SelfAttentionBlock(nn.Module):
+    """The symbolic self-attention block (figure 4 of the paper).
+
+    Three phasor layers turn the input symbols into queries, keys and values; VSA attention
+    (Eqn. 6) mixes them; the result is bound to the input (first skip), then a two-layer phasor MLP
+    follows and its output is bound again (second skip, a :class:`ResidualBlock`)::
+
+        a = vsa_attention(FC_q(x), FC_k(x), FC_v(x))
+        h = bind(x, a)
+        y = bind(h, MLP(h))
+
+    Shape:
+        Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, T, dim) and (B, T, T).
+    """
+
+    def __init__(self, dim: int, mlp_hidden: int | None = None):
+        super().__init__()
+        self.dim = dim
+        self.query = PhasorLinear(dim, dim)
+        self.key = PhasorLinear(dim, dim)
+        self.value = PhasorLinear(dim, dim)
+        self.residual = ResidualBlock(dim, mlp_hidden or dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        a, scores = _vsa_attention(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
+        h = _bind(x, a)  # first skip
+        return self.residual(h), scores  # bind(h, MLP(h)): second skip
+
+
+class CrossAttentionBlock(nn.Module):
+    """The symbolic cross-attention block (figure 5 of the paper).
+
+    As :class:`SelfAttentionBlock`, but the queries are not computed from the input: they are
+    ``num_queries`` trainable symbols ("inducing points"), so the cost grows linearly with the number
+    of inputs T, and the output has ``num_queries`` symbols whatever T is::
+
+        a = vsa_attention(P, FC_k(x), FC_v(x))      P: (num_queries, dim), trainable
+        h = bind(P, a)
+        y = bind(h, MLP(h))
+
+    Shape:
+        Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, num_queries, dim) and
+        (B, num_queries, T).
+    """
+
+    def __init__(self, dim: int, num_queries: int = 32, mlp_hidden: int | None = None):
+        super().__init__()
+        self.dim = dim
+        self.queries = nn.Parameter(random_symbols(num_queries, dim))  # inducing points
+        self.key, self.value = PhasorLinear(dim, dim), PhasorLinear(dim, dim)
+        self.residual = ResidualBlock(dim, mlp_hidden or dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        q = self.queries.expand(x.shape[0], -1, -1)  # (B, Q, D)
+        a, scores = _vsa_attention(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
+        h = _bind(q, a)  # first skip: onto the queries
+        return self.residual(h), scores
+
+
+# ---------------------------------------------------------------------------------------------
+# From pixels to symbols and from symbols to classes.
+# ---------------------------------------------------------------------------------------------
+
+
+class SymbolProjection(nn.Module):
+    """Encode real vectors as symbols: a fixed Gaussian random projection, LayerNorm, scale, wrap,
+
+    ``s = wrap(LayerNorm(x P) / sigma)``,  P ~ N(0, 1) of shape (in_features, dim), not trained.
+
+    With ``sigma = 3`` almost all normalised values already lie in [-1, 1]; the wrap makes sure
+    (it does not change the phasor ``exp(i pi s)``).
+
+    Shape:
+        Input: (..., in_features). Output: (..., dim), angles in [-1, 1).
+    """
+
+    def __init__(self, in_features: int, dim: int, sigma: float = 3.0):
+        super().__init__()
+        self.in_features, self.sigma = in_features, sigma
+        self.register_buffer("projection", torch.randn(in_features, dim))
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape (..., {self.in_features}), got {tuple(x.shape)}")
+        return wrap(self.norm(x @ self.projection) / self.sigma)
+
+
+class Codebook(nn.Module):
+    """A fixed random symbol per class; the forward pass returns the similarity to each of them.
+
+    Shape:
+        Input: (B, dim). Output: (B, num_classes), similarities in [-1, 1].
+    """
+
+    def __init__(self, num_classes: int, dim: int):
+        super().__init__()
+        self.register_buffer("codes", random_symbols(num_classes, dim))
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        if y.shape[-1] != self.codes.shape[-1]:
+            raise ValueError(f"y must have shape (..., {self.codes.shape[-1]}), got {tuple(y.shape)}")
+        return _similarity(y, self.codes, pairwise=True)
+
+
+def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The paper's loss: ``mean(1 - sim(output, code of the true class))``, in [0, 2].
+
+    Shape:
+        similarities (B, C), labels (B,) int -> scalar.
+    """
+    if similarities.dim() != 2 or labels.shape != similarities.shape[:1]:
+        raise ValueError(f"similarities must have shape (B, C) and labels (B,), got "
+                         f"{tuple(similarities.shape)} and {tuple(labels.shape)}")
+    return (1.0 - similarities.gather(1, labels[:, None]).squeeze(1)).mean()
+
+
+class VSAResNet(nn.Module):
+    """The trainability test of the paper (figures 2 and 3): a whole image as one symbol, then
+    ``num_blocks`` blocks of two phasor layers (2 * num_blocks layers), with or without binding
+    skips, read out by similarity to a class codebook.
+
+    Shape:
+        Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
+    """
+
+    def __init__(self, dim: int = 1024, num_blocks: int = 12, skip: bool = True, in_features: int = 784,
+                 num_classes: int = 10, hidden: int | None = None, out_scale: float = 0.25):
+        super().__init__()
+        self.embed = SymbolProjection(in_features, dim)
+        self.blocks = nn.Sequential(*[ResidualBlock(dim, hidden, skip, out_scale) for _ in range(num_blocks)])
+        self.codebook = Codebook(num_classes, dim)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.embed(images.flatten(1))  # (B, D)
+        return self.codebook(self.blocks(x))  # (B, C)
+
+
+class VSAAttentionClassifier(nn.Module):
+    """The image classifier of the paper (figure 6a, c, d): every image row becomes a symbol, one
+    self- or cross-attention block processes the set, a phasor layer reduces the flattened output
+    to one symbol, and the class codebook reads it out.
+
+    The rows share one projection and carry no position code; the self-attention model still knows
+    the row order through the final flattening layer (its weights differ per position), while the
+    cross-attention block is blind to it: permuting the rows does not change its output.
+
+    Shape:
+        Input: (B, rows, cols). Output: ``(similarities, scores)`` of shapes (B, num_classes) and the
+        attention scores of the block.
+    """
+
+    def __init__(self, dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
+                 cols: int = 28, num_classes: int = 10, mlp_hidden: int | None = None):
+        super().__init__()
+        if kind not in ("self", "cross"):
+            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
+        self.kind, self.rows, self.cols = kind, rows, cols
+        self.embed = SymbolProjection(cols, dim)
+        if kind == "self":
+            self.block = SelfAttentionBlock(dim, mlp_hidden)
+            tokens = rows
+        else:
+            self.block = CrossAttentionBlock(dim, num_queries, mlp_hidden)
+            tokens = num_queries
+        self.reduce = PhasorLinear(tokens * dim, dim)
+        self.codebook = Codebook(num_classes, dim)
+
+    def forward(self, images: torch.Tensor):
+        if images.dim() != 3 or images.shape[1:] != (self.rows, self.cols):
+            raise ValueError(f"images must have shape (B, {self.rows}, {self.cols}), "
+                             f"got {tuple(images.shape)}")
+        x = self.embed(images)  # (B, rows, D)
+        h, scores = self.block(x)  # (B, T, D)
+        y = self.reduce(h.flatten(1))  # (B, D)
+        return self.codebook(y), scores

@@ -1,0 +1,403 @@
+"""Tests of seqbook.vsa: FHRR operations, phasor layers, attention blocks, classifiers."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from seqbook import vsa, vsa_train
+from seqbook.vsa import (
+    Codebook,
+    CrossAttentionBlock,
+    PhasorLinear,
+    ResidualBlock,
+    SelfAttentionBlock,
+    SymbolProjection,
+    VSAAttentionClassifier,
+    VSAResNet,
+    bind,
+    bundle,
+    codebook_loss,
+    fractional_power,
+    generalized_bundle,
+    random_symbols,
+    similarity,
+    unbind,
+    vsa_attention,
+)
+
+
+def symbols(n, dim, device, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return random_symbols(n, dim, generator=g, device=device, dtype=dtype)
+
+
+def circular_close(x, y, atol=1e-5):
+    """Angles equal modulo 2 (so -1 and 1 count as the same angle)."""
+    d = torch.remainder(x - y + 1.0, 2.0) - 1.0
+    assert d.abs().max().item() <= atol, f"max angular difference {d.abs().max().item()}"
+
+
+# ------------------------------------------------------------------ exact values on small symbols
+
+
+def test_similarity_exact_values(device):
+    a = torch.tensor([0.0, 0.5, 1.0, -0.25], device=device)
+    b = torch.tensor([0.5, 0.5, -1.0, 0.25], device=device)
+    # cos(-pi/2) = 0, cos(0) = 1, cos(2 pi) = 1 (+1 and -1 are one angle), cos(-pi/2) = 0
+    torch.testing.assert_close(similarity(a, b), torch.tensor(0.5, device=device))
+    torch.testing.assert_close(similarity(a, a), torch.tensor(1.0, device=device))
+
+
+def test_bind_exact_values_and_wrap(device):
+    a = torch.tensor([0.75, 0.5, -0.75, 0.25, 0.0], device=device)
+    b = torch.tensor([0.5, 1.0, -0.5, 0.5, 1.0], device=device)
+    # 1.25 -> -0.75, 1.5 -> -0.5, -1.25 -> 0.75, 0.75, 1.0 -> -1.0 (the output lies in [-1, 1))
+    torch.testing.assert_close(bind(a, b), torch.tensor([-0.75, -0.5, 0.75, 0.75, -1.0], device=device))
+    # fractional power: rotate by half of b
+    half = torch.tensor([-1.0, -1.0, -1.0, 0.5, 0.5], device=device)
+    torch.testing.assert_close(bind(a, b, power=0.5), half)
+    torch.testing.assert_close(unbind(a, b), torch.tensor([0.25, -0.5, -0.25, -0.25, -1.0], device=device))
+
+
+def test_bundle_exact_values(device):
+    s = torch.tensor([[0.0, 0.5, 1.0], [0.5, 0.5, -1.0]], device=device)
+    # element 0: 1 + i -> pi/4 -> 0.25; element 1: 2i -> 0.5; element 2: -2 -> angle pi -> 1
+    out = bundle(s)
+    torch.testing.assert_close(out[:2], torch.tensor([0.25, 0.5], device=device))
+    circular_close(out[2:], torch.tensor([1.0], device=device))
+    # batched, and bundling along another dim
+    batched = torch.stack([s, s.flip(0)])  # (2, 2, 3)
+    torch.testing.assert_close(bundle(batched), torch.stack([out, out]))
+    torch.testing.assert_close(bundle(batched.transpose(0, 1), dim=0), torch.stack([out, out]))
+
+
+def test_similarity_pairwise_matches_broadcast(device):
+    a, b = symbols(5, 64, device, 1), symbols(7, 64, device, 2)
+    pair = similarity(a, b, pairwise=True)
+    assert pair.shape == (5, 7)
+    torch.testing.assert_close(pair, similarity(a[:, None, :], b[None, :, :]), atol=1e-5, rtol=1e-5)
+    batched = similarity(a.expand(3, 5, 64), b.expand(3, 7, 64), pairwise=True)
+    assert batched.shape == (3, 5, 7)
+
+
+# ------------------------------------------------------------------ algebraic properties
+
+
+def test_self_similarity_one_and_opposite_minus_one(device):
+    a = symbols(10, 256, device)
+    torch.testing.assert_close(similarity(a, a), torch.ones(10, device=device))
+    opposite = bind(a, torch.ones_like(a))  # every angle turned by pi
+    torch.testing.assert_close(similarity(a, opposite), -torch.ones(10, device=device))
+
+
+def test_bind_unbind_round_trip(device):
+    a, b = symbols(8, 128, device, 1), symbols(8, 128, device, 2)
+    bound = bind(a, b)
+    circular_close(unbind(bound, b), a)
+    assert similarity(bound, a).abs().max() < 0.3  # the bound symbol is unlike its inputs
+    assert similarity(bound, b).abs().max() < 0.3
+
+
+def test_bind_distributes_over_bundle(device):
+    # the paper: binding a bundle binds every member, bind(c, A1 + A2) = bind(c, A1) + bind(c, A2)
+    members, c = symbols(5, 64, device, 1), symbols(1, 64, device, 2)
+    lhs = bind(bundle(members), c[0])
+    rhs = bundle(bind(members, c))
+    circular_close(lhs, rhs, atol=1e-4)
+
+
+def test_bind_is_commutative_and_preserves_similarity(device):
+    a, b, c = symbols(4, 128, device, 1), symbols(4, 128, device, 2), symbols(1, 128, device, 3)
+    circular_close(bind(a, b), bind(b, a))
+    torch.testing.assert_close(similarity(bind(a, c), bind(b, c)), similarity(a, b), atol=1e-5, rtol=0)
+
+
+def test_bundle_is_similar_to_members(device):
+    k, dim = 8, 4096
+    members = symbols(k, dim, device)
+    sims = similarity(bundle(members), members)
+    expected = math.sqrt(math.pi / (4 * k))
+    assert (sims - expected).abs().max() < 0.05
+    assert similarity(bundle(members), symbols(1, dim, device, 9)).abs().max() < 0.05
+
+
+def test_random_symbol_similarity_std(device):
+    n = 256
+    a, b = symbols(2000, n, device, 1), symbols(2000, n, device, 2)
+    std = similarity(a, b).std().item()
+    assert abs(std - 1 / math.sqrt(2 * n)) < 0.1 / math.sqrt(2 * n)
+
+
+def test_complex_view_round_trip(device):
+    x = torch.tensor([0.0, 0.5, -0.5, 0.25, 1.0], device=device)
+    z = vsa.to_complex(x)
+    torch.testing.assert_close(z, torch.tensor([1, 1j, -1j, (1 + 1j) / math.sqrt(2), -1],
+                                               dtype=torch.complex64, device=device), atol=1e-6, rtol=0)
+    circular_close(vsa.from_complex(z), x, atol=1e-6)
+    with pytest.raises(ValueError, match="complex tensor"):
+        vsa.from_complex(x)
+
+
+def test_random_symbols_range_and_seed(device):
+    s = symbols(100, 64, device)
+    assert s.shape == (100, 64) and s.device.type == device.type
+    assert s.min() >= -1 and s.max() < 1
+    torch.testing.assert_close(s, symbols(100, 64, device))
+
+
+def test_fractional_power_kernel_is_sinc():
+    base = symbols(1, 20000, "cpu")[0].double()
+    x = torch.linspace(-3, 3, 13, dtype=torch.float64)
+    codes = fractional_power(base, x)  # (13, D)
+    assert codes.shape == (13, 20000)
+    sims = similarity(codes, fractional_power(base, torch.tensor(0.0, dtype=torch.float64)))
+    torch.testing.assert_close(sims, torch.sinc(x), atol=0.03, rtol=0)
+    # encoding is a homomorphism: code(x) bound with code(y) is code(x + y)
+    circular_close(bind(fractional_power(base, torch.tensor(0.3)), fractional_power(base, torch.tensor(0.4))),
+                   fractional_power(base, torch.tensor(0.7)), atol=1e-4)
+
+
+def test_generalized_bundle_reduces_to_bundle(device):
+    a = symbols(6, 32, device)
+    out = generalized_bundle(a, w_r=torch.ones(1, 6, device=device), w_p=torch.eye(32, device=device))
+    circular_close(out[0], bundle(a), atol=1e-5)
+    # a bias of 1 + 0i pulls a single zero-weight layer to angle 0
+    zero = generalized_bundle(a, w_p=torch.zeros(32, 4, device=device), bias=1 + 0j)
+    torch.testing.assert_close(zero, torch.zeros(6, 4, device=device))
+
+
+# ------------------------------------------------------------------ layers and blocks
+
+
+def test_phasor_linear_matches_complex_formula(device):
+    torch.manual_seed(0)
+    layer = PhasorLinear(16, 8).to(device)
+    with torch.no_grad():
+        layer.bias_imag.fill_(0.3)
+    x = symbols(5, 16, device)
+    z = torch.exp(1j * math.pi * x.to(torch.complex64)) @ layer.weight.to(torch.complex64) \
+        + torch.complex(layer.bias_real, layer.bias_imag)
+    torch.testing.assert_close(layer(x), torch.angle(z) / math.pi, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(layer.pre_activation(x), z, atol=1e-5, rtol=1e-5)
+
+
+def test_bias_concentrates_output_angles(device):
+    torch.manual_seed(0)
+    x = symbols(2000, 256, device)
+    free = PhasorLinear(256, 256, bias=False).to(device)(x)
+    biased = PhasorLinear(256, 256).to(device)(x)
+    # circular variance 1 - |mean phasor|: ~1 for uniform angles, small when concentrated
+    cv = lambda y: 1 - torch.exp(1j * math.pi * y.to(torch.complex64)).mean().abs().item()  # noqa: E731
+    assert cv(free) > 0.95
+    assert cv(biased) < 0.4
+    assert biased.abs().mean() < 0.5 * free.abs().mean()
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_layer_outputs_in_range(device, skip):
+    torch.manual_seed(0)
+    x = symbols(4 * 7, 32, device).view(4, 7, 32)
+    outs = [PhasorLinear(32, 16).to(device)(x), ResidualBlock(32, skip=skip).to(device)(x),
+            SelfAttentionBlock(32).to(device)(x)[0], CrossAttentionBlock(32, 5).to(device)(x)[0],
+            SymbolProjection(32, 16).to(device)(torch.randn(4, 32, device=device) * 100)]
+    for out in outs:
+        assert torch.isfinite(out).all()
+        assert out.min() >= -1 and out.max() <= 1
+
+
+def test_residual_block_starts_near_identity(device):
+    torch.manual_seed(0)
+    x = symbols(64, 256, device)
+    with_skip = ResidualBlock(256).to(device)(x)
+    without = ResidualBlock(256, skip=False).to(device)(x)
+    assert similarity(with_skip, x).mean() > 0.5
+    assert similarity(without, x).abs().mean() < 0.1
+
+
+def test_attention_block_shapes(device):
+    torch.manual_seed(0)
+    x = symbols(2 * 9, 16, device).view(2, 9, 16)
+    y, scores = SelfAttentionBlock(16).to(device)(x)
+    assert y.shape == (2, 9, 16) and scores.shape == (2, 9, 9)
+    y, scores = CrossAttentionBlock(16, num_queries=4).to(device)(x)
+    assert y.shape == (2, 4, 16) and scores.shape == (2, 4, 9)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, 16\), got \(2, 9, 15\)"):
+        SelfAttentionBlock(16).to(device)(x[..., :15])
+
+
+def test_cross_attention_ignores_input_order(device):
+    torch.manual_seed(0)
+    block = CrossAttentionBlock(32, num_queries=3).to(device)
+    x = symbols(10, 32, device)[None]
+    perm = torch.randperm(10, device=device)
+    torch.testing.assert_close(block(x)[0], block(x[:, perm])[0], atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ attention
+
+
+def test_vsa_attention_exact(device):
+    k = symbols(3, 512, device, 1)
+    v = torch.tensor([[0.5, 0.0], [0.0, 0.25], [-0.5, 0.5]], device=device)
+    out, scores = vsa_attention(k[:1], k, v)
+    assert scores.shape == (1, 3)
+    torch.testing.assert_close(scores[0, 0], torch.tensor(1.0, device=device))
+    expected = torch.angle(scores.to(torch.complex64) @ torch.exp(1j * math.pi * v.to(torch.complex64)))
+    torch.testing.assert_close(out, expected / math.pi, atol=1e-5, rtol=1e-5)
+    # a query equal to a key and orthogonal to the rest reads that key's value: here exactly
+    q = torch.zeros(1, 2, device=device)
+    keys = torch.tensor([[0.0, 0.0], [0.5, -0.5]], device=device)  # sim = 1 and 0
+    out, scores = vsa_attention(q, keys, v[:2])
+    torch.testing.assert_close(scores, torch.tensor([[1.0, 0.0]], device=device), atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, v[:1], atol=1e-6, rtol=0)
+
+
+def test_vsa_attention_mask(device):
+    q, k, v = symbols(2, 64, device, 1), symbols(4, 64, device, 2), symbols(4, 64, device, 3)
+    mask = torch.tensor([True, True, False, False], device=device)
+    out, scores = vsa_attention(q, k, v, mask=mask)
+    assert (scores[:, 2:] == 0).all()
+    torch.testing.assert_close(out, vsa_attention(q, k[:2], v[:2])[0], atol=1e-5, rtol=1e-5)
+    full_mask = torch.zeros(2, 4, dtype=torch.bool, device=device)
+    out, _ = vsa_attention(q, k, v, mask=full_mask)
+    assert torch.isfinite(out).all()
+
+
+# ------------------------------------------------------------------ gradients
+
+
+def test_gradcheck_core_ops():
+    g = torch.Generator().manual_seed(0)
+    a = (random_symbols(3, 5, generator=g, dtype=torch.float64) * 0.9).requires_grad_()
+    b = (random_symbols(3, 5, generator=g, dtype=torch.float64) * 0.9).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, y: similarity(x, y), (a, b))
+    assert torch.autograd.gradcheck(lambda x, y: similarity(x, y, pairwise=True), (a, b))
+    assert torch.autograd.gradcheck(lambda x: bundle(x), (a,))
+    # bind is smooth away from the wrap point
+    a2 = (a.detach() * 0.4).requires_grad_()
+    b2 = (b.detach() * 0.4).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, y: bind(x, y, power=1.5), (a2, b2))
+    assert torch.autograd.gradcheck(lambda q, k, v: vsa_attention(q, k, v)[0], (a, b, a.detach().clone()
+                                                                                .requires_grad_()))
+
+
+def test_gradcheck_layers():
+    torch.manual_seed(0)
+    x = (random_symbols(2 * 3, 6, dtype=torch.float64) * 0.9).view(2, 3, 6).requires_grad_()
+    for module in (PhasorLinear(6, 4), ResidualBlock(6), SelfAttentionBlock(6), CrossAttentionBlock(6, 2)):
+        module = module.double()
+
+        def f(inp, module=module):
+            out = module(inp)
+            return out[0] if isinstance(out, tuple) else out
+
+        assert torch.autograd.gradcheck(f, (x,))
+    layer = PhasorLinear(6, 4).double()
+    y = layer(x).sum()
+    y.backward()
+    for p in layer.parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
+
+
+def test_classifiers_train_a_step(device):
+    torch.manual_seed(0)
+    images, labels = torch.rand(8, 28, 28, device=device), torch.arange(8, device=device) % 10
+    for model in (VSAResNet(32, num_blocks=2), VSAAttentionClassifier(32, "self"),
+                  VSAAttentionClassifier(32, "cross", num_queries=4)):
+        model = model.to(device)
+        out = model(images)
+        sims = out[0] if isinstance(out, tuple) else out
+        assert sims.shape == (8, 10) and sims.abs().max() <= 1 + 1e-6
+        loss = codebook_loss(sims, labels)
+        assert 0 <= loss.item() <= 2
+        loss.backward()
+        grads = [p.grad for p in model.parameters() if p.requires_grad]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)
+        assert not model.embed.projection.requires_grad  # the random projection stays fixed
+
+
+def test_codebook_and_loss():
+    cb = Codebook(10, 64)
+    sims = cb(cb.codes)
+    torch.testing.assert_close(torch.diagonal(sims), torch.ones(10))
+    loss = codebook_loss(sims, torch.arange(10))
+    torch.testing.assert_close(loss, torch.tensor(0.0), atol=1e-6, rtol=0)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_bad_input_raises():
+    a, b = random_symbols(2, 8), random_symbols(2, 7)
+    with pytest.raises(ValueError, match=r"same symbol dimension D.*\(2, 8\).*\(2, 7\)"):
+        similarity(a, b)
+    with pytest.raises(ValueError, match="same symbol dimension"):
+        bind(a, b)
+    with pytest.raises(ValueError, match=r"angles in \[-1, 1\]"):
+        similarity(a * math.pi, a)  # radians instead of angles / pi
+    with pytest.raises(ValueError, match=r"angles in \[-1, 1\]"):
+        bind(a, torch.full_like(a, 1.5))
+    with pytest.raises(ValueError, match=r"angles in \[-1, 1\]"):
+        bundle(torch.full((3, 4), float("nan")))
+    with pytest.raises(ValueError, match="dim must name a set dimension"):
+        bundle(a, dim=-1)
+    with pytest.raises(ValueError, match="empty set"):
+        bundle(torch.zeros(0, 4))
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., \?, D\)"):
+        bundle(torch.zeros(4))
+    with pytest.raises(ValueError, match="complex"):
+        similarity(torch.zeros(3, dtype=torch.complex64), torch.zeros(3, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="positive int"):
+        random_symbols(0, 4)
+    with pytest.raises(ValueError, match=r"w_p must have shape \(8, P\)"):
+        generalized_bundle(a, w_p=torch.zeros(7, 3))
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 8\), got \(2, 7\)"):
+        PhasorLinear(8, 4)(b)
+    with pytest.raises(ValueError, match="k and v must hold the same number"):
+        vsa_attention(a, a, random_symbols(3, 8))
+    with pytest.raises(ValueError, match="mask must be a bool"):
+        vsa_attention(a, a, a, mask=torch.ones(2, 2))
+    with pytest.raises(ValueError, match="kind must be"):
+        VSAAttentionClassifier(16, kind="both")
+    with pytest.raises(ValueError, match="power must be finite"):
+        bind(a, a, power=float("inf"))
+    with pytest.raises(ValueError, match=r"base must have shape \(D,\)"):
+        fractional_power(a, torch.tensor(0.5))
+    assert vsa.wrap(torch.tensor([1.0, 3.5, -1.0])).tolist() == [-1.0, -0.5, -1.0]
+
+
+# ------------------------------------------------------------------ training entry point
+
+
+def _fake_fashion(split, download=True):
+    g = torch.Generator().manual_seed(0 if split == "train" else 1)
+    labels = torch.randint(10, (256 if split == "train" else 64,), generator=g)
+    return torch.rand(len(labels), 28, 28, generator=g), labels
+
+
+def test_train_vsa_reduces_loss(device):
+    torch.manual_seed(0)
+    images, labels = _fake_fashion("train")
+    images = images * 0.2 + (labels[:, None, None] == torch.arange(28)[None, :, None] % 10).float()
+    model = vsa_train.build_model("resnet", 32, blocks=2)
+    run = vsa_train.train_vsa(model, (images, labels), (images[:64], labels[:64]), steps=30, batch_size=32,
+                              lr=3e-3, device=device, eval_every=10, eval_size=64, progress=False)
+    assert run.eval_steps == [10, 20, 30] and len(run.eval_accuracy) == 3
+    assert sum(run.history.step_loss[-5:]) / 5 < sum(run.history.step_loss[:5]) / 5
+    assert run.test_accuracy > 0.5  # the label is written into the image: easy to learn
+    acc, loss = vsa_train.evaluate(model, images[:64], labels[:64], batch_size=16)
+    assert acc == pytest.approx(run.test_accuracy) and 0 <= loss <= 2
+
+
+@pytest.mark.parametrize("kind", ["self", "cross", "resnet"])
+def test_command_line_runs(monkeypatch, tmp_path, kind):
+    monkeypatch.setattr(vsa_train, "load_fashion_mnist", _fake_fashion)
+    out = tmp_path / "run.json"
+    args = ["--model", kind, "--dim", "16", "--steps", "3", "--batch", "8", "--device", "cpu",
+            "--blocks", "2", "--queries", "4", "--quiet", "--out", str(out)]
+    result = vsa_train.main(args)
+    assert result["model"] == kind and result["steps"] == 3 and 0 <= result["test_accuracy"] <= 1
+    saved = json.loads(out.read_text())
+    assert len(saved["step_loss"]) == 3 and saved["dim"] == 16
