@@ -1,0 +1,182 @@
+"""Looking inside gated recurrent layers: long-range memory tasks, a "keep by default" gate
+initialisation, and the GRU update unrolled into a weighted sum of candidate states.
+
+The GRU's new state is a convex mix of its old state and a candidate (seed 000, eq. 3.6),
+
+    h_t = (1 - z_t) * n_t + z_t * h_{t-1}.
+
+Substituting the recursion into itself turns h_t into a weighted sum of every candidate so far,
+
+    h_t = sum_{k=1..t} w_{t,k} * n_k + w_{t,0} * h_0,
+    w_{t,k} = (1 - z_k) * prod_{j=k+1..t} z_j,     w_{t,0} = prod_{j=1..t} z_j,
+
+with weights that are non-negative and sum to one over k = 0..t (per hidden unit): the additive
+"shortcut" of seed 003's side-note, and a fixed-form cousin of attention weights.
+:func:`unrolled_weights` computes the w, :func:`unroll` rebuilds h_t from them.
+
+The gates themselves come from ``seqbook.rnn.GRU(..., return_gates=True)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .rnn import GRU, LSTM
+
+__all__ = ["first_token_task", "adding_problem", "init_keep_bias", "unrolled_weights", "unroll"]
+
+
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Long-range memory tasks.
+# ---------------------------------------------------------------------------------------------
+
+
+def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int = 8,
+                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recall the first token: a signal symbol, then ``length - 1`` noise symbols; the target is
+    the signal symbol, to be named after reading the whole sequence.
+
+    Ids ``0 .. num_symbols-1`` are signal symbols and only ever appear at position 0; ids
+    ``num_symbols .. num_symbols+num_noise-1`` are noise. A model that forgets the first token
+    is right with probability ``1 / num_symbols`` at best.
+
+    Returns:
+        ``ids`` (n, length) int64 and ``target`` (n,) int64 with ``ids[:, 0] == target``.
+    """
+    _check_sizes(n=n, length=length, num_symbols=num_symbols, num_noise=num_noise)
+    target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
+    ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
+    ids[:, 0] = target                                                               # (n, T)
+    return ids, target
+
+
+def adding_problem(n: int, length: int, generator: torch.Generator | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The adding problem (Hochreiter and Schmidhuber, 1997): sum the two marked numbers.
+
+    Each step carries a number drawn uniformly from [0, 1) and a marker bit; exactly two markers
+    are set, one in the first half of the sequence and one in the second. The target is the sum
+    of the two marked numbers. Always predicting 1 gives a mean squared error of 1/6.
+
+    Returns:
+        ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
+    """
+    _check_sizes(n=n, length=length)
+    if length < 2:
+        raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
+    values = torch.rand(n, length, generator=generator)                              # (n, T)
+    half = length // 2
+    first = torch.randint(0, half, (n,), generator=generator)
+    second = torch.randint(half, length, (n,), generator=generator)
+    marks = torch.zeros(n, length)
+    rows = torch.arange(n)
+    marks[rows, first] = 1.0
+    marks[rows, second] = 1.0
+    target = (values * marks).sum(dim=1)                                             # (n,)
+    return torch.stack([values, marks], dim=-1), target                              # (n, T, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Start a gated layer in "keep" mode.
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
+    r"""Set the gate biases so that, before training, a gated layer mostly keeps its state.
+
+    GRU: the update-gate bias is ``bias`` (``b_iz = bias``, ``b_hz = 0``), so with a small input
+    and state :math:`z_t \approx \sigma(\text{bias})` (0.95 for 3): each step keeps 95% of
+    :math:`h_{t-1}` and writes 5% of the candidate. LSTM: the same split with its two separate
+    gates, forget-gate bias ``+bias`` and input-gate bias ``-bias``. The other weights are left
+    alone. PyTorch's default (all biases small and random) starts with :math:`z \approx 0.5`,
+    which halves the memory of step 1 at every step.
+
+    Args:
+        layer: a :class:`seqbook.rnn.GRU` or :class:`seqbook.rnn.LSTM` with biases.
+        bias: the gate pre-activation at zero input and state.
+
+    Returns:
+        ``layer`` (changed in place).
+    """
+    if not isinstance(layer, (GRU, LSTM)):
+        raise ValueError(f"layer must be a seqbook.rnn.GRU or LSTM, got {type(layer).__name__}")
+    if not layer.bias:
+        raise ValueError("layer has no biases (bias=False): nothing to initialise")
+    H = layer.hidden_size
+    for cell in layer.cells:
+        if isinstance(layer, GRU):          # rows stacked (r, z, n)
+            cell.bias_ih[H:2 * H] = bias
+            cell.bias_hh[H:2 * H] = 0.0
+        else:                               # rows stacked (i, f, g, o)
+            cell.bias_ih[:H] = -bias
+            cell.bias_hh[:H] = 0.0
+            cell.bias_ih[H:2 * H] = bias
+            cell.bias_hh[H:2 * H] = 0.0
+    return layer
+
+
+# ---------------------------------------------------------------------------------------------
+# The GRU update as a weighted sum of candidates (seed 003's side-note).
+# ---------------------------------------------------------------------------------------------
+
+
+def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The weights of the unrolled GRU update, from its update gates.
+
+    .. math::
+        w_{t,k} = (1 - z_k) \odot \prod_{j=k+1}^{t} z_j \quad (1 \le k \le t), \qquad
+        w_{t,k} = 0 \quad (k > t), \qquad
+        w_{t,0} = \prod_{j=1}^{t} z_j,
+
+    so that :math:`h_t = \sum_{k=1}^{t} w_{t,k} \odot n_k + w_{t,0} \odot h_0`. For every t and
+    unit the weights are non-negative and :math:`w_{t,0} + \sum_k w_{t,k} = 1`.
+
+    Computed from cumulative sums of :math:`\log z` in float64 (products of many gates underflow
+    gracefully instead of dividing by a tiny number).
+
+    Shape:
+        z: (B, T, H) with values in [0, 1] -> weights: (B, T, T, H) indexed [b, t, k, unit] with
+        k = 0 .. T-1 standing for candidates n_1 .. n_T; initial: (B, T, H), the weight on h_0.
+    """
+    if z.dim() != 3:
+        raise ValueError(f"z must have shape (B, T, H), got {tuple(z.shape)}")
+    if z.numel() and (z.min() < 0 or z.max() > 1):
+        raise ValueError("z must hold gate values in [0, 1]")
+    zd = z.double()
+    tiny = torch.finfo(torch.float64).tiny
+    log_z = zd.clamp_min(tiny).log()                                    # (B, T, H)
+    cum = log_z.cumsum(dim=1)                                           # L_t = sum_{j<=t} log z_j
+    # prod_{j=k+1..t} z_j = exp(L_t - L_k) for k <= t: rows t, columns k.
+    keep = (cum[:, :, None, :] - cum[:, None, :, :]).clamp_max(0.0).exp()  # (B, T, T, H)
+    T = z.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=z.device).tril()  # k <= t
+    weights = torch.where(causal[None, :, :, None], keep * (1 - zd)[:, None, :, :], 0.0)
+    initial = cum.exp()                                                 # (B, T, H)
+    return weights.to(z.dtype), initial.to(z.dtype)
+
+
+def unroll(z: torch.Tensor, n: torch.Tensor, h0: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Rebuild every GRU state as a weighted sum of candidates,
+    :math:`h_t = \sum_{k \le t} w_{t,k} \odot n_k + w_{t,0} \odot h_0` (see :func:`unrolled_weights`).
+
+    Shape:
+        z, n: (B, T, H) update gates and candidates (``gates["z"][layer]``, ``gates["n"][layer]``
+        of :class:`seqbook.rnn.GRU`); h0: (B, H) or None (zeros) -> h: (B, T, H)
+    """
+    if z.dim() != 3 or n.shape != z.shape:
+        raise ValueError(f"z and n must both have shape (B, T, H), got {tuple(z.shape)} and {tuple(n.shape)}")
+    B, _, H = z.shape
+    if h0 is not None and tuple(h0.shape) != (B, H):
+        raise ValueError(f"h0 must have shape ({B}, {H}), got {tuple(h0.shape)}")
+    weights, initial = unrolled_weights(z)                              # (B, T, T, H), (B, T, H)
+    h = (weights * n[:, None, :, :]).sum(dim=2)                         # (B, T, H)
+    if h0 is not None:
+        h = h + initial * h0[:, None, :]
+    return h
