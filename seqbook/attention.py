@@ -34,6 +34,7 @@ __all__ = [
     "key_padding_mask",
     "padding_to_attn_mask",
     "MultiHeadAttention",
+    "AdditiveAttention",
 ]
 
 

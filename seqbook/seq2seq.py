@@ -1,0 +1,657 @@
+"""Encoder-decoder models that translate one sequence into another (chapter 4).
+
+The model of Bahdanau et al. (2014), eq. (4.1)-(4.5) of the seed notes, in three parts:
+
+* :class:`Encoder`: a bidirectional GRU; the annotation of source position j is the pair of
+  states ``h_j = [->h_j ; <-h_j]`` that read the source from the left and from the right.
+* :class:`AttentionDecoder`: a GRU whose step i reads a fresh context
+  ``c_i = sum_j alpha_ij h_j`` from :class:`~seqbook.attention.AdditiveAttention`, queried with the
+  previous state ``s_{i-1}``; then ``s_i = GRU([E y_{i-1}; c_i], s_{i-1})``.
+* :class:`PlainDecoder`: the same decoder with one fixed context for every step, the encoder's
+  final states ``c = [->h_S ; <-h_1]`` (the encoder-decoder of Cho et al., 2014, without attention).
+
+:class:`Seq2Seq` joins an encoder and a decoder, trains with teacher forcing (the decoder reads
+the true previous character) and predicts with :func:`greedy_decode` or :func:`beam_search`.
+
+The data side: :func:`date_dataset` (human-written dates -> ISO dates, split by date) and
+:func:`copy_dataset` (random strings of many lengths, to measure the bottleneck), both as a
+:class:`TranslationData` of string pairs with character vocabularies; :func:`encode_pairs`,
+:func:`bucket_batches`, :func:`translate` and :func:`exact_match` move between strings and tensors.
+
+All recurrent parts are ``seqbook.rnn`` modules. ``fast=True`` runs them through PyTorch's fused
+GRU kernels on the same parameters (same values, chapter 3); the tests check both paths agree.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import _VF, nn
+
+from . import rnn
+from .attention import AdditiveAttention
+from .data import Vocab, make_dates, pad_sequences, padding_mask
+from .train import History, fit
+
+__all__ = [
+    "TranslationData",
+    "encode_pairs",
+    "decode_ids",
+    "date_dataset",
+    "copy_dataset",
+    "bucket_batches",
+    "reverse_padded",
+    "EncoderOutput",
+    "Encoder",
+    "AttentionDecoder",
+    "PlainDecoder",
+    "Seq2Seq",
+    "fit_seq2seq",
+    "greedy_decode",
+    "beam_search",
+    "translate",
+    "exact_match",
+    "exact_match_by_length",
+]
+
+PAD_ID, SOS_ID, EOS_ID = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(t.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: string pairs, character vocabularies, padded id tensors.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TranslationData:
+    """Training and test pairs ``(source, target)`` of strings, with character vocabularies.
+
+    ``tensors(split)`` encodes a split with :func:`encode_pairs`.
+    """
+
+    train: list[tuple[str, str]]
+    test: list[tuple[str, str]]
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+    def tensors(self, split: str = "train") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        return encode_pairs(getattr(self, split), self.src_vocab, self.tgt_vocab)
+
+    @property
+    def max_target_len(self) -> int:
+        """Characters in the longest target of either split, plus one for ``<eos>``."""
+        return max(len(t) for _, t in self.train + self.test) + 1
+
+    def __repr__(self) -> str:
+        return (f"TranslationData(train={len(self.train)}, test={len(self.test)}, "
+                f"src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)})")
+
+
+def encode_pairs(
+    pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Encode string pairs character by character and pad them.
+
+    A source is its characters followed by ``<eos>`` (so even an empty string has length 1); a
+    target is ``<sos>``, its characters, ``<eos>``. Unknown characters become ``<unk>``.
+
+    Returns:
+        ``src`` (N, S) int64, ``src_lengths`` (N,) int64 and ``tgt`` (N, T) int64, padded with
+        ``<pad>`` = 0.
+    """
+    if len(pairs) == 0:
+        raise ValueError("pairs is empty: need at least one (source, target) pair")
+    src, src_lengths = pad_sequences([src_vocab.encode(list(s), add_eos=True) for s, _ in pairs])
+    tgt, _ = pad_sequences([tgt_vocab.encode(list(t), add_sos=True, add_eos=True) for _, t in pairs])
+    return src, src_lengths, tgt
+
+
+def decode_ids(ids: Sequence[int] | torch.Tensor, vocab: Vocab) -> str:
+    """Ids -> string: stops at the first ``<eos>`` and skips ``<pad>`` and ``<sos>``."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1:
+            raise ValueError(f"ids must have shape (T,), got {_shape(ids)}")
+        ids = ids.tolist()
+    chars = []
+    for i in ids:
+        if i == EOS_ID:
+            break
+        if i in (PAD_ID, SOS_ID):
+            continue
+        chars.append(vocab.itos[i])
+    return "".join(chars)
+
+
+def date_dataset(n_train: int, n_test: int, seed: int = 0) -> TranslationData:
+    """Dates in human formats -> ISO ``YYYY-MM-DD``, from :func:`seqbook.data.make_dates`.
+
+    The test pairs come from ``make_dates(n_test, seed)``; the training pairs are drawn from
+    other seeds and never share a calendar date with a test pair, so a correct test answer cannot
+    be a remembered training answer. The vocabularies hold the characters of the training pairs.
+    The same arguments always give the same data.
+    """
+    if n_train < 1 or n_test < 1:
+        raise ValueError(f"n_train and n_test must be >= 1, got {n_train} and {n_test}")
+    test = make_dates(n_test, seed=seed)
+    held_out = {iso for _, iso in test}
+    train: list[tuple[str, str]] = []
+    draw = 0
+    while len(train) < n_train:
+        draw += 1
+        fresh = make_dates(2 * n_train, seed=seed + 7919 * draw)  # another seed per draw
+        train += [p for p in fresh if p[1] not in held_out][: n_train - len(train)]
+    src_vocab, tgt_vocab = Vocab([list(s) for s, _ in train]), Vocab([list(t) for _, t in train])
+    return TranslationData(train, test, src_vocab, tgt_vocab)
+
+
+def copy_dataset(
+    n_train: int,
+    max_len: int,
+    n_test_per_length: int,
+    test_max_len: int | None = None,
+    seed: int = 0,
+    alphabet: str = string.ascii_lowercase,
+) -> TranslationData:
+    """Copy random strings: the source and the target are the same string.
+
+    Training lengths are uniform in ``1..max_len``; the test set holds ``n_test_per_length``
+    strings of every length ``1..test_max_len`` (default ``max_len``; larger values test lengths
+    never seen in training). Characters are uniform over ``alphabet``, so a string of length L
+    carries L log2(len(alphabet)) bits that the decoder must recover. Train and test strings are
+    drawn independently (they coincide only by chance, for very short lengths).
+    """
+    test_max_len = max_len if test_max_len is None else test_max_len
+    if n_train < 1 or max_len < 1 or n_test_per_length < 1 or test_max_len < 1:
+        raise ValueError(f"n_train, max_len, n_test_per_length and test_max_len must be >= 1, got "
+                         f"{n_train}, {max_len}, {n_test_per_length}, {test_max_len}")
+    if len(set(alphabet)) < 2:
+        raise ValueError(f"alphabet must hold at least 2 distinct characters, got {alphabet!r}")
+    rng = random.Random(seed)
+
+    def draw(length: int) -> tuple[str, str]:
+        s = "".join(rng.choices(alphabet, k=length))
+        return s, s
+
+    train = [draw(rng.randint(1, max_len)) for _ in range(n_train)]
+    test = [draw(length) for length in range(1, test_max_len + 1) for _ in range(n_test_per_length)]
+    vocab = Vocab(list(alphabet))
+    return TranslationData(train, test, vocab, vocab)
+
+
+def bucket_batches(
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    tgt: torch.Tensor,
+    batch_size: int,
+    generator: torch.Generator | None = None,
+    pool: int = 20,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """An endless stream of shuffled mini-batches of sequences of similar length.
+
+    Every epoch shuffles the data, sorts each pool of ``pool * batch_size`` sequences by source
+    length, cuts it into batches and yields the batches in random order. Each batch is trimmed
+    to its longest source and target, so little time goes into padding.
+
+    Yields:
+        ``(src (B, S_b), src_lengths (B,), tgt (B, T_b))``.
+    """
+    n = src.shape[0]
+    if src.dim() != 2 or _shape(src_lengths) != (n,) or tgt.dim() != 2 or tgt.shape[0] != n:
+        raise ValueError(f"need src (N, S), src_lengths (N,), tgt (N, T) with one N, got "
+                         f"{_shape(src)}, {_shape(src_lengths)}, {_shape(tgt)}")
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
+    tgt_lengths = (tgt != PAD_ID).sum(1)
+    while True:
+        order = torch.randperm(n, generator=generator)
+        batches = []
+        for start in range(0, n, pool * batch_size):
+            chunk = order[start : start + pool * batch_size]
+            chunk = chunk[torch.argsort(src_lengths[chunk], stable=True)]
+            batches += [chunk[i : i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
+        for b in torch.randperm(len(batches), generator=generator).tolist():
+            idx = batches[b]
+            S, T = int(src_lengths[idx].max()), int(tgt_lengths[idx].max())
+            yield src[idx, :S], src_lengths[idx], tgt[idx, :T]
+
+
+# ---------------------------------------------------------------------------------------------
+# The encoder.
+# ---------------------------------------------------------------------------------------------
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse the first ``lengths[b]`` steps of each row of ``x``; the padding stays in place.
+
+    Applying it twice gives ``x`` back. A backward RNN run on the reversed rows starts at each
+    row's last real token instead of at the padding.
+
+    Shape:
+        x: (B, T, ...), lengths: (B,) with values in 0..T -> (B, T, ...)
+    """
+    if x.dim() < 2 or _shape(lengths) != (x.shape[0],):
+        raise ValueError(f"need x (B, T, ...) and lengths (B,), got {_shape(x)} and {_shape(lengths)}")
+    B, T = x.shape[:2]
+    t = torch.arange(T, device=x.device)
+    idx = lengths.to(x.device)[:, None] - 1 - t                     # (B, T): the mirrored position
+    idx = torch.where(idx >= 0, idx, t.expand(B, T))                # padding maps to itself
+    return x.gather(1, idx.view(B, T, *([1] * (x.dim() - 2))).expand_as(x))
+
+
+class EncoderOutput(NamedTuple):
+    """What the decoder reads from the encoder (every field batch-first)."""
+
+    annotations: torch.Tensor         # (B, S, 2H): h_j = [->h_j ; <-h_j], zero at padding
+    final: torch.Tensor               # (B, 2H): [->h at the last real token ; <-h_1]
+    mask: torch.Tensor                # (B, S) bool: True at real tokens
+    keys: torch.Tensor | None = None  # (B, S, A): U_a h_j, added by AttentionDecoder.prepare
+
+
+class Encoder(nn.Module):
+    r"""Bidirectional GRU encoder, eq. (4.1) read in both directions.
+
+    .. math::
+        \overrightarrow{h}_j = \mathrm{GRU}(E x_j, \overrightarrow{h}_{j-1}), \quad
+        \overleftarrow{h}_j = \mathrm{GRU}'(E x_j, \overleftarrow{h}_{j+1}), \quad
+        h_j = [\overrightarrow{h}_j; \overleftarrow{h}_j].
+
+    The two directions are two one-directional :class:`seqbook.rnn.GRU` layers. The backward
+    one reads each source reversed within its own length (:func:`reverse_padded`), so that
+    padding never leaks into a real token's state (PyTorch gets the same effect by packing the
+    sequences). On unpadded input this is exactly ``nn.GRU(..., bidirectional=True)``.
+
+    Shape:
+        src: (B, S) int64 ids, src_lengths: (B,) in 1..S
+        -> :class:`EncoderOutput` with annotations (B, S, 2H), final (B, 2H), mask (B, S)
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, fast: bool = False):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.forward_rnn = rnn.GRU(emb_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
+        self.backward_rnn = rnn.GRU(emb_dim, hidden_size, fast=fast)   # reads x_S .. x_1
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
+        _check_source(src, src_lengths, self.embedding.num_embeddings)
+        B, S = src.shape
+        lengths = src_lengths.to(src.device)
+        x = self.embedding(src)                                        # (B, S, E)
+        fwd, _ = self.forward_rnn(x)                                   # (B, S, H)
+        bwd, _ = self.backward_rnn(reverse_padded(x, lengths))         # (B, S, H), reversed order
+        bwd = reverse_padded(bwd, lengths)                             # back to source order
+        mask = padding_mask(lengths, S)                                # (B, S)
+        annotations = torch.cat([fwd, bwd], dim=-1) * mask[..., None]  # (B, S, 2H)
+        last = fwd[torch.arange(B, device=src.device), lengths - 1]    # (B, H): ->h at the last token
+        final = torch.cat([last, bwd[:, 0]], dim=-1)                   # (B, 2H)
+        return EncoderOutput(annotations, final, mask)
+
+
+def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int) -> None:
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
+        got = f"{src.dtype} of shape {_shape(src)}" if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be an int64 tensor of shape (B, S), got {got}")
+    B, S = src.shape
+    if B == 0 or S == 0:
+        raise ValueError(f"src must hold at least one sequence and one position, got shape {_shape(src)}")
+    if not isinstance(src_lengths, torch.Tensor) or _shape(src_lengths) != (B,):
+        got = _shape(src_lengths) if isinstance(src_lengths, torch.Tensor) else type(src_lengths).__name__
+        raise ValueError(f"src_lengths must have shape ({B},), got {got}")
+    if src_lengths.min() < 1 or src_lengths.max() > S:
+        raise ValueError(f"src_lengths must lie in [1, {S}] (the width of src), got values in "
+                         f"[{int(src_lengths.min())}, {int(src_lengths.max())}]")
+    if src.min() < 0 or src.max() >= vocab_size:
+        raise ValueError(f"src ids must lie in [0, {vocab_size}), got values in [{int(src.min())}, "
+                         f"{int(src.max())}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# The decoders: the same GRU and read-out; they differ only in where the context comes from.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Decoder(nn.Module):
+    r"""One decoder step (the attend-update-predict steps of seed 003):
+
+    .. math::
+        c_i = \text{context}(s_{i-1}), \quad
+        s_i = \mathrm{GRU}([E y_{i-1}; c_i], s_{i-1}), \quad
+        p(y_i \mid y_{<i}, x) = \mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}] + b_o),
+
+    starting from :math:`s_0 = \tanh(W_s [\overrightarrow{h}_S; \overleftarrow{h}_1] + b_s)`.
+    Subclasses define ``context``.
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
+                 fast: bool = False):
+        super().__init__()
+        self.vocab_size, self.hidden_size, self.fast = vocab_size, hidden_size, fast
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.init = nn.Linear(annotation_dim, hidden_size)                       # W_s
+        self.cell = rnn.GRUCell(emb_dim + annotation_dim, hidden_size)
+        self.out = nn.Linear(hidden_size + annotation_dim + emb_dim, vocab_size)  # W_o
+
+    def prepare(self, enc: EncoderOutput) -> EncoderOutput:
+        """Work done once per source before decoding (nothing here)."""
+        return enc
+
+    def context(self, s: torch.Tensor, memory: EncoderOutput):
+        """``(c_i (B, 2H), weights (B, S) or None)`` for the previous state ``s`` (B, H)."""
+        raise NotImplementedError
+
+    def init_state(self, memory: EncoderOutput) -> torch.Tensor:
+        """:math:`s_0` (B, H) from the encoder's final states."""
+        return torch.tanh(self.init(memory.final))
+
+    def _update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
+        c, weights = self.context(s, memory)                           # attend: (B, 2H), (B, S)
+        x = torch.cat([e, c], dim=-1)                                  # (B, E + 2H)
+        if self.fast:  # PyTorch's fused GRU cell on our parameters: the same equations
+            s = _VF.gru_cell(x, s, self.cell.weight_ih, self.cell.weight_hh,
+                             self.cell.bias_ih, self.cell.bias_hh)
+        else:
+            s = self.cell(x, s)                                        # update: (B, H)
+        return s, c, weights
+
+    def step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
+        """One step: ``(logits (B, V), s_i (B, H), weights (B, S) or None)`` from y_{i-1} (B,)."""
+        e = self.embedding(y_prev)                                     # (B, E)
+        s, c, weights = self._update(e, s, memory)
+        logits = self.out(torch.cat([s, c, e], dim=-1))                # predict: (B, V)
+        return logits, s, weights
+
+    def forward(self, tgt_in: torch.Tensor, memory: EncoderOutput):
+        """Teacher forcing: step i reads the true ``tgt_in[:, i]``; returns ``(logits, weights)``.
+
+        Shape:
+            tgt_in: (B, T) -> logits (B, T, V), weights (B, T, S) or None
+        """
+        E = self.embedding(tgt_in)                                     # (B, T, E), all steps at once
+        s = self.init_state(memory)
+        states, contexts, weights = [], [], []
+        for i in range(tgt_in.shape[1]):
+            s, c, w = self._update(E[:, i], s, memory)
+            states.append(s)
+            contexts.append(c)
+            weights.append(w)
+        # the read-out does not feed back into the recurrence: apply it to every step at once
+        logits = self.out(torch.cat([torch.stack(states, 1), torch.stack(contexts, 1), E], dim=-1))
+        return logits, (torch.stack(weights, 1) if weights[0] is not None else None)
+
+
+class AttentionDecoder(_Decoder):
+    r"""The decoder of Bahdanau et al. (2014): a fresh context at every step, eq. (4.2)-(4.5).
+
+    .. math::
+        e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j), \quad
+        \alpha_{ij} = \operatorname{softmax}_j(e_{ij}), \quad
+        c_i = \sum_j \alpha_{ij} h_j .
+
+    The query is :math:`s_{i-1}`, the keys and the values are the annotations :math:`h_j`.
+    :meth:`prepare` computes :math:`U_a h_j` once per source.
+
+    Shape:
+        step: y_prev (B,), s (B, H) -> logits (B, V), s (B, H), weights (B, S)
+    """
+
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
+                 attention_dim: int, fast: bool = False):
+        super().__init__(vocab_size, emb_dim, hidden_size, annotation_dim, fast)
+        self.attention = AdditiveAttention(hidden_size, annotation_dim, attention_dim)
+
+    def prepare(self, enc: EncoderOutput) -> EncoderOutput:
+        return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
+
+    def context(self, s: torch.Tensor, memory: EncoderOutput):
+        return self.attention(s, memory.annotations, mask=memory.mask, projected_keys=memory.keys)
+
+
+class PlainDecoder(_Decoder):
+    r"""The decoder without attention: every step reads the same context, the encoder's final
+    states :math:`c = [\overrightarrow{h}_S; \overleftarrow{h}_1]` (Cho et al., 2014). Everything
+    the decoder learns about the source must pass through this one fixed-size vector.
+
+    Shape:
+        step: y_prev (B,), s (B, H) -> logits (B, V), s (B, H), None
+    """
+
+    def context(self, s: torch.Tensor, memory: EncoderOutput):
+        return memory.final, None
+
+
+# ---------------------------------------------------------------------------------------------
+# The model.
+# ---------------------------------------------------------------------------------------------
+
+
+class Seq2Seq(nn.Module):
+    """An :class:`Encoder` and an :class:`AttentionDecoder` (``attention=True``) or a
+    :class:`PlainDecoder` (``attention=False``).
+
+    Args:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes (id 0 is ``<pad>``).
+        emb_dim: size of the character embeddings (source and target).
+        hidden_size: H, the size of each encoder direction and of the decoder state.
+        attention: use attention; otherwise the fixed context of :class:`PlainDecoder`.
+        attention_dim: width of the attention's scoring network (default ``hidden_size``).
+        fast: run the GRUs through PyTorch's fused kernels (set or clear it later with
+            ``model.fast = ...``; the parameters are the same).
+
+    Shape:
+        forward: src (B, S), src_lengths (B,), tgt_in (B, T) -> logits (B, T, V_tgt)
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int = 32, hidden_size: int = 64,
+                 attention: bool = True, attention_dim: int | None = None, fast: bool = False):
+        super().__init__()
+        for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
+                            ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.attention = attention
+        self.encoder = Encoder(src_vocab_size, emb_dim, hidden_size, fast)
+        if attention:
+            self.decoder = AttentionDecoder(tgt_vocab_size, emb_dim, hidden_size, 2 * hidden_size,
+                                            attention_dim or hidden_size, fast)
+        else:
+            self.decoder = PlainDecoder(tgt_vocab_size, emb_dim, hidden_size, 2 * hidden_size, fast)
+
+    @property
+    def fast(self) -> bool:
+        return self.decoder.fast
+
+    @fast.setter
+    def fast(self, value: bool) -> None:
+        self.encoder.forward_rnn.fast = self.encoder.backward_rnn.fast = self.decoder.fast = bool(value)
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
+        """Run the encoder and the decoder's per-source preparation."""
+        return self.decoder.prepare(self.encoder(src, src_lengths))
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
+                return_attention: bool = False):
+        """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
+        _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
+            raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
+        logits, weights = self.decoder(tgt_in, self.encode(src, src_lengths))
+        return (logits, weights) if return_attention else logits
+
+    def loss(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]`` (teacher forcing), padding ignored.
+
+        ``tgt`` is ``<sos> y_1 ... y_T <eos>`` padded, as made by :func:`encode_pairs`.
+        """
+        if tgt.dim() != 2 or tgt.shape[1] < 2:
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {_shape(tgt)}")
+        logits = self(src, src_lengths, tgt[:, :-1])                   # (B, T-1, V)
+        return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
+
+
+def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size: int = 128,
+                lr: float = 5e-3, seed: int = 0, device=None, progress: bool = True,
+                desc: str = "seq2seq") -> History:
+    """Train ``model`` (anything with ``loss(src, src_lengths, tgt)``) on ``data.train``.
+
+    Adam with a one-cycle learning-rate schedule (warm up to ``lr`` over the first 10% of the
+    steps, then anneal), gradient clipping at 1, length-bucketed batches; see
+    :func:`seqbook.train.fit`. Deterministic for a given ``seed``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    src, src_lengths, tgt = data.tensors("train")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    return fit(model, lambda m, batch: m.loss(*batch),
+               bucket_batches(src, src_lengths, tgt, batch_size, generator),
+               steps=steps, optimizer=optimizer, scheduler=schedule, clip=1.0, device=device, seed=seed,
+               progress=progress, desc=desc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_decode_args(model, src, src_lengths, max_len: int) -> None:
+    if not isinstance(model, Seq2Seq):
+        raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
+    if not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    _check_source(src, src_lengths, model.encoder.embedding.num_embeddings)
+
+
+@torch.no_grad()
+def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
+                  return_attention: bool = False):
+    """Feed back the most probable character at every step, until ``<eos>`` or ``max_len``.
+
+    Returns:
+        ``ys`` (B, L) int64 with L <= ``max_len``: each row's characters, its ``<eos>`` (if it
+        emitted one within ``max_len`` steps) and ``<pad>`` after it. Decoding stops as soon as
+        every row has emitted ``<eos>``. With ``return_attention`` also the attention weights
+        (B, L, S), zero after a row's ``<eos>`` (None for a model without attention).
+    """
+    _check_decode_args(model, src, src_lengths, max_len)
+    memory = model.encode(src, src_lengths)
+    s = model.decoder.init_state(memory)
+    B = src.shape[0]
+    y = torch.full((B,), SOS_ID, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    ys, attention = [], []
+    for _ in range(max_len):
+        logits, s, weights = model.decoder.step(y, s, memory)         # (B, V)
+        y = logits.argmax(-1).masked_fill(done, PAD_ID)                # (B,)
+        ys.append(y)
+        if weights is not None:
+            attention.append(weights.masked_fill(done[:, None], 0.0))
+        done = done | (y == EOS_ID)
+        if bool(done.all()):
+            break
+    ys = torch.stack(ys, 1)                                            # (B, L)
+    if return_attention:
+        return ys, (torch.stack(attention, 1) if attention else None)
+    return ys
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,
+                max_len: int, return_scores: bool = False):
+    """Keep the ``beam_width`` most probable prefixes at every step; return the best sequence.
+
+    A prefix scores the sum of the log-probabilities of its characters. At each step every live
+    prefix is extended by every character, and the ``beam_width`` best extensions per source
+    survive. A prefix that emitted ``<eos>`` is finished: it keeps its score (later steps
+    append ``<pad>`` at no cost), so it competes fairly with the live ones, whose scores can
+    only fall. The search stops when every kept prefix has finished, or after ``max_len`` steps.
+    ``beam_width=1`` is greedy decoding.
+
+    Returns:
+        ``ys`` (B, L), laid out as in :func:`greedy_decode`; with ``return_scores`` also the
+        log-probability of each returned sequence (B,).
+    """
+    _check_decode_args(model, src, src_lengths, max_len)
+    if not isinstance(beam_width, int) or beam_width < 1:
+        raise ValueError(f"beam_width must be a positive int, got {beam_width!r}")
+    B, K, dev = src.shape[0], beam_width, src.device
+    memory = model.encode(src, src_lengths)
+    memory = EncoderOutput(*(t.repeat_interleave(K, 0) if t is not None else None for t in memory))
+    s = model.decoder.init_state(memory)                               # (B*K, H), beams of a source adjacent
+    y = torch.full((B * K,), SOS_ID, dtype=torch.long, device=dev)
+    scores = torch.full((B, K), float("-inf"), device=dev)
+    scores[:, 0] = 0.0                                                 # the K start beams are one beam
+    done = torch.zeros(B * K, dtype=torch.bool, device=dev)
+    ys = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
+    offset = torch.arange(B, device=dev)[:, None] * K                  # (B, 1): first beam of each source
+    for _ in range(max_len):
+        logits, s, _ = model.decoder.step(y, s, memory)
+        logp = torch.log_softmax(logits.float(), dim=-1)               # (B*K, V)
+        V = logp.shape[-1]
+        finished = torch.full_like(logp, float("-inf"))
+        finished[:, PAD_ID] = 0.0                                      # a finished beam only pads, for free
+        logp = torch.where(done[:, None], finished, logp)
+        candidates = (scores.view(B * K, 1) + logp).view(B, K * V)     # every beam times every character
+        scores, index = candidates.topk(K, dim=-1)                     # (B, K)
+        parent = (index // V + offset).view(-1)                        # (B*K,) the beam each one extends
+        y = (index % V).view(-1)                                       # (B*K,) the character it appends
+        s, done, ys = s[parent], done[parent], torch.cat([ys[parent], y[:, None]], 1)
+        done = done | (y == EOS_ID)
+        if bool(done.all()):
+            break
+    best = scores.argmax(-1)                                           # (B,)
+    ys = ys[best + offset.squeeze(1)]                                  # (B, L)
+    return (ys, scores.gather(1, best[:, None]).squeeze(1)) if return_scores else ys
+
+
+@torch.no_grad()
+def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab, max_len: int,
+              beam_width: int = 1, batch_size: int = 512) -> list[str]:
+    """Translate strings: greedy decoding (``beam_width=1``) or beam search, in batches."""
+    if isinstance(sources, str):
+        raise ValueError("sources must be a list of strings, got one string")
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[str] = []
+    for start in range(0, len(sources), batch_size):
+        chunk = [(s, "") for s in sources[start : start + batch_size]]
+        src, src_lengths, _ = encode_pairs(chunk, src_vocab, tgt_vocab)
+        src, src_lengths = src.to(device), src_lengths.to(device)
+        if beam_width == 1:
+            ys = greedy_decode(model, src, src_lengths, max_len)
+        else:
+            ys = beam_search(model, src, src_lengths, beam_width, max_len)
+        out += [decode_ids(row, tgt_vocab) for row in ys.cpu()]
+    return out
+
+
+def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:
+    """The fraction of predictions equal to their target, character for character."""
+    if len(predictions) != len(targets) or len(targets) == 0:
+        raise ValueError(f"need equally many predictions and targets (at least one), got "
+                         f"{len(predictions)} and {len(targets)}")
+    return sum(p == t for p, t in zip(predictions, targets, strict=True)) / len(targets)
+
+
+def exact_match_by_length(predictions: Sequence[str], pairs: Sequence[tuple[str, str]]):
+    """Exact match grouped by source length: ``(lengths, accuracy, count)`` as NumPy arrays."""
+    if len(predictions) != len(pairs) or len(pairs) == 0:
+        raise ValueError(f"need equally many predictions and pairs (at least one), got "
+                         f"{len(predictions)} and {len(pairs)}")
+    lengths = np.array([len(s) for s, _ in pairs])
+    correct = np.array([p == t for p, (_, t) in zip(predictions, pairs, strict=True)], dtype=float)
+    keys = np.unique(lengths)
+    acc = np.array([correct[lengths == k].mean() for k in keys])
+    count = np.array([(lengths == k).sum() for k in keys])
+    return keys, acc, count
