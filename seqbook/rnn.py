@@ -288,15 +288,17 @@ class _RecurrentLayer(nn.Module):
             for direction in range(D):
                 k = layer * D + direction
                 cell = self.cells[k]
-                xw = cell.project_input(layer_input)                   # (B, T, G*H), all steps at once
+                # (B, G*H) per step, all steps projected at once. unbind, not xw[:, t]: the backward of
+                # T slices would write T full-size (B, T, G*H) gradients, quadratic in T.
+                xw = cell.project_input(layer_input).unbind(1)
                 state = states[k]
                 steps = range(T - 1, -1, -1) if direction == 1 else range(T)
                 hs, gs = [None] * T, [None] * T
                 for t in steps:
                     if return_gates:
-                        state, gs[t] = cell.step(xw[:, t], state, return_gates=True)
+                        state, gs[t] = cell.step(xw[t], state, return_gates=True)
                     else:
-                        state = cell.step(xw[:, t], state)
+                        state = cell.step(xw[t], state)
                     hs[t] = self._hidden(state)                        # (B, H)
                 outputs.append(torch.stack(hs, dim=1))                 # (B, T, H)
                 finals.append(state)
