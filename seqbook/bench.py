@@ -23,8 +23,10 @@ times the symbol dimension for FHRR, and four times the memory and the queries f
 
 Targets (CPU, ours / reference, forward + backward, book and 4x): a fast path (``fast=True``) at most
 1.1x its built-in; ``MultiHeadAttention`` and the transformer layers at most 1.2x; the FHRR operations
-no slower than torch-hd (1.0x). Rows without a target are there to be read, not judged: the readable
-step-by-step code against the fused kernels, or Hopfield's batched retrieval against a loop over queries.
+no slower than torch-hd (1.0x), like for like: our phasor fast path (``seqbook.vsa.bind_phasor``, ...)
+against torch-hd's operations, both on stored complex phasors. Rows without a target are there to be
+read, not judged: the readable step-by-step code against the fused kernels (or torch-hd), or Hopfield's
+batched retrieval against a loop over queries.
 
 Rows whose dependency is missing (``torch-hd``, the optional benchmark extra ``seqbook[bench]``, or
 :mod:`seqbook.hopfield`) are reported as skipped.
@@ -270,6 +272,10 @@ def _recurrent_pairs(s: dict, device) -> Iterator[Pair]:
 
 
 def _vsa_pairs(s: dict, device) -> Iterator[Pair]:
+    """Three rows per FHRR operation. The target row times our phasor fast path (``bind_phasor``, ...)
+    against torch-hd, both on stored complex phasors: the like-for-like comparison. Two rows to read:
+    our readable functions (angles in, angles out) against torch-hd on phasors, and against torch-hd
+    wrapped to take and return angles (the same function as ours); ``vsa_attention(fast=True)`` too."""
     from . import vsa
 
     B, T, D = s["B"], s["T"], s["D"]
@@ -277,33 +283,44 @@ def _vsa_pairs(s: dict, device) -> Iterator[Pair]:
     g = torch.Generator().manual_seed(0)
     a, b, c = (vsa.random_symbols(B * T, D, generator=g).view(B, T, D).to(device).requires_grad_()
                for _ in range(3))
-    ours = {
+    ours = {  # the readable functions: angles in, angles out
         "bind": lambda: vsa.bind(a, b),
         "bundle": lambda: vsa.bundle(a, dim=-2),
         "similarity pairwise": lambda: vsa.similarity(a, b, pairwise=True),
         "vsa_attention": lambda: vsa.vsa_attention(a, b, c),
     }
+    fast_names = {"bind": "bind_phasor", "bundle": "bundle_phasor", "similarity pairwise":
+                  "similarity_phasor pairwise", "vsa_attention": "vsa_attention_phasor"}
     shapes = {"bind": shape, "bundle": shape + " (bundle T)", "similarity pairwise": shape + " (T x T)",
               "vsa_attention": shape}
     try:
         import torchhd
     except ImportError:
+        why = "torch-hd is not installed (pip install torch-hd, or seqbook[bench])"
         for op in ours:
-            for ref, target in (("torch-hd", TARGETS["torch-hd"]), ("torch-hd, angles in/out", None)):
-                yield Pair("vsa", f"FHRR {op}", ref, shapes[op], target,
-                           skip="torch-hd is not installed (pip install torch-hd, or seqbook[bench])")
+            yield Pair("vsa", f"FHRR {fast_names[op]}", "torch-hd", shapes[op], TARGETS["torch-hd"], skip=why)
+            for ref in ("torch-hd", "torch-hd, angles in/out"):
+                yield Pair("vsa", f"FHRR {op}", ref, shapes[op], None, skip=why)
+        yield Pair("vsa", "FHRR vsa_attention fast=True", "torch-hd, angles in/out", shape, None, skip=why)
         return
 
     def phasors(x):  # exp(i pi x): torch-hd's FHRR stores these complex numbers
         return torch.polar(torch.ones_like(x), math.pi * x).as_subclass(torchhd.FHRRTensor)
 
     A, Bh, C = (phasors(t.detach()).requires_grad_() for t in (a, b, c))
+    Az, Bz, Cz = (vsa.to_phasor(t.detach()).requires_grad_() for t in (a, b, c))  # ours: plain complex
 
     def hd_attention(q, k, v):  # Eqn. 6 in torch-hd's operations: similarities weigh the values
         scores = torchhd.dot_similarity(q, k) / q.shape[-1]  # (B, T, T), real
         return torch.matmul(scores.to(v.dtype), v)  # (B, T, D), complex
 
-    native = {  # each library on its own representation: torch-hd on stored phasors
+    fast = {  # our fast path on stored phasors
+        "bind": (lambda: vsa.bind_phasor(Az, Bz), [Az, Bz]),
+        "bundle": (lambda: vsa.bundle_phasor(Az), [Az]),
+        "similarity pairwise": (lambda: vsa.similarity_phasor(Az, Bz, pairwise=True), [Az, Bz]),
+        "vsa_attention": (lambda: vsa.vsa_attention_phasor(Az, Bz, Cz), [Az, Bz, Cz]),
+    }
+    native = {  # torch-hd on stored phasors
         "bind": (lambda: torchhd.bind(A, Bh), [A, Bh]),
         "bundle": (lambda: torchhd.multibundle(A), [A]),
         "similarity pairwise": (lambda: torchhd.dot_similarity(A, Bh) / D, [A, Bh]),
@@ -317,10 +334,16 @@ def _vsa_pairs(s: dict, device) -> Iterator[Pair]:
     }
     for op, fn in ours.items():
         ref_fn, ref_leaves = native[op]
-        yield Pair("vsa", f"FHRR {op}", "torch-hd", shapes[op], TARGETS["torch-hd"], ours=fn, ref=ref_fn,
+        fast_fn, fast_leaves = fast[op]
+        yield Pair("vsa", f"FHRR {fast_names[op]}", "torch-hd", shapes[op], TARGETS["torch-hd"], ours=fast_fn,
+                   ref=ref_fn, leaves=[*fast_leaves, *ref_leaves])
+        yield Pair("vsa", f"FHRR {op}", "torch-hd", shapes[op], None, ours=fn, ref=ref_fn,
                    leaves=[a, b, c, *ref_leaves])
         yield Pair("vsa", f"FHRR {op}", "torch-hd, angles in/out", shapes[op], None, ours=fn, ref=angle[op],
                    leaves=[a, b, c])
+    yield Pair("vsa", "FHRR vsa_attention fast=True", "torch-hd, angles in/out", shape, None,
+               ours=lambda: vsa.vsa_attention(a, b, c, fast=True), ref=angle["vsa_attention"],
+               leaves=[a, b, c])
 
 
 def _hopfield_pairs(s: dict, device) -> Iterator[Pair]:

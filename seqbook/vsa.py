@@ -21,6 +21,12 @@ The complex view is computed with real arithmetic (a cosine part and a sine part
 ``atan2``): the result is the same as with complex tensors, which no layer needs to store.
 Public functions check their inputs; the modules call the unchecked kernels (names with a leading
 underscore) so a forward pass never waits on a device-to-host check.
+
+The fast path (same numbers, fewer cosines): code that chains several operations can convert its
+symbols once with :func:`to_phasor`, work on the complex phasors with :func:`bind_phasor`,
+:func:`unbind_phasor`, :func:`bundle_phasor`, :func:`similarity_phasor` and
+:func:`vsa_attention_phasor` (multiplications, sums and matrix products; no trigonometry), and come
+back once with :func:`from_phasor`. ``vsa_attention(..., fast=True)`` does exactly that.
 """
 
 from __future__ import annotations
@@ -390,7 +396,7 @@ def _vsa_attention(q, k, v, mask=None):
 
 
 def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  mask: torch.Tensor | None = None, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """VSA attention (Eqn. 6): similarity scores weigh the value phasors,
 
     ``out = angle(sim(Q, K) exp(i pi V)) / pi``.
@@ -402,6 +408,9 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         q: queries (..., Tq, D); k: keys (..., Tk, D); v: values (..., Tk, Dv); angles in [-1, 1].
         mask: optional bool tensor broadcastable to (..., Tq, Tk), True where a query may look at a
             key; masked scores are set to 0.
+        fast: False: the readable form above. True: the same numbers on the phasor fast path: one
+            cosine and one sine per input symbol, kept for a backward pass without trigonometry (the
+            products of :func:`vsa_attention_phasor` written on (cos, sin) pairs), one atan2 at the end.
 
     Returns:
         ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
@@ -421,7 +430,217 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             torch.broadcast_shapes(mask.shape, target)
         except RuntimeError:
             raise ValueError(f"mask must broadcast to {tuple(target)}, got {tuple(mask.shape)}") from None
-    return _vsa_attention(q, k, v, mask)
+    return _vsa_attention_fast(q, k, v, mask) if fast else _vsa_attention(q, k, v, mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast path: the same operations on complex phasors exp(i pi x).
+# ---------------------------------------------------------------------------------------------
+#
+# An angle costs a cosine and a sine every time an operation needs its phasor, and an atan2 every
+# time a result goes back to an angle; autograd's backward of cos and sin computes them once more.
+# On phasors the FHRR operations are products, sums and matrix products. The conversions below are
+# autograd functions whose backward reuses what the forward computed: no trigonometry at all.
+# The phasor functions return unnormalised complex numbers where the book's formulas do (a bundle,
+# an attention output); their angle is the symbol, their magnitude how much the members agreed.
+
+
+class _CosSin(torch.autograd.Function):
+    """``(cos pi x, sin pi x)``: the real and imaginary parts of ``exp(i pi x)``; the backward reuses
+    them, d/dx (cos pi x, sin pi x) = pi (-sin pi x, cos pi x)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        t = math.pi * x
+        c, s = torch.cos(t), torch.sin(t)
+        ctx.save_for_backward(c, s)
+        return c, s
+
+    @staticmethod
+    def backward(ctx, grad_c, grad_s):
+        c, s = ctx.saved_tensors
+        if grad_c is None:
+            return math.pi * (grad_s * c)
+        if grad_s is None:
+            return -math.pi * (grad_c * s)
+        return math.pi * (grad_s * c - grad_c * s)
+
+
+class _FromPhasor(torch.autograd.Function):
+    """``angle(z) / pi`` as ``atan2(Im z, Re z) / pi`` on contiguous parts (the vectorised kernel)."""
+
+    @staticmethod
+    def forward(ctx, z):
+        re, im = z.real.contiguous(), z.imag.contiguous()
+        ctx.save_for_backward(re, im)
+        return torch.atan2(im, re) / math.pi
+
+    @staticmethod
+    def backward(ctx, grad):
+        re, im = ctx.saved_tensors
+        # d angle / d(Re, Im) = (-Im, Re) / |z|^2, as complex: i z / |z|^2
+        g = grad / (math.pi * (re * re + im * im))
+        return torch.complex(-im * g, re * g)
+
+
+def _cos_sin(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _CosSin.apply(x)
+
+
+def _to_phasor(x: torch.Tensor) -> torch.Tensor:
+    return torch.complex(*_cos_sin(x))
+
+
+def _from_phasor(z: torch.Tensor) -> torch.Tensor:
+    return _FromPhasor.apply(z)
+
+
+def _real_view(z: torch.Tensor) -> torch.Tensor:
+    """(..., D) complex -> (..., 2D) real, (Re z_1, Im z_1, Re z_2, ...): a view when z is contiguous."""
+    return torch.view_as_real(z.resolve_conj()).flatten(-2)
+
+
+def _check_phasors(name: str, z, min_dim: int = 1) -> None:
+    if not isinstance(z, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(z).__name__}")
+    if not z.is_complex():
+        raise ValueError(f"{name} must be a complex tensor of phasors (see to_phasor), got dtype {z.dtype}")
+    if z.dim() < min_dim:
+        dims = ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"])
+        raise ValueError(f"{name} must have shape ({dims}), got {tuple(z.shape)}")
+
+
+def to_phasor(x: torch.Tensor) -> torch.Tensor:
+    """Symbols to phasors, ``exp(i pi x)`` (as :func:`to_complex`), with a backward pass that reuses
+    the forward's cosines and sines. Any real angle is accepted (read modulo 2).
+
+    Shape:
+        (..., D) real -> (..., D) complex (complex64 for float32, complex128 for float64).
+    """
+    _check_tensor("x", x)
+    return _to_phasor(x)
+
+
+def from_phasor(z: torch.Tensor) -> torch.Tensor:
+    """Phasors (of any magnitude but 0) to symbols, ``angle(z) / pi`` (as :func:`from_complex`),
+    values in [-1, 1], with a backward pass that needs no trigonometry.
+
+    Shape:
+        (..., D) complex -> (..., D) real.
+    """
+    _check_phasors("z", z)
+    return _from_phasor(z)
+
+
+def bind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:func:`bind` on phasors: the element-wise product ``a * b``, so that
+    ``from_phasor(bind_phasor(to_phasor(x), to_phasor(y))) == bind(x, y)`` (mod 2).
+
+    Shape:
+        a (..., D), b (..., D) complex -> (..., D) complex (leading dims broadcast).
+    """
+    _check_phasors("a", a)
+    _check_phasors("b", b)
+    _check_same_dim(a, b)
+    return a * b
+
+
+def unbind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:func:`unbind` on phasors: ``a * conj(b)`` (the inverse of a unit phasor is its conjugate).
+
+    Shape:
+        a (..., D), b (..., D) complex -> (..., D) complex.
+    """
+    _check_phasors("a", a)
+    _check_phasors("b", b)
+    _check_same_dim(a, b)
+    return a * b.conj()
+
+
+def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> torch.Tensor:
+    """:func:`bundle` on phasors: the sum over the set, ``sum_j z_j`` (Eqn. 2 before the angle).
+
+    ``normalize=False`` (default, as torch-hd's ``multibundle``) keeps the magnitude, which counts
+    how well the members agree, so that bundles of bundles add up member by member;
+    ``normalize=True`` divides by it and returns the unit phasor of :func:`bundle`:
+    ``from_phasor(bundle_phasor(to_phasor(x))) == bundle(x)`` either way.
+
+    Shape:
+        (..., K, D) complex for the default ``dim=-2`` -> (..., D) complex.
+    """
+    _check_phasors("z", z, 2)
+    nd = z.dim()
+    if not -nd <= dim < nd or dim % nd == nd - 1:
+        raise ValueError(f"dim must name a set dimension of z {tuple(z.shape)} "
+                         f"(any but the last, the symbol dimension D), got dim={dim}")
+    out = z.sum(dim)
+    return torch.sgn(out) if normalize else out
+
+
+def _similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    # Re(a conj(b)) = Re a Re b + Im a Im b: a real dot product of the interleaved (Re, Im) views.
+    ar, br = _real_view(a), _real_view(b)  # (..., 2D)
+    if pairwise:
+        return ar @ br.transpose(-2, -1) / a.shape[-1]  # (..., M, N): one real matrix product
+    return (ar * br).sum(-1) / a.shape[-1]  # (...)
+
+
+def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    """:func:`similarity` on phasors: ``1/D * sum_i Re(a_i conj(b_i))``.
+
+    On unit phasors it equals ``similarity`` of the angles; on unnormalised bundles it is linear in
+    each member (torch-hd's ``dot_similarity`` divided by D).
+
+    Shape:
+        pairwise=False: a (..., D), b (..., D) complex -> (...) real (broadcast leading dims).
+        pairwise=True: a (..., M, D), b (..., N, D) complex -> (..., M, N) real.
+    """
+    min_dim = 2 if pairwise else 1
+    _check_phasors("a", a, min_dim)
+    _check_phasors("b", b, min_dim)
+    _check_same_dim(a, b)
+    return _similarity_phasor(a, b, pairwise)
+
+
+def _vsa_attention_phasor(q, k, v, mask=None):
+    scores = _similarity_phasor(q, k, pairwise=True)  # (..., Tq, Tk), real
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    out = scores @ _real_view(v)  # (..., Tq, 2 Dv): real scores times (Re, Im) of the values
+    return torch.view_as_complex(out.unflatten(-1, (-1, 2))), scores
+
+
+def _vsa_attention_fast(q, k, v, mask=None):
+    # Eqn. 6 with every phasor kept as its (cos, sin) pair: one cosine and one sine per input, none in
+    # the backward pass, and the products of vsa_attention_phasor written with real matrices.
+    (cq, sq), (ck, sk), (cv, sv) = _cos_sin(q), _cos_sin(k), _cos_sin(v)  # (..., T, D) each
+    scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1]  # (..., Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    re, im = scores @ cv, scores @ sv  # (..., Tq, Dv): Re and Im of sim(Q, K) exp(i pi V)
+    return torch.atan2(im, re) / math.pi, scores
+
+
+def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`vsa_attention` on phasors: ``sim(Q, K) V`` (Eqn. 6 before the angle), unnormalised.
+
+    ``from_phasor`` of the output is the output of ``vsa_attention`` on the angles.
+
+    Shape:
+        q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) complex; mask as in :func:`vsa_attention`
+        -> ``(output, scores)``: (..., Tq, Dv) complex and (..., Tq, Tk) real.
+    """
+    _check_phasors("q", q, 2)
+    _check_phasors("k", k, 2)
+    _check_phasors("v", v, 2)
+    _check_same_dim(q, k, "q", "k")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
+                         f"and v {tuple(v.shape)}")
+    if mask is not None and mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    return _vsa_attention_phasor(q, k, v, mask)
 
 
 class SelfAttentionBlock(nn.Module):

@@ -401,3 +401,141 @@ def test_command_line_runs(monkeypatch, tmp_path, kind):
     assert result["model"] == kind and result["steps"] == 3 and 0 <= result["test_accuracy"] <= 1
     saved = json.loads(out.read_text())
     assert len(saved["step_loss"]) == 3 and saved["dim"] == 16
+
+
+# ------------------------------------------------------------------ the phasor fast path
+
+FAST_SHAPES = [(6, 16), (2, 5, 32), (3, 2, 7, 8)]  # (..., T, D)
+FAST_TOL = {torch.float32: dict(atol=2e-5, rtol=1e-4), torch.float64: dict(atol=1e-10, rtol=1e-10)}
+
+
+def fast_inputs(shape, device, dtype, n=3):
+    g = torch.Generator().manual_seed(sum(shape))
+    count = math.prod(shape[:-1])
+    return [random_symbols(count, shape[-1], generator=g, dtype=dtype).view(shape).to(device).requires_grad_()
+            for _ in range(n)]
+
+
+def same_values_and_grads(readable, fast, inputs, dtype, angles=True):
+    """readable(*inputs) and fast(*inputs) agree in value (modulo 2 for angles) and in every gradient."""
+    tol = FAST_TOL[dtype]
+    out_r, out_f = readable(*inputs), fast(*inputs)
+    if angles:  # compare the unit phasors: -1 and 1 are the same angle
+        torch.testing.assert_close(vsa.to_complex(out_f), vsa.to_complex(out_r), **tol)
+    else:
+        torch.testing.assert_close(out_f, out_r, **tol)
+    if out_r.is_complex():  # differentiate the real and the imaginary part
+        out_r, out_f = torch.view_as_real(out_r), torch.view_as_real(out_f)
+    gen = torch.Generator().manual_seed(1)
+    weights = torch.randn(out_r.shape, generator=gen, dtype=dtype).to(out_r.device)
+    grads_r = torch.autograd.grad((out_r * weights).sum(), inputs, allow_unused=True)
+    grads_f = torch.autograd.grad((out_f * weights).sum(), inputs, allow_unused=True)
+    for g_r, g_f in zip(grads_r, grads_f, strict=True):
+        if g_r is None:  # the scores do not depend on the values
+            assert g_f is None or not g_f.any()
+        else:
+            torch.testing.assert_close(g_f, g_r, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", FAST_SHAPES)
+def test_phasor_ops_equal_readable_ops(device, shape, dtype):
+    a, b, c = fast_inputs(shape, device, dtype)
+    P, A = vsa.to_phasor, vsa.from_phasor
+    assert P(a).dtype == (torch.complex64 if dtype == torch.float32 else torch.complex128)
+    same_values_and_grads(lambda x: vsa.to_complex(x), P, [a], dtype, angles=False)
+    same_values_and_grads(lambda x: x, lambda x: A(P(x)), [a], dtype)
+    same_values_and_grads(bind, lambda x, y: A(vsa.bind_phasor(P(x), P(y))), [a, b], dtype)
+    same_values_and_grads(unbind, lambda x, y: A(vsa.unbind_phasor(P(x), P(y))), [a, b], dtype)
+    same_values_and_grads(bundle, lambda x: A(vsa.bundle_phasor(P(x))), [a], dtype)
+    same_values_and_grads(bundle, lambda x: A(vsa.bundle_phasor(P(x), normalize=True)), [a], dtype)
+    same_values_and_grads(lambda x: bundle(x, dim=0), lambda x: A(vsa.bundle_phasor(P(x), dim=0)), [a], dtype)
+    same_values_and_grads(similarity, lambda x, y: vsa.similarity_phasor(P(x), P(y)), [a, b], dtype,
+                          angles=False)
+    same_values_and_grads(lambda x, y: similarity(x, y, pairwise=True),
+                          lambda x, y: vsa.similarity_phasor(P(x), P(y), pairwise=True), [a, b], dtype,
+                          angles=False)
+    same_values_and_grads(lambda q, k, v: vsa_attention(q, k, v)[0],
+                          lambda q, k, v: A(vsa.vsa_attention_phasor(P(q), P(k), P(v))[0]), [a, b, c], dtype)
+    same_values_and_grads(lambda q, k, v: vsa_attention(q, k, v)[1],
+                          lambda q, k, v: vsa.vsa_attention_phasor(P(q), P(k), P(v))[1], [a, b, c], dtype,
+                          angles=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", FAST_SHAPES)
+def test_vsa_attention_fast_equals_readable(device, shape, dtype):
+    q, k, v = fast_inputs(shape, device, dtype)
+    k2 = k[..., :5, :]  # fewer keys than queries
+    v2 = fast_inputs(shape[:-1] + (3,), device, dtype, n=1)[0][..., :5, :]  # Dv != D
+    for kk, vv in ((k, v), (k2, v2)):
+        mask = torch.rand(q.shape[-2], kk.shape[-2], generator=torch.Generator().manual_seed(2)) > 0.3
+        for m in (None, mask.to(device)):
+            for i in (0, 1):  # the output angles, then the scores
+                same_values_and_grads(lambda x, y, z, m=m, i=i: vsa_attention(x, y, z, mask=m)[i],
+                                      lambda x, y, z, m=m, i=i: vsa_attention(x, y, z, mask=m, fast=True)[i],
+                                      [q, kk, vv], dtype, angles=i == 0)
+
+
+def test_phasor_fast_path_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    x = (random_symbols(3, 5, generator=g, dtype=torch.float64) * 0.9).requires_grad_()
+    y, w = (random_symbols(3, 5, generator=g, dtype=torch.float64).requires_grad_() for _ in range(2))
+    assert torch.autograd.gradcheck(vsa.to_phasor, (x,))
+    z = torch.randn(3, 5, dtype=torch.complex128, generator=g).requires_grad_()
+    assert torch.autograd.gradcheck(vsa.from_phasor, (z,))
+    assert torch.autograd.gradcheck(lambda q, k, v: vsa_attention(q, k, v, fast=True), (x, y, w))
+
+
+def test_phasor_ops_by_hand(device):
+    z = vsa.to_phasor(torch.tensor([[0.0, 0.5], [0.5, 1.0]], device=device))  # [[1, i], [i, -1]]
+    i = torch.tensor(1j, dtype=torch.complex64, device=device)
+    torch.testing.assert_close(vsa.bind_phasor(z[0], z[1]), torch.stack([i, -i]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(vsa.unbind_phasor(z[0], z[1]), torch.stack([-i, -i]), atol=1e-6, rtol=0)
+    # unnormalised: 1 + i and i - 1; normalised: unit phasors with the same angles
+    torch.testing.assert_close(vsa.bundle_phasor(z), torch.stack([1 + i, i - 1]), atol=1e-6, rtol=0)
+    unit = torch.stack([1 + i, i - 1]) / math.sqrt(2)
+    torch.testing.assert_close(vsa.bundle_phasor(z, normalize=True), unit, atol=1e-6, rtol=0)
+    # Re(z0 conj z1) = (0 + 0) / 2; the pairwise matrix has ones on its diagonal
+    torch.testing.assert_close(vsa.similarity_phasor(z[0], z[1]), torch.tensor(0.0, device=device),
+                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(vsa.similarity_phasor(z, z, pairwise=True), torch.eye(2, device=device),
+                               atol=1e-6, rtol=0)
+    # a conjugated view works as an input (unbind written by hand)
+    one = torch.tensor(1.0, device=device)
+    torch.testing.assert_close(vsa.similarity_phasor(z[0].conj(), z[0].conj()), one)
+
+
+def test_phasor_ops_equal_torchhd(device):
+    torchhd = pytest.importorskip("torchhd")
+    a, b, c = (vsa.to_phasor(x.detach()) for x in fast_inputs((3, 4, 16), device, torch.float64))
+
+    def hd(z):
+        return z.as_subclass(torchhd.FHRRTensor)
+
+    def plain(z):
+        return z.as_subclass(torch.Tensor)
+
+    torch.testing.assert_close(vsa.bind_phasor(a, b), plain(torchhd.bind(hd(a), hd(b))))
+    torch.testing.assert_close(vsa.bundle_phasor(a), plain(torchhd.multibundle(hd(a))))
+    scores = plain(torchhd.dot_similarity(hd(a), hd(b))) / 16
+    torch.testing.assert_close(vsa.similarity_phasor(a, b, pairwise=True), scores)
+    torch.testing.assert_close(vsa.vsa_attention_phasor(a, b, c)[0], scores.to(c.dtype) @ c)
+
+
+def test_phasor_bad_input_raises():
+    a, b = vsa.to_phasor(random_symbols(2, 8)), vsa.to_phasor(random_symbols(2, 7))
+    with pytest.raises(ValueError, match=r"same symbol dimension D.*\(2, 8\).*\(2, 7\)"):
+        vsa.bind_phasor(a, b)
+    with pytest.raises(ValueError, match="complex tensor of phasors"):
+        vsa.similarity_phasor(random_symbols(2, 8), a)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., \?, D\), got \(8,\)"):
+        vsa.similarity_phasor(a[0], a[0], pairwise=True)
+    with pytest.raises(ValueError, match="dim must name a set dimension"):
+        vsa.bundle_phasor(a, dim=-1)
+    with pytest.raises(ValueError, match="same number of symbols Tk"):
+        vsa.vsa_attention_phasor(a, a, a[:1])
+    with pytest.raises(ValueError, match="complex tensor"):
+        vsa.from_phasor(random_symbols(2, 8))
+    with pytest.raises(ValueError, match="real floating-point"):
+        vsa.to_phasor(a)
