@@ -1,0 +1,574 @@
+"""Hopfield networks: classical, dense and continuous associative memories, and Hopfield layers.
+
+Convention: stored patterns are the **rows** of a (P, N) tensor ``patterns`` (P patterns of N
+neurons each); seed 000 and the papers write them as the columns of X, so their ``X^T xi`` is our
+``patterns @ xi``. States are (..., N): any leading batch dimensions are carried along.
+
+The module reads top to bottom, one associative memory at a time:
+
+* classical (Hopfield 1982), binary states in {-1, +1}, eq. (6.1)-(6.3):
+  :func:`hebbian_weights`, :func:`energy`, :func:`update_sync`, :func:`update_async`, :func:`recall`;
+* dense (Krotov and Hopfield 2016, Demircigil et al. 2017), eq. (6.4)-(6.5), F(z) = z^n or exp(z):
+  :func:`dense_energy`, :func:`dense_update_sync`, :func:`dense_update_async`, :func:`dense_recall`;
+* continuous (Ramsauer et al. 2020), eq. (6.6)-(6.7): :func:`continuous_energy`, :func:`retrieve`;
+* layers, eq. (6.8)-(6.11): :class:`Hopfield` (associates two sets), :class:`HopfieldPooling` (a
+  learned query pools a set), :class:`HopfieldLayer` (a learned memory looked up by the input).
+
+The continuous update and the layers call :func:`seqbook.attention.scaled_dot_product_attention`,
+because that is what they are: attention with ``scale = beta``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .attention import scaled_dot_product_attention
+
+__all__ = [
+    "hebbian_weights",
+    "energy",
+    "update_sync",
+    "update_async",
+    "recall",
+    "dense_energy",
+    "dense_update_sync",
+    "dense_update_async",
+    "dense_recall",
+    "continuous_energy",
+    "retrieve",
+    "Hopfield",
+    "HopfieldPooling",
+    "HopfieldLayer",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks shared by the functions below.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_binary(x: torch.Tensor, name: str) -> None:
+    """Raise unless every entry of ``x`` is -1 or +1."""
+    if not torch.all((x == 1) | (x == -1)):
+        bad = x[(x != 1) & (x != -1)].flatten()[:3].tolist()
+        raise ValueError(f"{name} must contain only -1 and +1 entries, found e.g. {bad}")
+
+
+def _check_patterns(patterns: torch.Tensor, binary: bool) -> None:
+    if patterns.dim() != 2 or patterns.shape[0] == 0 or patterns.shape[1] == 0:
+        raise ValueError(f"patterns must have shape (P, N) with P, N >= 1, got {tuple(patterns.shape)}")
+    if binary:
+        _check_binary(patterns, "patterns")
+
+
+def _check_state(state: torch.Tensor, N: int, binary: bool, name: str = "state") -> None:
+    if state.dim() < 1 or state.shape[-1] != N:
+        raise ValueError(f"{name} must have shape (..., {N}), got {tuple(state.shape)}")
+    if binary:
+        _check_binary(state, name)
+
+
+def _check_weights(W: torch.Tensor) -> int:
+    if W.dim() < 2 or W.shape[-1] != W.shape[-2]:
+        raise ValueError(f"W must have shape (..., N, N), got {tuple(W.shape)}")
+    return W.shape[-1]
+
+
+def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]:
+    """The neurons to update, in order: ``order`` as a list, or a random permutation of all N."""
+    if order is None:
+        return torch.randperm(N, generator=generator).tolist()
+    return order.tolist() if isinstance(order, torch.Tensor) else list(order)
+
+
+def _sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """sign(h), except that h == 0 keeps the old value (so states stay in {-1, +1})."""
+    return torch.where(h > 0, 1.0, torch.where(h < 0, -1.0, old)).to(old.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classical Hopfield network, eq. (6.1)-(6.3).
+# ---------------------------------------------------------------------------------------------
+
+
+def hebbian_weights(patterns: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Hebbian storage: W = (1/N) sum_mu x_mu x_mu^T with a zero diagonal.
+
+    Every stored pattern adds its outer product, so neurons that agree in a pattern excite each
+    other. The 1/N (``normalize=True``) only rescales W and never changes a sign; the zero diagonal
+    removes self-coupling.
+
+    Args:
+        patterns: (P, N) stored patterns as rows, entries in {-1, +1}.
+        normalize: divide by N.
+
+    Shape:
+        patterns: (P, N).  Output: (N, N), symmetric, zero diagonal.
+    """
+    _check_patterns(patterns, binary=True)
+    N = patterns.shape[1]
+    W = patterns.T @ patterns  # (N, N)
+    W = W.fill_diagonal_(0)
+    return W / N if normalize else W
+
+
+def energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """Classical energy E(xi) = -1/2 xi^T W xi (thresholds U = 0).
+
+    Shape:
+        W: (..., N, N) broadcastable against state's batch dims.  state: (..., N).  Output: (...).
+    """
+    N = _check_weights(W)
+    _check_state(state, N, binary=False)
+    return -0.5 * ((W @ state.unsqueeze(-1)).squeeze(-1) * state).sum(-1)
+
+
+def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """Synchronous update, eq. (6.3): every neuron at once, xi <- sign(W xi); sign(0) keeps xi.
+
+    Shape:
+        W: (..., N, N).  state: (..., N) in {-1, +1}.  Output: like state.
+    """
+    N = _check_weights(W)
+    _check_state(state, N, binary=True)
+    h = (W @ state.unsqueeze(-1)).squeeze(-1)  # (..., N) local fields
+    return _sign_keep(h, state)
+
+
+def update_async(
+    W: torch.Tensor,
+    state: torch.Tensor,
+    order: torch.Tensor | list[int] | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One asynchronous sweep: neurons are updated one at a time, xi_i <- sign(sum_j W_ij xi_j).
+
+    Each update sees the neurons changed before it. With a symmetric W with zero diagonal, no
+    single update can raise the energy, which is why this dynamics always ends in a fixed point.
+
+    Args:
+        W: (..., N, N) weights; leading dims broadcast against the state's (e.g. (K, 1, N, N)
+            for K networks and (K, Q, N) states, Q cues per network).
+        state: (..., N) in {-1, +1}; not modified.
+        order: the neurons to update, in order; default a random permutation of all N (drawn
+            from ``generator``), the same for every state in the batch.
+        generator: random generator for the default order.
+
+    Shape:
+        Output: like state.
+    """
+    N = _check_weights(W)
+    _check_state(state, N, binary=True)
+    state = state.clone()
+    for i in _update_order(order, N, generator):
+        h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
+        state[..., i] = _sign_keep(h, state[..., i])
+    return state
+
+
+def recall(
+    W: torch.Tensor,
+    state: torch.Tensor,
+    mode: str = "async",
+    max_sweeps: int = 100,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the dynamics from ``state`` until nothing changes (or ``max_sweeps`` sweeps).
+
+    Args:
+        W: (..., N, N) weights.
+        state: (..., N) cue(s) in {-1, +1}.
+        mode: ``"async"`` (sweeps of :func:`update_async`) or ``"sync"`` (:func:`update_sync`).
+            Synchronous dynamics may end in a 2-cycle instead of a fixed point.
+        max_sweeps: upper bound on the number of sweeps.
+        generator: random generator for the asynchronous update order.
+
+    Returns:
+        ``(final_state, energies)``: the last state (..., N) and the energy before the first
+        sweep and after each sweep, (sweeps + 1, ...). The batch stops when no state changed.
+    """
+    if mode not in ("async", "sync"):
+        raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
+    if max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
+    energies = [energy(W, state)]
+    for _ in range(max_sweeps):
+        new = update_async(W, state, generator=generator) if mode == "async" else update_sync(W, state)
+        energies.append(energy(W, new))
+        changed = not torch.equal(new, state)
+        state = new
+        if not changed:
+            break
+    return state, torch.stack(energies)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dense associative memory, eq. (6.4)-(6.5).
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_F(F) -> None:
+    if F == "exp":
+        return
+    if isinstance(F, bool) or not isinstance(F, int) or F < 1:
+        raise ValueError(f"F must be a positive int n (F(z) = z^n) or 'exp', got {F!r}")
+
+
+def _sum_F(overlaps: torch.Tensor, F) -> torch.Tensor:
+    """sum_mu F(overlap_mu) over the last dim, for F(z) = z^n; for 'exp' its logarithm (lse)."""
+    if F == "exp":
+        return torch.logsumexp(overlaps, dim=-1)
+    return overlaps.pow(F).sum(-1)
+
+
+def dense_energy(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tensor:
+    """Dense associative memory energy, eq. (6.4): E(xi) = -sum_mu F(x_mu^T xi).
+
+    F = n gives Krotov and Hopfield's F(z) = z^n (n = 2 is the classical energy times 2N, plus a
+    constant); F = ``"exp"`` gives Demircigil et al.'s F(z) = exp(z), computed as
+    -exp(logsumexp(overlaps)). exp(100) overflows float32 (its limit is exp(88.7)): for binary
+    states with N > 88 pass float64 tensors. The update rules never need E itself and work in the
+    log domain, so they do not overflow.
+
+    Shape:
+        patterns: (P, N).  state: (..., N).  Output: (...).
+    """
+    _check_patterns(patterns, binary=False)
+    _check_F(F)
+    _check_state(state, patterns.shape[1], binary=False)
+    overlaps = state @ patterns.T  # (..., P)
+    if F == "exp":
+        return -torch.exp(torch.logsumexp(overlaps, dim=-1))
+    return -overlaps.pow(F).sum(-1)
+
+
+def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tensor:
+    """Apply rule (6.5) to every neuron at once (each decision sees the old state):
+    neuron l takes the value, +1 or -1, that gives the lower energy; a tie keeps the old value.
+
+    A state is a fixed point of the asynchronous dynamics exactly when this leaves it unchanged,
+    which makes it the cheap capacity test. Memory: (..., N, P).
+
+    Shape:
+        patterns: (P, N) in {-1, +1}.  state: (..., N) in {-1, +1}.  Output: like state.
+    """
+    _check_patterns(patterns, binary=True)
+    _check_F(F)
+    _check_state(state, patterns.shape[1], binary=True)
+    X = patterns.to(state.dtype).T  # (N, P)
+    # overlap of every pattern with xi when bit l is left out, for every l: (..., N, P)
+    rest = (state @ X).unsqueeze(-2) - X * state.unsqueeze(-1)
+    plus = _sum_F(rest + X, F)  # (..., N)  -E(xi^(l+)), or its log for exp
+    minus = _sum_F(rest - X, F)  # (..., N)  -E(xi^(l-))
+    return _sign_keep(plus - minus, state)
+
+
+def dense_update_async(
+    patterns: torch.Tensor,
+    state: torch.Tensor,
+    F=2,
+    order: torch.Tensor | list[int] | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One asynchronous sweep of Demircigil et al.'s rule (6.5), one neuron at a time:
+
+        xi_new[l] = sgn[ -E(xi^(l+)) + E(xi^(l-)) ],
+
+    where xi^(l+) and xi^(l-) equal xi except for a +1 and a -1 at position l, E is
+    :func:`dense_energy` and a tie keeps the old value. The overlaps x_mu^T xi are kept up to date
+    as bits change, so a sweep costs O(N P) per state. For F = exp the comparison is made between
+    log-sum-exps, which never overflows.
+
+    Args:
+        patterns: (P, N) in {-1, +1}.
+        state: (..., N) in {-1, +1}; not modified.
+        F: n for F(z) = z^n, or ``"exp"``.
+        order, generator: as in :func:`update_async`.
+
+    Shape:
+        Output: like state.
+    """
+    _check_patterns(patterns, binary=True)
+    _check_F(F)
+    P, N = patterns.shape
+    _check_state(state, N, binary=True)
+    patterns = patterns.to(state.dtype)
+    state = state.clone()
+    overlaps = state @ patterns.T  # (..., P)
+    for i in _update_order(order, N, generator):
+        x_i = patterns[:, i]  # (P,)
+        rest = overlaps - x_i * state[..., i : i + 1]  # (..., P) overlaps without bit i
+        diff = _sum_F(rest + x_i, F) - _sum_F(rest - x_i, F)  # (...)  -E(xi^(i+)) + E(xi^(i-))
+        new = _sign_keep(diff, state[..., i])
+        overlaps = rest + x_i * new.unsqueeze(-1)
+        state[..., i] = new
+    return state
+
+
+def dense_recall(
+    patterns: torch.Tensor,
+    state: torch.Tensor,
+    F=2,
+    max_sweeps: int = 100,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Asynchronous sweeps of :func:`dense_update_async` until nothing changes.
+
+    Shape:
+        patterns: (P, N).  state: (..., N).  Output: like state.
+    """
+    if max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
+    for _ in range(max_sweeps):
+        new = dense_update_async(patterns, state, F, generator=generator)
+        if torch.equal(new, state):
+            break
+        state = new
+    return state
+
+
+# ---------------------------------------------------------------------------------------------
+# Continuous modern Hopfield network, eq. (6.6)-(6.7).
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_beta(beta: float) -> None:
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0, got {beta}")
+
+
+def _layer_beta(beta: float | None, key_dim: int) -> float:
+    """beta, or 1/sqrt(d_k) by default (the scale of scaled dot-product attention)."""
+    beta = 1.0 / math.sqrt(key_dim) if beta is None else beta
+    _check_beta(beta)
+    return beta
+
+
+def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) -> torch.Tensor:
+    """Energy of the continuous modern Hopfield network, eq. (6.6):
+
+        E(xi) = -lse(beta, X^T xi) + 1/2 xi^T xi + beta^-1 log P + 1/2 M^2,
+
+    with lse(beta, z) = beta^-1 log sum_mu exp(beta z_mu) and M the largest norm of a stored
+    pattern. The update :func:`retrieve` never increases it.
+
+    Shape:
+        patterns: (P, d).  state: (..., d).  Output: (...).
+    """
+    _check_beta(beta)
+    _check_patterns(patterns, binary=False)
+    _check_state(state, patterns.shape[1], binary=False)
+    P = patterns.shape[0]
+    overlaps = state @ patterns.T  # (..., P)
+    lse = torch.logsumexp(beta * overlaps, dim=-1) / beta  # (...)
+    M = patterns.norm(dim=-1).max()
+    return -lse + 0.5 * (state * state).sum(-1) + math.log(P) / beta + 0.5 * M**2
+
+
+def retrieve(
+    patterns: torch.Tensor,
+    queries: torch.Tensor,
+    beta: float,
+    steps: int = 1,
+    return_weights: bool = False,
+):
+    """Continuous Hopfield retrieval, eq. (6.7), applied ``steps`` times to every query:
+
+        xi <- X softmax(beta X^T xi),   i.e. in rows:  xi <- softmax(beta xi X^T) X.
+
+    That is scaled dot-product attention with the stored patterns as keys and values and
+    ``scale = beta``, so this calls :func:`seqbook.attention.scaled_dot_product_attention`.
+
+    Args:
+        patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element.
+        queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a (d,) query is also accepted.
+        beta: inverse temperature; small beta averages, large beta picks the closest pattern.
+        steps: number of updates (one usually suffices for well-separated patterns).
+        return_weights: also return the softmax weights of the last step.
+
+    Returns:
+        The updated queries (like ``queries``), and with ``return_weights`` the weights (..., Q, P).
+    """
+    _check_beta(beta)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0:
+        raise ValueError(f"patterns must have shape (P, d) or (B, P, d), got {tuple(patterns.shape)}")
+    d = patterns.shape[-1]
+    _check_state(queries, d, binary=False, name="queries")
+    single = queries.dim() == 1
+    xi = queries.unsqueeze(0) if single else queries  # (..., Q, d)
+    for _ in range(steps):
+        xi, weights = scaled_dot_product_attention(xi, patterns, patterns, scale=beta)
+    if single:
+        xi, weights = xi.squeeze(0), weights.squeeze(0)
+    return (xi, weights) if return_weights else xi
+
+
+# ---------------------------------------------------------------------------------------------
+# Hopfield layers, eq. (6.8)-(6.11).
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_set(x: torch.Tensor, dim: int, name: str) -> None:
+    if x.dim() != 3 or x.shape[-1] != dim:
+        raise ValueError(f"{name} must have shape (B, length, {dim}), got {tuple(x.shape)}")
+
+
+def _stored_mask(mask: torch.Tensor | None, B: int, S: int) -> torch.Tensor | None:
+    """(B, S) bool mask, True = real stored pattern -> (B, 1, S) attend-mask for the scores."""
+    if mask is None:
+        return None
+    if mask.dtype != torch.bool or tuple(mask.shape) != (B, S):
+        raise ValueError(
+            f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} of shape {tuple(mask.shape)}"
+        )
+    return mask[:, None, :]
+
+
+def _hopfield_update(q, k, w_v: nn.Linear, beta: float, steps: int, mask):
+    """``steps - 1`` updates of the state patterns q in the key space, then the output update.
+
+    q: (B, L, d_k), k: (B, S, d_k). Returns Z = softmax(beta q k^T) k W_V (B, L, d_v), weights.
+    """
+    for _ in range(steps - 1):
+        q, _ = scaled_dot_product_attention(q, k, k, mask=mask, scale=beta)  # xi <- softmax(.) K
+    v = w_v(k)  # (B, S, d_v)  V = K W_V, eq. (6.10)
+    return scaled_dot_product_attention(q, k, v, mask=mask, scale=beta)  # eq. (6.11)
+
+
+class Hopfield(nn.Module):
+    """Hopfield layer that associates two sets, eq. (6.8)-(6.11):
+
+        Q = R W_Q,   K = Y W_K,   V = K W_V,   Z = softmax(beta Q K^T) V.
+
+    R holds the state patterns (queries), Y the stored patterns. With beta = 1/sqrt(d_k) this is
+    exactly scaled dot-product attention with values tied to the keys (V = K W_V). With
+    ``steps > 1`` the state patterns are first updated ``steps - 1`` times by the continuous
+    Hopfield rule in the key space, xi <- softmax(beta xi K^T) K, before the output is read out.
+
+    Args:
+        state_dim: feature size d_r of R.
+        stored_dim: feature size d_y of Y (default ``state_dim``).
+        key_dim: d_k, the space in which R and Y are compared (default ``state_dim``).
+        value_dim: d_v of the output (default ``key_dim``).
+        beta: inverse temperature (default 1/sqrt(d_k)).
+        steps: number of Hopfield updates (>= 1).
+        bias: biases in the projections.
+
+    Shape:
+        R: (B, L, d_r), Y: (B, S, d_y), mask: (B, S) bool, True at real stored patterns.
+        Output: Z (B, L, d_v) and weights (B, L, S).
+    """
+
+    def __init__(self, state_dim: int, stored_dim: int | None = None, key_dim: int | None = None,
+                 value_dim: int | None = None, beta: float | None = None, steps: int = 1,
+                 bias: bool = False):
+        super().__init__()
+        stored_dim = stored_dim or state_dim
+        key_dim = key_dim or state_dim
+        value_dim = value_dim or key_dim
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self.state_dim, self.stored_dim = state_dim, stored_dim
+        self.beta = _layer_beta(beta, key_dim)
+        self.steps = steps
+        self.w_q = nn.Linear(state_dim, key_dim, bias=bias)  # W_Q, eq. (6.8)
+        self.w_k = nn.Linear(stored_dim, key_dim, bias=bias)  # W_K, eq. (6.9)
+        self.w_v = nn.Linear(key_dim, value_dim, bias=bias)  # W_V, eq. (6.10)
+
+    def forward(self, R: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None):
+        _check_set(R, self.state_dim, "R")
+        _check_set(Y, self.stored_dim, "Y")
+        if Y.shape[0] != R.shape[0]:
+            raise ValueError(
+                f"R and Y must have the same batch size, got {tuple(R.shape)} and {tuple(Y.shape)}"
+            )
+        attend = _stored_mask(mask, Y.shape[0], Y.shape[1])
+        q = self.w_q(R)  # (B, L, d_k)
+        k = self.w_k(Y)  # (B, S, d_k)
+        return _hopfield_update(q, k, self.w_v, self.beta, self.steps, attend)
+
+
+class HopfieldPooling(nn.Module):
+    """Pool a set with a learned state pattern (a trainable query), eq. (6.11) with Q learned.
+
+    The query is one (or a few) trainable vectors, the same for every input: a prototype of
+    "what matters". Every element y_s of the set is projected to a key k_s = y_s W_K; the query
+    asks each element how well it matches the prototype (beta q k_s^T), the softmax turns the
+    answers into weights, and the output is the weighted average of the values V = K W_V. Unlike
+    mean or max pooling, the weights depend on content, so a few relevant elements can dominate
+    a large set.
+
+    Args:
+        input_dim: feature size d_y of the set's elements.
+        key_dim: d_k (default ``input_dim``).
+        value_dim: d_v (default ``key_dim``).
+        num_queries: how many learned state patterns (each gives one pooled vector).
+        beta: inverse temperature (default 1/sqrt(d_k)).
+        bias: a bias in the key and value projections.
+
+    Shape:
+        Y: (B, S, d_y), mask: (B, S) bool, True at real elements.
+        Output: pooled (B, num_queries, d_v) and weights (B, num_queries, S).
+    """
+
+    def __init__(self, input_dim: int, key_dim: int | None = None, value_dim: int | None = None,
+                 num_queries: int = 1, beta: float | None = None, bias: bool = False):
+        super().__init__()
+        key_dim = key_dim or input_dim
+        value_dim = value_dim or key_dim
+        self.input_dim = input_dim
+        self.beta = _layer_beta(beta, key_dim)
+        self.query = nn.Parameter(torch.randn(num_queries, key_dim))  # learned Q = R W_Q, (L, d_k)
+        self.w_k = nn.Linear(input_dim, key_dim, bias=bias)
+        self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
+
+    def forward(self, Y: torch.Tensor, mask: torch.Tensor | None = None):
+        _check_set(Y, self.input_dim, "Y")
+        attend = _stored_mask(mask, Y.shape[0], Y.shape[1])
+        q = self.query.expand(Y.shape[0], -1, -1)  # (B, L, d_k)
+        k = self.w_k(Y)  # (B, S, d_k)
+        return _hopfield_update(q, k, self.w_v, self.beta, 1, attend)
+
+
+class HopfieldLayer(nn.Module):
+    """A learned memory looked up by the input: the input is the state pattern, the stored
+    patterns (already projected, K = Y W_K) are parameters, and V = K W_V.
+
+        Z = softmax(beta (R W_Q) K^T) K W_V
+
+    A differentiable lookup table with ``num_stored`` learned entries: each input row retrieves a
+    softmax-weighted mix of the entries it matches.
+
+    Args:
+        input_dim: feature size d_r of R.
+        num_stored: number of learned stored patterns.
+        key_dim: d_k (default ``input_dim``).
+        value_dim: d_v (default ``key_dim``).
+        beta: inverse temperature (default 1/sqrt(d_k)).
+        bias: a bias in the query and value projections.
+
+    Shape:
+        R: (B, L, d_r).  Output: Z (B, L, d_v) and weights (B, L, num_stored).
+    """
+
+    def __init__(self, input_dim: int, num_stored: int, key_dim: int | None = None,
+                 value_dim: int | None = None, beta: float | None = None, bias: bool = False):
+        super().__init__()
+        key_dim = key_dim or input_dim
+        value_dim = value_dim or key_dim
+        self.input_dim = input_dim
+        self.beta = _layer_beta(beta, key_dim)
+        self.w_q = nn.Linear(input_dim, key_dim, bias=bias)
+        self.stored = nn.Parameter(torch.randn(num_stored, key_dim))  # K, (S, d_k)
+        self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
+
+    def forward(self, R: torch.Tensor):
+        _check_set(R, self.input_dim, "R")
+        q = self.w_q(R)  # (B, L, d_k)
+        k = self.stored.expand(R.shape[0], -1, -1)  # (B, S, d_k)
+        return _hopfield_update(q, k, self.w_v, self.beta, 1, None)
