@@ -44,3 +44,14 @@ def seed_everything(seed: int) -> torch.Generator:
 def count_parameters(model: torch.nn.Module) -> int:
     """Number of trainable parameters of ``model``."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def small_model_threads(device: torch.device | str, threads: int = 1) -> None:
+    """On the CPU, run PyTorch with ``threads`` threads (default one); elsewhere do nothing.
+
+    The book's models are small, and for small tensors extra CPU threads buy little: the work per
+    operation is too short to split. On a machine whose cores are busy with other work, threads that
+    wait for each other can make a training run many times slower. On a GPU the setting is irrelevant.
+    """
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(threads)

@@ -39,3 +39,16 @@ def test_count_parameters():
     assert count_parameters(model) == 8
     model.bias.requires_grad_(False)
     assert count_parameters(model) == 6
+
+
+def test_small_model_threads_sets_cpu_threads_only():
+    from seqbook.utils import small_model_threads
+
+    before = torch.get_num_threads()
+    try:
+        small_model_threads("cpu", threads=1)
+        assert torch.get_num_threads() == 1
+        small_model_threads("meta", threads=3)  # not the CPU: left alone
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
