@@ -2,21 +2,25 @@
 
 Read top to bottom, this file follows chapter 6 of the book:
 
-1. :func:`positional_encoding` (eq. 5.1-5.2) and :func:`relative_position_matrix`, the rotation
-   that moves a positional code ``k`` steps along the sequence;
+1. :func:`positional_encoding` (eq. 5.1-5.2), :func:`positional_frequencies`, the
+   :class:`PositionalEncoding` module, and :func:`relative_position_matrix`, the rotation that
+   moves a positional code ``k`` steps along the sequence;
 2. :class:`LayerNorm` written out (eq. 5.6) and the position-wise :class:`FeedForward` network;
 3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. 5.5), each with ``from_torch`` that
    copies ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``norm_first=True,
-   batch_first=True``);
+   batch_first=True``), and :func:`set_fast`;
 4. :class:`Seq2SeqTransformer`, the encoder-decoder of Vaswani et al. (2017) with source padding
-   and target causal masks, and greedy decoding;
-5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`;
-6. learning-rate schedules with warm-up: :func:`noam_lr` and :func:`warmup_schedule`.
+   and target causal masks, teacher-forced ``loss`` and greedy decoding;
+5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`, with ``generate``;
+6. learning-rate schedules with warm-up: :func:`noam_lr`, :func:`warmup_factor` and
+   :func:`warmup_schedule`.
 
-Mask conventions follow PyTorch: a boolean ``key_padding_mask`` of shape (B, S) is True at padding,
-and a boolean ``attn_mask`` of shape (T, S) is True where attention is *not* allowed (see
-:func:`causal_mask`). Attention itself lives in :mod:`seqbook.attention`; every module here takes a
-``fast`` flag that routes it through ``torch.nn.functional.scaled_dot_product_attention``.
+Mask conventions follow ``nn.MultiheadAttention``: a boolean ``key_padding_mask`` of shape (B, S) is
+True at padding, and a boolean ``attn_mask`` of shape (T, S) is True where attention is *not*
+allowed (float masks are added to the scores); ``is_causal=True`` blocks the future. Attention itself
+lives in :mod:`seqbook.attention`: every attention module here can run the readable
+``scaled_dot_product_attention`` or, with ``fast=True`` (the default, switched by :func:`set_fast`),
+``torch.nn.functional.scaled_dot_product_attention``. Both give the same numbers.
 """
 
 from __future__ import annotations
@@ -29,6 +33,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
+
+__all__ = [
+    "positional_frequencies",
+    "positional_encoding",
+    "relative_position_matrix",
+    "PositionalEncoding",
+    "LayerNorm",
+    "FeedForward",
+    "EncoderLayer",
+    "DecoderLayer",
+    "set_fast",
+    "Seq2SeqTransformer",
+    "GPTConfig",
+    "GPT",
+    "noam_lr",
+    "warmup_factor",
+    "warmup_schedule",
+]
 
 # ---------------------------------------------------------------------------------------------
 # 1. Positional encoding.
@@ -441,6 +463,20 @@ class Seq2SeqTransformer(nn.Module):
         memory, src_pad = self.encode(src, need_weights)
         return self.decode(tgt, memory, src_pad, need_weights)
 
+    def loss(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """Teacher-forced mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]``, padding ignored.
+
+        ``tgt`` is ``<sos> y_1 .. y_T <eos>``, padded. The signature matches
+        :meth:`seqbook.seq2seq.Seq2Seq.loss` (``src_lengths`` is not needed: padding is found from
+        ``pad_id``), so :func:`seqbook.seq2seq.fit_seq2seq` trains this model too.
+        """
+        if tgt.dim() != 2 or tgt.shape[1] < 2:
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
+        logits = self(src, tgt[:, :-1])  # (B, T-1, V)
+        return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=self.pad_id,
+                               label_smoothing=label_smoothing)
+
     @torch.no_grad()
     def greedy_decode(self, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int) -> torch.Tensor:
         """Generate the most likely next token, one step at a time, until ``<eos>`` or ``max_len``.
@@ -488,6 +524,7 @@ class GPTConfig:
     tie_weights: bool = True  # share the token embedding with the output layer
     positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (eq. 5.1-5.2)
     activation: str = "gelu"
+    init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
     fast: bool = True
 
     def __post_init__(self):
@@ -526,19 +563,16 @@ class GPT(nn.Module):
         ])
         self.ln_f = LayerNorm(c.n_embd, bias=c.bias)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
-        self.apply(self._init_weights)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=c.init_std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
         for name, p in self.named_parameters():  # GPT-2: scale the projections into the residual stream
             if name.endswith(("out_proj.weight", "linear2.weight")):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layer))
+                nn.init.normal_(p, mean=0.0, std=c.init_std / math.sqrt(2 * c.n_layer))
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
-
-    @staticmethod
-    def _init_weights(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, need_weights: bool = False,
                 label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor | None]:

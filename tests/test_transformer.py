@@ -322,6 +322,19 @@ def test_seq2seq_greedy_decode_is_consistent_with_forward(device):
         assert (out[b, n:] == 0).all()
 
 
+def test_seq2seq_loss_is_teacher_forced_cross_entropy():
+    model = _seq2seq("cpu")
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])
+    tgt = torch.tensor([[2, 4, 5, 6, 3], [2, 8, 3, 0, 0]])
+    logits = model(src, tgt[:, :-1])
+    for eps in (0.0, 0.1):
+        expected = F.cross_entropy(logits.reshape(-1, 11), tgt[:, 1:].reshape(-1), ignore_index=0,
+                                   label_smoothing=eps)
+        assert_close(model.loss(src, torch.tensor([5, 3]), tgt, label_smoothing=eps), expected)
+    with pytest.raises(ValueError, match=r"tgt must have shape \(B, T>=2\)"):
+        model.loss(src, None, tgt[:, :1])
+
+
 def test_seq2seq_bad_input():
     model = _seq2seq("cpu")
     with pytest.raises(ValueError, match=r"src must be an integer tensor of shape \(B, T\)"):
@@ -385,6 +398,13 @@ def test_gpt_generate(device):
     assert greedy[0, -1] == model(idx)[0][0, -1].argmax()
     top1 = model.generate(idx, 1, top_k=1, generator=torch.Generator().manual_seed(3))
     assert torch.equal(top1, greedy)
+
+
+def test_gpt_init_std():
+    for std in (0.02, 0.1):
+        model = GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=2, n_head=2, n_embd=64, init_std=std))
+        assert abs(model.tok_emb.weight.std().item() - std) < 0.15 * std
+        assert abs(model.blocks[0].ff.linear2.weight.std().item() - std / 2) < 0.15 * std
 
 
 def test_gpt_bad_input():
