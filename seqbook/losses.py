@@ -199,6 +199,13 @@ def entropy(p: torch.Tensor, base: float | None = None) -> torch.Tensor:
     return -torch.special.xlogy(p, p).sum(-1) / _log_base(base)
 
 
+def _check_pair(p: torch.Tensor, q: torch.Tensor) -> None:
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    _check_probs("p", p)
+    _check_probs("q", q)
+
+
 def kl_divergence(p: torch.Tensor, q: torch.Tensor, base: float | None = None) -> torch.Tensor:
     r"""Kullback-Leibler divergence ``D(p||q) = sum_k p_k log(p_k / q_k)`` along the last dim.
 
@@ -207,10 +214,7 @@ def kl_divergence(p: torch.Tensor, q: torch.Tensor, base: float | None = None) -
     Shape:
         p, q: (..., C) probabilities (same shape) -> (...)
     """
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
-    _check_probs("p", p)
-    _check_probs("q", q)
+    _check_pair(p, q)
     return (torch.special.xlogy(p, p) - torch.special.xlogy(p, q)).sum(-1) / _log_base(base)
 
 
@@ -222,10 +226,7 @@ def cross_entropy_dist(p: torch.Tensor, q: torch.Tensor, base: float | None = No
     Shape:
         p, q: (..., C) probabilities (same shape) -> (...)
     """
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
-    _check_probs("p", p)
-    _check_probs("q", q)
+    _check_pair(p, q)
     return -torch.special.xlogy(p, q).sum(-1) / _log_base(base)
 
 
