@@ -20,6 +20,8 @@ import math
 
 import torch
 
+from .vsa import _similarity as _fhrr_similarity  # mean cos(pi (a - b)), unchecked: x is trained freely
+
 # ---------------------------------------------------------------------------------------------
 # 1. Log-sum-exp, free energy, log-softmax.
 # ---------------------------------------------------------------------------------------------
@@ -331,11 +333,6 @@ def reliability_diagram(probs: torch.Tensor, target: torch.Tensor, n_bins: int =
 # ---------------------------------------------------------------------------------------------
 # 5. The phasor-similarity loss of the VSA chapter.
 # ---------------------------------------------------------------------------------------------
-
-
-def _fhrr_similarity(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    # FHRR similarity of pi-normalised angles in [-1, 1] (chapter 8 develops it): mean cos(pi(a - b)).
-    return torch.cos(math.pi * (a - b)).mean(-1)
 
 
 def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:

@@ -76,6 +76,17 @@ def _check_same_dim(a: torch.Tensor, b: torch.Tensor, a_name: str = "a", b_name:
                          f"got {a_name} {tuple(a.shape)} and {b_name} {tuple(b.shape)}")
 
 
+
+def _check_qkv(q, k, v, check) -> None:
+    """Attention inputs: each a set of symbols (``check`` tells angles from phasors), q and k of one
+    dimension D, k and v of one length Tk."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check(name, x, 2)
+    _check_same_dim(q, k, "q", "k")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
+                         f"and v {tuple(v.shape)}")
+
 # ---------------------------------------------------------------------------------------------
 # The functional core: symbols, similarity, bundling, binding.
 # ---------------------------------------------------------------------------------------------
@@ -415,13 +426,7 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
     """
-    _check_symbols("q", q, 2)
-    _check_symbols("k", k, 2)
-    _check_symbols("v", v, 2)
-    _check_same_dim(q, k, "q", "k")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
-                         f"and v {tuple(v.shape)}")
+    _check_qkv(q, k, v, _check_symbols)
     if mask is not None:
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
@@ -631,13 +636,7 @@ def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) complex; mask as in :func:`vsa_attention`
         -> ``(output, scores)``: (..., Tq, Dv) complex and (..., Tq, Tk) real.
     """
-    _check_phasors("q", q, 2)
-    _check_phasors("k", k, 2)
-    _check_phasors("v", v, 2)
-    _check_same_dim(q, k, "q", "k")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
-                         f"and v {tuple(v.shape)}")
+    _check_qkv(q, k, v, _check_phasors)
     if mask is not None and mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
     return _vsa_attention_phasor(q, k, v, mask)
