@@ -1,8 +1,9 @@
 """The rendered book, checked in a real (headless) browser.
 
-The book is built into a temporary folder and its Embeddings chapter opened in Chromium through a local
-HTTP server on 127.0.0.1. The checks are what a reader sees: typeset math, a loaded figure, and an
-exercise solution that stays hidden until it is clicked. MathJax is served from the built site
+The book is built into a temporary folder and opened in Chromium through a local HTTP server on
+127.0.0.1. The checks are what a reader sees: typeset math, a loaded figure, an exercise solution that
+stays hidden until it is clicked, a chapter menu that opens on a phone, bibliography labels that read
+like the citations, and no error in the browser console on any page. MathJax is served from the built site
 (see ``_ext/local_mathjax.py``), so nothing here touches the network.
 """
 
@@ -21,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = "chapters/01_embeddings"
+CHAPTERS = sorted(f"chapters/{p.stem}" for p in (ROOT / "chapters").glob("*.ipynb"))
+PAGES = ["intro", *CHAPTERS, "bibliography"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
@@ -62,6 +65,7 @@ def page(site, tmp_path_factory):
                  "--no-first-run", "--disable-quic", "--window-size=1280,2000",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER),
                               options=options)
     driver.set_page_load_timeout(60)
@@ -106,7 +110,61 @@ def test_solution_is_hidden_until_clicked(page):
     body = solution.find_element(By.CSS_SELECTOR, "section")
     assert not body.is_displayed()
     button = solution.find_element(By.CSS_SELECTOR, "button.toggle-button")
-    page.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+    page.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'});", button)
     button.click()
     WebDriverWait(page, 10).until(lambda d: body.is_displayed())
     assert body.text.strip()
+
+
+def test_no_console_errors_and_no_test_markers_on_any_page(page, site):
+    problems = []
+    try:
+        for name in PAGES:
+            page.get(f"{site}/{name}.html")
+            WebDriverWait(page, 30).until(
+                lambda d: d.execute_script("return document.readyState") == "complete")
+            errors = [entry["message"] for entry in page.get_log("browser") if entry["level"] == "SEVERE"]
+            problems += [f"{name}: {e}" for e in errors]
+            text = page.execute_script("return document.querySelector('article').innerText")
+            if "NBVAL" in text:
+                problems.append(f"{name}: an nbval marker is visible")
+    finally:
+        page.get(f"{site}/{CHAPTER}.html")
+    assert not problems, "\n".join(problems)
+
+
+def test_sidebar_opens_from_the_toggle_on_a_phone(page, site):
+    page.set_window_size(400, 900)
+    try:
+        page.get(f"{site}/chapters/06_transformer.html")
+        toggles = [b for b in page.find_elements(By.CSS_SELECTOR, "button.primary-toggle")
+                   if b.is_displayed()]
+        assert len(toggles) == 1, f"{len(toggles)} visible menu buttons"
+        open_sidebar = """return Array.from(document.querySelectorAll('.bd-sidebar-primary'))
+            .filter(e => { const r = e.getBoundingClientRect(); return r.width > 100 && r.left >= 0
+                           && getComputedStyle(e).visibility === 'visible'; })
+            .map(e => e.innerText).join(' ');"""
+        assert not page.execute_script(open_sidebar), "the chapter menu is open before the click"
+        toggles[0].click()
+        WebDriverWait(page, 10).until(lambda d: d.execute_script(open_sidebar))
+        assert "transformer" in page.execute_script(open_sidebar).lower()
+        searches = [e for e in page.find_elements(By.CSS_SELECTOR,
+                                                  "button.search-button, .search-button-field")
+                    if e.is_displayed()]
+        assert len(searches) <= 1, "a second search box is shown"
+    finally:
+        page.set_window_size(1280, 2000)
+        page.get(f"{site}/{CHAPTER}.html")
+
+
+def test_bibliography_labels_read_like_the_citations(page, site):
+    page.get(f"{site}/bibliography.html")
+    try:
+        labels = page.execute_script(
+            "return Array.from(document.querySelectorAll('.citation .label, dt.label'))"
+            ".map(e => e.innerText)")
+        assert labels, "no bibliography entries found"
+        assert any("Harris, 1954" in label for label in labels), labels[:5]
+        assert not any(label.strip("[]") == "Har54" for label in labels)
+    finally:
+        page.get(f"{site}/{CHAPTER}.html")
