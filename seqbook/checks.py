@@ -1,0 +1,186 @@
+"""Argument checks shared by every module: one place, one wording for every error.
+
+Every public function and class of ``seqbook`` checks what it is given before it computes, and an
+error names the argument, what was expected and what came in::
+
+    ValueError: hidden_size must be an int >= 1, got 0
+    ValueError: x must have shape (B, T, 8), got (2, 5, 7)
+    TypeError: ids must be an integer tensor, got torch.float32
+
+The checks are cheap: they read shapes, dtypes and Python numbers. A check that has to read tensor
+*values* (``check_ids``, ``check_finite``) synchronises with a GPU once per call, which is why the
+models call them on their inputs, not inside their time loops; on the ``meta`` device, which has
+shapes but no values, those two checks pass.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "shape_of",
+    "check_int",
+    "check_number",
+    "check_probability",
+    "check_tensor",
+    "check_float_tensor",
+    "check_ids",
+    "check_finite",
+    "check_bool_mask",
+    "check_same_batch",
+]
+
+
+def shape_of(x: torch.Tensor) -> tuple[int, ...]:
+    """The shape of ``x`` as a plain tuple, e.g. ``(2, 5, 7)``, for error messages."""
+    return tuple(x.shape)
+
+
+def check_int(name: str, value, minimum: int | None = 1, maximum: int | None = None) -> int:
+    """Check that ``value`` is an integer (Python or NumPy, not bool) in [minimum, maximum].
+
+    Returns it as a Python ``int``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int <= {maximum}, got {value}")
+    return value
+
+
+def check_number(
+    name: str,
+    value,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_inf: bool = False,
+) -> float:
+    """Check that ``value`` is a real number (not bool, not NaN) in the interval given.
+
+    ``low``/``high`` bound the interval, closed unless ``low_open``/``high_open``. Infinity is
+    refused unless ``allow_inf``. Returns the value as a Python ``float``.
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value}")
+    return value
+
+
+def check_probability(name: str, p, allow_one: bool = False) -> float:
+    """Check a probability such as a dropout rate: in [0, 1), or [0, 1] with ``allow_one``."""
+    return check_number(name, p, 0.0, 1.0, high_open=not allow_one)
+
+
+def _shape_text(shape: Sequence) -> str:
+    parts = ["*" if s is None else str(s) for s in shape]
+    return "(" + ", ".join(parts) + (",)" if len(parts) == 1 else ")")
+
+
+def check_tensor(
+    name: str,
+    x,
+    ndim: int | Sequence[int] | None = None,
+    shape: Sequence | None = None,
+    names: str | None = None,
+    nonempty: bool = True,
+) -> torch.Tensor:
+    """Check that ``x`` is a tensor of the expected rank and shape.
+
+    Args:
+        ndim: the allowed rank, or a sequence of allowed ranks.
+        shape: the expected shape; ``None`` entries match any size. Implies ``ndim``.
+        names: how to write the expected shape in the message, e.g. ``"(B, T, 8)"``.
+        nonempty: refuse a tensor with a zero-sized dimension.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if shape is not None:
+        expected = names or _shape_text(shape)
+        if x.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, x.shape)):
+            raise ValueError(f"{name} must have shape {expected}, got {shape_of(x)}")
+    elif ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.dim() not in allowed:
+            what = names or " or ".join(f"{d}-D" for d in allowed)
+            raise ValueError(f"{name} must be {what}, got shape {shape_of(x)}")
+    if nonempty and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty, got shape {shape_of(x)}")
+    return x
+
+
+def check_float_tensor(name: str, x, **kwargs) -> torch.Tensor:
+    """``check_tensor`` plus: ``x`` has a floating-point dtype."""
+    check_tensor(name, x, **kwargs)
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    return x
+
+
+_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int | None = None,
+              **kwargs) -> torch.Tensor:
+    """Check that ``ids`` is an integer tensor with every entry in [0, num_classes).
+
+    Entries equal to ``ignore_index`` are exempt from the range check. ``kwargs`` go to
+    :func:`check_tensor` (rank and shape). Reads the values, so it synchronises with a GPU.
+    """
+    check_tensor(name, ids, **kwargs)
+    if ids.dtype not in _INTEGER_DTYPES:
+        raise TypeError(f"{name} must be an integer tensor (token ids), got {ids.dtype}")
+    if ids.numel() and num_classes is not None and ids.device.type != "meta":
+        valid = ids if ignore_index is None else ids[ids != ignore_index]
+        if valid.numel():
+            lo, hi = int(valid.min()), int(valid.max())
+            if lo < 0 or hi >= num_classes:
+                bad = lo if lo < 0 else hi
+                raise ValueError(f"{name} must hold ids in [0, {num_classes - 1}], found {bad}")
+    return ids
+
+
+def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Check that ``x`` holds no NaN or infinity. Reads the values (a GPU sync)."""
+    if x.device.type == "meta":  # no values to read: shapes-only runs pass
+        return x
+    if x.is_floating_point() and x.numel() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite, got a NaN or infinite entry")
+    return x
+
+
+def check_bool_mask(name: str, mask, shape: Sequence | None = None, names: str | None = None
+                    ) -> torch.Tensor:
+    """Check that ``mask`` is a boolean tensor (True = real token / may attend) of ``shape``."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (True = keep), got {mask.dtype}")
+    if shape is not None:
+        check_tensor(name, mask, shape=shape, names=names, nonempty=False)
+    return mask
+
+
+def check_same_batch(**tensors: torch.Tensor) -> int:
+    """Check that every tensor given has the same first (batch) dimension; return it."""
+    sizes = {k: v.shape[0] for k, v in tensors.items()}
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k}: {n}" for k, n in sizes.items())
+        raise ValueError(f"batch sizes must agree, got {listed}")
+    return next(iter(sizes.values()))

@@ -1,0 +1,61 @@
+"""Helpers for the bad-input tests (``tests/test_bad_input_*.py``).
+
+A bad input must end in a ``ValueError`` or ``TypeError`` raised by seqbook's own code, whose
+message names the argument (and, where it has one, the expected and actual shape or value): never an
+error from deep inside torch, never a silent result, never a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+PACKAGE = str(Path(__file__).resolve().parent.parent / "seqbook")
+
+
+def assert_clear_error(fn, *words: str, exc=(ValueError, TypeError)):
+    """Call ``fn()`` and check that seqbook itself raises ``exc`` with every one of ``words``.
+
+    ``words`` are the argument's name and, where useful, the expected or actual value or shape.
+    The last frame of the traceback must be inside the ``seqbook`` package: an error raised by
+    torch, numpy or Python on seqbook's behalf does not count as a clear error.
+    """
+    with pytest.raises(exc) as info:
+        fn()
+    message = str(info.value)
+    for word in words:
+        assert word in message, f"{word!r} not in the message {message!r}"
+    where = str(info.traceback[-1].path)
+    assert where.startswith(PACKAGE), f"raised in {where}, not by seqbook: {message!r}"
+    return message
+
+
+def finishes(fn, seconds: float = 10.0):
+    """Run ``fn()`` in a thread; fail the test if it has not returned or raised within ``seconds``.
+
+    Returns ``(result, exception)``. Generators that loop on a size must check the size before they
+    loop, so a bad size ends in an error, never in an endless loop.
+    """
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{fn} still running after {seconds} s: it hangs"
+    return box.get("result"), box.get("error")
+
+
+def assert_clear_error_in_time(fn, *words: str, seconds: float = 10.0, exc=(ValueError, TypeError)):
+    """``assert_clear_error`` for calls that could loop forever (generators, training loops)."""
+    result, error = finishes(lambda: assert_clear_error(fn, *words, exc=exc), seconds)
+    if error is not None:
+        raise error
+    return result
