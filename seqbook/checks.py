@@ -23,6 +23,7 @@ import torch
 
 __all__ = [
     "shape_of",
+    "autocast_enabled",
     "check_int",
     "check_number",
     "check_probability",
@@ -113,7 +114,9 @@ def check_tensor(
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if shape is not None:
         expected = names or _shape_text(shape)
-        if x.dim() != len(shape) or any(s is not None and s != n for s, n in zip(shape, x.shape)):
+        wrong_size = x.dim() != len(shape) or any(
+            s is not None and s != n for s, n in zip(shape, x.shape, strict=True))
+        if wrong_size:
             raise ValueError(f"{name} must have shape {expected}, got {shape_of(x)}")
     elif ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
@@ -184,3 +187,12 @@ def check_same_batch(**tensors: torch.Tensor) -> int:
         listed = ", ".join(f"{k}: {n}" for k, n in sizes.items())
         raise ValueError(f"batch sizes must agree, got {listed}")
     return next(iter(sizes.values()))
+
+
+def autocast_enabled(x: torch.Tensor) -> bool:
+    """Whether autocast is on for ``x``'s device type (False for a device type without autocast,
+    such as ``meta``)."""
+    try:
+        return torch.is_autocast_enabled(x.device.type)
+    except RuntimeError:
+        return False

@@ -9,42 +9,132 @@ Loaders never assume the internet. Each looks for a local copy first, in this or
 and only then downloads the file from its canonical public source into the user cache, with a
 progress bar and a SHA-256 check (done by ``pooch``). With no local copy and no network the
 loader raises one :class:`DataNotFoundError` that says where to put the file.
+
+Every local copy is checked against its known SHA-256 before it is used (once per process: the
+result is remembered by path, size and modification time). A copy that fails the check is never
+used: the next place is tried, a damaged file in the user cache is replaced by a fresh download
+when downloads are allowed, and if no good copy exists the error lists each bad copy with its
+expected and actual hash. The readers then check the contents too (gzip stream, idx header and
+counts, UTF-8), and a damaged file gives a :class:`DataFileError` that names it.
 """
 
 from __future__ import annotations
 
 import calendar
 import gzip
+import hashlib
+import numbers
 import os
 import random
 import re
+import warnings
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pooch
 import torch
 
+from .checks import check_ids, check_int, check_number, check_tensor
+
+__all__ = [
+    "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch",
+    "PAD", "UNK", "SOS", "EOS", "RESERVED", "Vocab", "tokenize_chars", "tokenize_words", "normalize_text",
+    "TIME_MACHINE", "strip_gutenberg", "load_time_machine", "split_text",
+    "NAME_LOCALES", "load_names",
+    "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates",
+    "FASHION_MNIST", "FASHION_MNIST_CLASSES", "load_fashion_mnist",
+    "pad_sequences", "padding_mask", "lm_chunks",
+]
+
 # ---------------------------------------------------------------------------------------------
-# Finding files: local first, then a checked download.
+# Small argument checks of this module.
+# ---------------------------------------------------------------------------------------------
+
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def _check_str(name: str, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding files: local first, each copy checked, then a checked download.
 # ---------------------------------------------------------------------------------------------
 
 
 class DataNotFoundError(FileNotFoundError):
-    """A data file is neither on disk nor downloadable."""
+    """No good copy of a data file is on disk, and it could not be downloaded."""
+
+
+class DataFileError(ValueError):
+    """A data file was found but its contents are damaged (gzip, idx header, counts, encoding)."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """A data file known by name, canonical address and SHA-256 hash."""
+    """A data file known by name, canonical address and SHA-256 hash.
+
+    Args:
+        fname: the file name (no folder), as it is stored in ``SEQBOOK_DATA`` and the cache.
+        url: the canonical address to download it from.
+        sha256: the SHA-256 of the canonical file (hex, 64 characters); downloads must match it.
+        system_paths: full paths where a system package may have installed the file.
+        other_sha256: hashes of other copies known to be good: the same data packaged byte for
+            byte differently (for example a re-compressed ``.gz``). Local copies may match any.
+    """
 
     fname: str
     url: str
     sha256: str
     system_paths: tuple[str, ...] = ()
+    other_sha256: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        fname = self.fname
+        if not isinstance(fname, str) or fname in ("", ".", "..") or Path(fname).name != fname:
+            raise ValueError(f"fname must be a plain file name such as 'book.txt', got {fname!r}")
+        if not isinstance(self.url, str) or not self.url:
+            raise ValueError(f"url must be a non-empty str, got {self.url!r}")
+        object.__setattr__(self, "sha256", _check_sha256("sha256", self.sha256))
+        object.__setattr__(self, "system_paths", _str_tuple("system_paths", self.system_paths))
+        hashes = _str_tuple("other_sha256", self.other_sha256)
+        object.__setattr__(self, "other_sha256", tuple(_check_sha256("other_sha256", h) for h in hashes))
+
+    @property
+    def known_hashes(self) -> tuple[str, ...]:
+        """Every SHA-256 a good copy may have: ``sha256`` first, then ``other_sha256``."""
+        return (self.sha256,) + self.other_sha256
+
+
+def _check_sha256(name: str, value) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value.lower()):
+        raise ValueError(f"{name} must be a SHA-256 in hex (64 characters 0-9a-f), got {value!r}")
+    return value.lower()
+
+
+def _str_tuple(name: str, values) -> tuple[str, ...]:
+    if isinstance(values, (str, bytes, os.PathLike)) or not isinstance(values, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of str, got {type(values).__name__} {values!r}")
+    for v in values:
+        if not isinstance(v, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a tuple of str, got an entry {type(v).__name__} {v!r}")
+    return tuple(str(v) for v in values)
 
 
 def cache_dir() -> Path:
@@ -61,38 +151,91 @@ def _local_candidates(remote: RemoteFile) -> list[Path]:
     return candidates
 
 
+_HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, once per process
+
+
+def _sha256(path: Path) -> str:
+    """SHA-256 of a file, computed once per process for each (path, size, mtime)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _HASHES:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _HASHES[key] = h.hexdigest()
+    return _HASHES[key]
+
+
+def _known_as(sha: str) -> str:
+    """' (it is <other file>)' when ``sha`` is the hash of another file this module knows."""
+    for remote in (TIME_MACHINE, *FASHION_MNIST.values()):
+        if sha in remote.known_hashes:
+            return f" (it is {remote.fname!r})"
+    return ""
+
+
 def fetch(remote: RemoteFile, download: bool = True) -> Path:
-    """Return a local path to ``remote``, downloading it into the user cache if needed.
+    """Return a local path to a good copy of ``remote``, downloading it into the user cache if needed.
+
+    Each local copy is checked against ``remote``'s known SHA-256 hashes; a copy that does not
+    match is skipped (with a warning if a good copy is found elsewhere), so a damaged file never
+    shadows a good one. A damaged copy in the user cache is replaced by the download.
 
     Args:
         remote: the file to find.
         download: if False, never touch the network.
 
     Raises:
-        DataNotFoundError: no local copy exists and the download failed (or was not allowed),
-            with a message that lists where the file may be put.
+        DataNotFoundError: no good local copy exists and the download failed (or was not allowed).
+            The message lists the places the file may be put and every damaged copy found, with
+            its expected and actual SHA-256.
     """
+    if not isinstance(remote, RemoteFile):
+        raise TypeError(f"remote must be a RemoteFile, got {type(remote).__name__}")
+    download = _check_bool("download", download)
     candidates = _local_candidates(remote)
+    bad = []
     for path in candidates:
-        if path.is_file():
+        if not path.is_file():
+            continue
+        try:
+            actual = _sha256(path)
+        except OSError as exc:  # unreadable: try the next place
+            bad.append(f"{path}: could not be read ({exc})")
+            continue
+        if actual in remote.known_hashes:
+            if bad:
+                warnings.warn(f"skipped damaged copies of {remote.fname!r}, using {path}:\n  "
+                              + "\n  ".join(bad), stacklevel=2)
             return path
+        expected = " or ".join(remote.known_hashes)
+        bad.append(f"{path}: sha256 {actual}, expected {expected}{_known_as(actual)}")
     error = None
     if download:
         try:
-            path = pooch.retrieve(
+            path = pooch.retrieve(  # replaces a damaged cached copy once the new one is verified
                 url=remote.url,
                 known_hash=f"sha256:{remote.sha256}",
                 fname=remote.fname,
                 path=cache_dir(),
                 progressbar=_progressbar_wanted(),
             )
+            if bad:
+                warnings.warn(f"found damaged copies of {remote.fname!r}, downloaded a good one to "
+                              f"{path}:\n  " + "\n  ".join(bad), stacklevel=2)
             return Path(path)
         except Exception as exc:  # no network, HTTP error, or a wrong checksum
             error = exc
     where = "\n  ".join(str(p) for p in candidates)
     reason = f"the download from {remote.url} failed ({error})" if error else "downloads are off"
+    found = ""
+    if bad:
+        found = ("\nThese copies were found but are damaged or are a different file; delete them or replace "
+                 f"them with the original from {remote.url}:\n  " + "\n  ".join(bad))
+    what = f"no good copy of {remote.fname!r} was found" if bad else f"{remote.fname!r} was not found"
     raise DataNotFoundError(
-        f"{remote.fname!r} was not found and {reason}.\n"
+        f"{what} and {reason}.{found}\n"
         f"Put a copy in one of these places (or set SEQBOOK_DATA to its folder):\n  {where}"
     )
 
@@ -125,7 +268,7 @@ class Vocab:
     Args:
         tokens: the training tokens (any iterable of strings, or of lists of strings).
         min_freq: tokens seen fewer times are left out (they become ``<unk>``).
-        max_size: keep at most this many tokens besides the reserved ones.
+        max_size: keep at most this many tokens besides the reserved ones (0 keeps only those).
 
     Example:
         >>> v = Vocab(list("hello"))
@@ -134,8 +277,11 @@ class Vocab:
     """
 
     def __init__(self, tokens: Iterable = (), min_freq: int = 1, max_size: int | None = None):
-        if min_freq < 1:
-            raise ValueError(f"min_freq must be >= 1, got {min_freq}")
+        min_freq = check_int("min_freq", min_freq, minimum=1)
+        if max_size is not None:
+            max_size = check_int("max_size", max_size, minimum=0)
+        if tokens is None or not isinstance(tokens, Iterable):
+            raise TypeError(f"tokens must be an iterable of str, got {type(tokens).__name__}")
         counter = Counter(_flatten(tokens))
         for token in RESERVED:
             counter.pop(token, None)
@@ -152,26 +298,64 @@ class Vocab:
         return len(self.itos)
 
     def __contains__(self, token: str) -> bool:
-        return token in self.stoi
+        """Whether ``token`` has its own id (anything but a str never has one)."""
+        return isinstance(token, str) and token in self.stoi
 
     def __getitem__(self, token: str) -> int:
-        return self.stoi.get(token, self.unk_id)
+        """The id of ``token``; ``<unk>``'s id if it is not in the vocabulary."""
+        return self.stoi.get(_check_str("token", token), self.unk_id)
 
     def encode(self, tokens: Sequence[str], add_sos: bool = False, add_eos: bool = False) -> list[int]:
-        """Map tokens to ids; unknown tokens map to ``<unk>``."""
-        if isinstance(tokens, str) and len(tokens) > 1 and tokens not in self.stoi:
+        """Map tokens to ids; unknown tokens map to ``<unk>``.
+
+        A plain string is read as a sequence of characters, so ``encode("abc")`` equals
+        ``encode(list("abc"))``. That reading only makes sense for a character vocabulary: if the
+        vocabulary has a token longer than one character, a string is refused (pass a list of
+        tokens, e.g. ``tokenize_words(text)``).
+        """
+        add_sos, add_eos = _check_bool("add_sos", add_sos), _check_bool("add_eos", add_eos)
+        if isinstance(tokens, str):
+            longer = next((t for t in self.itos[len(RESERVED):] if len(t) > 1), None)
+            if longer is not None:
+                raise TypeError(
+                    f"tokens must be a list of tokens for this vocabulary, which has multi-character tokens "
+                    f"such as {longer!r}; got the str {tokens[:20]!r} (use e.g. tokenize_words(text))"
+                )
             tokens = list(tokens)  # a plain string is read as a sequence of characters
-        ids = [self.stoi.get(t, self.unk_id) for t in tokens]
+        elif tokens is None or not isinstance(tokens, Iterable):
+            raise TypeError(f"tokens must be a sequence of str, got {type(tokens).__name__}")
+        ids = []
+        for k, t in enumerate(tokens):
+            if not isinstance(t, str):
+                raise TypeError(f"tokens must hold str tokens, got {type(t).__name__} {t!r} at position {k}"
+                                " (to map ids back to tokens use decode)")
+            ids.append(self.stoi.get(t, self.unk_id))
         return ([self.sos_id] if add_sos else []) + ids + ([self.eos_id] if add_eos else [])
 
     def decode(self, ids: Iterable[int], strip_special: bool = False) -> list[str]:
-        """Map ids back to tokens; with ``strip_special`` drop ``<pad> <sos> <eos>``."""
-        if isinstance(ids, torch.Tensor):
+        """Map ids back to tokens; with ``strip_special`` drop ``<pad> <sos> <eos>``.
+
+        ``ids`` is a 1-D integer tensor or array, or an iterable of ints (0-d integer tensors too).
+        """
+        strip_special = _check_bool("strip_special", strip_special)
+        if isinstance(ids, (torch.Tensor, np.ndarray)):
+            if ids.ndim != 1:
+                raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+            integer = ids.dtype in _INT_DTYPES if isinstance(ids, torch.Tensor) else ids.dtype.kind in "iu"
+            if not integer:
+                raise TypeError(f"ids must be an integer tensor or array, got {ids.dtype}")
             ids = ids.tolist()
+        elif isinstance(ids, (str, bytes)) or ids is None or not isinstance(ids, Iterable):
+            raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
         out = []
-        for i in ids:
+        for k, i in enumerate(ids):
+            if isinstance(i, (torch.Tensor, np.ndarray)) and i.ndim == 0:
+                i = i.item()  # a 0-d tensor, e.g. labels[k]
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral):
+                raise TypeError(f"ids must hold ints, got {type(i).__name__} {i!r} at position {k}")
             if not 0 <= i < len(self.itos):
-                raise IndexError(f"id {i} is outside the vocabulary of size {len(self.itos)}")
+                raise _IdOutOfRange(f"id {i} is outside the vocabulary of size {len(self.itos)}: ids must "
+                                    f"be in [0, {len(self.itos) - 1}]")
             token = self.itos[i]
             if strip_special and token in (PAD, SOS, EOS):
                 continue
@@ -182,17 +366,26 @@ class Vocab:
         return f"Vocab(size={len(self)}, first={self.itos[4:10]})"
 
 
+class _IdOutOfRange(ValueError, IndexError):
+    """An id outside the vocabulary: a ValueError, and an IndexError as it always was."""
+
+
 def _flatten(tokens: Iterable) -> Iterable[str]:
     for t in tokens:
         if isinstance(t, str):
             yield t
+        elif isinstance(t, Iterable) and not isinstance(t, (bytes, torch.Tensor, np.ndarray)):
+            for u in t:
+                if not isinstance(u, str):
+                    raise TypeError(f"tokens must hold str or lists of str, got {type(u).__name__} {u!r}")
+                yield u
         else:
-            yield from t
+            raise TypeError(f"tokens must hold str or lists of str, got {type(t).__name__} {t!r}")
 
 
 def tokenize_chars(text: str) -> list[str]:
     """Split text into characters."""
-    return list(text)
+    return list(_check_str("text", text))
 
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
@@ -200,7 +393,7 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 def tokenize_words(text: str) -> list[str]:
     """Lower-case words (letters and inner apostrophes); punctuation and digits are dropped."""
-    return _WORD.findall(text.lower().replace("’", "'"))
+    return _WORD.findall(_check_str("text", text).lower().replace("’", "'"))
 
 
 def normalize_text(text: str) -> str:
@@ -208,7 +401,7 @@ def normalize_text(text: str) -> str:
 
     This is the 27-symbol alphabet (26 letters and the space) the language models train on.
     """
-    return re.sub(r"[^a-z]+", " ", text.lower()).strip()
+    return re.sub(r"[^a-z]+", " ", _check_str("text", text).lower()).strip()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,11 +417,23 @@ TIME_MACHINE = RemoteFile(
 
 def strip_gutenberg(text: str) -> str:
     """Return the body of a Project Gutenberg text, without its header and licence."""
+    _check_str("text", text)
     start = re.search(r"\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK[^\n]*\*\*\*", text)
     end = re.search(r"\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK", text)
     if start is None or end is None:
         raise ValueError("text has no Project Gutenberg START/END markers")
     return text[start.end() : end.start()].strip()
+
+
+def _read_text(path: Path) -> str:
+    """A UTF-8 text file (a byte-order mark is dropped); a :class:`DataFileError` names a bad one."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataFileError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): the file "
+            "is damaged; delete it (a fresh copy is then downloaded) or replace it with the original"
+        ) from None
 
 
 def load_time_machine(download: bool = True) -> str:
@@ -237,11 +442,21 @@ def load_time_machine(download: bool = True) -> str:
     Returns the raw body text (case and punctuation kept); see :func:`normalize_text`.
     """
     path = fetch(TIME_MACHINE, download=download)
-    return strip_gutenberg(path.read_text(encoding="utf-8-sig"))
+    try:
+        return strip_gutenberg(_read_text(path))
+    except DataFileError:
+        raise
+    except ValueError as exc:
+        raise DataFileError(f"{path}: {exc}; is it the Project Gutenberg text?") from None
 
 
 def split_text(text: str, valid_frac: float = 0.1) -> tuple[str, str]:
-    """Split a text into a training head and a held-out tail (no shuffling: no leakage)."""
+    """Split a text into a training head and a held-out tail (no shuffling: no leakage).
+
+    A text too short for the fraction gives an empty part (e.g. ``split_text("", 0.1) == ("", "")``).
+    """
+    _check_str("text", text)
+    check_number("valid_frac", valid_frac)
     if not 0 < valid_frac < 1:
         raise ValueError(f"valid_frac must be in (0, 1), got {valid_frac}")
     cut = int(len(text) * (1 - valid_frac))
@@ -275,7 +490,17 @@ def load_names(languages: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """
     import importlib
 
-    languages = list(languages or NAME_LOCALES)
+    if languages is None:
+        languages = list(NAME_LOCALES)
+    elif isinstance(languages, str) or not isinstance(languages, Iterable):
+        raise TypeError(f"languages must be a list of language names such as ['French'], got "
+                        f"{type(languages).__name__} {languages!r}")
+    languages = list(languages)
+    if not languages:
+        raise ValueError(f"languages must name at least one language (or be None for all), got {languages}")
+    for lang in languages:
+        if not isinstance(lang, str):
+            raise TypeError(f"languages must hold str names, got {type(lang).__name__} {lang!r}")
     unknown = [lang for lang in languages if lang not in NAME_LOCALES]
     if unknown:
         raise ValueError(f"unknown languages {unknown}; choose from {sorted(NAME_LOCALES)}")
@@ -360,8 +585,11 @@ def make_dates(
     always gives the same pairs. Two-digit years are ambiguous by themselves, so with the default
     range they always mean 19yy for yy >= 50 and 20yy for yy < 50.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    n = check_int("n", n, minimum=0)
+    seed = check_int("seed", seed, minimum=None)
+    for name, d in (("start", start), ("end", end)):
+        if isinstance(d, datetime) or not isinstance(d, date):
+            raise TypeError(f"{name} must be a datetime.date, got {type(d).__name__} {d!r}")
     if end < start:
         raise ValueError(f"end ({end}) is before start ({start})")
     rng = random.Random(seed)
@@ -379,46 +607,100 @@ def make_dates(
 
 _FMNIST_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _FMNIST_SYSTEM = "/usr/share/datasets/fashion-mnist"
+# The second hash of each file is the Debian package dataset-fashion-mnist's copy. Its bytes differ
+# from the canonical download only in the 10-byte gzip header: Debian's build drops the stored file
+# name and resets the time stamp. The compressed stream, and so the data, are identical: putting the
+# name and the original time stamp back into the Debian file gives the canonical SHA-256 exactly.
 FASHION_MNIST = {
     "train-images": RemoteFile(
         "train-images-idx3-ubyte.gz", _FMNIST_URL + "train-images-idx3-ubyte.gz",
         "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
-        (f"{_FMNIST_SYSTEM}/train-images-idx3-ubyte.gz",)),
+        (f"{_FMNIST_SYSTEM}/train-images-idx3-ubyte.gz",),
+        ("b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",)),
     "train-labels": RemoteFile(
         "train-labels-idx1-ubyte.gz", _FMNIST_URL + "train-labels-idx1-ubyte.gz",
         "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
-        (f"{_FMNIST_SYSTEM}/train-labels-idx1-ubyte.gz",)),
+        (f"{_FMNIST_SYSTEM}/train-labels-idx1-ubyte.gz",),
+        ("0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",)),
     "test-images": RemoteFile(
         "t10k-images-idx3-ubyte.gz", _FMNIST_URL + "t10k-images-idx3-ubyte.gz",
         "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
-        (f"{_FMNIST_SYSTEM}/t10k-images-idx3-ubyte.gz",)),
+        (f"{_FMNIST_SYSTEM}/t10k-images-idx3-ubyte.gz",),
+        ("cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",)),
     "test-labels": RemoteFile(
         "t10k-labels-idx1-ubyte.gz", _FMNIST_URL + "t10k-labels-idx1-ubyte.gz",
         "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
-        (f"{_FMNIST_SYSTEM}/t10k-labels-idx1-ubyte.gz",)),
+        (f"{_FMNIST_SYSTEM}/t10k-labels-idx1-ubyte.gz",),
+        ("8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",)),
 }
 FASHION_MNIST_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot"]
+_FMNIST_SIZES = {"train": 60_000, "test": 10_000}
+_IDX_MAGIC = {"labels": 2049, "images": 2051}  # 0x0801: ubyte, 1 dim; 0x0803: ubyte, 3 dims
 
 
-def _read_idx(path: Path) -> np.ndarray:
-    with gzip.open(path, "rb") as f:
-        data = f.read()
+def _read_idx(path: Path, kind: str) -> np.ndarray:
+    """Read a gzipped idx file of Fashion-MNIST ``kind`` ("images" or "labels"), checking its header.
+
+    Images come back as (N, 28, 28) and labels as (N,) with values 0-9; anything else (a damaged
+    gzip stream, a wrong magic number or shape, a payload of the wrong length) is a
+    :class:`DataFileError` that names the file.
+    """
+    what = "delete it (a fresh copy is then downloaded) or replace it with the original"
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataFileError(
+            f"{path} is not a readable gzip file ({type(exc).__name__}: {exc}); {what}") from None
+    if len(data) < 4:
+        raise DataFileError(f"{path} holds {len(data)} bytes, too few for an idx header; {what}")
+    magic = int.from_bytes(data[:4], "big")
+    if magic != _IDX_MAGIC[kind]:
+        known = {v: k for k, v in _IDX_MAGIC.items()}.get(magic)
+        looks = f", the magic number of an idx {known} file" if known else ""
+        raise DataFileError(f"{path} must be an idx {kind} file with magic number {_IDX_MAGIC[kind]}, "
+                            f"got {magic}{looks}; {what}")
     ndim = data[3]
+    if len(data) < 4 + 4 * ndim:
+        raise DataFileError(f"{path} ends inside its idx header ({len(data)} bytes); {what}")
     shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    if kind == "images" and shape[1:] != (28, 28):
+        raise DataFileError(f"{path} must hold images of shape (N, 28, 28), got {shape}; {what}")
+    payload = len(data) - 4 - 4 * ndim
+    if payload != int(np.prod(shape)):
+        raise DataFileError(f"{path} says its data has shape {shape} ({int(np.prod(shape))} bytes) but holds "
+                            f"{payload} bytes: it is truncated or damaged; {what}")
+    array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    if kind == "labels" and array.size and int(array.max()) >= len(FASHION_MNIST_CLASSES):
+        raise DataFileError(f"{path} holds a label {int(array.max())}, expected labels 0-9; {what}")
+    return array
 
 
 def load_fashion_mnist(split: str = "train", download: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Fashion-MNIST images and labels for ``split`` in ``{"train", "test"}``.
 
+    Both files are checked: their SHA-256 (see :func:`fetch`), their idx headers, and their counts
+    (60,000 training and 10,000 test images, as many labels as images).
+
     Returns:
         ``images`` of shape (N, 28, 28), float32 in [0, 1], and ``labels`` of shape (N,), int64.
+
+    Raises:
+        DataNotFoundError: no good copy of a file (the message lists damaged copies it found).
+        DataFileError: a file is damaged; the message names it.
     """
-    if split not in ("train", "test"):
+    if not isinstance(split, str) or split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    images = _read_idx(fetch(FASHION_MNIST[f"{split}-images"], download=download))
-    labels = _read_idx(fetch(FASHION_MNIST[f"{split}-labels"], download=download))
+    download = _check_bool("download", download)
+    images_path = fetch(FASHION_MNIST[f"{split}-images"], download=download)
+    labels_path = fetch(FASHION_MNIST[f"{split}-labels"], download=download)
+    images, labels = _read_idx(images_path, "images"), _read_idx(labels_path, "labels")
+    n = _FMNIST_SIZES[split]
+    for path, array, kind in ((images_path, images, "images"), (labels_path, labels, "labels")):
+        if len(array) != n:
+            raise DataFileError(f"{path} holds {len(array)} {kind}, expected {n} for the {split!r} split: "
+                                "is it the file of the other split?")
     return (torch.from_numpy(images.astype(np.float32) / 255.0),
             torch.from_numpy(labels.astype(np.int64)))
 
@@ -434,30 +716,72 @@ def pad_sequences(
     """Right-pad integer sequences into one tensor.
 
     Args:
-        sequences: B sequences of ids, of any lengths (empty sequences are allowed).
-        pad_id: the id that fills the tail.
-        max_len: pad (or truncate) to this length; default: the longest sequence.
+        sequences: B sequences of ids (lists of ints, or 1-D integer tensors or arrays), of any
+            lengths (empty sequences are allowed). The ids are not range-checked here.
+        pad_id: the id that fills the tail (any int, e.g. -100 for targets a loss ignores).
+        max_len: pad (or truncate) to this length; default: the longest sequence. 0 gives a
+            (B, 0) tensor.
 
     Returns:
         ``padded`` (B, T) int64 and ``lengths`` (B,) int64, the true length of each row.
     """
+    if isinstance(sequences, (str, bytes)) or not hasattr(sequences, "__len__") or not isinstance(
+            sequences, Iterable):
+        raise TypeError(f"sequences must be a list of id sequences, got {type(sequences).__name__}")
     if len(sequences) == 0:
         raise ValueError("sequences is empty: need at least one sequence to pad")
-    lengths = [len(s) for s in sequences]
+    pad_id = check_int("pad_id", pad_id, minimum=None)
+    if max_len is not None:
+        max_len = check_int("max_len", max_len, minimum=0)
+    rows = [_id_row(seq, i) for i, seq in enumerate(sequences)]
+    lengths = [len(r) for r in rows]
     T = max(lengths) if max_len is None else max_len
-    padded = torch.full((len(sequences), T), pad_id, dtype=torch.long)
-    for i, seq in enumerate(sequences):
-        seq = list(seq)[:T]
-        if seq:
-            padded[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    padded = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        row = row[:T]
+        if len(row):
+            padded[i, : len(row)] = row
     return padded, torch.tensor([min(n, T) for n in lengths], dtype=torch.long)
 
 
+def _id_row(seq, i: int) -> torch.Tensor:
+    """``sequences[i]`` as a 1-D integer tensor (an empty one for an empty sequence)."""
+    if isinstance(seq, (str, bytes)):
+        raise TypeError(f"sequences[{i}] must be a sequence of int ids, got the str {seq!r} (encode it)")
+    try:
+        row = torch.as_tensor(seq)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
+        raise TypeError(f"sequences[{i}] must be a sequence of int ids, got {type(seq).__name__} "
+                        f"({type(exc).__name__}: {exc})") from None
+    if row.dim() != 1:
+        raise ValueError(f"sequences[{i}] must be a flat sequence of ids, got shape {tuple(row.shape)}")
+    if row.numel() and row.dtype not in _INT_DTYPES:
+        raise TypeError(f"sequences[{i}] must hold int ids, got {row.dtype} (floats would be truncated)")
+    return row
+
+
 def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """Boolean mask (B, T) that is True at real tokens and False at padding."""
-    if lengths.dim() != 1:
-        raise ValueError(f"lengths must have shape (B,), got {tuple(lengths.shape)}")
-    T = int(lengths.max()) if max_len is None else max_len
+    """Boolean mask (B, T) that is True at real tokens and False at padding.
+
+    ``T`` is ``max_len``, or else the longest length (an empty ``lengths`` then gives a (0, 0)
+    mask). A length above ``max_len`` gives a row that is True everywhere.
+    """
+    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
+    if lengths.dtype not in _INT_DTYPES:
+        raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
+    if max_len is not None:
+        max_len = check_int("max_len", max_len, minimum=0)
+    if lengths.numel() == 0:
+        T = 0 if max_len is None else max_len
+    elif lengths.device.type == "meta":  # no values to read
+        if max_len is None:
+            raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
+        T = max_len
+    else:
+        lo, hi = torch.stack(torch.aminmax(lengths)).tolist()  # one read of the values
+        if lo < 0:
+            raise ValueError(f"lengths must be >= 0, found {lo}")
+        T = hi if max_len is None else max_len
     return torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]
 
 
@@ -465,19 +789,21 @@ def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.T
     """Cut a long id stream into aligned language-model chunks for truncated BPTT.
 
     The stream is split into ``batch_size`` contiguous rows, so chunk k of row b continues chunk
-    k-1 of row b (the hidden state can be carried across chunks).
+    k-1 of row b (the hidden state can be carried across chunks). The ids are not range-checked.
 
     Returns:
         ``inputs`` and ``targets`` of shape (num_chunks, batch_size, seq_len); targets are the
         inputs shifted by one token.
     """
-    if ids.dim() != 1:
-        raise ValueError(f"ids must have shape (N,), got {tuple(ids.shape)}")
+    check_ids("ids", ids, shape=(None,), names="(N,)")
+    batch_size = check_int("batch_size", batch_size)
+    seq_len = check_int("seq_len", seq_len)
     n_per_row = (len(ids) - 1) // batch_size
     n_chunks = n_per_row // seq_len
     if n_chunks == 0:
         raise ValueError(
-            f"stream of {len(ids)} tokens is too short for batch_size={batch_size}, seq_len={seq_len}"
+            f"ids (a stream of {len(ids)} tokens) is too short for batch_size={batch_size}, "
+            f"seq_len={seq_len}: need at least {batch_size * seq_len + 1} tokens"
         )
     usable = n_chunks * seq_len
     x = ids[: batch_size * n_per_row].view(batch_size, n_per_row)[:, :usable]

@@ -16,16 +16,34 @@ The module reads top to bottom, one associative memory at a time:
 
 The continuous update and the layers call :func:`seqbook.attention.scaled_dot_product_attention`,
 because that is what they are: attention with ``scale = beta``.
+
+Inputs are checked once per call, before anything is computed: states and patterns are
+floating-point tensors (binary ones hold only -1 and +1, the others must be finite), sizes are ints
+>= 1 (NumPy ints too), ``beta`` is a finite number > 0. Two tensors of different float dtypes meet in
+their promoted dtype (float32 with float64 gives float64), except in the binary dense updates, which
+cast the patterns to the state's dtype (exact for +-1). Empty batches are legal and give empty
+results. The layers take inputs of their weights' dtype (any dtype under ``torch.autocast``) and
+do not read values, so a NaN input propagates to the outputs of its own batch element.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
 from .attention import scaled_dot_product_attention
+from .checks import (
+    autocast_enabled,
+    check_finite,
+    check_float_tensor,
+    check_int,
+    check_number,
+    check_tensor,
+    shape_of,
+)
 
 __all__ = [
     "hebbian_weights",
@@ -58,30 +76,75 @@ def _check_binary(x: torch.Tensor, name: str) -> None:
 
 
 def _check_patterns(patterns: torch.Tensor, binary: bool) -> None:
+    check_float_tensor("patterns", patterns, nonempty=False)
     if patterns.dim() != 2 or patterns.shape[0] == 0 or patterns.shape[1] == 0:
         raise ValueError(f"patterns must have shape (P, N) with P, N >= 1, got {tuple(patterns.shape)}")
     if binary:
         _check_binary(patterns, "patterns")
+    else:
+        check_finite("patterns", patterns)
 
 
 def _check_state(state: torch.Tensor, N: int, binary: bool, name: str = "state") -> None:
+    check_float_tensor(name, state, nonempty=False)
     if state.dim() < 1 or state.shape[-1] != N:
         raise ValueError(f"{name} must have shape (..., {N}), got {tuple(state.shape)}")
     if binary:
         _check_binary(state, name)
+    else:
+        check_finite(name, state)
 
 
 def _check_weights(W: torch.Tensor) -> int:
+    check_float_tensor("W", W, nonempty=False)
     if W.dim() < 2 or W.shape[-1] != W.shape[-2]:
         raise ValueError(f"W must have shape (..., N, N), got {tuple(W.shape)}")
+    if W.shape[-1] == 0:
+        raise ValueError(f"W must have at least one neuron (N >= 1), got shape {tuple(W.shape)}")
+    check_finite("W", W)
     return W.shape[-1]
+
+
+def _check_batch(a_name: str, a_batch, b_name: str, b_batch, into_b: bool = False) -> None:
+    """The leading (batch) dims of two arguments must broadcast (``into_b``: to b's own dims)."""
+    try:
+        ok = torch.broadcast_shapes(a_batch, b_batch) == b_batch or not into_b
+    except RuntimeError:
+        ok = False
+    if not ok:
+        how = "broadcast to those of" if into_b else "broadcast against those of"
+        raise ValueError(f"the batch dims {tuple(a_batch)} of {a_name} must {how} {b_name}, {tuple(b_batch)}")
+
+
+def _promoted(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` in their promoted float dtype (unchanged when they already agree)."""
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return a.to(dtype), b.to(dtype)
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
 def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]:
     """The neurons to update, in order: ``order`` as a list, or a random permutation of all N."""
     if order is None:
         return torch.randperm(N, generator=generator).tolist()
-    return order.tolist() if isinstance(order, torch.Tensor) else list(order)
+    if isinstance(order, torch.Tensor):
+        if order.dtype == torch.bool or order.is_floating_point() or order.is_complex() or order.dim() != 1:
+            raise TypeError(f"order must be a 1-D integer tensor of neuron indices, got {order.dtype} "
+                            f"of shape {shape_of(order)}")
+        order = order.tolist()
+    elif isinstance(order, (str, bytes)) or not hasattr(order, "__iter__"):
+        raise TypeError(f"order must be a sequence of neuron indices, got {type(order).__name__}")
+    order = list(order)
+    for i in order:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise TypeError(f"order must hold int neuron indices, got {type(i).__name__} {i!r}")
+        if not 0 <= i < N:
+            raise ValueError(f"order must hold neuron indices in [0, {N - 1}], got {i}")
+    return [int(i) for i in order]
 
 
 def _sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -102,40 +165,66 @@ def hebbian_weights(patterns: torch.Tensor, normalize: bool = True) -> torch.Ten
     removes self-coupling.
 
     Args:
-        patterns: (P, N) stored patterns as rows, entries in {-1, +1}.
+        patterns: (P, N) stored patterns as rows, entries in {-1, +1}, a floating-point tensor.
         normalize: divide by N.
 
     Shape:
         patterns: (P, N).  Output: (N, N), symmetric, zero diagonal.
     """
     _check_patterns(patterns, binary=True)
+    if not isinstance(normalize, bool):
+        raise TypeError(f"normalize must be a bool, got {type(normalize).__name__} {normalize!r}")
     N = patterns.shape[1]
     W = patterns.T @ patterns  # (N, N)
     W = W.fill_diagonal_(0)
     return W / N if normalize else W
 
 
+def _energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    W, state = _promoted(W, state)
+    return -0.5 * ((W @ state.unsqueeze(-1)).squeeze(-1) * state).sum(-1)
+
+
 def energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """Classical energy E(xi) = -1/2 xi^T W xi (thresholds U = 0).
+
+    Any finite state is accepted (the dynamics need {-1, +1}, the energy does not). The result
+    has the promoted dtype of W and state.
 
     Shape:
         W: (..., N, N) broadcastable against state's batch dims.  state: (..., N).  Output: (...).
     """
     N = _check_weights(W)
     _check_state(state, N, binary=False)
-    return -0.5 * ((W @ state.unsqueeze(-1)).squeeze(-1) * state).sum(-1)
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1])
+    return _energy(W, state)
+
+
+def _update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    Wp, statep = _promoted(W, state)
+    h = (Wp @ statep.unsqueeze(-1)).squeeze(-1)  # (..., N) local fields
+    return _sign_keep(h, state)
 
 
 def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """Synchronous update, eq. (6.3): every neuron at once, xi <- sign(W xi); sign(0) keeps xi.
 
     Shape:
-        W: (..., N, N).  state: (..., N) in {-1, +1}.  Output: like state.
+        W: (..., N, N), batch dims broadcast against the state's.  state: (..., N) in {-1, +1}.
+        Output: the broadcast batch dims, N; the state's dtype.
     """
     N = _check_weights(W)
     _check_state(state, N, binary=True)
-    h = (W @ state.unsqueeze(-1)).squeeze(-1)  # (..., N) local fields
-    return _sign_keep(h, state)
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1])
+    return _update_sync(W, state)
+
+
+def _update_async(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch.Tensor:
+    state = state.clone()
+    for i in order:
+        h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
+        state[..., i] = _sign_keep(h, state[..., i])
+    return state
 
 
 def update_async(
@@ -150,11 +239,12 @@ def update_async(
     single update can raise the energy, which is why this dynamics always ends in a fixed point.
 
     Args:
-        W: (..., N, N) weights; leading dims broadcast against the state's (e.g. (K, 1, N, N)
+        W: (..., N, N) weights; leading dims broadcast to the state's (e.g. (K, 1, N, N)
             for K networks and (K, Q, N) states, Q cues per network).
         state: (..., N) in {-1, +1}; not modified.
-        order: the neurons to update, in order; default a random permutation of all N (drawn
-            from ``generator``), the same for every state in the batch.
+        order: the neurons to update, in order (ints in [0, N), repeats allowed, empty for no
+            update); default a random permutation of all N (drawn from ``generator``), the same
+            for every state in the batch.
         generator: random generator for the default order.
 
     Shape:
@@ -162,11 +252,9 @@ def update_async(
     """
     N = _check_weights(W)
     _check_state(state, N, binary=True)
-    state = state.clone()
-    for i in _update_order(order, N, generator):
-        h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
-        state[..., i] = _sign_keep(h, state[..., i])
-    return state
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
+    _check_generator(generator)
+    return _update_async(W, state, _update_order(order, N, generator))
 
 
 def recall(
@@ -179,11 +267,11 @@ def recall(
     """Run the dynamics from ``state`` until nothing changes (or ``max_sweeps`` sweeps).
 
     Args:
-        W: (..., N, N) weights.
+        W: (..., N, N) weights; leading dims broadcast to the state's.
         state: (..., N) cue(s) in {-1, +1}.
         mode: ``"async"`` (sweeps of :func:`update_async`) or ``"sync"`` (:func:`update_sync`).
             Synchronous dynamics may end in a 2-cycle instead of a fixed point.
-        max_sweeps: upper bound on the number of sweeps.
+        max_sweeps: upper bound on the number of sweeps (an int >= 1).
         generator: random generator for the asynchronous update order.
 
     Returns:
@@ -192,12 +280,18 @@ def recall(
     """
     if mode not in ("async", "sync"):
         raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
-    if max_sweeps < 1:
-        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
-    energies = [energy(W, state)]
+    max_sweeps = check_int("max_sweeps", max_sweeps, 1)
+    N = _check_weights(W)
+    _check_state(state, N, binary=True)
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
+    _check_generator(generator)
+    energies = [_energy(W, state)]
     for _ in range(max_sweeps):
-        new = update_async(W, state, generator=generator) if mode == "async" else update_sync(W, state)
-        energies.append(energy(W, new))
+        if mode == "async":
+            new = _update_async(W, state, _update_order(None, N, generator))
+        else:
+            new = _update_sync(W, state)
+        energies.append(_energy(W, new))
         changed = not torch.equal(new, state)
         state = new
         if not changed:
@@ -210,11 +304,26 @@ def recall(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_F(F) -> None:
-    if F == "exp":
-        return
-    if isinstance(F, bool) or not isinstance(F, int) or F < 1:
+def _check_F(F):
+    """F: a positive int n (NumPy ints too) for F(z) = z^n, or the string 'exp'. Returns it."""
+    if isinstance(F, str):
+        if F == "exp":
+            return F
         raise ValueError(f"F must be a positive int n (F(z) = z^n) or 'exp', got {F!r}")
+    if isinstance(F, bool) or not isinstance(F, numbers.Integral):
+        raise TypeError(f"F must be a positive int n (F(z) = z^n) or 'exp', got {type(F).__name__} {F!r}")
+    if F < 1:
+        raise ValueError(f"F must be a positive int n (F(z) = z^n) or 'exp', got {F!r}")
+    return int(F)
+
+
+def _check_F_range(F, P: int, N: int, dtype: torch.dtype) -> None:
+    """The binary updates compare sums of P terms F(overlap), |overlap| <= N: z^n must not overflow."""
+    if F != "exp" and math.log(P) + F * math.log(N) > math.log(torch.finfo(dtype).max):
+        raise ValueError(
+            f"F = {F} overflows {dtype} with P = {P} patterns of N = {N} neurons (P * N**F > "
+            f"{torch.finfo(dtype).max:.3g}): pass float64 tensors, or use a smaller n or F = 'exp'"
+        )
 
 
 def _sum_F(overlaps: torch.Tensor, F) -> torch.Tensor:
@@ -230,15 +339,18 @@ def dense_energy(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tens
     F = n gives Krotov and Hopfield's F(z) = z^n (n = 2 is the classical energy times 2N, plus a
     constant); F = ``"exp"`` gives Demircigil et al.'s F(z) = exp(z), computed as
     -exp(logsumexp(overlaps)). exp(100) overflows float32 (its limit is exp(88.7)): for binary
-    states with N > 88 pass float64 tensors. The update rules never need E itself and work in the
-    log domain, so they do not overflow.
+    states with N > 88 pass float64 tensors. Likewise z^n for large n: an overflow gives -inf,
+    not an error. The update rules never need E itself and work in the log domain, so they do not
+    overflow for F = exp. Any finite patterns and states are accepted; the result has their
+    promoted dtype.
 
     Shape:
         patterns: (P, N).  state: (..., N).  Output: (...).
     """
     _check_patterns(patterns, binary=False)
-    _check_F(F)
+    F = _check_F(F)
     _check_state(state, patterns.shape[1], binary=False)
+    patterns, state = _promoted(patterns, state)
     overlaps = state @ patterns.T  # (..., P)
     if F == "exp":
         return -torch.exp(torch.logsumexp(overlaps, dim=-1))
@@ -250,20 +362,36 @@ def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch
     neuron l takes the value, +1 or -1, that gives the lower energy; a tie keeps the old value.
 
     A state is a fixed point of the asynchronous dynamics exactly when this leaves it unchanged,
-    which makes it the cheap capacity test. Memory: (..., N, P).
+    which makes it the cheap capacity test. Memory: (..., N, P). The patterns are cast to the
+    state's dtype; F = n must not overflow it (P * N**n below its largest value, else a ValueError).
 
     Shape:
         patterns: (P, N) in {-1, +1}.  state: (..., N) in {-1, +1}.  Output: like state.
     """
     _check_patterns(patterns, binary=True)
-    _check_F(F)
+    F = _check_F(F)
     _check_state(state, patterns.shape[1], binary=True)
+    _check_F_range(F, *patterns.shape, state.dtype)
     X = patterns.to(state.dtype).T  # (N, P)
     # overlap of every pattern with xi when bit l is left out, for every l: (..., N, P)
     rest = (state @ X).unsqueeze(-2) - X * state.unsqueeze(-1)
     plus = _sum_F(rest + X, F)  # (..., N)  -E(xi^(l+)), or its log for exp
     minus = _sum_F(rest - X, F)  # (..., N)  -E(xi^(l-))
     return _sign_keep(plus - minus, state)
+
+
+def _dense_update_async(patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]) -> torch.Tensor:
+    patterns = patterns.to(state.dtype)
+    state = state.clone()
+    overlaps = state @ patterns.T  # (..., P)
+    for i in order:
+        x_i = patterns[:, i]  # (P,)
+        rest = overlaps - x_i * state[..., i : i + 1]  # (..., P) overlaps without bit i
+        diff = _sum_F(rest + x_i, F) - _sum_F(rest - x_i, F)  # (...)  -E(xi^(i+)) + E(xi^(i-))
+        new = _sign_keep(diff, state[..., i])
+        overlaps = rest + x_i * new.unsqueeze(-1)
+        state[..., i] = new
+    return state
 
 
 def dense_update_async(
@@ -283,29 +411,21 @@ def dense_update_async(
     log-sum-exps, which never overflows.
 
     Args:
-        patterns: (P, N) in {-1, +1}.
+        patterns: (P, N) in {-1, +1}; cast to the state's dtype.
         state: (..., N) in {-1, +1}; not modified.
-        F: n for F(z) = z^n, or ``"exp"``.
+        F: n for F(z) = z^n (P * N**n must not overflow the state's dtype), or ``"exp"``.
         order, generator: as in :func:`update_async`.
 
     Shape:
         Output: like state.
     """
     _check_patterns(patterns, binary=True)
-    _check_F(F)
+    F = _check_F(F)
     P, N = patterns.shape
     _check_state(state, N, binary=True)
-    patterns = patterns.to(state.dtype)
-    state = state.clone()
-    overlaps = state @ patterns.T  # (..., P)
-    for i in _update_order(order, N, generator):
-        x_i = patterns[:, i]  # (P,)
-        rest = overlaps - x_i * state[..., i : i + 1]  # (..., P) overlaps without bit i
-        diff = _sum_F(rest + x_i, F) - _sum_F(rest - x_i, F)  # (...)  -E(xi^(i+)) + E(xi^(i-))
-        new = _sign_keep(diff, state[..., i])
-        overlaps = rest + x_i * new.unsqueeze(-1)
-        state[..., i] = new
-    return state
+    _check_F_range(F, P, N, state.dtype)
+    _check_generator(generator)
+    return _dense_update_async(patterns, state, F, _update_order(order, N, generator))
 
 
 def dense_recall(
@@ -317,13 +437,20 @@ def dense_recall(
 ) -> torch.Tensor:
     """Asynchronous sweeps of :func:`dense_update_async` until nothing changes.
 
+    ``max_sweeps`` (an int >= 1) bounds the number of sweeps.
+
     Shape:
         patterns: (P, N).  state: (..., N).  Output: like state.
     """
-    if max_sweeps < 1:
-        raise ValueError(f"max_sweeps must be >= 1, got {max_sweeps}")
+    max_sweeps = check_int("max_sweeps", max_sweeps, 1)
+    _check_patterns(patterns, binary=True)
+    F = _check_F(F)
+    P, N = patterns.shape
+    _check_state(state, N, binary=True)
+    _check_F_range(F, P, N, state.dtype)
+    _check_generator(generator)
     for _ in range(max_sweeps):
-        new = dense_update_async(patterns, state, F, generator=generator)
+        new = _dense_update_async(patterns, state, F, _update_order(None, N, generator))
         if torch.equal(new, state):
             break
         state = new
@@ -335,9 +462,9 @@ def dense_recall(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_beta(beta: float) -> None:
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
+def _check_beta(beta) -> None:
+    """beta: a finite number > 0 (a Python or NumPy number, or a one-element tensor)."""
+    check_number("beta", beta, 0.0, low_open=True)
 
 
 def _layer_beta(beta: float | None, key_dim: int) -> float:
@@ -353,14 +480,16 @@ def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) 
         E(xi) = -lse(beta, X^T xi) + 1/2 xi^T xi + beta^-1 log P + 1/2 M^2,
 
     with lse(beta, z) = beta^-1 log sum_mu exp(beta z_mu) and M the largest norm of a stored
-    pattern. The update :func:`retrieve` never increases it.
+    pattern. The update :func:`retrieve` never increases it. Patterns and states must be finite;
+    beta a finite number > 0.
 
     Shape:
-        patterns: (P, d).  state: (..., d).  Output: (...).
+        patterns: (P, d).  state: (..., d).  Output: (...), in their promoted dtype.
     """
     _check_beta(beta)
     _check_patterns(patterns, binary=False)
     _check_state(state, patterns.shape[1], binary=False)
+    patterns, state = _promoted(patterns, state)
     P = patterns.shape[0]
     overlaps = state @ patterns.T  # (..., P)
     lse = torch.logsumexp(beta * overlaps, dim=-1) / beta  # (...)
@@ -383,24 +512,36 @@ def retrieve(
     ``scale = beta``, so this calls :func:`seqbook.attention.scaled_dot_product_attention`.
 
     Args:
-        patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element.
+        patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element; P, d >= 1,
+            finite.
         queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a (d,) query is also accepted.
-        beta: inverse temperature; small beta averages, large beta picks the closest pattern.
-        steps: number of updates (one usually suffices for well-separated patterns).
+            Leading dims broadcast against the patterns'; finite. An empty batch (Q = 0 or B = 0)
+            gives an empty result.
+        beta: inverse temperature, a finite number > 0; small beta averages, large beta picks the
+            closest pattern.
+        steps: number of updates, an int >= 1 (one usually suffices for well-separated patterns).
         return_weights: also return the softmax weights of the last step.
 
     Returns:
-        The updated queries (like ``queries``), and with ``return_weights`` the weights (..., Q, P).
+        The updated queries (like ``queries``, in the promoted dtype of patterns and queries), and
+        with ``return_weights`` the weights (..., Q, P).
     """
     _check_beta(beta)
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0:
-        raise ValueError(f"patterns must have shape (P, d) or (B, P, d), got {tuple(patterns.shape)}")
+    steps = check_int("steps", steps, 1)
+    if not isinstance(return_weights, bool):
+        raise TypeError(f"return_weights must be a bool, got {type(return_weights).__name__}")
+    check_float_tensor("patterns", patterns, nonempty=False)
+    if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0 or patterns.shape[-1] == 0:
+        raise ValueError(
+            f"patterns must have shape (P, d) or (B, P, d) with P, d >= 1, got {tuple(patterns.shape)}"
+        )
+    check_finite("patterns", patterns)
     d = patterns.shape[-1]
     _check_state(queries, d, binary=False, name="queries")
     single = queries.dim() == 1
     xi = queries.unsqueeze(0) if single else queries  # (..., Q, d)
+    _check_batch("queries", xi.shape[:-2], "patterns", patterns.shape[:-2])
+    patterns, xi = _promoted(patterns, xi)
     for _ in range(steps):
         xi, weights = scaled_dot_product_attention(xi, patterns, patterns, scale=beta)
     if single:
@@ -413,15 +554,33 @@ def retrieve(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_set(x: torch.Tensor, dim: int, name: str) -> None:
+def _check_set(x: torch.Tensor, dim: int, name: str, dtype: torch.dtype) -> None:
+    """x: (B, length, dim) of the layer's dtype (any float dtype under autocast)."""
+    check_tensor(name, x, nonempty=False)
     if x.dim() != 3 or x.shape[-1] != dim:
         raise ValueError(f"{name} must have shape (B, length, {dim}), got {tuple(x.shape)}")
+    if x.dtype != dtype and not (x.is_floating_point() and autocast_enabled(x)):
+        raise TypeError(f"{name} must have the dtype of the layer's weights, {dtype}, got {x.dtype}")
+
+
+def _check_dim(name: str, value, default: int | None = None) -> int:
+    """A layer size: an int >= 1, or None for ``default``."""
+    if value is None and default is not None:
+        return default
+    return check_int(name, value, 1)
+
+
+def _check_bias(bias) -> None:
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
 
 
 def _stored_mask(mask: torch.Tensor | None, B: int, S: int) -> torch.Tensor | None:
     """(B, S) bool mask, True = real stored pattern -> (B, 1, S) attend-mask for the scores."""
     if mask is None:
         return None
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool tensor of shape ({B}, {S}), got {type(mask).__name__}")
     if mask.dtype != torch.bool or tuple(mask.shape) != (B, S):
         raise ValueError(
             f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} of shape {tuple(mask.shape)}"
@@ -459,6 +618,10 @@ class Hopfield(nn.Module):
         steps: number of Hopfield updates (>= 1).
         bias: biases in the projections.
 
+    Sizes are ints >= 1, ``beta`` a finite number > 0. R and Y must have the dtype of the
+    weights (any float dtype under ``torch.autocast``). An empty or fully masked set Y gives zero
+    outputs and zero weights, with finite gradients.
+
     Shape:
         R: (B, L, d_r), Y: (B, S, d_y), mask: (B, S) bool, True at real stored patterns.
         Output: Z (B, L, d_v) and weights (B, L, S).
@@ -468,11 +631,12 @@ class Hopfield(nn.Module):
                  value_dim: int | None = None, beta: float | None = None, steps: int = 1,
                  bias: bool = False):
         super().__init__()
-        stored_dim = stored_dim or state_dim
-        key_dim = key_dim or state_dim
-        value_dim = value_dim or key_dim
-        if steps < 1:
-            raise ValueError(f"steps must be >= 1, got {steps}")
+        state_dim = _check_dim("state_dim", state_dim)
+        stored_dim = _check_dim("stored_dim", stored_dim, state_dim)
+        key_dim = _check_dim("key_dim", key_dim, state_dim)
+        value_dim = _check_dim("value_dim", value_dim, key_dim)
+        steps = check_int("steps", steps, 1)
+        _check_bias(bias)
         self.state_dim, self.stored_dim = state_dim, stored_dim
         self.beta = _layer_beta(beta, key_dim)
         self.steps = steps
@@ -481,8 +645,8 @@ class Hopfield(nn.Module):
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)  # W_V, eq. (6.10)
 
     def forward(self, R: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None):
-        _check_set(R, self.state_dim, "R")
-        _check_set(Y, self.stored_dim, "Y")
+        _check_set(R, self.state_dim, "R", self.w_q.weight.dtype)
+        _check_set(Y, self.stored_dim, "Y", self.w_k.weight.dtype)
         if Y.shape[0] != R.shape[0]:
             raise ValueError(
                 f"R and Y must have the same batch size, got {tuple(R.shape)} and {tuple(Y.shape)}"
@@ -511,6 +675,9 @@ class HopfieldPooling(nn.Module):
         beta: inverse temperature (default 1/sqrt(d_k)).
         bias: a bias in the key and value projections.
 
+    Sizes are ints >= 1, ``beta`` a finite number > 0, Y of the weights' dtype. An empty or
+    fully masked set gives a zero pooled vector and zero weights, with finite gradients.
+
     Shape:
         Y: (B, S, d_y), mask: (B, S) bool, True at real elements.
         Output: pooled (B, num_queries, d_v) and weights (B, num_queries, S).
@@ -519,8 +686,11 @@ class HopfieldPooling(nn.Module):
     def __init__(self, input_dim: int, key_dim: int | None = None, value_dim: int | None = None,
                  num_queries: int = 1, beta: float | None = None, bias: bool = False):
         super().__init__()
-        key_dim = key_dim or input_dim
-        value_dim = value_dim or key_dim
+        input_dim = _check_dim("input_dim", input_dim)
+        key_dim = _check_dim("key_dim", key_dim, input_dim)
+        value_dim = _check_dim("value_dim", value_dim, key_dim)
+        num_queries = check_int("num_queries", num_queries, 1)
+        _check_bias(bias)
         self.input_dim = input_dim
         self.beta = _layer_beta(beta, key_dim)
         self.query = nn.Parameter(torch.randn(num_queries, key_dim))  # learned Q = R W_Q, (L, d_k)
@@ -528,7 +698,7 @@ class HopfieldPooling(nn.Module):
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
 
     def forward(self, Y: torch.Tensor, mask: torch.Tensor | None = None):
-        _check_set(Y, self.input_dim, "Y")
+        _check_set(Y, self.input_dim, "Y", self.w_k.weight.dtype)
         attend = _stored_mask(mask, Y.shape[0], Y.shape[1])
         q = self.query.expand(Y.shape[0], -1, -1)  # (B, L, d_k)
         k = self.w_k(Y)  # (B, S, d_k)
@@ -552,6 +722,8 @@ class HopfieldLayer(nn.Module):
         beta: inverse temperature (default 1/sqrt(d_k)).
         bias: a bias in the query and value projections.
 
+    Sizes are ints >= 1, ``beta`` a finite number > 0, R of the weights' dtype.
+
     Shape:
         R: (B, L, d_r).  Output: Z (B, L, d_v) and weights (B, L, num_stored).
     """
@@ -559,8 +731,11 @@ class HopfieldLayer(nn.Module):
     def __init__(self, input_dim: int, num_stored: int, key_dim: int | None = None,
                  value_dim: int | None = None, beta: float | None = None, bias: bool = False):
         super().__init__()
-        key_dim = key_dim or input_dim
-        value_dim = value_dim or key_dim
+        input_dim = _check_dim("input_dim", input_dim)
+        num_stored = check_int("num_stored", num_stored, 1)
+        key_dim = _check_dim("key_dim", key_dim, input_dim)
+        value_dim = _check_dim("value_dim", value_dim, key_dim)
+        _check_bias(bias)
         self.input_dim = input_dim
         self.beta = _layer_beta(beta, key_dim)
         self.w_q = nn.Linear(input_dim, key_dim, bias=bias)
@@ -568,7 +743,7 @@ class HopfieldLayer(nn.Module):
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
 
     def forward(self, R: torch.Tensor):
-        _check_set(R, self.input_dim, "R")
+        _check_set(R, self.input_dim, "R", self.w_q.weight.dtype)
         q = self.w_q(R)  # (B, L, d_k)
         k = self.stored.expand(R.shape[0], -1, -1)  # (B, S, d_k)
         return _hopfield_update(q, k, self.w_v, self.beta, 1, None)

@@ -310,6 +310,8 @@ def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int)
     if not isinstance(src_lengths, torch.Tensor) or _shape(src_lengths) != (B,):
         got = _shape(src_lengths) if isinstance(src_lengths, torch.Tensor) else type(src_lengths).__name__
         raise ValueError(f"src_lengths must have shape ({B},), got {got}")
+    if src.is_meta or src_lengths.is_meta:  # shapes only: a meta tensor holds no values
+        return
     if src_lengths.min() < 1 or src_lengths.max() > S:
         raise ValueError(f"src_lengths must lie in [1, {S}] (the width of src), got values in "
                          f"[{int(src_lengths.min())}, {int(src_lengths.max())}]")

@@ -8,15 +8,37 @@ import random
 import numpy as np
 import torch
 
+from .checks import check_int
+
+# Every seed that Python, NumPy (taken mod 2**32) and torch.manual_seed all accept.
+_SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
+
+
+def _as_device(name: str, device) -> torch.device:
+    """``torch.device(device)``, with a clear error for a bad name or an absent accelerator."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"{name} must be a str or torch.device such as 'cpu' or 'cuda', "
+                        f"got {type(device).__name__} {device!r}")
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+    mps = getattr(torch.backends, "mps", None)
+    available = {"cuda": torch.cuda.is_available(), "mps": mps is not None and mps.is_available()}
+    if not available.get(device.type, True):
+        raise ValueError(f"{name} is {str(device)!r}, but this machine has no {device.type} device")
+    return device
+
 
 def get_device() -> torch.device:
     """Return the best available device: CUDA, then Apple's MPS, then the CPU.
 
-    Set the environment variable ``SEQBOOK_DEVICE`` (e.g. ``cpu``) to override the choice.
+    Set the environment variable ``SEQBOOK_DEVICE`` (e.g. ``cpu``) to override the choice; a name
+    torch does not know, or an accelerator this machine lacks, is an error.
     """
     forced = os.environ.get("SEQBOOK_DEVICE")
     if forced:
-        return torch.device(forced)
+        return _as_device("SEQBOOK_DEVICE", forced)
     if torch.cuda.is_available():
         return torch.device("cuda")
     mps = getattr(torch.backends, "mps", None)
@@ -28,11 +50,13 @@ def get_device() -> torch.device:
 def seed_everything(seed: int) -> torch.Generator:
     """Seed Python's ``random``, NumPy and PyTorch (CPU and every GPU).
 
+    ``seed`` is a Python or NumPy integer in [-2**63, 2**64 - 1] (what ``torch.manual_seed``
+    accepts; NumPy gets ``seed % 2**32``).
+
     Returns a ``torch.Generator`` seeded with the same value, handy for data shuffling
     that must not depend on how many random numbers the model consumed.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = check_int("seed", seed, minimum=_SEED_MIN, maximum=_SEED_MAX)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -43,6 +67,8 @@ def seed_everything(seed: int) -> torch.Generator:
 
 def count_parameters(model: torch.nn.Module) -> int:
     """Number of trainable parameters of ``model``."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
@@ -53,5 +79,12 @@ def small_model_threads(device: torch.device | str, threads: int = 1) -> None:
     operation is too short to split. On a machine whose cores are busy with other work, threads that
     wait for each other can make a training run many times slower. On a GPU the setting is irrelevant.
     """
-    if torch.device(device).type == "cpu":
+    threads = check_int("threads", threads)
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__} {device!r}")
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+    if device.type == "cpu":
         torch.set_num_threads(threads)

@@ -32,26 +32,49 @@ back once with :func:`from_phasor`. ``vsa_attention(..., fast=True)`` does exact
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
+from .checks import autocast_enabled, check_float_tensor, check_ids, check_int, check_number
+
+__all__ = [
+    "wrap", "to_complex", "from_complex", "random_symbols",
+    "similarity", "bundle", "bind", "unbind", "fractional_power", "generalized_bundle",
+    "PhasorLinear", "PhasorMLP", "ResidualBlock", "vsa_attention",
+    "to_phasor", "from_phasor", "bind_phasor", "unbind_phasor", "bundle_phasor", "similarity_phasor",
+    "vsa_attention_phasor",
+    "SelfAttentionBlock", "CrossAttentionBlock", "SymbolProjection", "Codebook", "codebook_loss",
+    "VSAResNet", "VSAAttentionClassifier",
+]
+
 _TOL = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
 
 # ---------------------------------------------------------------------------------------------
-# Input checks.
+# Input checks. A symbol is a real floating-point tensor (..., D) with D >= 1; a phasor a complex64
+# or complex128 tensor (..., D). The functions check values (angles in [-1, 1], finite numbers);
+# the modules check only shapes and dtypes, so that a forward pass never waits on the device.
 # ---------------------------------------------------------------------------------------------
+
+
+def _shape_text(min_dim: int) -> str:
+    return "(" + ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"]) + ")"
 
 
 def _check_tensor(name: str, x, min_dim: int = 1) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.is_complex() or not x.is_floating_point():
+    if x.is_complex():  # a ValueError, as it always was: a phasor passed where an angle belongs
         raise ValueError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
                          f"got dtype {x.dtype}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
+                        f"got dtype {x.dtype}")
     if x.dim() < min_dim:
-        dims = ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"])
-        raise ValueError(f"{name} must have shape ({dims}), got {tuple(x.shape)}")
+        raise ValueError(f"{name} must have shape {_shape_text(min_dim)}, got {tuple(x.shape)}")
+    if min_dim >= 1 and x.shape[-1] == 0:
+        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {tuple(x.shape)}")
 
 
 def _check_range(name: str, x: torch.Tensor) -> None:
@@ -65,6 +88,11 @@ def _check_range(name: str, x: torch.Tensor) -> None:
                          f"[{lo:.4g}, {hi:.4g}] (shape {tuple(x.shape)})")
 
 
+def _check_finite(name: str, x: torch.Tensor) -> None:
+    if x.numel() and not bool(torch.isfinite(x.detach()).all()):
+        raise ValueError(f"{name} must be finite, got a NaN or infinite entry (shape {tuple(x.shape)})")
+
+
 def _check_symbols(name: str, x, min_dim: int = 1) -> None:
     _check_tensor(name, x, min_dim)
     _check_range(name, x)
@@ -76,37 +104,146 @@ def _check_same_dim(a: torch.Tensor, b: torch.Tensor, a_name: str = "a", b_name:
                          f"got {a_name} {tuple(a.shape)} and {b_name} {tuple(b.shape)}")
 
 
+def _check_broadcast(what: str, **shapes) -> tuple[int, ...]:
+    """The broadcast of ``shapes``, or a ValueError that lists them."""
+    try:
+        return tuple(torch.broadcast_shapes(*shapes.values()))
+    except RuntimeError:
+        listed = ", ".join(f"{k} {tuple(s)}" for k, s in shapes.items())
+        raise ValueError(f"the {what} must broadcast, got {listed}") from None
 
-def _check_qkv(q, k, v, check) -> None:
+
+def _check_pair(a: torch.Tensor, b: torch.Tensor, lead: int, a_name: str = "a", b_name: str = "b",
+                same_dtype: bool = False) -> None:
+    """Two sets of symbols (or phasors) that are compared or combined: one D, one device, leading
+    dims (all but the last ``lead``) that broadcast, and for matrix products one dtype."""
+    _check_same_dim(a, b, a_name, b_name)
+    if a.device != b.device:
+        raise ValueError(f"{a_name} and {b_name} must be on the same device, got {a.device} and {b.device}")
+    if same_dtype and a.dtype != b.dtype:
+        raise TypeError(f"{a_name} and {b_name} must have the same dtype, got {a.dtype} and {b.dtype}")
+    _check_broadcast(f"leading dims of {a_name} and {b_name}",
+                     **{a_name: a.shape[:a.dim() - lead], b_name: b.shape[:b.dim() - lead]})
+
+
+def _check_qkv(q, k, v, check) -> tuple[int, ...]:
     """Attention inputs: each a set of symbols (``check`` tells angles from phasors), q and k of one
-    dimension D, k and v of one length Tk."""
+    dimension D, k and v of one length Tk, one dtype and device, leading dims that broadcast.
+    Returns the shape of the scores, (..., Tq, Tk)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         check(name, x, 2)
     _check_same_dim(q, k, "q", "k")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
                          f"and v {tuple(v.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must be on the same device, got {q.device}, {k.device} and {v.device}")
+    _check_broadcast("leading dims of q, k and v", q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    return tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.shape[-2], k.shape[-2])
+
+
+def _check_mask(mask, target: tuple[int, ...], names: str) -> None:
+    """A bool mask, True where a query may look at a key, that broadcasts to the scores ``target``."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor (True where a query may look at a key), "
+                         f"got {mask.dtype}")
+    try:
+        fits = tuple(torch.broadcast_shapes(mask.shape, target)) == tuple(target)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask must broadcast to {names} = {tuple(target)}, got {tuple(mask.shape)}")
+
+
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_size(name: str, value, minimum: int = 1) -> int:
+    """A size: an int (NumPy ints too) >= ``minimum``, returned as a Python int."""
+    value = check_int(name, value, minimum=None)
+    if value < minimum:
+        raise ValueError(f"{name} must be a positive int, got {value}" if minimum == 1
+                         else f"{name} must be an int >= {minimum}, got {value}")
+    return value
+
+
+def _check_optional_size(name: str, value) -> int | None:
+    return None if value is None else _check_size(name, value)
+
+
+def _check_module_input(name: str, x, like: torch.Tensor, shape: str, min_dim: int = 1) -> None:
+    """The input of a module: a real floating-point tensor of at least ``min_dim`` dims, on the
+    device and (autocast aside) of the dtype of the module's tensor ``like``; no value is read."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() or not x.is_floating_point():
+        raise TypeError(f"{name} must be a real floating-point tensor, got {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
+    if x.device != like.device:
+        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
+    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
+    if x.dtype != like.dtype and not autocast:  # autocast casts float32/16 inputs, never float64
+        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
+                        f"(convert one of them with .to(dtype))")
+
+
+def _check_complexable(name: str, x: torch.Tensor) -> None:
+    """torch has no bfloat16 complex type and few operations on complex32 (float16 parts)."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(f"{name} must be float32 or float64 to make phasors (torch has no complex type "
+                        f"with {x.dtype} parts that these operations support), got {x.dtype}")
+
+
+def _complex_parts(t: torch.Tensor) -> torch.Tensor:
+    """A real part or imaginary part ready for ``torch.complex``: float16/bfloat16 become float32."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
 
 # ---------------------------------------------------------------------------------------------
 # The functional core: symbols, similarity, bundling, binding.
 # ---------------------------------------------------------------------------------------------
 
 
-def wrap(x: torch.Tensor) -> torch.Tensor:
-    """Map any real pi-normalised angle to its equivalent in [-1, 1): ``(x + 1) mod 2 - 1``."""
+def _wrap(x: torch.Tensor) -> torch.Tensor:
     return torch.remainder(x + 1.0, 2.0) - 1.0
 
 
+def wrap(x: torch.Tensor) -> torch.Tensor:
+    """Map any real pi-normalised angle to its equivalent in [-1, 1): ``(x + 1) mod 2 - 1``.
+
+    ``x`` is a finite real floating-point tensor of any shape (a single angle too).
+    """
+    _check_tensor("x", x, min_dim=0)
+    _check_finite("x", x)
+    return _wrap(x)
+
+
 def to_complex(x: torch.Tensor) -> torch.Tensor:
-    """The phasor view of a symbol: ``exp(i pi x)``, a complex tensor of the same shape."""
+    """The phasor view of a symbol: ``exp(i pi x)``, a complex tensor of the same shape.
+
+    Any finite real angle is accepted (read modulo 2). ``x`` must be float32 or float64: torch has
+    no bfloat16 complex type, so float16 and bfloat16 are refused with a TypeError (convert first).
+    """
     _check_tensor("x", x)
+    _check_complexable("x", x)
+    _check_finite("x", x)
     return torch.polar(torch.ones_like(x), math.pi * x)
 
 
 def from_complex(z: torch.Tensor) -> torch.Tensor:
-    """Back from the complex plane to symbols: ``angle(z) / pi``, values in [-1, 1]."""
-    if not isinstance(z, torch.Tensor) or not z.is_complex():
-        raise ValueError(f"z must be a complex tensor, got {getattr(z, 'dtype', type(z).__name__)}")
+    """Back from the complex plane to symbols: ``angle(z) / pi``, values in [-1, 1].
+
+    ``z`` is a complex64 or complex128 tensor of any shape; the angle of 0 is taken as 0.
+    """
+    _check_phasors("z", z, min_dim=0)
     return torch.angle(z) / math.pi
 
 
@@ -118,10 +255,17 @@ def random_symbols(n: int, dim: int, generator: torch.Generator | None = None,
     Shape:
         Output: (n, dim).
     """
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be a positive int, got {dim!r}")
+    n, dim = _check_size("n", n), _check_size("dim", dim)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise TypeError(f"dtype must be a real floating-point torch.dtype or None, got {dtype!r}")
+    if device is not None:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") \
+                from None
     # Draw on the generator's device (so a seeded CPU generator gives the same symbols everywhere).
     where = generator.device if generator is not None else device
     x = 2.0 * torch.rand(n, dim, generator=generator, device=where, dtype=dtype) - 1.0
@@ -153,10 +297,13 @@ def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torc
         pairwise=False: a (..., D), b (..., D) -> (...) (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) -> (..., M, N).
     """
+    _check_flag("pairwise", pairwise)
     min_dim = 2 if pairwise else 1
-    _check_symbols("a", a, min_dim)
-    _check_symbols("b", b, min_dim)
-    _check_same_dim(a, b)
+    _check_tensor("a", a, min_dim)
+    _check_tensor("b", b, min_dim)
+    _check_pair(a, b, min_dim, same_dtype=pairwise)
+    _check_range("a", a)
+    _check_range("b", b)
     return _similarity(a, b, pairwise)
 
 
@@ -181,6 +328,7 @@ def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
         Input: (..., K, D) for the default ``dim=-2``. Output: the input without ``dim``, e.g. (..., D).
     """
     _check_symbols("symbols", symbols, 2)
+    dim = check_int("dim", dim, minimum=None)
     nd = symbols.dim()
     if not -nd <= dim < nd or dim % nd == nd - 1:
         raise ValueError(f"dim must name a set dimension of symbols {tuple(symbols.shape)} "
@@ -208,13 +356,23 @@ def bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) ->
         a (..., D), b (..., D) -> (..., D) (leading dims broadcast); ``power`` a number or a tensor
         that broadcasts with them.
     """
-    _check_symbols("a", a)
-    _check_symbols("b", b)
-    _check_same_dim(a, b)
-    if isinstance(power, torch.Tensor) and not torch.isfinite(power).all():
-        raise ValueError("power must be finite")
-    if not isinstance(power, torch.Tensor) and not math.isfinite(power):
-        raise ValueError(f"power must be finite, got {power}")
+    _check_tensor("a", a)
+    _check_tensor("b", b)
+    _check_pair(a, b, 1)
+    _check_range("a", a)
+    _check_range("b", b)
+    if isinstance(power, torch.Tensor):
+        if power.is_complex() or power.dtype == torch.bool:
+            raise TypeError(f"power must be a real number or a real tensor, got dtype {power.dtype}")
+        _check_broadcast("shapes of a, b and power", a=a.shape, b=b.shape, power=power.shape)
+        if not torch.isfinite(power).all():
+            raise ValueError("power must be finite, got a NaN or infinite entry")
+    else:
+        if isinstance(power, bool) or not isinstance(power, numbers.Real):
+            raise TypeError(f"power must be a real number or a real tensor, got {type(power).__name__} "
+                            f"{power!r}")
+        if not math.isfinite(power):
+            raise ValueError(f"power must be finite, got {power}")
     return _bind(a, b, power)
 
 
@@ -239,10 +397,16 @@ def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     _check_symbols("base", base)
     if base.dim() != 1:
         raise ValueError(f"base must have shape (D,), got {tuple(base.shape)}")
-    x = torch.as_tensor(x, dtype=base.dtype, device=base.device)
+    if isinstance(x, bool) or (isinstance(x, torch.Tensor) and (x.is_complex() or x.dtype == torch.bool)):
+        raise TypeError(f"x must be a real number or a tensor of real numbers, got {x!r}")
+    try:
+        x = torch.as_tensor(x, dtype=base.dtype, device=base.device)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"x must be a real number or a tensor of real numbers, got {type(x).__name__} "
+                        f"{x!r}") from None
     if not torch.isfinite(x).all():
-        raise ValueError("x must be finite")
-    return wrap(x.unsqueeze(-1) * base)
+        raise ValueError("x must be finite, got a NaN or infinite entry")
+    return _wrap(x.unsqueeze(-1) * base)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +437,7 @@ def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: to
     ``W_r`` the identity and a trainable ``W_p`` it is a neural layer (:class:`PhasorLinear`).
 
     Args:
-        a: a set of M symbols of dimension N (angles; any real value is read modulo 2).
+        a: a non-empty set of M symbols of dimension N (angles; any finite real value is read modulo 2).
         w_r: real reduction weights (R, M), or None for the identity.
         w_p: real projection weights (N, P), or None for the identity.
         bias: a complex number or a complex/real tensor broadcastable to (..., R, P), or None.
@@ -283,15 +447,37 @@ def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: to
     """
     _check_tensor("a", a, 2)
     m, n = a.shape[-2], a.shape[-1]
-    if w_r is not None and (w_r.dim() != 2 or w_r.shape[1] != m):
-        raise ValueError(f"w_r must have shape (R, {m}) for a of shape {tuple(a.shape)}, "
+    if m == 0:
+        raise ValueError(f"cannot bundle an empty set: a has shape {tuple(a.shape)} with M = 0")
+    _check_finite("a", a)
+    for name, w in (("w_r", w_r), ("w_p", w_p)):
+        if w is None:
+            continue
+        if not isinstance(w, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(w).__name__}")
+        if w.dtype != a.dtype:
+            raise TypeError(f"{name} must have the dtype of a, {a.dtype}, got {w.dtype}")
+        if w.device != a.device:
+            raise ValueError(f"{name} must be on the device of a, {a.device}, got {w.device}")
+    if w_r is not None and (w_r.dim() != 2 or w_r.shape[1] != m or w_r.shape[0] == 0):
+        raise ValueError(f"w_r must have shape (R, {m}) with R >= 1 for a of shape {tuple(a.shape)}, "
                          f"got {tuple(w_r.shape)}")
-    if w_p is not None and (w_p.dim() != 2 or w_p.shape[0] != n):
-        raise ValueError(f"w_p must have shape ({n}, P) for a of shape {tuple(a.shape)}, "
+    if w_p is not None and (w_p.dim() != 2 or w_p.shape[0] != n or w_p.shape[1] == 0):
+        raise ValueError(f"w_p must have shape ({n}, P) with P >= 1 for a of shape {tuple(a.shape)}, "
                          f"got {tuple(w_p.shape)}")
+    for name, w in (("w_r", w_r), ("w_p", w_p)):
+        if w is not None:
+            _check_finite(name, w)
     bias_real = bias_imag = None
     if bias is not None:
+        if isinstance(bias, bool) or not isinstance(bias, (numbers.Number, torch.Tensor)):
+            raise TypeError(f"bias must be a number, a tensor or None, got {type(bias).__name__} {bias!r}")
         bias = torch.as_tensor(bias, device=a.device)
+        if bias.dtype == torch.bool:
+            raise TypeError(f"bias must be a real or complex number or tensor, got {bias.dtype}")
+        out = a.shape[:-2] + (m if w_r is None else w_r.shape[0], n if w_p is None else w_p.shape[1])
+        _check_broadcast("shapes of bias and the output (..., R, P)", bias=bias.shape, output=out)
+        _check_finite("bias", bias)
         bias_real = bias.real.to(a.dtype)
         bias_imag = bias.imag.to(a.dtype) if bias.is_complex() else None
     return _generalized_bundle(a, w_r, w_p, bias_real, bias_imag)
@@ -311,6 +497,9 @@ class PhasorLinear(nn.Module):
     Weights are drawn from N(0, init_scale^2 / in_features) (variance scaling, as in the paper's code
     for ``init_scale=1``).
 
+    ``init_scale=0`` is allowed: all weights start at 0, so the output starts at the bias's angle.
+    The forward pass checks shapes and dtypes but reads no values (a NaN input gives NaN angles).
+
     Shape:
         Input: (..., in_features). Output: (..., out_features), angles in [-1, 1].
     """
@@ -318,6 +507,17 @@ class PhasorLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
                  init_scale: float = 1.0):
         super().__init__()
+        in_features = _check_size("in_features", in_features)
+        out_features = _check_size("out_features", out_features)
+        _check_flag("bias", bias)
+        if isinstance(bias_init, torch.Tensor) and bias_init.numel() == 1:
+            bias_init = bias_init.item()
+        if isinstance(bias_init, bool) or not isinstance(bias_init, numbers.Number):
+            raise TypeError(f"bias_init must be a complex number, got {type(bias_init).__name__} "
+                            f"{bias_init!r}")
+        if not (math.isfinite(complex(bias_init).real) and math.isfinite(complex(bias_init).imag)):
+            raise ValueError(f"bias_init must be finite, got {bias_init}")
+        check_number("init_scale", init_scale, low=0.0)
         self.in_features, self.out_features = in_features, out_features
         std = init_scale / math.sqrt(in_features)
         self.weight = nn.Parameter(torch.randn(in_features, out_features) * std)
@@ -329,16 +529,26 @@ class PhasorLinear(nn.Module):
             self.register_parameter("bias_real", None)
             self.register_parameter("bias_imag", None)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _check_input(self, x) -> None:
+        shape = f"(..., {self.in_features})"
+        _check_module_input("x", x, self.weight, shape)
         if x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape (..., {self.in_features}), got {tuple(x.shape)}")
+            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_input(x)
         return _generalized_bundle(x, None, self.weight, self.bias_real, self.bias_imag)
 
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
-        """The complex value ``exp(i pi x) W + b`` before its angle is taken (for plots)."""
-        z = torch.complex(torch.cos(math.pi * x) @ self.weight, torch.sin(math.pi * x) @ self.weight)
+        """The complex value ``exp(i pi x) W + b`` before its angle is taken (for plots).
+
+        complex64 for a float32, float16 or bfloat16 layer (and under autocast), complex128 for float64.
+        """
+        self._check_input(x)
+        z = torch.complex(_complex_parts(torch.cos(math.pi * x) @ self.weight),
+                          _complex_parts(torch.sin(math.pi * x) @ self.weight))
         if self.bias_real is not None:
-            z = z + torch.complex(self.bias_real, self.bias_imag)
+            z = z + torch.complex(_complex_parts(self.bias_real), _complex_parts(self.bias_imag))
         return z
 
     def extra_repr(self) -> str:
@@ -356,6 +566,8 @@ class PhasorMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int | None = None, out_scale: float = 1.0):
         super().__init__()
+        dim, hidden = _check_size("dim", dim), _check_optional_size("hidden", hidden)
+        check_number("out_scale", out_scale, low=0.0)
         hidden = hidden or 2 * dim
         self.fc1 = PhasorLinear(dim, hidden)
         self.fc2 = PhasorLinear(hidden, dim, init_scale=out_scale)
@@ -377,6 +589,7 @@ class ResidualBlock(nn.Module):
     output angles (where it is negative) sit near +-1, a turn by pi, and 12 such blocks in a row
     forget their input. ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
     stack near the identity; ``out_scale=0`` makes every block start as the exact identity.
+    The input is checked by the block's first phasor layer.
 
     Shape:
         Input: (..., dim). Output: (..., dim).
@@ -384,6 +597,9 @@ class ResidualBlock(nn.Module):
 
     def __init__(self, dim: int, hidden: int | None = None, skip: bool = True, out_scale: float = 0.25):
         super().__init__()
+        dim, hidden = _check_size("dim", dim), _check_optional_size("hidden", hidden)
+        _check_flag("skip", skip)
+        check_number("out_scale", out_scale, low=0.0)
         self.mlp = PhasorMLP(dim, hidden, out_scale)
         self.skip = skip
 
@@ -418,7 +634,8 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Args:
         q: queries (..., Tq, D); k: keys (..., Tk, D); v: values (..., Tk, Dv); angles in [-1, 1].
         mask: optional bool tensor broadcastable to (..., Tq, Tk), True where a query may look at a
-            key; masked scores are set to 0.
+            key; masked scores are set to 0. A query that may look at no key (a fully masked row,
+            or Tk = 0) gets the angle 0, with finite gradients.
         fast: False: the readable form above. True: the same numbers on the phasor fast path: one
             cosine and one sine per input symbol, kept for a backward pass without trigonometry (the
             products of :func:`vsa_attention_phasor` written on (cos, sin) pairs), one atan2 at the end.
@@ -426,15 +643,10 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
     """
-    _check_qkv(q, k, v, _check_symbols)
+    _check_flag("fast", fast)
+    target = _check_qkv(q, k, v, _check_symbols)
     if mask is not None:
-        if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
-        target = torch.broadcast_shapes(q.shape[:-1], k.shape[:-2] + (1,))[:-1] + (q.shape[-2], k.shape[-2])
-        try:
-            torch.broadcast_shapes(mask.shape, target)
-        except RuntimeError:
-            raise ValueError(f"mask must broadcast to {tuple(target)}, got {tuple(mask.shape)}") from None
+        _check_mask(mask, target, "(..., Tq, Tk)")
     return _vsa_attention_fast(q, k, v, mask) if fast else _vsa_attention(q, k, v, mask)
 
 
@@ -508,27 +720,37 @@ def _real_view(z: torch.Tensor) -> torch.Tensor:
 def _check_phasors(name: str, z, min_dim: int = 1) -> None:
     if not isinstance(z, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(z).__name__}")
-    if not z.is_complex():
+    if not z.is_complex():  # a ValueError, as it always was: an angle passed where a phasor belongs
         raise ValueError(f"{name} must be a complex tensor of phasors (see to_phasor), got dtype {z.dtype}")
+    if z.dtype not in (torch.complex64, torch.complex128):
+        raise TypeError(f"{name} must be a complex64 or complex128 tensor of phasors, got {z.dtype}")
     if z.dim() < min_dim:
-        dims = ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"])
-        raise ValueError(f"{name} must have shape ({dims}), got {tuple(z.shape)}")
+        raise ValueError(f"{name} must have shape {_shape_text(min_dim)}, got {tuple(z.shape)}")
+    if min_dim >= 1 and z.shape[-1] == 0:
+        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {tuple(z.shape)}")
 
 
 def to_phasor(x: torch.Tensor) -> torch.Tensor:
     """Symbols to phasors, ``exp(i pi x)`` (as :func:`to_complex`), with a backward pass that reuses
     the forward's cosines and sines. Any real angle is accepted (read modulo 2).
 
+    ``x`` must be float32 or float64: torch has no bfloat16 complex type, so float16 and bfloat16
+    are refused with a TypeError (convert first, or use ``vsa_attention(..., fast=True)``, which
+    keeps (cos, sin) pairs and works in any floating dtype).
+
     Shape:
         (..., D) real -> (..., D) complex (complex64 for float32, complex128 for float64).
     """
     _check_tensor("x", x)
+    _check_complexable("x", x)
+    _check_finite("x", x)
     return _to_phasor(x)
 
 
 def from_phasor(z: torch.Tensor) -> torch.Tensor:
     """Phasors (of any magnitude but 0) to symbols, ``angle(z) / pi`` (as :func:`from_complex`),
-    values in [-1, 1], with a backward pass that needs no trigonometry.
+    values in [-1, 1], with a backward pass that needs no trigonometry. A phasor 0 (e.g. the bundle
+    of two opposite symbols) is not refused: its angle is 0, but its gradient is not finite.
 
     Shape:
         (..., D) complex -> (..., D) real.
@@ -546,7 +768,7 @@ def bind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     _check_phasors("a", a)
     _check_phasors("b", b)
-    _check_same_dim(a, b)
+    _check_pair(a, b, 1)
     return a * b
 
 
@@ -558,7 +780,7 @@ def unbind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     _check_phasors("a", a)
     _check_phasors("b", b)
-    _check_same_dim(a, b)
+    _check_pair(a, b, 1)
     return a * b.conj()
 
 
@@ -574,10 +796,15 @@ def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> to
         (..., K, D) complex for the default ``dim=-2`` -> (..., D) complex.
     """
     _check_phasors("z", z, 2)
+    dim = check_int("dim", dim, minimum=None)
+    _check_flag("normalize", normalize)
     nd = z.dim()
     if not -nd <= dim < nd or dim % nd == nd - 1:
         raise ValueError(f"dim must name a set dimension of z {tuple(z.shape)} "
                          f"(any but the last, the symbol dimension D), got dim={dim}")
+    if z.shape[dim] == 0:  # as bundle: the sum would be 0, a phasor without an angle
+        raise ValueError(f"cannot bundle an empty set: z has shape {tuple(z.shape)} "
+                         f"with size 0 along dim={dim}")
     out = z.sum(dim)
     return torch.sgn(out) if normalize else out
 
@@ -600,10 +827,11 @@ def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) 
         pairwise=False: a (..., D), b (..., D) complex -> (...) real (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) complex -> (..., M, N) real.
     """
+    _check_flag("pairwise", pairwise)
     min_dim = 2 if pairwise else 1
     _check_phasors("a", a, min_dim)
     _check_phasors("b", b, min_dim)
-    _check_same_dim(a, b)
+    _check_pair(a, b, min_dim, same_dtype=pairwise)
     return _similarity_phasor(a, b, pairwise)
 
 
@@ -636,10 +864,23 @@ def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) complex; mask as in :func:`vsa_attention`
         -> ``(output, scores)``: (..., Tq, Dv) complex and (..., Tq, Tk) real.
     """
-    _check_qkv(q, k, v, _check_phasors)
-    if mask is not None and mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    target = _check_qkv(q, k, v, _check_phasors)
+    if mask is not None:
+        _check_mask(mask, target, "(..., Tq, Tk)")
     return _vsa_attention_phasor(q, k, v, mask)
+
+
+def _check_block_input(block: nn.Module, x, mask, num_queries: int | None) -> None:
+    """The input of an attention block, checked on entry (``__call__``): x (B, T, dim) of the block's
+    dtype and device, and a bool mask broadcastable to the scores (B, Tq, T)."""
+    shape = f"(B, T, {block.dim})"
+    _check_module_input("x", x, block.key.weight, shape, min_dim=3)
+    if x.dim() != 3 or x.shape[-1] != block.dim:
+        raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+    if mask is not None:
+        b, t = x.shape[:2]
+        tq = t if num_queries is None else num_queries
+        _check_mask(mask, (b, tq, t), "(B, T, T)" if num_queries is None else "(B, num_queries, T)")
 
 
 class SelfAttentionBlock(nn.Module):
@@ -653,17 +894,25 @@ class SelfAttentionBlock(nn.Module):
         h = bind(x, a)
         y = bind(h, MLP(h))
 
+    ``mask`` (optional): bool, broadcastable to (B, T, T), True where a query may look at a key;
+    a fully masked row gives the angle 0 before the skip, with finite gradients.
+
     Shape:
         Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, T, dim) and (B, T, T).
     """
 
     def __init__(self, dim: int, mlp_hidden: int | None = None):
         super().__init__()
+        dim, mlp_hidden = _check_size("dim", dim), _check_optional_size("mlp_hidden", mlp_hidden)
         self.dim = dim
         self.query = PhasorLinear(dim, dim)
         self.key = PhasorLinear(dim, dim)
         self.value = PhasorLinear(dim, dim)
         self.residual = ResidualBlock(dim, mlp_hidden or dim)
+
+    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        _check_block_input(self, x, mask, num_queries=None)  # forward, shown in chapter 8, stays short
+        return super().__call__(x, mask)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if x.dim() != 3 or x.shape[-1] != self.dim:
@@ -684,6 +933,9 @@ class CrossAttentionBlock(nn.Module):
         h = bind(P, a)
         y = bind(h, MLP(h))
 
+    ``mask`` (optional): bool, broadcastable to (B, num_queries, T). T = 0 (no input symbols) is
+    allowed: every attention row is empty, and the output starts from the queries themselves.
+
     Shape:
         Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, num_queries, dim) and
         (B, num_queries, T).
@@ -691,10 +943,16 @@ class CrossAttentionBlock(nn.Module):
 
     def __init__(self, dim: int, num_queries: int = 32, mlp_hidden: int | None = None):
         super().__init__()
+        dim, mlp_hidden = _check_size("dim", dim), _check_optional_size("mlp_hidden", mlp_hidden)
+        num_queries = _check_size("num_queries", num_queries)
         self.dim = dim
         self.queries = nn.Parameter(random_symbols(num_queries, dim))  # inducing points
         self.key, self.value = PhasorLinear(dim, dim), PhasorLinear(dim, dim)
         self.residual = ResidualBlock(dim, mlp_hidden or dim)
+
+    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        _check_block_input(self, x, mask, num_queries=self.queries.shape[0])  # forward stays short
+        return super().__call__(x, mask)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if x.dim() != 3 or x.shape[-1] != self.dim:
@@ -716,7 +974,8 @@ class SymbolProjection(nn.Module):
     ``s = wrap(LayerNorm(x P) / sigma)``,  P ~ N(0, 1) of shape (in_features, dim), not trained.
 
     With ``sigma = 3`` almost all normalised values already lie in [-1, 1]; the wrap makes sure
-    (it does not change the phasor ``exp(i pi s)``).
+    (it does not change the phasor ``exp(i pi s)``). ``sigma`` must be finite and > 0. The forward
+    pass checks shapes and dtypes but reads no values: a NaN input gives NaN symbols.
 
     Shape:
         Input: (..., in_features). Output: (..., dim), angles in [-1, 1).
@@ -724,49 +983,66 @@ class SymbolProjection(nn.Module):
 
     def __init__(self, in_features: int, dim: int, sigma: float = 3.0):
         super().__init__()
+        in_features, dim = _check_size("in_features", in_features), _check_size("dim", dim)
+        check_number("sigma", sigma, low=0.0, low_open=True)
         self.in_features, self.sigma = in_features, sigma
         self.register_buffer("projection", torch.randn(in_features, dim))
         self.norm = nn.LayerNorm(dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = f"(..., {self.in_features})"
+        _check_module_input("x", x, self.projection, shape)
         if x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape (..., {self.in_features}), got {tuple(x.shape)}")
-        return wrap(self.norm(x @ self.projection) / self.sigma)
+            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+        return _wrap(self.norm(x @ self.projection) / self.sigma)
 
 
 class Codebook(nn.Module):
     """A fixed random symbol per class; the forward pass returns the similarity to each of them.
 
     Shape:
-        Input: (B, dim). Output: (B, num_classes), similarities in [-1, 1].
+        Input: (B, dim) (or (dim,) for one symbol). Output: (B, num_classes), similarities in [-1, 1].
     """
 
     def __init__(self, num_classes: int, dim: int):
         super().__init__()
+        num_classes, dim = _check_size("num_classes", num_classes), _check_size("dim", dim)
         self.register_buffer("codes", random_symbols(num_classes, dim))
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
+        shape = f"(..., {self.codes.shape[-1]})"
+        _check_module_input("y", y, self.codes, shape)
         if y.shape[-1] != self.codes.shape[-1]:
-            raise ValueError(f"y must have shape (..., {self.codes.shape[-1]}), got {tuple(y.shape)}")
+            raise ValueError(f"y must have shape {shape}, got {tuple(y.shape)}")
         return _similarity(y, self.codes, pairwise=True)
 
 
 def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The paper's loss: ``mean(1 - sim(output, code of the true class))``, in [0, 2].
 
+    ``labels`` may have any integer dtype; every label must lie in [0, C). The similarities' values
+    are not read: a NaN similarity (a diverged model) gives a NaN loss, as torch's losses do.
+
     Shape:
-        similarities (B, C), labels (B,) int -> scalar.
+        similarities (B, C) with B, C >= 1, labels (B,) int -> scalar.
     """
-    if similarities.dim() != 2 or labels.shape != similarities.shape[:1]:
-        raise ValueError(f"similarities must have shape (B, C) and labels (B,), got "
-                         f"{tuple(similarities.shape)} and {tuple(labels.shape)}")
-    return (1.0 - similarities.gather(1, labels[:, None]).squeeze(1)).mean()
+    check_float_tensor("similarities", similarities, ndim=2, names="(B, C)")
+    if similarities.is_complex():
+        raise TypeError(f"similarities must be a real floating-point tensor, got {similarities.dtype}")
+    b, c = similarities.shape
+    check_ids("labels", labels, num_classes=c, shape=(b,), names=f"({b},) (B of similarities {(b, c)})")
+    if labels.device != similarities.device:
+        raise ValueError(f"labels must be on the device of similarities, {similarities.device}, "
+                         f"got {labels.device}")
+    return (1.0 - similarities.gather(1, labels.long()[:, None]).squeeze(1)).mean()
 
 
 class VSAResNet(nn.Module):
     """The trainability test of the paper (figures 2 and 3): a whole image as one symbol, then
     ``num_blocks`` blocks of two phasor layers (2 * num_blocks layers), with or without binding
     skips, read out by similarity to a class codebook.
+
+    ``num_blocks=0`` is allowed (projection and codebook only).
 
     Shape:
         Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
@@ -775,11 +1051,21 @@ class VSAResNet(nn.Module):
     def __init__(self, dim: int = 1024, num_blocks: int = 12, skip: bool = True, in_features: int = 784,
                  num_classes: int = 10, hidden: int | None = None, out_scale: float = 0.25):
         super().__init__()
+        dim, in_features = _check_size("dim", dim), _check_size("in_features", in_features)
+        num_blocks = _check_size("num_blocks", num_blocks, minimum=0)
+        num_classes, hidden = _check_size("num_classes", num_classes), _check_optional_size("hidden", hidden)
+        _check_flag("skip", skip)
+        check_number("out_scale", out_scale, low=0.0)
         self.embed = SymbolProjection(in_features, dim)
         self.blocks = nn.Sequential(*[ResidualBlock(dim, hidden, skip, out_scale) for _ in range(num_blocks)])
         self.codebook = Codebook(num_classes, dim)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        n = self.embed.in_features
+        _check_module_input("images", images, self.embed.projection, f"(B, ...) with {n} values per image", 2)
+        if math.prod(images.shape[1:]) != n:
+            raise ValueError(f"images must have shape (B, ...) with {n} values per image, "
+                             f"got {tuple(images.shape)}")
         x = self.embed(images.flatten(1))  # (B, D)
         return self.codebook(self.blocks(x))  # (B, C)
 
@@ -801,8 +1087,12 @@ class VSAAttentionClassifier(nn.Module):
     def __init__(self, dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
                  cols: int = 28, num_classes: int = 10, mlp_hidden: int | None = None):
         super().__init__()
-        if kind not in ("self", "cross"):
+        if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
+        dim, num_queries = _check_size("dim", dim), _check_size("num_queries", num_queries)
+        rows, cols = _check_size("rows", rows), _check_size("cols", cols)
+        num_classes = _check_size("num_classes", num_classes)
+        mlp_hidden = _check_optional_size("mlp_hidden", mlp_hidden)
         self.kind, self.rows, self.cols = kind, rows, cols
         self.embed = SymbolProjection(cols, dim)
         if kind == "self":
@@ -815,6 +1105,7 @@ class VSAAttentionClassifier(nn.Module):
         self.codebook = Codebook(num_classes, dim)
 
     def forward(self, images: torch.Tensor):
+        _check_module_input("images", images, self.embed.projection, f"(B, {self.rows}, {self.cols})", 3)
         if images.dim() != 3 or images.shape[1:] != (self.rows, self.cols):
             raise ValueError(f"images must have shape (B, {self.rows}, {self.cols}), "
                              f"got {tuple(images.shape)}")

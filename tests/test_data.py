@@ -245,5 +245,5 @@ def test_missing_file_and_no_network_gives_one_clear_error(empty_cache):
 def test_env_variable_is_searched_first(tmp_path, empty_cache, monkeypatch):
     (tmp_path / "local.txt").write_text("mine")
     monkeypatch.setenv("SEQBOOK_DATA", str(tmp_path))
-    remote = RemoteFile("local.txt", "http://127.0.0.1:9/x", "0" * 64)
+    remote = RemoteFile("local.txt", "http://127.0.0.1:9/x", hashlib.sha256(b"mine").hexdigest())
     assert data.fetch(remote, download=False) == tmp_path / "local.txt"

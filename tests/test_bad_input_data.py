@@ -1,0 +1,310 @@
+"""Bad input for every public callable of ``seqbook.data``: a clear error, or a correct edge result.
+
+Each rejected case must end in a ValueError/TypeError raised by seqbook that names the argument
+(``tests/badinput.py``). The loaders' file checks (hashes, damaged files) are in
+``test_data_integrity.py``; nothing here touches the network or the data folders.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from seqbook import data
+from seqbook.data import RemoteFile, Vocab
+from tests.badinput import assert_clear_error, assert_clear_error_in_time
+
+V = Vocab(list("hello"))  # <pad> <unk> <sos> <eos> l e h o: a character vocabulary of size 8
+W = Vocab("the cat the dog".split())  # a word vocabulary
+GOOD_HASH = "0" * 64
+MARKED = ("*** START OF THE PROJECT GUTENBERG EBOOK X ***\nbody\n"
+          "*** END OF THE PROJECT GUTENBERG EBOOK X ***")
+
+
+def ids(*values, dtype=torch.long):
+    return torch.tensor(values, dtype=dtype)
+
+
+# (call, words every message must contain)
+REJECTED = {
+    # --- Vocab(tokens, min_freq, max_size)
+    "Vocab-min_freq-0": (lambda: Vocab([], min_freq=0), "min_freq", ">= 1", "0"),
+    "Vocab-min_freq-negative": (lambda: Vocab([], min_freq=-2), "min_freq", "-2"),
+    "Vocab-min_freq-float": (lambda: Vocab([], min_freq=1.5), "min_freq", "float"),
+    "Vocab-min_freq-bool": (lambda: Vocab([], min_freq=True), "min_freq", "bool"),
+    "Vocab-min_freq-str": (lambda: Vocab([], min_freq="2"), "min_freq", "str"),
+    "Vocab-max_size-negative": (lambda: Vocab(list("ab"), max_size=-1), "max_size", ">= 0", "-1"),
+    "Vocab-max_size-float": (lambda: Vocab(list("ab"), max_size=2.0), "max_size", "float"),
+    "Vocab-max_size-bool": (lambda: Vocab(list("ab"), max_size=True), "max_size", "bool"),
+    "Vocab-tokens-None": (lambda: Vocab(None), "tokens", "NoneType"),
+    "Vocab-tokens-int": (lambda: Vocab(5), "tokens", "int"),
+    "Vocab-tokens-ints": (lambda: Vocab([1, 2]), "tokens", "int 1"),
+    "Vocab-tokens-nested-int": (lambda: Vocab([["a", 3]]), "tokens", "int 3"),
+    "Vocab-tokens-tensor": (lambda: Vocab(torch.arange(3)), "tokens", "Tensor"),
+    "Vocab-tokens-bytes": (lambda: Vocab([b"ab"]), "tokens", "bytes"),
+    # --- Vocab[token]
+    "Vocab.getitem-int": (lambda: V[4], "token", "int"),
+    "Vocab.getitem-None": (lambda: V[None], "token", "NoneType"),
+    "Vocab.getitem-list": (lambda: V[["h"]], "token", "list"),
+    # --- Vocab.encode(tokens, add_sos, add_eos)
+    "encode-None": (lambda: V.encode(None), "tokens", "NoneType"),
+    "encode-int": (lambda: V.encode(5), "tokens", "int"),
+    "encode-ids-instead-of-tokens": (lambda: V.encode([4, 5]), "tokens", "int 4", "position 0"),
+    "encode-nested-list": (lambda: V.encode([["h"]]), "tokens", "list", "position 0"),
+    "encode-tensor": (lambda: V.encode(ids(4, 5)), "tokens", "Tensor"),
+    "encode-str-with-word-vocab": (lambda: W.encode("the"), "tokens", "multi-character", "tokenize_words"),
+    "encode-add_sos-int": (lambda: V.encode(["h"], add_sos=1), "add_sos", "int"),
+    "encode-add_sos-str": (lambda: V.encode(["h"], add_sos="yes"), "add_sos", "str"),
+    "encode-add_eos-None": (lambda: V.encode(["h"], add_eos=None), "add_eos", "NoneType"),
+    # --- Vocab.decode(ids, strip_special)
+    "decode-id-too-large": (lambda: V.decode([99]), "outside the vocabulary", "99", "[0, 7]"),
+    "decode-id-negative": (lambda: V.decode([-1]), "outside the vocabulary", "-1", "[0, 7]"),
+    "decode-tensor-id-too-large": (lambda: V.decode(ids(4, 8)), "outside the vocabulary", "8"),
+    "decode-float-id": (lambda: V.decode([4.0]), "ids", "float", "position 0"),
+    "decode-bool-id": (lambda: V.decode([True]), "ids", "bool"),
+    "decode-str-id": (lambda: V.decode(["h"]), "ids", "str"),
+    "decode-float-tensor": (lambda: V.decode(torch.tensor([4.0, 5.0])), "ids", "torch.float32"),
+    "decode-bool-tensor": (lambda: V.decode(torch.tensor([True])), "ids", "torch.bool"),
+    "decode-2d-tensor": (lambda: V.decode(ids(4, 5)[None]), "ids", "1-D", "(1, 2)"),
+    "decode-0d-tensor": (lambda: V.decode(torch.tensor(4)), "ids", "1-D", "()"),
+    "decode-float-array": (lambda: V.decode(np.array([4.0])), "ids", "float64"),
+    "decode-2d-array": (lambda: V.decode(np.array([[4]])), "ids", "1-D", "(1, 1)"),
+    "decode-0d-float-tensor-entry": (lambda: V.decode([torch.tensor(4.0)]), "ids", "float"),
+    "decode-str": (lambda: V.decode("45"), "ids", "str"),
+    "decode-None": (lambda: V.decode(None), "ids", "NoneType"),
+    "decode-strip_special-int": (lambda: V.decode([4], strip_special=1), "strip_special", "int"),
+    # --- tokenizers and text helpers
+    "tokenize_chars-None": (lambda: data.tokenize_chars(None), "text", "NoneType"),
+    "tokenize_chars-list": (lambda: data.tokenize_chars(["ab"]), "text", "list"),
+    "tokenize_words-bytes": (lambda: data.tokenize_words(b"the time"), "text", "bytes"),
+    "tokenize_words-int": (lambda: data.tokenize_words(5), "text", "int"),
+    "normalize_text-None": (lambda: data.normalize_text(None), "text", "NoneType"),
+    "normalize_text-list": (lambda: data.normalize_text(["Ab"]), "text", "list"),
+    "strip_gutenberg-bytes": (lambda: data.strip_gutenberg(MARKED.encode()), "text", "bytes"),
+    "strip_gutenberg-no-markers": (lambda: data.strip_gutenberg("no markers"), "text", "START/END"),
+    "split_text-text-None": (lambda: data.split_text(None), "text", "NoneType"),
+    "split_text-text-list": (lambda: data.split_text(list("abc")), "text", "list"),
+    "split_text-valid_frac-0": (lambda: data.split_text("abc", 0), "valid_frac", "(0, 1)", "0"),
+    "split_text-valid_frac-1": (lambda: data.split_text("abc", 1), "valid_frac", "(0, 1)", "1"),
+    "split_text-valid_frac-negative": (lambda: data.split_text("abc", -0.1), "valid_frac", "-0.1"),
+    "split_text-valid_frac-1.5": (lambda: data.split_text("abc", 1.5), "valid_frac", "1.5"),
+    "split_text-valid_frac-nan": (lambda: data.split_text("abc", math.nan), "valid_frac", "nan"),
+    "split_text-valid_frac-inf": (lambda: data.split_text("abc", math.inf), "valid_frac", "inf"),
+    "split_text-valid_frac-str": (lambda: data.split_text("abc", "0.1"), "valid_frac", "str"),
+    "split_text-valid_frac-bool": (lambda: data.split_text("abc", True), "valid_frac", "bool"),
+    # --- load_names(languages)
+    "load_names-str": (lambda: data.load_names("French"), "languages", "str", "['French']"),
+    "load_names-empty": (lambda: data.load_names([]), "languages", "at least one"),
+    "load_names-int": (lambda: data.load_names(5), "languages", "int"),
+    "load_names-int-entry": (lambda: data.load_names([5]), "languages", "int 5"),
+    "load_names-list-entry": (lambda: data.load_names([["French"]]), "languages", "list"),
+    "load_names-unknown": (lambda: data.load_names(["Klingon"]), "languages", "Klingon", "French"),
+    # --- make_dates(n, seed, start, end)
+    "make_dates-n-negative": (lambda: data.make_dates(-1), "n must be", ">= 0", "-1"),
+    "make_dates-n-float": (lambda: data.make_dates(1.5), "n must be", "float"),
+    "make_dates-n-bool": (lambda: data.make_dates(True), "n must be", "bool"),
+    "make_dates-n-str": (lambda: data.make_dates("3"), "n must be", "str"),
+    "make_dates-n-None": (lambda: data.make_dates(None), "n must be", "NoneType"),
+    "make_dates-seed-float": (lambda: data.make_dates(2, seed=1.5), "seed", "float"),
+    "make_dates-seed-str": (lambda: data.make_dates(2, seed="a"), "seed", "str"),
+    "make_dates-seed-None": (lambda: data.make_dates(2, seed=None), "seed", "NoneType"),
+    "make_dates-start-str": (lambda: data.make_dates(2, start="2000-01-01"), "start", "datetime.date", "str"),
+    "make_dates-start-datetime": (lambda: data.make_dates(2, start=datetime(2000, 1, 1)), "start",
+                                  "datetime"),
+    "make_dates-end-None": (lambda: data.make_dates(2, end=None), "end", "NoneType"),
+    "make_dates-end-before-start": (lambda: data.make_dates(1, start=date(2000, 1, 1), end=date(1999, 1, 1)),
+                                    "end", "before start", "1999-01-01"),
+    # --- pad_sequences(sequences, pad_id, max_len)
+    "pad_sequences-empty": (lambda: data.pad_sequences([]), "sequences", "empty"),
+    "pad_sequences-str": (lambda: data.pad_sequences("abc"), "sequences", "str"),
+    "pad_sequences-generator": (lambda: data.pad_sequences([1] for _ in range(2)), "sequences",
+                                "generator"),
+    "pad_sequences-int": (lambda: data.pad_sequences(5), "sequences", "int"),
+    "pad_sequences-floats": (lambda: data.pad_sequences([[1.5, 2.0]]), "sequences[0]", "torch.float32",
+                             "truncated"),
+    "pad_sequences-float-in-second": (lambda: data.pad_sequences([[1], [0.5]]), "sequences[1]", "float"),
+    "pad_sequences-float-tensor": (lambda: data.pad_sequences([torch.tensor([1.0])]), "sequences[0]",
+                                   "float"),
+    "pad_sequences-float-array": (lambda: data.pad_sequences([np.array([1.0])]), "sequences[0]", "float64"),
+    "pad_sequences-bools": (lambda: data.pad_sequences([[True, False]]), "sequences[0]", "torch.bool"),
+    "pad_sequences-tokens-not-ids": (lambda: data.pad_sequences([["a", "b"]]), "sequences[0]", "int ids"),
+    "pad_sequences-str-entry": (lambda: data.pad_sequences(["ab"]), "sequences[0]", "str", "'ab'"),
+    "pad_sequences-int-entry": (lambda: data.pad_sequences([5]), "sequences[0]", "flat", "()"),
+    "pad_sequences-nested": (lambda: data.pad_sequences([[[1, 2]]]), "sequences[0]", "flat", "(1, 2)"),
+    "pad_sequences-huge-id": (lambda: data.pad_sequences([[2**70]]), "sequences[0]", "int ids"),
+    "pad_sequences-ragged-entry": (lambda: data.pad_sequences([[[1], [2, 3]]]), "sequences[0]", "int ids"),
+    "pad_sequences-pad_id-float": (lambda: data.pad_sequences([[1]], pad_id=1.5), "pad_id", "float"),
+    "pad_sequences-pad_id-None": (lambda: data.pad_sequences([[1]], pad_id=None), "pad_id", "NoneType"),
+    "pad_sequences-pad_id-bool": (lambda: data.pad_sequences([[1]], pad_id=True), "pad_id", "bool"),
+    "pad_sequences-max_len-negative": (lambda: data.pad_sequences([[1]], max_len=-1), "max_len", ">= 0",
+                                       "-1"),
+    "pad_sequences-max_len-float": (lambda: data.pad_sequences([[1]], max_len=2.5), "max_len", "float"),
+    "pad_sequences-max_len-bool": (lambda: data.pad_sequences([[1]], max_len=True), "max_len", "bool"),
+    # --- padding_mask(lengths, max_len)
+    "padding_mask-list": (lambda: data.padding_mask([1, 2]), "lengths", "torch.Tensor", "list"),
+    "padding_mask-2d": (lambda: data.padding_mask(torch.ones(2, 2, dtype=torch.long)), "lengths", "(B,)",
+                        "(2, 2)"),
+    "padding_mask-0d": (lambda: data.padding_mask(torch.tensor(3)), "lengths", "(B,)", "()"),
+    "padding_mask-float": (lambda: data.padding_mask(torch.tensor([2.5, 1.0])), "lengths", "torch.float32"),
+    "padding_mask-bool": (lambda: data.padding_mask(torch.tensor([True])), "lengths", "torch.bool"),
+    "padding_mask-negative": (lambda: data.padding_mask(ids(2, -1)), "lengths", ">= 0", "-1"),
+    "padding_mask-negative-with-max_len": (lambda: data.padding_mask(ids(-3), 4), "lengths", "-3"),
+    "padding_mask-max_len-negative": (lambda: data.padding_mask(ids(2), -1), "max_len", ">= 0", "-1"),
+    "padding_mask-max_len-float": (lambda: data.padding_mask(ids(2), 1.5), "max_len", "float"),
+    "padding_mask-max_len-bool": (lambda: data.padding_mask(ids(2), True), "max_len", "bool"),
+    "padding_mask-meta-without-max_len": (lambda: data.padding_mask(ids(2).to("meta")), "max_len", "meta"),
+    # --- lm_chunks(ids, batch_size, seq_len)
+    "lm_chunks-list": (lambda: data.lm_chunks(list(range(20)), 2, 3), "ids", "torch.Tensor", "list"),
+    "lm_chunks-2d": (lambda: data.lm_chunks(torch.arange(20).view(4, 5), 2, 3), "ids", "(N,)", "(4, 5)"),
+    "lm_chunks-0d": (lambda: data.lm_chunks(torch.tensor(3), 2, 3), "ids", "(N,)", "()"),
+    "lm_chunks-empty": (lambda: data.lm_chunks(torch.zeros(0, dtype=torch.long), 2, 3), "ids", "empty",
+                        "(0,)"),
+    "lm_chunks-float": (lambda: data.lm_chunks(torch.arange(20.0), 2, 3), "ids", "integer", "torch.float32"),
+    "lm_chunks-bool": (lambda: data.lm_chunks(torch.ones(20, dtype=torch.bool), 2, 3), "ids", "torch.bool"),
+    "lm_chunks-batch_size-0": (lambda: data.lm_chunks(torch.arange(20), 0, 3), "batch_size", ">= 1", "0"),
+    "lm_chunks-batch_size-negative": (lambda: data.lm_chunks(torch.arange(20), -2, 3), "batch_size", "-2"),
+    "lm_chunks-batch_size-float": (lambda: data.lm_chunks(torch.arange(20), 2.0, 3), "batch_size", "float"),
+    "lm_chunks-batch_size-bool": (lambda: data.lm_chunks(torch.arange(20), True, 3), "batch_size", "bool"),
+    "lm_chunks-seq_len-0": (lambda: data.lm_chunks(torch.arange(20), 2, 0), "seq_len", ">= 1", "0"),
+    "lm_chunks-seq_len-negative": (lambda: data.lm_chunks(torch.arange(20), 2, -3), "seq_len", "-3"),
+    "lm_chunks-seq_len-inf": (lambda: data.lm_chunks(torch.arange(20), 2, math.inf), "seq_len", "float"),
+    "lm_chunks-too-short": (lambda: data.lm_chunks(torch.arange(6), 2, 3), "ids", "too short", "batch_size=2",
+                            "seq_len=3", "7 tokens"),
+    # --- RemoteFile(fname, url, sha256, system_paths, other_sha256)
+    "RemoteFile-fname-empty": (lambda: RemoteFile("", "u", GOOD_HASH), "fname", "''"),
+    "RemoteFile-fname-dotdot": (lambda: RemoteFile("..", "u", GOOD_HASH), "fname", "'..'"),
+    "RemoteFile-fname-with-folder": (lambda: RemoteFile("../x.txt", "u", GOOD_HASH), "fname", "'../x.txt'"),
+    "RemoteFile-fname-int": (lambda: RemoteFile(5, "u", GOOD_HASH), "fname", "5"),
+    "RemoteFile-url-empty": (lambda: RemoteFile("a.txt", "", GOOD_HASH), "url", "''"),
+    "RemoteFile-url-None": (lambda: RemoteFile("a.txt", None, GOOD_HASH), "url", "None"),
+    "RemoteFile-sha256-short": (lambda: RemoteFile("a.txt", "u", "abc"), "sha256", "64", "'abc'"),
+    "RemoteFile-sha256-not-hex": (lambda: RemoteFile("a.txt", "u", "g" * 64), "sha256", "0-9a-f"),
+    "RemoteFile-sha256-None": (lambda: RemoteFile("a.txt", "u", None), "sha256", "None"),
+    "RemoteFile-sha256-with-prefix": (lambda: RemoteFile("a.txt", "u", "sha256:" + GOOD_HASH), "sha256",
+                                      "64"),
+    "RemoteFile-system_paths-str": (lambda: RemoteFile("a.txt", "u", GOOD_HASH, "/usr/a.txt"), "system_paths",
+                                    "tuple of str", "'/usr/a.txt'"),
+    "RemoteFile-system_paths-int-entry": (lambda: RemoteFile("a.txt", "u", GOOD_HASH, (5,)), "system_paths",
+                                          "int 5"),
+    "RemoteFile-other_sha256-str": (lambda: RemoteFile("a.txt", "u", GOOD_HASH, (), "1" * 64), "other_sha256",
+                                    "tuple of str"),
+    "RemoteFile-other_sha256-bad-entry": (lambda: RemoteFile("a.txt", "u", GOOD_HASH, (), ("zz",)),
+                                          "other_sha256", "'zz'"),
+    # --- fetch(remote, download) and the loaders' arguments
+    "fetch-remote-str": (lambda: data.fetch("timemachine.txt"), "remote", "RemoteFile", "str"),
+    "fetch-remote-None": (lambda: data.fetch(None), "remote", "NoneType"),
+    "fetch-download-str": (lambda: data.fetch(data.TIME_MACHINE, download="no"), "download", "str"),
+    "fetch-download-int": (lambda: data.fetch(data.TIME_MACHINE, download=0), "download", "int"),
+    "load_time_machine-download-str": (lambda: data.load_time_machine(download="yes"), "download", "str"),
+    "load_fashion_mnist-split-valid": (lambda: data.load_fashion_mnist("valid"), "split", "'valid'"),
+    "load_fashion_mnist-split-None": (lambda: data.load_fashion_mnist(None), "split", "None"),
+    "load_fashion_mnist-split-int": (lambda: data.load_fashion_mnist(1), "split", "1"),
+    "load_fashion_mnist-split-list": (lambda: data.load_fashion_mnist(["train"]), "split", "['train']"),
+    "load_fashion_mnist-split-upper": (lambda: data.load_fashion_mnist("Train"), "split", "'Train'"),
+    "load_fashion_mnist-download-str": (lambda: data.load_fashion_mnist("test", download="no"), "download",
+                                        "str"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_bad_input_gives_a_clear_error(case):
+    fn, *words = REJECTED[case]
+    assert_clear_error_in_time(fn, *words, seconds=30)
+
+
+def test_out_of_range_id_is_still_an_index_error():
+    """``decode`` raised IndexError before the checks; it still does (and is a ValueError too)."""
+    with pytest.raises(IndexError, match="outside the vocabulary"):
+        V.decode([99])
+    assert_clear_error(lambda: V.decode([99]), "outside the vocabulary", exc=ValueError)
+
+
+def _check_pad(out, padded, lengths):
+    assert out[0].dtype == out[1].dtype == torch.long
+    assert out[0].tolist() == padded and out[1].tolist() == lengths
+    return True
+
+
+# Legal edge inputs: each call must give the stated, correct result.
+LEGAL = {
+    "Vocab-numpy-sizes": lambda: len(Vocab(list("aaabbc"), min_freq=np.int64(2), max_size=np.int64(1))) == 5,
+    "Vocab-max_size-0-keeps-reserved": lambda: Vocab(list("abc"), max_size=0).itos == list(data.RESERVED),
+    "Vocab-empty": lambda: len(Vocab()) == 4 and Vocab([]).encode(["a"]) == [1],
+    "Vocab-from-str-reads-chars": lambda: Vocab("aab").itos[4:] == ["a", "b"],
+    "Vocab-nested-tuples": lambda: Vocab([("a", "b"), ("a",)]).itos[4:] == ["a", "b"],
+    "Vocab-reserved-tokens-not-counted": lambda: Vocab(["<pad>", "a"]).itos == list(data.RESERVED) + ["a"],
+    "Vocab.getitem-unknown-is-unk": lambda: V["zz"] == V.unk_id,
+    "Vocab.contains-non-str-is-False": lambda: 5 not in V and ["h"] not in V and "h" in V,
+    "encode-str-as-chars": lambda: V.encode("hello") == V.encode(list("hello")),
+    "encode-empty-str": lambda: V.encode("") == [] and V.encode("", add_sos=True, add_eos=True) == [2, 3],
+    "encode-empty-list": lambda: W.encode([]) == [],
+    "encode-one-char-str-word-vocab": lambda: Vocab(["a", "b"]).encode("ab") == [4, 5],
+    "encode-numpy-bool-flags": lambda: V.encode(["h"], add_sos=np.bool_(True)) == [2, V["h"]],
+    "encode-unknown-is-unk": lambda: V.encode(["z", "h"]) == [1, V["h"]],
+    "decode-empty": lambda: V.decode([]) == [] and V.decode(torch.zeros(0, dtype=torch.long)) == [],
+    "decode-numpy-array": lambda: V.decode(np.array([4, 5], dtype=np.int32)) == ["l", "e"],
+    "decode-uint8-tensor": lambda: V.decode(ids(4, 5, dtype=torch.uint8)) == ["l", "e"],
+    "decode-0d-tensor-entries": lambda: V.decode([torch.tensor(4), np.int64(5)]) == ["l", "e"],
+    "decode-last-id": lambda: V.decode([len(V) - 1]) == [V.itos[-1]],
+    "decode-strip-all-special": lambda: V.decode([0, 2, 3], strip_special=True) == [],
+    "tokenize_chars-empty": lambda: data.tokenize_chars("") == [],
+    "tokenize_words-no-words": lambda: data.tokenize_words("42 !!") == [],
+    "normalize_text-empty": lambda: data.normalize_text("") == "",
+    "strip_gutenberg-empty-body": lambda: data.strip_gutenberg(MARKED.replace("body", "")) == "",
+    "split_text-empty-text": lambda: data.split_text("", 0.1) == ("", ""),
+    "split_text-numpy-frac": lambda: data.split_text("abcd", np.float64(0.25)) == ("abc", "d"),
+    "split_text-short-text": lambda: data.split_text("ab", 0.1) == ("a", "b"),
+    "load_names-tuple": lambda: {g for _, g in data.load_names(("Dutch",))} == {"Dutch"},
+    "make_dates-n-0": lambda: data.make_dates(0) == [],
+    "make_dates-numpy-n-and-seed": lambda: data.make_dates(np.int64(3), seed=np.int64(4))
+    == data.make_dates(3, 4),
+    "make_dates-negative-seed": lambda: len(data.make_dates(2, seed=-1)) == 2,
+    "make_dates-one-day": lambda: {t for _, t in data.make_dates(20, start=date(2001, 2, 3),
+                                                                  end=date(2001, 2, 3))} == {"2001-02-03"},
+    "pad_sequences-all-empty": lambda: _check_pad(data.pad_sequences([[], []]), [[], []], [0, 0]),
+    "pad_sequences-max_len-0": lambda: _check_pad(data.pad_sequences([[1, 2]], max_len=0), [[]], [0]),
+    "pad_sequences-numpy-max_len": lambda: _check_pad(data.pad_sequences([[1, 2, 3]], max_len=np.int64(2)),
+                                                      [[1, 2]], [2]),
+    "pad_sequences-negative-pad_id": lambda: _check_pad(data.pad_sequences([[1], [2, 3]], pad_id=-100),
+                                                        [[1, -100], [2, 3]], [1, 2]),
+    "pad_sequences-int-tensors-and-arrays": lambda: _check_pad(
+        data.pad_sequences([torch.tensor([1], dtype=torch.int32), np.array([2, 3]), (4,)]),
+        [[1, 0], [2, 3], [4, 0]], [1, 2, 1]),
+    "pad_sequences-2d-tensor": lambda: _check_pad(data.pad_sequences(torch.tensor([[1, 2], [3, 4]])),
+                                                  [[1, 2], [3, 4]], [2, 2]),
+    "pad_sequences-longer-max_len": lambda: _check_pad(data.pad_sequences([[1]], max_len=3), [[1, 0, 0]],
+                                                        [1]),
+    "padding_mask-empty": lambda: data.padding_mask(ids()).shape == (0, 0),
+    "padding_mask-empty-with-max_len": lambda: data.padding_mask(ids(), 3).shape == (0, 3),
+    "padding_mask-max_len-0": lambda: data.padding_mask(ids(2, 0), 0).shape == (2, 0),
+    "padding_mask-zero-lengths": lambda: data.padding_mask(ids(0, 0)).shape == (2, 0),
+    "padding_mask-length-above-max_len": lambda: data.padding_mask(ids(5, 1), 3).tolist()
+    == [[True] * 3, [True, False, False]],
+    "padding_mask-int32-and-numpy-max_len": lambda: data.padding_mask(ids(2, 1, dtype=torch.int32),
+                                                                      np.int64(2)).tolist()
+    == [[True, True], [True, False]],
+    "padding_mask-meta-with-max_len": lambda: data.padding_mask(ids(2).to("meta"), 3).shape == (1, 3),
+    "lm_chunks-exact-length": lambda: data.lm_chunks(torch.arange(7), 2, 3)[0].shape == (1, 2, 3),
+    "lm_chunks-numpy-sizes": lambda: data.lm_chunks(torch.arange(7), np.int64(2), np.int64(3))[1].shape
+    == (1, 2, 3),
+    "lm_chunks-int32-ids": lambda: data.lm_chunks(torch.arange(7, dtype=torch.int32), 1, 6)[0].dtype
+    == torch.int32,
+    "RemoteFile-upper-case-hash": lambda: RemoteFile("a.txt", "u", "AB" * 32).sha256 == "ab" * 32,
+    "RemoteFile-list-of-paths": lambda: RemoteFile("a.txt", "u", GOOD_HASH, [Path("/x/a.txt")]).system_paths
+    == ("/x/a.txt",),
+    "RemoteFile-known-hashes": lambda: RemoteFile("a.txt", "u", GOOD_HASH, (), ("1" * 64,)).known_hashes
+    == (GOOD_HASH, "1" * 64),
+    "cache_dir-is-a-path": lambda: isinstance(data.cache_dir(), Path),
+    "errors-are-the-documented-kinds": lambda: issubclass(data.DataNotFoundError, FileNotFoundError)
+    and issubclass(data.DataFileError, ValueError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEGAL))
+def test_legal_edge_input_gives_the_right_result(case):
+    assert LEGAL[case]()
