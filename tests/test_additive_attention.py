@@ -2,9 +2,12 @@
 
 import pytest
 import torch
+from tolerance import assert_close, assert_same_math
 
 from seqbook.attention import AdditiveAttention
 from seqbook.data import padding_mask
+
+F64 = torch.float64
 
 
 def make(query_dim=5, key_dim=6, hidden_dim=7, device="cpu", dtype=torch.float32):
@@ -23,14 +26,14 @@ def reference(att, q, k, v, mask=None):
 
 
 def test_matches_the_equations(device):
-    att = make(device=device)
-    q, k = torch.randn(3, 5, device=device), torch.randn(3, 4, 6, device=device)
-    v = torch.randn(3, 4, 2, device=device)
+    att = make(device=device, dtype=F64)
+    q, k = torch.randn(3, 5, device=device, dtype=F64), torch.randn(3, 4, 6, device=device, dtype=F64)
+    v = torch.randn(3, 4, 2, device=device, dtype=F64)
     mask = padding_mask(torch.tensor([4, 2, 1], device=device), 4)
     context, weights = att(q, k, v, mask=mask)
     ref_context, ref_weights = reference(att, q, k, v, mask)
-    torch.testing.assert_close(weights, ref_weights)
-    torch.testing.assert_close(context, ref_context)
+    assert_same_math(weights, ref_weights, n=5 + 6 + 7 + 4)  # W_a q, U_a k, v_a^T tanh, softmax
+    assert_same_math(context, ref_context, n=5 + 6 + 7 + 2 * 4)
     assert context.shape == (3, 2) and weights.shape == (3, 4)
 
 
@@ -39,7 +42,7 @@ def test_weights_sum_to_one_and_are_exactly_zero_on_padding(device):
     lengths = torch.tensor([6, 3, 1, 5], device=device)
     mask = padding_mask(lengths, 6)
     _, weights = att(torch.randn(4, 5, device=device), torch.randn(4, 6, 6, device=device), mask=mask)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(4, device=device))
+    assert_close(weights.sum(-1), torch.ones(4, device=device), n=2 * 6)  # softmax's sum, then ours
     assert torch.all(weights[~mask] == 0.0)
     assert torch.all(weights[mask] > 0.0)
     assert weights[2, 0].item() == 1.0  # one real key takes all the weight
@@ -53,7 +56,7 @@ def test_padding_values_do_not_leak(device):
     k2 = k.clone()
     k2[0, 3:] = 100.0  # change only the padded keys (which are also the values)
     context2, _ = att(q, k2, mask=mask)
-    torch.testing.assert_close(context, context2)
+    assert_close(context, context2, n=5 + 6 + 7 + 2 * 5)
 
 
 def test_fully_padded_row_gives_zeros_not_nan(device):
@@ -70,24 +73,24 @@ def test_fully_padded_row_gives_zeros_not_nan(device):
 
 
 def test_many_queries_equal_one_at_a_time(device):
-    att = make(device=device)
-    q, k = torch.randn(2, 4, 5, device=device), torch.randn(2, 3, 6, device=device)
+    att = make(device=device, dtype=F64)
+    q, k = torch.randn(2, 4, 5, device=device, dtype=F64), torch.randn(2, 3, 6, device=device, dtype=F64)
     mask = padding_mask(torch.tensor([3, 2], device=device), 3)
     context, weights = att(q, k, mask=mask)
     assert context.shape == (2, 4, 6) and weights.shape == (2, 4, 3)
     for i in range(4):
         c_i, w_i = att(q[:, i], k, mask=mask)
-        torch.testing.assert_close(context[:, i], c_i)
-        torch.testing.assert_close(weights[:, i], w_i)
+        assert_same_math(context[:, i], c_i, n=5 + 6 + 7 + 2 * 3)
+        assert_same_math(weights[:, i], w_i, n=5 + 6 + 7 + 3)
 
 
 def test_projected_keys_give_the_same_result(device):
-    att = make(device=device)
-    q, k = torch.randn(2, 5, device=device), torch.randn(2, 3, 6, device=device)
+    att = make(device=device, dtype=F64)
+    q, k = torch.randn(2, 5, device=device, dtype=F64), torch.randn(2, 3, 6, device=device, dtype=F64)
     expected = att(q, k)
     got = att(q, k, projected_keys=att.project_keys(k))
-    torch.testing.assert_close(got[0], expected[0])
-    torch.testing.assert_close(got[1], expected[1])
+    assert_same_math(got[0], expected[0], n=5 + 6 + 7 + 2 * 3)
+    assert_same_math(got[1], expected[1], n=5 + 6 + 7 + 3)
 
 
 @pytest.mark.parametrize("B,S", [(1, 1), (1, 4), (3, 1)])
@@ -96,7 +99,7 @@ def test_shapes_at_the_edges(device, B, S):
     context, weights = att(torch.randn(B, 5, device=device), torch.randn(B, S, 6, device=device),
                            torch.randn(B, S, 9, device=device))
     assert context.shape == (B, 9) and weights.shape == (B, S)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(B, device=device))
+    assert_close(weights.sum(-1), torch.ones(B, device=device), n=2 * S)
 
 
 def test_gradcheck_float64():

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from tolerance import assert_close, assert_same_math
 from torch import nn
-from torch.testing import assert_close
 
 from seqbook.attention import (
     MultiHeadAttention,
@@ -15,6 +15,13 @@ from seqbook.attention import (
     padding_to_attn_mask,
     scaled_dot_product_attention,
 )
+
+F64 = torch.float64
+
+
+def sdpa_terms(d_k, S):
+    """The length of the sums behind one output of attention: q.k (d_k), softmax (S), weights @ v (S)."""
+    return d_k + 2 * S
 
 # ---------------------------------------------------------------------------------------------
 # scaled_dot_product_attention
@@ -27,46 +34,47 @@ from seqbook.attention import (
 def test_sdpa_matches_torch(device, q_shape, S, d_v):
     torch.manual_seed(0)
     *batch, L, d_k = q_shape
-    q = torch.randn(*batch, L, d_k, device=device)
-    k = torch.randn(*batch, S, d_k, device=device)
-    v = torch.randn(*batch, S, d_v, device=device)
+    q = torch.randn(*batch, L, d_k, device=device, dtype=F64)
+    k = torch.randn(*batch, S, d_k, device=device, dtype=F64)
+    v = torch.randn(*batch, S, d_v, device=device, dtype=F64)
     out, weights = scaled_dot_product_attention(q, k, v)
-    assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    assert_same_math(out, F.scaled_dot_product_attention(q, k, v), n=sdpa_terms(d_k, S))
     assert weights.shape == (*batch, L, S)
-    assert_close(weights.sum(-1), torch.ones(*batch, L, device=device))
+    assert_close(weights.sum(-1), torch.ones(*batch, L, device=device, dtype=F64), n=2 * S)
     # The readable formula, eq. (4.6).
     expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
-    assert_close(weights, expected)
+    assert_same_math(weights, expected, n=d_k + S)
 
 
 def test_sdpa_boolean_and_float_masks_match_torch(device):
     torch.manual_seed(1)
-    q, k, v = (torch.randn(2, 3, 6, 8, device=device) for _ in range(3))
+    q, k, v = (torch.randn(2, 3, 6, 8, device=device, dtype=F64) for _ in range(3))
     mask = torch.rand(2, 1, 6, 6, device=device) > 0.4
     mask[..., 0] = True  # every query sees at least one key, so torch gives no NaN either
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    n = sdpa_terms(8, 6)
+    assert_same_math(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), n=n)
     assert torch.all(weights[~mask.expand_as(weights)] == 0)
-    additive = torch.zeros(mask.shape, device=device).masked_fill(~mask, float("-inf"))
+    additive = torch.zeros(mask.shape, device=device, dtype=F64).masked_fill(~mask, float("-inf"))
     out_f, weights_f = scaled_dot_product_attention(q, k, v, mask=additive)
-    assert_close(out_f, out)
-    assert_close(weights_f, weights)
-    bias = torch.randn(6, 6, device=device)  # a finite additive bias (e.g. a relative position bias)
-    assert_close(scaled_dot_product_attention(q, k, v, mask=bias)[0],
-                 F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+    assert_same_math(out_f, out, n=n)
+    assert_same_math(weights_f, weights, n=n)
+    bias = torch.randn(6, 6, device=device, dtype=F64)  # a finite additive bias (a relative position bias)
+    assert_same_math(scaled_dot_product_attention(q, k, v, mask=bias)[0],
+                     F.scaled_dot_product_attention(q, k, v, attn_mask=bias), n=n)
 
 
 @pytest.mark.parametrize("L, S", [(5, 5), (3, 7), (7, 3), (1, 1)])
 def test_sdpa_causal_matches_torch(device, L, S):
     torch.manual_seed(2)
-    q = torch.randn(2, L, 4, device=device)
-    k = torch.randn(2, S, 4, device=device)
-    v = torch.randn(2, S, 5, device=device)
+    q = torch.randn(2, L, 4, device=device, dtype=F64)
+    k = torch.randn(2, S, 4, device=device, dtype=F64)
+    v = torch.randn(2, S, 5, device=device, dtype=F64)
     out, weights = scaled_dot_product_attention(q, k, v, is_causal=True)
-    assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert_same_math(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), n=sdpa_terms(4, S))
     assert torch.all(weights.triu(1) == 0)
     out_m, _ = scaled_dot_product_attention(q, k, v, mask=causal_mask(L, S, device=device))
-    assert_close(out_m, out)
+    assert_same_math(out_m, out, n=sdpa_terms(4, S))
 
 
 def test_sdpa_causal_combines_with_mask():
@@ -80,9 +88,9 @@ def test_sdpa_causal_combines_with_mask():
 
 def test_sdpa_scale_argument():
     torch.manual_seed(4)
-    q, k, v = (torch.randn(3, 5, 8) for _ in range(3))
+    q, k, v = (torch.randn(3, 5, 8, dtype=F64) for _ in range(3))
     out, _ = scaled_dot_product_attention(q, k, v, scale=2.0)
-    assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=2.0))
+    assert_same_math(out, F.scaled_dot_product_attention(q, k, v, scale=2.0), n=sdpa_terms(8, 5))
 
 
 def test_sdpa_fully_masked_row_is_zero_without_nan(device):
@@ -97,7 +105,7 @@ def test_sdpa_fully_masked_row_is_zero_without_nan(device):
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
     assert torch.all(out[0, 1] == 0) and torch.all(weights[0, 1] == 0)
     assert torch.all(out[1] == 0)
-    assert_close(weights[0, 0].sum(), torch.tensor(1.0, device=device))
+    assert_close(weights[0, 0].sum(), torch.tensor(1.0, device=device), n=2 * 6)
     out.square().sum().backward()
     for t in (q, k, v):
         assert torch.isfinite(t.grad).all()
@@ -105,7 +113,7 @@ def test_sdpa_fully_masked_row_is_zero_without_nan(device):
     # the same with a float mask of -inf
     additive = torch.zeros(mask.shape, device=device).masked_fill(~mask, float("-inf"))
     out_f, _ = scaled_dot_product_attention(q, k, v, mask=additive)
-    assert_close(out_f, out)
+    assert_close(out_f, out, n=sdpa_terms(8, 6))
 
 
 def test_sdpa_gradients_match_torch(device):
@@ -118,7 +126,7 @@ def test_sdpa_gradients_match_torch(device):
     scaled_dot_product_attention(*ours, mask=mask)[0].sin().sum().backward()
     F.scaled_dot_product_attention(*ref, attn_mask=mask).sin().sum().backward()
     for a, b in zip(ours, ref, strict=True):
-        assert_close(a.grad, b.grad)
+        assert_same_math(a.grad, b.grad, n=2 * sdpa_terms(8, 7))  # forward, then backward
 
 
 def test_sdpa_gradcheck():
@@ -134,7 +142,7 @@ def test_sdpa_dropout_zeroes_some_weights_and_keeps_scale():
     k = torch.zeros(1, 10, 4)
     v = torch.ones(1, 10, 1)
     out, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    assert_close(weights, torch.full_like(weights, 0.1))  # returned weights are before dropout
+    assert_close(weights, torch.full_like(weights, 0.1), n=10)  # returned weights are before dropout
     assert (out == 0).any() or (out != 1).any()
     assert abs(out.mean().item() - 1.0) < 0.05  # inverted dropout keeps the expectation
 
@@ -185,16 +193,21 @@ def test_key_padding_mask_and_conversion():
 # MultiHeadAttention
 
 
-def _pair(embed_dim, num_heads, device, kdim=None, vdim=None, bias=True, seed=0):
+def _pair(embed_dim, num_heads, device, kdim=None, vdim=None, bias=True, seed=0, dtype=F64):
     torch.manual_seed(seed)
     ref = nn.MultiheadAttention(embed_dim, num_heads, bias=bias, kdim=kdim, vdim=vdim, batch_first=True)
-    ref = ref.to(device).eval()
+    ref = ref.to(device=device, dtype=dtype).eval()
     with torch.no_grad():  # non-zero biases, so that copying them is tested too
         for name, p in ref.named_parameters():
             if "bias" in name:
                 p.normal_()
     ours = MultiHeadAttention.from_torch(ref).eval()
     return ref, ours
+
+
+def mha_terms(E, H, S, kdim=None):
+    """Sums behind one output of multi-head attention: the input projection, attention, W^O."""
+    return max(E, kdim or E) + sdpa_terms(E // H, S) + E
 
 
 @pytest.mark.parametrize(
@@ -205,54 +218,56 @@ def _pair(embed_dim, num_heads, device, kdim=None, vdim=None, bias=True, seed=0)
 def test_mha_matches_torch(device, B, L, S, E, H, fast):
     ref, ours = _pair(E, H, device)
     ours.fast = fast
-    q = torch.randn(B, L, E, device=device)
-    kv = torch.randn(B, S, E, device=device)
+    q = torch.randn(B, L, E, device=device, dtype=F64)
+    kv = torch.randn(B, S, E, device=device, dtype=F64)
+    n = mha_terms(E, H, S)
     out_ref, w_ref = ref(q, kv, kv)
     out, w = ours(q, kv, kv)
-    assert_close(out, out_ref)
-    assert_close(w, w_ref)
+    assert_same_math(out, out_ref, n=n)
+    assert_same_math(w, w_ref, n=n)
     out_ref, w_ref = ref(q, kv, kv, average_attn_weights=False)
     out, w = ours(q, kv, kv, average_attn_weights=False)
     assert w.shape == (B, H, L, S)
-    assert_close(w, w_ref)
+    assert_same_math(w, w_ref, n=n)
     out_nw, w_nw = ours(q, kv, kv, need_weights=False)
     assert w_nw is None
-    assert_close(out_nw, out_ref)
+    assert_same_math(out_nw, out_ref, n=n)
 
 
 def test_mha_self_attention_no_grad_matches_torch_fast_path(device):
     # Under no_grad, in eval mode, with query is key is value, PyTorch takes its own fused path.
     ref, ours = _pair(16, 4, device)
-    x = torch.randn(3, 6, 16, device=device)
+    x = torch.randn(3, 6, 16, device=device, dtype=F64)
     kpm = key_padding_mask(torch.tensor([6, 4, 2], device=device))
     with torch.no_grad():
         out_ref, _ = ref(x, x, x, key_padding_mask=kpm, need_weights=False)
         out, _ = ours(x, x, x, key_padding_mask=kpm, need_weights=False)
     real = ~kpm  # PyTorch's fused path may leave padded query positions out
-    assert_close(out[real], out_ref[real])
+    assert_same_math(out[real], out_ref[real], n=mha_terms(16, 4, 6))
 
 
 @pytest.mark.parametrize("kdim, vdim", [(10, 10), (6, 9), (16, 5)])
 def test_mha_kdim_vdim_matches_torch(device, kdim, vdim):
     ref, ours = _pair(16, 4, device, kdim=kdim, vdim=vdim)
     assert not ref._qkv_same_embed_dim
-    q = torch.randn(2, 3, 16, device=device)
-    k = torch.randn(2, 5, kdim, device=device)
-    v = torch.randn(2, 5, vdim, device=device)
+    q = torch.randn(2, 3, 16, device=device, dtype=F64)
+    k = torch.randn(2, 5, kdim, device=device, dtype=F64)
+    v = torch.randn(2, 5, vdim, device=device, dtype=F64)
+    n = mha_terms(16, 4, 5, kdim=max(kdim, vdim))
     for fast in (False, True):
         ours.fast = fast
         out_ref, w_ref = ref(q, k, v)
         out, w = ours(q, k, v, need_weights=not fast)
-        assert_close(out, out_ref)
+        assert_same_math(out, out_ref, n=n)
         if not fast:
-            assert_close(w, w_ref)
+            assert_same_math(w, w_ref, n=n)
 
 
 def test_mha_without_bias_matches_torch(device):
     ref, ours = _pair(8, 2, device, bias=False)
     assert ours.q_proj.bias is None
-    x = torch.randn(2, 4, 8, device=device)
-    assert_close(ours(x, x, x)[0], ref(x, x, x)[0])
+    x = torch.randn(2, 4, 8, device=device, dtype=F64)
+    assert_same_math(ours(x, x, x)[0], ref(x, x, x)[0], n=mha_terms(8, 2, 4))
 
 
 @pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask:UserWarning")
@@ -261,13 +276,14 @@ def test_mha_masks_match_torch(device, fast):
     B, L, E, H = 3, 6, 16, 4
     ref, ours = _pair(E, H, device, seed=1)
     ours.fast = fast
-    x = torch.randn(B, L, E, device=device)
+    x = torch.randn(B, L, E, device=device, dtype=F64)
     kpm = key_padding_mask(torch.tensor([6, 4, 2], device=device))
     blocked = ~causal_mask(L, device=device)  # nn.MultiheadAttention: True = blocked
     per_head = torch.rand(B * H, L, L, device=device) > 0.6
     per_head[..., 0] = False  # keep one key per row
-    float_mask = torch.randn(L, L, device=device)
-    float_kpm = torch.zeros(B, L, device=device).masked_fill(kpm, float("-inf"))
+    float_mask = torch.randn(L, L, device=device, dtype=F64)
+    float_kpm = torch.zeros(B, L, device=device, dtype=F64).masked_fill(kpm, float("-inf"))
+    n = mha_terms(E, H, L)
     cases = [
         {"key_padding_mask": kpm},
         {"attn_mask": blocked},
@@ -280,23 +296,25 @@ def test_mha_masks_match_torch(device, fast):
     for kw in cases:
         out_ref, w_ref = ref(x, x, x, need_weights=True, **kw)
         out, w = ours(x, x, x, need_weights=not fast, **kw)
-        assert_close(out, out_ref, msg=lambda m, kw=kw: f"{sorted(kw)}: {m}")
+        assert_same_math(out, out_ref, n=n, msg=lambda m, kw=kw: f"{sorted(kw)}: {m}")
         if not fast:
-            assert_close(w, w_ref)
+            assert_same_math(w, w_ref, n=n)
     # is_causal alone (PyTorch wants the mask as well) equals the explicit causal mask
-    assert_close(ours(x, x, x, is_causal=True)[0], ref(x, x, x, attn_mask=blocked)[0])
+    assert_same_math(ours(x, x, x, is_causal=True)[0], ref(x, x, x, attn_mask=blocked)[0], n=n)
     # a 4-D (B, H, L, S) mask is the (B*H, L, S) mask viewed per head
-    assert_close(ours(x, x, x, attn_mask=per_head.view(B, H, L, L))[0], ref(x, x, x, attn_mask=per_head)[0])
+    assert_same_math(ours(x, x, x, attn_mask=per_head.view(B, H, L, L))[0],
+                     ref(x, x, x, attn_mask=per_head)[0], n=n)
 
 
 def test_mha_fast_and_readable_paths_agree_with_gradients(device):
     torch.manual_seed(3)
-    readable = MultiHeadAttention(24, 3, fast=False, kdim=10, vdim=7).to(device)
-    fast = MultiHeadAttention(24, 3, fast=True, kdim=10, vdim=7).to(device)
+    readable = MultiHeadAttention(24, 3, fast=False, kdim=10, vdim=7).to(device=device, dtype=F64)
+    fast = MultiHeadAttention(24, 3, fast=True, kdim=10, vdim=7).to(device=device, dtype=F64)
     fast.load_state_dict(readable.state_dict())
-    q = torch.randn(2, 5, 24, device=device)
-    k = torch.randn(2, 8, 10, device=device)
-    v = torch.randn(2, 8, 7, device=device)
+    q = torch.randn(2, 5, 24, device=device, dtype=F64)
+    k = torch.randn(2, 8, 10, device=device, dtype=F64)
+    v = torch.randn(2, 8, 7, device=device, dtype=F64)
+    n = 2 * mha_terms(24, 3, 8) + 2 * 5  # forward and backward; parameter gradients sum over B * L
     kpm = key_padding_mask(torch.tensor([8, 3], device=device))
     kpm_full = kpm.clone()
     kpm_full[1] = True  # a fully padded sequence: zeros, no NaN, on both paths
@@ -311,13 +329,13 @@ def test_mha_fast_and_readable_paths_agree_with_gradients(device):
             outs.append((out, {n: p.grad.clone() for n, p in m.named_parameters()}))
         (o1, g1), (o2, g2) = outs
         assert torch.isfinite(o1).all() and torch.isfinite(o2).all()
-        assert_close(o1, o2)
+        assert_same_math(o1, o2, n=n)
         for name in g1:
             assert torch.isfinite(g1[name]).all()
-            assert_close(g1[name], g2[name], msg=lambda m, name=name: f"{name}: {m}")
+            assert_same_math(g1[name], g2[name], n=n, msg=lambda m, name=name: f"{name}: {m}")
     out, w = readable(q, k, v, key_padding_mask=kpm_full)
     assert torch.all(w[1] == 0)
-    assert_close(out[1], readable.out_proj.bias.expand(5, 24))  # zero attention output, then W^O + b
+    assert_same_math(out[1], readable.out_proj.bias.expand(5, 24), n=24)  # zero attention, then W^O + b
 
 
 def test_mha_train_mode_dropout(device):
@@ -327,7 +345,7 @@ def test_mha_train_mode_dropout(device):
     m.train()
     assert not torch.allclose(m(x, x, x)[0], m(x, x, x)[0])
     m.eval()
-    assert_close(m(x, x, x)[0], m(x, x, x)[0])
+    assert torch.equal(m(x, x, x)[0], m(x, x, x)[0])  # the same computation twice
 
 
 def test_mha_weights_are_a_distribution():
@@ -335,7 +353,7 @@ def test_mha_weights_are_a_distribution():
     m = MultiHeadAttention(12, 4)
     x = torch.randn(2, 5, 12)
     _, w = m(x, x, x, average_attn_weights=False)
-    assert_close(w.sum(-1), torch.ones(2, 4, 5))
+    assert_close(w.sum(-1), torch.ones(2, 4, 5), n=2 * 5)
 
 
 def test_mha_from_torch_rejects_unsupported():

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from tolerance import assert_close, assert_same_math
 from torch import nn
 
 from seqbook.gating import adding_problem, first_token_task, init_keep_bias, unroll, unrolled_weights
@@ -39,7 +40,7 @@ def test_adding_problem_targets_and_markers():
     marks = x[..., 1]
     assert torch.equal(marks.sum(1), torch.full((300,), 2.0))
     assert torch.equal(marks[:, :5].sum(1), torch.ones(300))   # one marker in each half
-    torch.testing.assert_close(y, (x[..., 0] * marks).sum(1))
+    assert_close(y, (x[..., 0] * marks).sum(1), n=10)
     assert x[..., 0].min() >= 0 and x[..., 0].max() < 1
     # predicting the mean (1) leaves the variance of a sum of two uniforms, 1/6
     big_x, big_y = adding_problem(20000, 6, generator=torch.Generator().manual_seed(1))
@@ -74,7 +75,7 @@ def test_init_keep_bias_gru_sets_update_gate(device):
     _, _, gates = gru(x, return_gates=True)
     # the first step sees x = 0 and h = 0: z is exactly sigmoid(b_iz + b_hz) = sigmoid(2)
     z_first = gates["z"][0, :, 0]                                # layer 0, forward, step 1
-    torch.testing.assert_close(z_first, torch.full_like(z_first, 1 / (1 + math.exp(-2.0))))
+    assert_close(z_first, torch.full_like(z_first, 1 / (1 + math.exp(-2.0))), n=1)
     for cell in gru.cells:
         assert torch.all(cell.bias_hh[4:8] == 0)
 
@@ -84,8 +85,8 @@ def test_init_keep_bias_lstm_sets_forget_and_input(device):
     lstm = init_keep_bias(LSTM(3, 5).to(device), 3.0)
     _, _, gates = lstm(torch.zeros(1, 1, 3, device=device), return_gates=True)
     s = 1 / (1 + math.exp(-3.0))
-    torch.testing.assert_close(gates["f"][0, 0, 0], torch.full((5,), s, device=device))
-    torch.testing.assert_close(gates["i"][0, 0, 0], torch.full((5,), 1 - s, device=device))
+    assert_close(gates["f"][0, 0, 0], torch.full((5,), s, device=device), n=1)
+    assert_close(gates["i"][0, 0, 0], torch.full((5,), 1 - s, device=device), n=1)
 
 
 def test_init_keep_bias_rejects_other_layers():
@@ -110,8 +111,8 @@ def test_unrolled_weights_small_case_by_hand():
         [0.5 * 0.25, 0.75, 0.0],          # h2 = 0.25 h1 + 0.75 n2
         [0.5 * 0.25 * 0.8, 0.75 * 0.8, 0.2],
     ])
-    torch.testing.assert_close(w[0, :, :, 0], expected)
-    torch.testing.assert_close(w0[0, :, 0], torch.tensor([0.5, 0.125, 0.1]))
+    assert_close(w[0, :, :, 0], expected, n=3)  # products of up to 3 gates
+    assert_close(w0[0, :, 0], torch.tensor([0.5, 0.125, 0.1]), n=3)
 
 
 def test_unrolled_weights_sum_to_one_and_are_causal(device):
@@ -120,7 +121,7 @@ def test_unrolled_weights_sum_to_one_and_are_causal(device):
     w, w0 = unrolled_weights(z)
     assert w.shape == (3, 7, 7, 5) and w0.shape == (3, 7, 5)
     assert w.min() >= 0 and w0.min() >= 0
-    torch.testing.assert_close(w.sum(2) + w0, torch.ones_like(w0))
+    assert_close(w.sum(2) + w0, torch.ones_like(w0), n=7 + 7)  # 7 products of up to 7 gates, summed
     upper = torch.ones(7, 7, dtype=torch.bool, device=device).triu(1)
     assert torch.all(w[:, upper] == 0)                           # no weight on future candidates
 
@@ -128,8 +129,8 @@ def test_unrolled_weights_sum_to_one_and_are_causal(device):
 def test_unrolled_weights_extreme_gates():
     z = torch.tensor([[[1.0], [0.0], [1.0], [1.0]]])             # keep, overwrite, keep, keep
     w, w0 = unrolled_weights(z)
-    torch.testing.assert_close(w[0, 3, :, 0], torch.tensor([0.0, 1.0, 0.0, 0.0]))
-    torch.testing.assert_close(w0[0, :, 0], torch.tensor([1.0, 0.0, 0.0, 0.0]))
+    assert_close(w[0, 3, :, 0], torch.tensor([0.0, 1.0, 0.0, 0.0]), n=4)
+    assert_close(w0[0, :, 0], torch.tensor([1.0, 0.0, 0.0, 0.0]), n=4)
     assert torch.isfinite(w).all()
 
 
@@ -142,8 +143,9 @@ def test_unroll_reproduces_gru_states(device, with_h0):
     h0 = torch.randn(1, 3, 6, device=device, dtype=torch.float64) if with_h0 else None
     output, _, gates = gru(x, h0, return_gates=True)
     rebuilt = unroll(gates["z"][0], gates["n"][0], None if h0 is None else h0[0])
-    torch.testing.assert_close(rebuilt, output)
-    torch.testing.assert_close(rebuilt, ref(x, h0)[0])
+    n = 9 * (4 + 6)  # 9 steps, each summing D + H = 10 terms
+    assert_same_math(rebuilt, output, n=n)
+    assert_same_math(rebuilt, ref(x, h0)[0], n=n)
 
 
 def test_unroll_gradients_match_the_recursion():
@@ -163,7 +165,7 @@ def test_unroll_gradients_match_the_recursion():
     grads = torch.autograd.grad((unroll(z, n, h0) * weights).sum(), (z, n, h0))
     expected = torch.autograd.grad((recursion(z, n, h0) * weights).sum(), (z, n, h0))
     for a, b in zip(grads, expected, strict=True):
-        torch.testing.assert_close(a, b)
+        assert_same_math(a, b, n=2 * 5)  # 5 steps forward and backward
 
 
 @pytest.mark.parametrize("z, n, h0, match", [

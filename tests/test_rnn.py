@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tolerance import assert_close, assert_same_math
 from torch import nn
 
 from seqbook.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
@@ -22,6 +23,7 @@ CONFIGS = [
 IDS = [f"L{c[0]}-{'bi' if c[1] else 'uni'}-B{c[2]}-T{c[3]}-{'h0' if c[4] else 'noh0'}"
        f"{'' if c[5] else '-nobias'}" for c in CONFIGS]
 D_IN, H = 5, 4
+F64 = torch.float64
 
 KINDS = {
     "rnn_tanh": (RNN, lambda **kw: nn.RNN(nonlinearity="tanh", **kw)),
@@ -51,6 +53,17 @@ def make_inputs(kind, num_layers, bidirectional, batch, seq_len, with_h0, device
     return x, h0
 
 
+def rnn_terms(num_layers, D, T, d_in=D_IN, hidden=H):
+    """The length of the sums behind one output: every step of every layer sums its input (d_in, then
+    D * hidden) and its hidden state (hidden) into each gate, and a value passes through T steps."""
+    return num_layers * T * (max(d_in, D * hidden) + hidden)
+
+
+def grad_terms(n, B, T):
+    """Forward and backward pass through the same sums, plus B * T terms for a parameter gradient."""
+    return 2 * n + B * T
+
+
 def call(module, x, h0):
     return module(x) if h0 is None else module(x, h0)
 
@@ -68,16 +81,17 @@ def test_from_torch_forward_equal(kind, config, device):
     out, h_n = call(ours, x, h0)
     out_ref, h_n_ref = call(ref, x, h0)
     D = 2 if bidirectional else 1
+    n = rnn_terms(num_layers, D, seq_len)
     assert out.shape == (batch, seq_len, D * H)
-    torch.testing.assert_close(out, out_ref)
+    assert_same_math(out, out_ref, n=n)
     if kind == "lstm":
         assert isinstance(h_n, tuple) and len(h_n) == 2
         for a, b in zip(h_n, h_n_ref, strict=True):
             assert a.shape == (num_layers * D, batch, H)
-            torch.testing.assert_close(a, b)
+            assert_same_math(a, b, n=n)
     else:
         assert h_n.shape == (num_layers * D, batch, H)
-        torch.testing.assert_close(h_n, h_n_ref)
+        assert_same_math(h_n, h_n_ref, n=n)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -98,18 +112,20 @@ def test_from_torch_gradients_equal(kind, config, device):
 
     loss(*call(ours, x_ours, h0)).backward()
     loss(out_ref, h_ref).backward()
-    torch.testing.assert_close(x_ours.grad, x_ref.grad)
+    n = grad_terms(rnn_terms(num_layers, 2 if bidirectional else 1, seq_len), batch, seq_len)
+    assert_same_math(x_ours.grad, x_ref.grad, n=n)
     names = [name for name, _ in ref.named_parameters()]
     assert len(names) == len(list(ours.parameters()))
     for name in names:
         ours_grad = ours.torch_parameter(name).grad
         assert ours_grad is not None, name
-        torch.testing.assert_close(ours_grad, getattr(ref, name).grad, msg=lambda m, n=name: f"{n}: {m}")
+        assert_same_math(ours_grad, getattr(ref, name).grad, n=n, msg=lambda m, name=name: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("kind", ["rnn_tanh", "gru", "lstm"])
 def test_float32_and_batch_first_false_source(kind, device):
-    """from_torch also copies a module built with batch_first=False (the weights are the same)."""
+    """from_torch also copies a module built with batch_first=False (the weights are the same), and a
+    float32 one: our loop in float32 against PyTorch's fused float32 kernel."""
     torch.manual_seed(0)
     ours_cls, torch_ctor = KINDS[kind]
     ref = torch_ctor(input_size=D_IN, hidden_size=H, num_layers=2, bidirectional=True).to(device)
@@ -117,7 +133,7 @@ def test_float32_and_batch_first_false_source(kind, device):
     x = torch.randn(3, 7, D_IN, device=device)
     out, _ = ours(x)
     out_ref, _ = ref(x.transpose(0, 1))
-    torch.testing.assert_close(out, out_ref.transpose(0, 1), atol=1e-5, rtol=1e-4)
+    assert_close(out, out_ref.transpose(0, 1), n=rnn_terms(2, 2, 7))
     assert out.dtype == torch.float32 and out.device.type == device.type
 
 
@@ -131,23 +147,24 @@ def test_cells_match_torch_cells(device):
         ref = ref_cls(D_IN, H, **kwargs).to(device=device, dtype=torch.float64)
         ours = ours_cls(D_IN, H, **kwargs).to(device=device, dtype=torch.float64)
         ours.load_state_dict(ref.state_dict())
-        torch.testing.assert_close(ours(x, h), ref(x, h))
+        assert_same_math(ours(x, h), ref(x, h), n=D_IN + H)
     ref = nn.LSTMCell(D_IN, H).to(device=device, dtype=torch.float64)
     ours = LSTMCell(D_IN, H).to(device=device, dtype=torch.float64)
     ours.load_state_dict(ref.state_dict())
     for a, b in zip(ours(x, (h, c)), ref(x, (h, c)), strict=True):
-        torch.testing.assert_close(a, b)
+        assert_same_math(a, b, n=D_IN + H)
 
 
 def test_gru_gates_reproduce_the_state(device):
     """The returned update gate z, reset gate r and candidate n give h_t by eq. (3.6)."""
     torch.manual_seed(0)
-    gru = GRU(D_IN, H, num_layers=2, bidirectional=True).to(device)
-    x = torch.randn(2, 6, D_IN, device=device)
+    gru = GRU(D_IN, H, num_layers=2, bidirectional=True).to(device=device, dtype=F64)
+    x = torch.randn(2, 6, D_IN, device=device, dtype=F64)
     out, h_n, gates = gru(x, return_gates=True)
     out2, h_n2 = gru(x)
-    torch.testing.assert_close(out, out2)
-    torch.testing.assert_close(h_n, h_n2)
+    n = rnn_terms(2, 2, 6)
+    assert_same_math(out, out2, n=n)
+    assert_same_math(h_n, h_n2, n=n)
     assert set(gates) == {"r", "z", "n"}
     assert gates["z"].shape == (4, 2, 6, H)
     assert ((gates["z"] > 0) & (gates["z"] < 1)).all()
@@ -155,7 +172,7 @@ def test_gru_gates_reproduce_the_state(device):
     z, n = gates["z"][2], gates["n"][2]
     h = out[..., :H]
     h_prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
-    torch.testing.assert_close(h, (1 - z) * n + z * h_prev)
+    assert_same_math(h, (1 - z) * n + z * h_prev, n=3)  # two products and a sum per element
 
 
 def test_lstm_gates_shapes(device):
@@ -163,7 +180,7 @@ def test_lstm_gates_shapes(device):
     out, (h_n, c_n), gates = lstm(torch.randn(2, 3, D_IN, device=device), return_gates=True)
     assert set(gates) == {"i", "f", "g", "o"}
     assert all(g.shape == (1, 2, 3, H) for g in gates.values())
-    torch.testing.assert_close(out[:, -1], h_n[0])
+    assert torch.equal(out[:, -1], h_n[0])  # the last output is the final state itself
 
 
 def test_dropout_between_layers_only_in_training():
@@ -173,10 +190,11 @@ def test_dropout_between_layers_only_in_training():
     rnn.eval()
     a, _ = rnn(x)
     b, _ = rnn(x)
-    torch.testing.assert_close(a, b)
+    assert torch.equal(a, b)  # the same computation twice
     rnn.train()
     c, _ = rnn(x)
-    assert not torch.allclose(a, c)
+    with pytest.raises(AssertionError):  # dropout changes the output by far more than rounding
+        assert_close(c, a, n=rnn_terms(2, 1, 5))
 
 
 @pytest.mark.parametrize("cls", [RNN, GRU, LSTM])
@@ -230,11 +248,12 @@ def test_fast_path_equals_readable_loop(kind, config, device):
         (out.sum() + flat_state(state).square().sum()).backward()
         results.append((out, flat_state(state), [p.grad for p in layer.parameters()]))
     (out_s, st_s, g_s), (out_f, st_f, g_f) = results
-    torch.testing.assert_close(out_f, out_s)
-    torch.testing.assert_close(st_f, st_s)
+    n = rnn_terms(num_layers, 2 if bidirectional else 1, seq_len)
+    assert_same_math(out_f, out_s, n=n)
+    assert_same_math(st_f, st_s, n=n)
     assert len(g_s) == len(g_f)
     for a, b in zip(g_f, g_s, strict=True):
-        torch.testing.assert_close(a, b)
+        assert_same_math(a, b, n=grad_terms(n, batch, seq_len))
 
 
 @pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
@@ -243,13 +262,16 @@ def test_sequence_classifier_pools_the_right_states(cell, device):
 
     torch.manual_seed(0)
     ids = torch.randint(0, 10, (3, 6), device=device)
-    last = SequenceClassifier(10, 4, hidden_size=5, cell=cell, bidirectional=True).to(device)
+    n = rnn_terms(1, 2, 6, d_in=32, hidden=5) + 6 + 2 * 5  # the layer, the mean over T, the head
+    last = SequenceClassifier(10, 4, hidden_size=5, cell=cell, bidirectional=True)
+    last = last.to(device=device, dtype=F64)
     output, _ = last.rnn(last.embed(ids))
     expected = torch.cat([output[:, -1, :5], output[:, 0, 5:]], dim=-1)  # forward end, backward end
-    torch.testing.assert_close(last(ids), last.head(expected))
-    mean = SequenceClassifier(10, 4, hidden_size=5, cell=cell, bidirectional=True, pooling="mean").to(device)
+    assert_same_math(last(ids), last.head(expected), n=n)
+    mean = SequenceClassifier(10, 4, hidden_size=5, cell=cell, bidirectional=True, pooling="mean")
+    mean = mean.to(device=device, dtype=F64)
     output, _ = mean.rnn(mean.embed(ids))
-    torch.testing.assert_close(mean(ids), mean.head(output.mean(1)))
+    assert_same_math(mean(ids), mean.head(output.mean(1)), n=n)
     assert mean(ids).shape == (3, 4)
     with pytest.raises(ValueError, match=r"ids must have shape \(B, T\), got \(6,\)"):
         mean(ids[0])

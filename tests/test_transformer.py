@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from tolerance import approx, assert_close, assert_same_math
 from torch import nn
-from torch.testing import assert_close
 
 from seqbook.transformer import (
     GPT,
@@ -27,7 +27,19 @@ from seqbook.transformer import (
     warmup_schedule,
 )
 
-TOL = {"atol": 2e-5, "rtol": 1e-4}
+F64 = torch.float64
+
+
+def layer_terms(D, S, layers=1, d_ff=None):
+    """The length of the sums behind one output of ``layers`` pre-LN layers of width D over S keys: per
+    layer up to three LayerNorms (2D each: mean, variance), two attention blocks (input projection D,
+    scores d_k <= D, softmax and weighted sum 2S, W^O D) and the feed-forward network (D + d_ff)."""
+    return layers * (13 * D + 4 * S + (d_ff or 4 * D))
+
+
+def grad_terms(n, B, T):
+    """Forward and backward pass through the same sums, plus B * T terms for a parameter gradient."""
+    return 2 * n + B * T
 
 
 def _randomise(module: nn.Module, std: float = 0.3) -> nn.Module:
@@ -50,12 +62,13 @@ def _padding(lengths, S, device):
 def test_positional_encoding_known_values():
     pe = positional_encoding(6, 8)
     assert pe.shape == (6, 8) and pe.dtype == torch.float32
-    assert_close(pe[0], torch.tensor([0.0, 1.0] * 4))  # sin(0) = 0, cos(0) = 1
-    assert pe[1, 0].item() == pytest.approx(math.sin(1.0), abs=1e-7)
-    assert pe[1, 1].item() == pytest.approx(math.cos(1.0), abs=1e-7)
+    assert torch.equal(pe[0], torch.tensor([0.0, 1.0] * 4))  # sin(0) = 0, cos(0) = 1
+    # the table is computed in float64 and stored in float32
+    assert pe[1, 0].item() == approx(math.sin(1.0), torch.float32)
+    assert pe[1, 1].item() == approx(math.cos(1.0), torch.float32)
     # pair i = 1 turns with frequency 10000^(-2/8) = 0.1
-    assert pe[3, 2].item() == pytest.approx(math.sin(3 * 0.1), abs=1e-7)
-    assert pe[3, 3].item() == pytest.approx(math.cos(3 * 0.1), abs=1e-7)
+    assert pe[3, 2].item() == approx(math.sin(3 * 0.1), torch.float32)
+    assert pe[3, 3].item() == approx(math.cos(3 * 0.1), torch.float32)
     assert_close(positional_frequencies(8), torch.tensor([1.0, 0.1, 0.01, 0.001]))
     assert pe.abs().max() <= 1.0
 
@@ -63,14 +76,15 @@ def test_positional_encoding_known_values():
 @pytest.mark.parametrize("d_model", [2, 16, 64])
 @pytest.mark.parametrize("k", [1, 3, -2, 17])
 def test_relative_position_is_a_rotation(d_model, k):
-    pe = positional_encoding(64, d_model).double()
-    m = relative_position_matrix(k, d_model).double()
+    # float32: both tables exist only in float32 (computed in float64, then rounded)
+    pe = positional_encoding(64, d_model)
+    m = relative_position_matrix(k, d_model)
     rows = torch.arange(5, 40)
-    assert_close(pe[rows] @ m.T, pe[rows + k], atol=1e-6, rtol=0)  # PE[p + k] = M_k PE[p]
-    assert_close(m @ m.T, torch.eye(d_model, dtype=torch.float64), atol=1e-6, rtol=0)  # orthogonal
-    m1 = relative_position_matrix(1, d_model).double()
-    assert_close(torch.linalg.matrix_power(m1, 5), relative_position_matrix(5, d_model).double(),
-                 atol=1e-6, rtol=0)
+    assert_close(pe[rows] @ m.T, pe[rows + k], n=d_model)  # PE[p + k] = M_k PE[p]
+    assert_close(m @ m.T, torch.eye(d_model), n=d_model)  # orthogonal
+    m1 = relative_position_matrix(1, d_model)
+    # five factors, each product over d_model terms
+    assert_close(torch.linalg.matrix_power(m1, 5), relative_position_matrix(5, d_model), n=5 * d_model)
 
 
 def test_positional_encoding_bad_input():
@@ -88,8 +102,9 @@ def test_positional_encoding_bad_input():
 def test_positional_encoding_module_adds_the_table(device):
     pos = PositionalEncoding(8, max_len=10).to(device)
     x = torch.randn(2, 4, 8, device=device)
-    assert_close(pos(x), x + positional_encoding(10, 8).to(device)[:4])
-    assert_close(pos(x, offset=3), x + positional_encoding(10, 8).to(device)[3:7])
+    # one correctly rounded addition per element, as in the module: exactly equal
+    assert torch.equal(pos(x), x + positional_encoding(10, 8).to(device)[:4])
+    assert torch.equal(pos(x, offset=3), x + positional_encoding(10, 8).to(device)[3:7])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,22 +114,26 @@ def test_positional_encoding_module_adds_the_table(device):
 
 @pytest.mark.parametrize("shape", [(5, 16), (2, 3, 8), (1, 1, 1, 4)])
 def test_layernorm_equals_torch_with_gradients(shape, device):
-    ref = _randomise(nn.LayerNorm(shape[-1], eps=1e-5)).to(device)
+    ref = _randomise(nn.LayerNorm(shape[-1], eps=1e-5)).to(device=device, dtype=F64)
     ours = LayerNorm.from_torch(ref)
-    x = torch.randn(*shape, device=device, requires_grad=True)
+    x = torch.randn(*shape, device=device, dtype=F64, requires_grad=True)
     x2 = x.detach().clone().requires_grad_(True)
-    assert_close(ours(x), ref(x2), **TOL)
+    n = 2 * shape[-1]  # the mean and the variance
+    assert_same_math(ours(x), ref(x2), n=n)
     ours(x).pow(2).sum().backward()
     ref(x2).pow(2).sum().backward()
-    assert_close(x.grad, x2.grad, **TOL)
-    assert_close(ours.weight.grad, ref.weight.grad, **TOL)
-    assert_close(ours.bias.grad, ref.bias.grad, **TOL)
+    n = grad_terms(n, math.prod(shape[:-1]), 1)
+    assert_same_math(x.grad, x2.grad, n=n)
+    assert_same_math(ours.weight.grad, ref.weight.grad, n=n)
+    assert_same_math(ours.bias.grad, ref.bias.grad, n=n)
 
 
 def test_layernorm_statistics_and_bad_input():
-    y = LayerNorm(32)(torch.randn(4, 32) * 5 + 3)
-    assert_close(y.mean(-1), torch.zeros(4), atol=1e-5, rtol=0)
-    assert_close(y.var(-1, unbiased=False), torch.ones(4), atol=1e-3, rtol=0)
+    x = torch.randn(4, 32) * 5 + 3
+    y = LayerNorm(32)(x)  # the default module, in float32
+    assert_close(y.mean(-1), torch.zeros(4), n=3 * 32)
+    v = x.var(-1, unbiased=False)
+    assert_close(y.var(-1, unbiased=False), v / (v + 1e-5), n=4 * 32)  # eps sits inside the square root
     with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 32\), got \(4, 31\)"):
         LayerNorm(32)(torch.randn(4, 31))
 
@@ -133,11 +152,11 @@ def test_feedforward_shape_and_bad_activation():
 SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, d_model, n_heads)
 
 
-def _encoder_masks(B, T, device):
+def _encoder_masks(B, T, device, dtype=F64):
     causal = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)  # True = blocked
     lengths = [T] + [max(1, T - 2 - b) for b in range(1, B)]
     pad = _padding(lengths, T, device)
-    additive = torch.randn(T, T, device=device)
+    additive = torch.randn(T, T, device=device, dtype=dtype)
     return {"none": {}, "padding": {"key_padding_mask": pad}, "causal": {"attn_mask": causal},
             "both": {"key_padding_mask": pad, "attn_mask": causal}, "float": {"attn_mask": additive}}
 
@@ -149,34 +168,39 @@ def test_encoder_layer_equals_torch(B, T, D, H, activation, mask, device):
     torch.manual_seed(0)
     ref = nn.TransformerEncoderLayer(D, H, 2 * D, dropout=0.1, activation=activation,
                                      norm_first=True, batch_first=True)
-    ref = _randomise(ref).to(device).eval()
+    ref = _randomise(ref).to(device=device, dtype=F64).eval()
     ours = EncoderLayer.from_torch(ref).eval()
-    x = torch.randn(B, T, D, device=device)
+    x = torch.randn(B, T, D, device=device, dtype=F64)
     kw = _encoder_masks(B, T, device)[mask]
     torch_kw = {"src_mask": kw.get("attn_mask"), "src_key_padding_mask": kw.get("key_padding_mask")}
+    n = layer_terms(D, T, d_ff=2 * D)
     expected = ref(x, **torch_kw).detach()  # grad enabled: PyTorch's step-by-step path
-    if mask != "float":  # PyTorch's fused inference kernel (no_grad) returns NaN with float masks
+    # PyTorch's fused inference kernel (no_grad) returns NaN with float masks; on CUDA with GELU it
+    # differs from PyTorch's own step-by-step path by up to 3.7e-4 even in float64 (H100, torch 2.11):
+    # a difference inside PyTorch, which this test does not judge.
+    if mask != "float" and not (device.type == "cuda" and activation == "gelu"):
         with torch.no_grad():
-            assert_close(ref(x, **torch_kw), expected, **TOL)
+            assert_same_math(ref(x, **torch_kw), expected, n=n)
     with torch.no_grad():
         for fast in (True, False):
             set_fast(ours, fast)
-            assert_close(ours(x, **kw), expected, **TOL)
+            assert_same_math(ours(x, **kw), expected, n=n)
 
 
 def test_encoder_layer_gradients_equal_torch(device):
     torch.manual_seed(1)
     ref = _randomise(nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=True,
-                                                batch_first=True)).to(device)
+                                                batch_first=True)).to(device=device, dtype=F64)
     ours = EncoderLayer.from_torch(ref)
-    x = torch.randn(2, 6, 16, device=device, requires_grad=True)
+    x = torch.randn(2, 6, 16, device=device, dtype=F64, requires_grad=True)
     x2 = x.detach().clone().requires_grad_(True)
     pad = _padding([6, 4], 6, device)
     ours(x, key_padding_mask=pad).sum().backward()
     ref(x2, src_key_padding_mask=pad).sum().backward()
-    assert_close(x.grad, x2.grad, **TOL)
-    assert_close(ours.ff.linear1.weight.grad, ref.linear1.weight.grad, **TOL)
-    assert_close(ours.self_attn.out_proj.weight.grad, ref.self_attn.out_proj.weight.grad, **TOL)
+    n = grad_terms(layer_terms(16, 6, d_ff=32), 2, 6)
+    assert_same_math(x.grad, x2.grad, n=n)
+    assert_same_math(ours.ff.linear1.weight.grad, ref.linear1.weight.grad, n=n)
+    assert_same_math(ours.self_attn.out_proj.weight.grad, ref.self_attn.out_proj.weight.grad, n=n)
 
 
 @pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")
@@ -187,10 +211,11 @@ def test_decoder_layer_equals_torch(B, T, D, H, S, activation, device):
     torch.manual_seed(0)
     ref = nn.TransformerDecoderLayer(D, H, 3 * D, dropout=0.1, activation=activation,
                                      norm_first=True, batch_first=True)
-    ref = _randomise(ref).to(device).eval()
+    ref = _randomise(ref).to(device=device, dtype=F64).eval()
     ours = DecoderLayer.from_torch(ref).eval()
-    x, memory = torch.randn(B, T, D, device=device), torch.randn(B, S, D, device=device)
-    causal = nn.Transformer.generate_square_subsequent_mask(T, device=device)  # float, -inf above
+    x, memory = torch.randn(B, T, D, device=device, dtype=F64), torch.randn(B, S, D, device=device, dtype=F64)
+    causal = nn.Transformer.generate_square_subsequent_mask(T, device=device, dtype=F64)  # -inf above
+    n = layer_terms(D, max(S, T), d_ff=3 * D)
     mem_pad = _padding([S] + [max(1, S - 3)] * (B - 1), S, device)
     tgt_pad = _padding([T] * B, T, device)
     with torch.no_grad():
@@ -200,9 +225,9 @@ def test_decoder_layer_equals_torch(B, T, D, H, S, activation, device):
             set_fast(ours, fast)
             got = ours(x, memory, tgt_mask=causal, memory_key_padding_mask=mem_pad,
                        tgt_key_padding_mask=tgt_pad)
-            assert_close(got, expected, **TOL)
+            assert_same_math(got, expected, n=n)
             got = ours(x, memory, tgt_is_causal=True, memory_key_padding_mask=mem_pad)
-            assert_close(got, expected, **TOL)
+            assert_same_math(got, expected, n=n)
 
 
 def test_layers_keep_per_head_weights():
@@ -210,7 +235,7 @@ def test_layers_keep_per_head_weights():
     x, mem = torch.randn(2, 5, 16), torch.randn(2, 3, 16)
     enc(x, need_weights=True)
     assert enc.attn_weights.shape == (2, 4, 5, 5)
-    assert_close(enc.attn_weights.sum(-1), torch.ones(2, 4, 5))
+    assert_close(enc.attn_weights.sum(-1), torch.ones(2, 4, 5), n=2 * 5)  # softmax over S, then sum
     dec(x, mem, tgt_is_causal=True, need_weights=True)
     assert dec.self_attn_weights.shape == (2, 4, 5, 5) and dec.cross_attn_weights.shape == (2, 4, 5, 3)
     assert dec.self_attn_weights.triu(1).abs().max() == 0  # nothing attends to the future
@@ -267,14 +292,17 @@ def test_layers_bad_input():
 # ---------------------------------------------------------------------------------------------
 
 
-def _seq2seq(device, **kw):
+def _seq2seq(device, dtype=torch.float32, **kw):
     torch.manual_seed(0)
     return Seq2SeqTransformer(13, 11, d_model=16, n_heads=4, num_encoder_layers=2,
-                              num_decoder_layers=2, max_len=32, **kw).to(device).eval()
+                              num_decoder_layers=2, max_len=32, **kw).to(device=device, dtype=dtype).eval()
+
+
+SEQ2SEQ_TERMS = layer_terms(16, 8, layers=4) + 3 * 16  # 2 + 2 layers, the final LayerNorm, the generator
 
 
 def test_seq2seq_masks(device):
-    model = _seq2seq(device)
+    model = _seq2seq(device, F64)
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
     tgt = torch.tensor([[2, 4, 5, 6, 7], [2, 8, 9, 4, 5]], device=device)
     logits = model(src, tgt)
@@ -282,17 +310,18 @@ def test_seq2seq_masks(device):
     # causal: changing target token 3 leaves the predictions at positions 0..2 unchanged
     tgt2 = tgt.clone()
     tgt2[:, 3] = 10
-    assert_close(model(src, tgt2)[:, :3], logits[:, :3], **TOL)
+    assert_same_math(model(src, tgt2)[:, :3], logits[:, :3], n=SEQ2SEQ_TERMS)
+    # ... and changes the later ones, by far more than rounding (a different token, not a tolerance)
     assert (model(src, tgt2)[:, 3:] - logits[:, 3:]).abs().max() > 1e-4
     # padding: more padding on the source changes nothing
     src_longer = torch.cat([src, torch.zeros(2, 3, dtype=torch.long, device=device)], dim=1)
-    assert_close(model(src_longer, tgt), logits, **TOL)
+    assert_same_math(model(src_longer, tgt), logits, n=SEQ2SEQ_TERMS)
     # a row alone gives what it gives in the batch
-    assert_close(model(src[1:, :3], tgt[1:]), logits[1:], **TOL)
+    assert_same_math(model(src[1:, :3], tgt[1:]), logits[1:], n=SEQ2SEQ_TERMS)
 
 
 def test_seq2seq_fast_path_equals_readable_path(device):
-    model = _seq2seq(device, dropout=0.0)
+    model = _seq2seq(device, F64, dropout=0.0)
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
     tgt = torch.tensor([[2, 4, 5, 6], [2, 8, 9, 4]], device=device)
     set_fast(model, True)
@@ -303,9 +332,9 @@ def test_seq2seq_fast_path_equals_readable_path(device):
     set_fast(model, False)
     slow = model(src, tgt)
     slow.pow(2).sum().backward()
-    assert_close(fast, slow, **TOL)
+    assert_same_math(fast, slow, n=SEQ2SEQ_TERMS)
     for a, (name, p) in zip(g_fast, model.named_parameters(), strict=True):
-        assert_close(a, p.grad, **TOL, msg=name)
+        assert_same_math(a, p.grad, n=grad_terms(SEQ2SEQ_TERMS, 2, 5), msg=name)
 
 
 def test_seq2seq_greedy_decode_is_consistent_with_forward(device):
@@ -323,14 +352,15 @@ def test_seq2seq_greedy_decode_is_consistent_with_forward(device):
 
 
 def test_seq2seq_loss_is_teacher_forced_cross_entropy():
-    model = _seq2seq("cpu")
+    model = _seq2seq("cpu", F64)
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])
     tgt = torch.tensor([[2, 4, 5, 6, 3], [2, 8, 3, 0, 0]])
     logits = model(src, tgt[:, :-1])
     for eps in (0.0, 0.1):
         expected = F.cross_entropy(logits.reshape(-1, 11), tgt[:, 1:].reshape(-1), ignore_index=0,
                                    label_smoothing=eps)
-        assert_close(model.loss(src, torch.tensor([5, 3]), tgt, label_smoothing=eps), expected)
+        loss = model.loss(src, torch.tensor([5, 3]), tgt, label_smoothing=eps)
+        assert_same_math(loss, expected, n=SEQ2SEQ_TERMS + 11 + 2 * 4)  # + softmax over V, mean over B*T
     with pytest.raises(ValueError, match=r"tgt must have shape \(B, T>=2\)"):
         model.loss(src, None, tgt[:, :1])
 
@@ -348,28 +378,32 @@ def test_seq2seq_bad_input():
 # ---------------------------------------------------------------------------------------------
 
 
-def _gpt(device, **kw):
+def _gpt(device, dtype=torch.float32, **kw):
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=12, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, **kw)
-    return GPT(cfg).to(device).eval()
+    return GPT(cfg).to(device=device, dtype=dtype).eval()
+
+
+GPT_TERMS = layer_terms(16, 16, layers=2) + 3 * 16  # 2 layers, the final LayerNorm, the head
 
 
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
 def test_gpt_is_causal_and_its_loss_is_cross_entropy(positional, device):
-    model = _gpt(device, positional=positional)
+    model = _gpt(device, F64, positional=positional)
     idx = torch.randint(0, 12, (3, 10), device=device)
     targets = torch.randint(0, 12, (3, 10), device=device)
     logits, loss = model(idx, targets)
     assert logits.shape == (3, 10, 12)
-    assert_close(loss, F.cross_entropy(logits.reshape(-1, 12), targets.reshape(-1)))
+    expected = F.cross_entropy(logits.reshape(-1, 12), targets.reshape(-1))
+    assert_same_math(loss, expected, n=GPT_TERMS + 12 + 3 * 10)  # + softmax over V, mean over B*T
     idx2 = idx.clone()
     idx2[:, 6:] = (idx2[:, 6:] + 1) % 12
-    assert_close(model(idx2)[0][:, :6], logits[:, :6], **TOL)
+    assert_same_math(model(idx2)[0][:, :6], logits[:, :6], n=GPT_TERMS)
     assert model(idx)[1] is None
 
 
 def test_gpt_weight_tying_and_fast_path(device):
-    tied, untied = _gpt(device), _gpt(device, tie_weights=False)
+    tied, untied = _gpt(device, F64), _gpt(device, F64, tie_weights=False)
     assert tied.lm_head.weight is tied.tok_emb.weight
     assert untied.lm_head.weight is not untied.tok_emb.weight
     n_tied = sum(p.numel() for p in tied.parameters())
@@ -377,7 +411,7 @@ def test_gpt_weight_tying_and_fast_path(device):
     idx = torch.randint(0, 12, (2, 16), device=device)
     fast = set_fast(tied, True)(idx)[0]
     slow = set_fast(tied, False)(idx)[0]
-    assert_close(fast, slow, **TOL)
+    assert_same_math(fast, slow, n=GPT_TERMS)
     tied(idx, need_weights=True)
     w = tied.blocks[0].attn_weights
     assert w.shape == (2, 2, 16, 16) and w.triu(1).abs().max() == 0
@@ -403,6 +437,7 @@ def test_gpt_generate(device):
 def test_gpt_init_std():
     for std in (0.02, 0.1):
         model = GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=2, n_head=2, n_embd=64, init_std=std))
+        # a sample std of N >= 3200 draws is off by about 1/sqrt(2N) < 1.3%: 15% is a generous bound
         assert abs(model.tok_emb.weight.std().item() - std) < 0.15 * std
         assert abs(model.blocks[0].ff.linear2.weight.std().item() - std / 2) < 0.15 * std
 
@@ -427,22 +462,22 @@ def test_gpt_bad_input():
 def test_noam_schedule_matches_warmup_schedule():
     d_model, warmup = 64, 50
     peak = (d_model * warmup) ** -0.5
-    assert noam_lr(warmup, d_model, warmup) == pytest.approx(peak)
-    assert max(noam_lr(s, d_model, warmup) for s in range(1, 500)) == pytest.approx(peak)
+    assert noam_lr(warmup, d_model, warmup) == approx(peak)  # Python floats: float64
+    assert max(noam_lr(s, d_model, warmup) for s in range(1, 500)) == approx(peak)
     opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
     sched = warmup_schedule(opt, warmup, kind="inverse_sqrt")
     for step in range(1, 300):
-        assert opt.param_groups[0]["lr"] == pytest.approx(noam_lr(step, d_model, warmup), rel=1e-9)
+        assert opt.param_groups[0]["lr"] == approx(noam_lr(step, d_model, warmup))
         opt.step()
         sched.step()
 
 
 def test_cosine_and_linear_warmup_factor():
-    assert warmup_factor(0, 10, 100) == pytest.approx(0.1)
-    assert warmup_factor(9, 10, 100) == pytest.approx(1.0)
-    assert warmup_factor(99, 10, 100, min_factor=0.1) == pytest.approx(0.1)
-    assert warmup_factor(54, 10, 100) == pytest.approx(0.5)  # half way down the cosine
-    assert warmup_factor(54, 10, 100, kind="linear") == pytest.approx(0.5)
+    assert warmup_factor(0, 10, 100) == approx(0.1)  # Python floats: float64
+    assert warmup_factor(9, 10, 100) == approx(1.0)
+    assert warmup_factor(99, 10, 100, min_factor=0.1) == approx(0.1)
+    assert warmup_factor(54, 10, 100) == approx(0.5)  # half way down the cosine
+    assert warmup_factor(54, 10, 100, kind="linear") == approx(0.5)
     assert warmup_factor(500, 10, kind="constant") == 1.0
     with pytest.raises(ValueError, match="needs total_steps"):
         warmup_factor(0, 10, kind="cosine")
