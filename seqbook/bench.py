@@ -44,6 +44,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -506,6 +507,16 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _nvidia_driver() -> str | None:
+    """The NVIDIA driver's version, as nvidia-smi reports it (None without nvidia-smi)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
 def machine_info(device: torch.device | str = "cpu") -> dict:
     """The machine and software a result came from."""
     device = torch.device(device)
@@ -521,8 +532,13 @@ def machine_info(device: torch.device | str = "cpu") -> dict:
         "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
     }
     if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
         info["gpu"] = torch.cuda.get_device_name(device)
+        info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        info["gpu_multiprocessors"] = props.multi_processor_count
         info["cuda"] = torch.version.cuda
+        info["cudnn"] = torch.backends.cudnn.version()
+        info["driver"] = _nvidia_driver()
     try:
         import torchhd
         info["torchhd"] = getattr(torchhd, "__version__", "installed")

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The whole GPU programme in one command, on a bare CUDA machine with no network:
+#
+#   bash benchmarks/gpu/prepare.sh          # first, on a machine with network (packs .whl/, .gpu_data/)
+#   bash benchmarks/gpu/run.sh all          # then, on the GPU machine, from the repository root
+#
+# Steps (each one also runs alone: run.sh tests, run.sh gpt, ...), each bounded to under 10 minutes:
+#   tests      the unit tests, every device-parametrised one on CUDA too  -> gpu_logs/tests.txt
+#   notebooks  every chapter executed on CUDA under nbval (errors and asserts) -> gpu_logs/notebooks.txt
+#   bench      fast paths against built-ins, scaling with length        -> perf/cuda.txt, perf/cuda.json
+#   gpt        GPT-2-small throughput and MFU                           -> perf/cuda.json ("mfu"), perf/gpt.json
+#   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
+# Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
+# SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540).
+# 'all' runs bench and gpt first and alone (their timings), then tests, notebooks and fhrr side by side.
+#
+# SEQBOOK_GPU_DRY=1 runs every step at toy size on the CPU, to check the programme itself.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+dry=${SEQBOOK_GPU_DRY:-0}
+
+if [ -d .whl ] && ! python3 -c "import nbval, pooch, faker" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+[ -d .gpu_data ] && export SEQBOOK_DATA="$root/.gpu_data"
+export TQDM_DISABLE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
+
+if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
+  perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
+  device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry)
+  bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb)
+  test_paths=(tests/test_utils.py)
+else
+  perf=perf; results=results
+  device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=()
+  bench_args=(--scaling); nb_filter=(${SEQBOOK_GPU_NOTEBOOKS:-chapters/[0-9]*.ipynb})
+  test_paths=(tests)
+fi
+mkdir -p "$perf" "$results" gpu_logs
+
+# 'all' must end inside one 10-minute command: every step's time limit is cut to what is left.
+deadline=$((SECONDS + ${SEQBOOK_GPU_SECONDS:-540}))
+left() { local l=$((deadline - SECONDS)); [ "$l" -lt "$1" ] && echo $((l > 5 ? l : 5)) || echo "$1"; }
+
+step_env() {
+  {
+    date -u
+    nvidia-smi 2>/dev/null || echo "no nvidia-smi"
+    python3 -c "import torch, sys; print(sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
+  } > gpu_logs/environment.txt 2>&1
+}
+
+step_tests() {
+  # The device fixture (tests/conftest.py) adds 'cuda' to every device-parametrised test.
+  OMP_NUM_THREADS=3 timeout "$(left 570)" python3 -m pytest -q -p no:cacheprovider "${test_paths[@]}" --deselect tests/test_book_browser.py \
+    -n 4 --durations=15 > gpu_logs/tests.txt 2>&1
+  echo "tests exit $?" >> gpu_logs/tests.txt
+}
+
+step_notebooks() {
+  # nbval-lax: every cell runs and every assert must hold; printed values are not compared (they
+  # were recorded on a CPU). One notebook at a time, so each one's time is its own, unless
+  # SEQBOOK_GPU_NB_JOBS > 1: then that many at once (per-cell times in the log's durations).
+  : > gpu_logs/notebooks.txt
+  local jobs=${SEQBOOK_GPU_NB_JOBS:-1}
+  if [ "$jobs" -gt 1 ]; then
+    timeout "$(left 400)" python3 -m pytest -q -p no:cacheprovider --nbval-lax -n "$jobs" --dist loadfile \
+      --durations=0 "${nb_filter[@]}" >> gpu_logs/notebooks.txt 2>&1
+    echo "NOTEBOOKS exit $?" >> gpu_logs/notebooks.txt
+    return
+  fi
+  for nb in "${nb_filter[@]}"; do
+    local t0=$SECONDS
+    timeout "$(left 400)" python3 -m pytest -q -p no:cacheprovider --nbval-lax "$nb" >> gpu_logs/notebooks.txt 2>&1
+    local rc=$?
+    echo "NOTEBOOK $nb exit $rc seconds $((SECONDS - t0))" >> gpu_logs/notebooks.txt
+  done
+}
+
+step_bench() {
+  timeout "$(left 150)" python3 -m seqbook.bench --device "$device" "${bench_args[@]}" --out "$perf" --quiet \
+    > gpu_logs/bench.txt 2>&1
+  echo "bench exit $?" >> gpu_logs/bench.txt
+}
+
+step_gpt() {
+  timeout "$(left 180)" python3 benchmarks/gpu/gpt_throughput.py --device "$device" "${gpt_args[@]}" \
+    ${SEQBOOK_GPU_GPT_ARGS:-} \
+    --json "$perf/gpt.json" --merge-into "$perf/$device.json" > gpu_logs/gpt.txt 2>&1
+  echo "gpt exit $?" >> gpu_logs/gpt.txt
+}
+
+step_fhrr() {
+  : > gpu_logs/fhrr.txt
+  for model in self cross resnet; do
+    timeout "$(left 300)" python3 -m seqbook.vsa_train --model "$model" "${fhrr_args[@]}" --device "$device" \
+      --eval-every 100 --quiet --out "$results/fhrr_$model.json" >> gpu_logs/fhrr.txt 2>&1
+    echo "fhrr $model exit $?" >> gpu_logs/fhrr.txt
+  done
+}
+
+case "${1:-all}" in
+  all)
+    step_env
+    step_bench
+    step_gpt
+    step_tests & step_notebooks & step_fhrr & wait ;;
+  env|tests|notebooks|bench|gpt|fhrr) "step_$1" ;;
+  check)  # after a first 'all': the tests, the notebooks and the GPT run again, without bench and fhrr
+    step_env
+    step_gpt
+    step_tests & step_notebooks & wait ;;
+  *) echo "usage: run.sh [all|env|tests|notebooks|bench|gpt|fhrr]" >&2; exit 2 ;;
+esac
+tail -n 3 gpu_logs/*.txt
