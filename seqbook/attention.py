@@ -23,10 +23,20 @@ A query row whose keys are all blocked gets zero weights and a zero output (PyTo
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .checks import (
+    autocast_enabled,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_number,
+    check_probability,
+)
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -43,8 +53,32 @@ def _shape(t: torch.Tensor) -> tuple:
 
 
 def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool or floating-point torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
+
+
+def _positive_int(name: str, value, minimum: int = 1) -> int:
+    """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
+    """``x`` must have the dtype of the module's weights (autocast casts for itself)."""
+    if x.dtype != dtype and not autocast_enabled(x):
+        raise TypeError(f"{name} must have the dtype of the module's weights, {dtype}, got {x.dtype} "
+                        f"(convert the module with .to({dtype}) or the input with .to(...))")
 
 
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -57,7 +91,8 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     Shape:
         Output: (L, S) with S = L by default.
     """
-    S = L if S is None else S
+    L = check_int("L", L, minimum=None)
+    S = L if S is None else check_int("S", S, minimum=None)
     if L < 0 or S < 0:
         raise ValueError(f"L and S must be non-negative, got L={L}, S={S}")
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
@@ -72,9 +107,17 @@ def key_padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch
     Shape:
         lengths: (B,) integers.  Output: (B, S), S = ``max_len`` or ``lengths.max()``.
     """
-    if lengths.dim() != 1:
-        raise ValueError(f"lengths must have shape (B,), got {_shape(lengths)}")
-    S = int(lengths.max()) if max_len is None else int(max_len)
+    check_ids("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
+    if max_len is not None:
+        max_len = check_int("max_len", max_len, minimum=0)
+    elif lengths.numel() == 0:
+        raise ValueError("lengths must not be empty when max_len is not given, got shape (0,)")
+    if lengths.numel() and lengths.device.type != "meta":
+        lo, hi = int(lengths.min()), int(lengths.max())
+        if lo < 0 or (max_len is not None and hi > max_len):
+            top = "max_len" if max_len is None else max_len
+            raise ValueError(f"lengths must lie in [0, {top}], got values in [{lo}, {hi}]")
+    S = int(lengths.max()) if max_len is None else max_len
     return torch.arange(S, device=lengths.device)[None, :] >= lengths[:, None]  # (B, S)
 
 
@@ -85,6 +128,10 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     shape (B, 1, 1, S)) or the (B, L, S) scores of single-head attention (``heads=False``,
     shape (B, 1, S)), ready for :func:`scaled_dot_product_attention`.
     """
+    _check_flag("heads", heads)
+    if not isinstance(key_padding_mask, torch.Tensor):
+        got = type(key_padding_mask).__name__
+        raise TypeError(f"key_padding_mask must be a bool torch.Tensor, got {got}")
     if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
         raise ValueError(
             f"key_padding_mask must be a bool tensor of shape (B, S), got {key_padding_mask.dtype} "
@@ -125,8 +172,12 @@ def scaled_dot_product_attention(
 
     Shape:
         q: (..., L, d_k), k: (..., S, d_k), v: (..., S, d_v), mask: broadcastable to (..., L, S).
-        output: (..., L, d_v), weights: (..., L, S).
+        output: (..., L, d_v), weights: (..., L, S). An empty batch or L = 0 gives empty outputs;
+        S = 0 or d_k = 0 is refused. ``scale=0`` is legal (uniform weights). NaN or inf in the
+        inputs are not looked for (that would cost a GPU sync per call): they propagate as in PyTorch.
     """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_float_tensor(name, t, nonempty=False)
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
             f"q, k, v must have at least 2 dims (..., length, dim), got {_shape(q)}, {_shape(k)}, {_shape(v)}"
@@ -137,6 +188,14 @@ def scaled_dot_product_attention(
         raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {_shape(k)}")
     if v.shape[-2] != S:
         raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {_shape(v)}")
+    if S == 0 or d_k == 0:
+        raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {_shape(k)}")
+    if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
+        raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    dropout_p = check_probability("dropout_p", dropout_p, allow_one=True)
+    _check_flag("is_causal", is_causal)
+    if scale is not None and not isinstance(scale, torch.Tensor):
+        scale = check_number("scale", scale)
     try:
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError as err:
@@ -148,10 +207,7 @@ def scaled_dot_product_attention(
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
 
-    if is_causal:
-        causal = causal_mask(L, S, device=q.device)
-        mask = causal if mask is None else _and_masks(mask, causal)
-    if mask is not None:
+    if mask is not None:  # check the mask as given, before is_causal combines it
         _check_mask_dtype(mask, "mask")
         try:
             ok = torch.broadcast_shapes(mask.shape, score_shape) == torch.Size(score_shape)
@@ -159,6 +215,10 @@ def scaled_dot_product_attention(
             ok = False
         if not ok:
             raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {_shape(mask)}")
+    if is_causal:
+        causal = causal_mask(L, S, device=q.device)
+        mask = causal if mask is None else _and_masks(mask, causal)
+    if mask is not None:
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
@@ -228,8 +288,12 @@ class MultiHeadAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be positive, got {embed_dim} and {num_heads}")
+        embed_dim, num_heads = _positive_int("embed_dim", embed_dim), _positive_int("num_heads", num_heads)
+        kdim = None if kdim is None else _positive_int("kdim", kdim)
+        vdim = None if vdim is None else _positive_int("vdim", vdim)
+        dropout = check_probability("dropout", dropout)
+        _check_flag("bias", bias)
+        _check_flag("fast", fast)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, num_heads={num_heads}"
@@ -303,28 +367,15 @@ class MultiHeadAttention(nn.Module):
         broadcastable to (B, H, L, S).
         """
         H = self.num_heads
+        _check_attn_masks(key_padding_mask, attn_mask, B, H, L, S)
         parts = []
         if key_padding_mask is not None:
-            _check_mask_dtype(key_padding_mask, "key_padding_mask")
-            if _shape(key_padding_mask) != (B, S):
-                raise ValueError(
-                    f"key_padding_mask must have shape ({B}, {S}), got {_shape(key_padding_mask)}"
-                )
             parts.append(key_padding_mask[:, None, None, :])  # (B, 1, 1, S)
         if attn_mask is not None:
-            _check_mask_dtype(attn_mask, "attn_mask")
-            shape = _shape(attn_mask)
-            if shape == (L, S):
-                parts.append(attn_mask)  # broadcasts as (1, 1, L, S)
-            elif shape == (B * H, L, S):
+            if _shape(attn_mask) == (B * H, L, S):
                 parts.append(attn_mask.view(B, H, L, S))
-            elif attn_mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H):
-                parts.append(attn_mask)
             else:
-                raise ValueError(
-                    f"attn_mask must have shape ({L}, {S}), ({B * H}, {L}, {S}) or ({B}, {H}, {L}, {S}), "
-                    f"got {shape}"
-                )
+                parts.append(attn_mask)  # (L, S) broadcasts as (1, 1, L, S); or (B or 1, H or 1, L, S)
         if not parts:
             return None
         if all(p.dtype == torch.bool for p in parts):
@@ -356,6 +407,8 @@ class MultiHeadAttention(nn.Module):
         Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
         """
         E, H, Dh = self.embed_dim, self.num_heads, self.head_dim
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_float_tensor(name, t, nonempty=False)
         if query.dim() != 3 or query.shape[-1] != E:
             raise ValueError(f"query must have shape (B, L, {E}), got {_shape(query)}")
         B, L, _ = query.shape
@@ -366,6 +419,14 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"value must have shape ({B}, {S}, {self.vdim}) to match key, got {_shape(value)}"
             )
+        if B == 0 or L == 0 or S == 0:
+            raise ValueError(f"query and key must not be empty (B, L, S >= 1), got query {_shape(query)} "
+                             f"and key {_shape(key)}")
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            _check_same_dtype(name, t, self.q_proj.weight.dtype)
+        for name, flag in (("need_weights", need_weights), ("is_causal", is_causal),
+                           ("average_attn_weights", average_attn_weights)):
+            _check_flag(name, flag)
         mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
 
         # Project, then split the embedding into H heads of Dh dims each.
@@ -386,6 +447,25 @@ class MultiHeadAttention(nn.Module):
 
         out = out.transpose(1, 2).reshape(B, L, E)  # concatenate the heads: (B, L, E)
         return self.out_proj(out), weights
+
+
+def _check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: int,
+                      kpm_name: str = "key_padding_mask", attn_name: str = "attn_mask") -> None:
+    """Check the masks of :class:`MultiHeadAttention` (also used by the transformer layers, which name
+    them differently)."""
+    if key_padding_mask is not None:
+        _check_mask_dtype(key_padding_mask, kpm_name)
+        if _shape(key_padding_mask) != (B, S):
+            raise ValueError(f"{kpm_name} must have shape ({B}, {S}), got {_shape(key_padding_mask)}")
+    if attn_mask is not None:
+        _check_mask_dtype(attn_mask, attn_name)
+        shape = _shape(attn_mask)
+        four_d = attn_mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H)
+        if shape not in ((L, S), (B * H, L, S)) and not four_d:
+            raise ValueError(
+                f"{attn_name} must have shape ({L}, {S}), ({B * H}, {L}, {S}) or ({B}, {H}, {L}, {S}), "
+                f"got {shape}"
+            )
 
 
 def _fused_attention(q, k, v, mask, dropout_p: float, is_causal: bool) -> torch.Tensor:
@@ -439,9 +519,8 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
-        for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        query_dim, key_dim = _positive_int("query_dim", query_dim), _positive_int("key_dim", key_dim)
+        hidden_dim = _positive_int("hidden_dim", hidden_dim)
         self.query_dim, self.key_dim, self.hidden_dim = query_dim, key_dim, hidden_dim
         self.W_a = nn.Linear(query_dim, hidden_dim, bias=False)  # the query's projection
         self.U_a = nn.Linear(key_dim, hidden_dim)                # the keys' projection (with the bias)
@@ -453,6 +532,10 @@ class AdditiveAttention(nn.Module):
         The keys stay the same while a decoder runs, so it computes this once and passes it to
         :meth:`forward` as ``projected_keys`` at every step.
         """
+        check_float_tensor("keys", keys, nonempty=False)
+        if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
+            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {_shape(keys)}")
+        _check_same_dtype("keys", keys, self.U_a.weight.dtype)
         return self.U_a(keys)
 
     def forward(
@@ -483,6 +566,13 @@ class AdditiveAttention(nn.Module):
         return context, weights
 
     def _check(self, query, keys, values, mask, projected_keys) -> None:
+        check_float_tensor("keys", keys, nonempty=False)
+        check_float_tensor("query", query, nonempty=False)
+        check_float_tensor("values", values, nonempty=False)
+        if mask is not None and not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
+        if projected_keys is not None:
+            check_float_tensor("projected_keys", projected_keys, nonempty=False)
         if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
             raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {_shape(keys)}")
         B, S = keys.shape[:2]
@@ -500,6 +590,15 @@ class AdditiveAttention(nn.Module):
         if projected_keys is not None and _shape(projected_keys) != (B, S, self.hidden_dim):
             raise ValueError(f"projected_keys must have shape ({B}, {S}, {self.hidden_dim}), "
                              f"got {_shape(projected_keys)}")
+        if B == 0:
+            raise ValueError(f"keys must hold at least one sequence (B >= 1), got {_shape(keys)}")
+        if query.dim() == 3 and query.shape[1] == 0:
+            raise ValueError(f"query must hold at least one query (L >= 1), got {_shape(query)}")
+        dtype = self.W_a.weight.dtype
+        tensors = (("query", query), ("keys", keys), ("values", values), ("projected_keys", projected_keys))
+        for name, t in tensors:
+            if t is not None:
+                _check_same_dtype(name, t, dtype)
 
     def extra_repr(self) -> str:
         return f"query_dim={self.query_dim}, key_dim={self.key_dim}, hidden_dim={self.hidden_dim}"

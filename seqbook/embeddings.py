@@ -15,9 +15,40 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .checks import (
+    autocast_enabled,
+    check_finite,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_number,
+    check_tensor,
+)
+
+
+def _check_like(name: str, x: torch.Tensor, like: torch.Tensor) -> None:
+    """``x`` is a floating-point tensor on the device and (autocast aside) of the dtype of the
+    module's parameter ``like``. Reads no values."""
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if x.device != like.device:
+        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
+    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
+    if x.dtype != like.dtype and not autocast:
+        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
+                        f"(convert one of them with .to(dtype))")
+
 # ---------------------------------------------------------------------------------------------
 # Tokens of anything: image patches.
 # ---------------------------------------------------------------------------------------------
+
+
+def _check_images(images) -> None:
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"images must be a torch.Tensor, got {type(images).__name__}")
+    if images.dim() not in (3, 4):
+        raise ValueError(f"images must have shape (B, H, W) or (B, C, H, W), got {tuple(images.shape)}")
+    check_tensor("images", images)  # not empty
 
 
 def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
@@ -31,13 +62,13 @@ def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
         - images: (B, H, W) or (B, C, H, W)
         - output: (B, N, C * patch * patch) with N = (H / patch) * (W / patch)
     """
+    _check_images(images)
+    patch = check_int("patch", patch, 1)
     shape = tuple(images.shape)
     if images.dim() == 3:
         images = images.unsqueeze(1)  # (B, 1, H, W)
-    if images.dim() != 4:
-        raise ValueError(f"images must have shape (B, H, W) or (B, C, H, W), got {shape}")
     B, C, H, W = images.shape
-    if patch < 1 or H % patch or W % patch:
+    if H % patch or W % patch:
         raise ValueError(
             f"patch must divide the image height and width: got patch={patch} for images of shape {shape}"
         )
@@ -62,10 +93,14 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, patch: int, dim: int, in_channels: int = 1):
         super().__init__()
+        patch, dim = check_int("patch", patch, 1), check_int("dim", dim, 1)
+        in_channels = check_int("in_channels", in_channels, 1)
         self.patch, self.in_channels = patch, in_channels
         self.proj = nn.Linear(in_channels * patch * patch, dim)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        _check_images(images)
+        _check_like("images", images, self.proj.weight)
         channels = 1 if images.dim() == 3 else images.shape[1]
         if channels != self.in_channels:
             raise ValueError(
@@ -76,6 +111,8 @@ class PatchEmbedding(nn.Module):
     @classmethod
     def from_torch(cls, conv: nn.Conv2d) -> PatchEmbedding:
         """Copy a ``Conv2d`` with ``kernel_size == stride`` (and a bias), the usual ViT patch layer."""
+        if not isinstance(conv, nn.Conv2d):
+            raise TypeError(f"conv must be an nn.Conv2d, got {type(conv).__name__}")
         k, s = conv.kernel_size, conv.stride
         if k[0] != k[1] or tuple(s) != tuple(k) or conv.padding not in ((0, 0), "valid") or conv.bias is None:
             raise ValueError(
@@ -104,10 +141,8 @@ def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, t
         - ids: (N,)
         - output: contexts (N - 2 * window, 2 * window) ordered left to right, centers (N - 2 * window,)
     """
-    if ids.dim() != 1:
-        raise ValueError(f"ids must have shape (N,), got {tuple(ids.shape)}")
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
+    check_ids("ids", ids, shape=(None,), names="(N,)", nonempty=False)
+    window = check_int("window", window, 1)
     n = ids.shape[0] - 2 * window
     if n < 1:
         raise ValueError(f"ids must hold more than 2 * window = {2 * window} tokens, got {ids.shape[0]}")
@@ -135,12 +170,13 @@ class CBOW(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int):
         super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, 1)
+        dim = check_int("dim", dim, 1)
         self.embedding = nn.Embedding(vocab_size, dim)  # E: (V, d)
         self.out = nn.Linear(dim, vocab_size)  # U: (V, d), c: (V,)
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
-        if context.dim() != 2:
-            raise ValueError(f"context must have shape (B, K), got {tuple(context.shape)}")
+        check_ids("context", context, self.vocab_size, shape=(None, None), names="(B, K)")
         h = self.embedding(context).sum(dim=1)  # (B, K, d) -> (B, d)
         return self.out(h)  # (B, V)
 
@@ -154,18 +190,16 @@ def unigram_cross_entropy(
 
     This is the loss of a model that ignores the context and always predicts word frequencies;
     a model that uses context must do better. ``alpha > 0`` adds Laplace smoothing; with
-    ``alpha = 0`` a test token never seen in training gives ``inf``.
+    ``alpha = 0`` a test token never seen in training gives ``inf`` (documented, not an error).
+    Every id must lie in [0, vocab_size).
 
     Shape:
         - train_ids: (N_train,), test_ids: (N_test,)
     """
-    if train_ids.dim() != 1 or test_ids.dim() != 1:
-        raise ValueError(
-            f"train_ids and test_ids must have shape (N,), got {tuple(train_ids.shape)} and "
-            f"{tuple(test_ids.shape)}"
-        )
-    if train_ids.numel() == 0 or test_ids.numel() == 0:
-        raise ValueError("train_ids and test_ids must not be empty")
+    vocab_size = check_int("vocab_size", vocab_size, 1)
+    check_ids("train_ids", train_ids, vocab_size, shape=(None,), names="(N,)")
+    check_ids("test_ids", test_ids, vocab_size, shape=(None,), names="(N,)")
+    alpha = check_number("alpha", alpha, low=0.0)
     counts = torch.bincount(train_ids, minlength=vocab_size).double() + alpha  # (V,)
     q = counts / counts.sum()
     return float(-torch.log(q[test_ids]).mean())
@@ -188,11 +222,11 @@ def nearest_neighbours(
         - query: (Q,) row ids into ``vectors``
         - output: similarities (Q, k) in decreasing order, and the ids (Q, k) of the neighbours
     """
-    if vectors.dim() != 2:
-        raise ValueError(f"vectors must have shape (V, d), got {tuple(vectors.shape)}")
-    if query.dim() != 1:
-        raise ValueError(f"query must have shape (Q,), got {tuple(query.shape)}")
-    if not 1 <= k < vectors.shape[0]:
+    check_float_tensor("vectors", vectors, shape=(None, None), names="(V, d)")
+    check_finite("vectors", vectors)
+    check_ids("query", query, vectors.shape[0], shape=(None,), names="(Q,)", nonempty=False)
+    k = check_int("k", k, 1)
+    if k >= vectors.shape[0]:
         raise ValueError(f"k must be in [1, {vectors.shape[0] - 1}], got {k}")
     unit = torch.nn.functional.normalize(vectors, dim=1)  # (V, d)
     sims = unit[query] @ unit.T  # (Q, V)
@@ -206,17 +240,23 @@ def pca(x: torch.Tensor, k: int = 2) -> torch.Tensor:
     The sign of each component is fixed so that its largest loading is positive, so the same
     data always gives the same picture.
 
+    float16 and bfloat16 input is computed in float32 and returned in its own dtype.
+
     Shape:
         - x: (N, d)
         - output: (N, k)
     """
-    if x.dim() != 2:
-        raise ValueError(f"x must have shape (N, d), got {tuple(x.shape)}")
-    if not 1 <= k <= min(x.shape):
+    check_float_tensor("x", x, shape=(None, None), names="(N, d)")
+    check_finite("x", x)
+    k = check_int("k", k, 1)
+    if k > min(x.shape):
         raise ValueError(f"k must be in [1, {min(x.shape)}] for x of shape {tuple(x.shape)}, got {k}")
+    dtype = x.dtype
+    if dtype in (torch.float16, torch.bfloat16):  # the SVD has no half-precision kernels
+        x = x.float()
     centred = x - x.mean(dim=0, keepdim=True)  # (N, d)
     _, _, vh = torch.linalg.svd(centred, full_matrices=False)  # vh: (min(N, d), d)
     components = vh[:k]  # (k, d)
     idx = components.abs().argmax(dim=1)
     signs = torch.sign(components[torch.arange(k, device=x.device), idx])
-    return centred @ (components * signs[:, None]).T  # (N, k)
+    return (centred @ (components * signs[:, None]).T).to(dtype)  # (N, k)

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import torch
 
+from .checks import check_finite, check_float_tensor, check_int, check_number, check_tensor
 from .rnn import GRU, LSTM
 
 __all__ = ["first_token_task", "adding_problem", "init_keep_bias", "unrolled_weights", "unroll"]
 
 
-def _check_sizes(**sizes: int) -> None:
-    for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _check_sizes(**sizes: int) -> list[int]:
+    return [check_int(name, value, 1) for name, value in sizes.items()]
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,7 +53,9 @@ def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int =
     Returns:
         ``ids`` (n, length) int64 and ``target`` (n,) int64 with ``ids[:, 0] == target``.
     """
-    _check_sizes(n=n, length=length, num_symbols=num_symbols, num_noise=num_noise)
+    n, length, num_symbols, num_noise = _check_sizes(n=n, length=length, num_symbols=num_symbols,
+                                                     num_noise=num_noise)
+    _check_generator(generator)
     target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
     ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
     ids[:, 0] = target                                                               # (n, T)
@@ -67,7 +73,8 @@ def adding_problem(n: int, length: int, generator: torch.Generator | None = None
     Returns:
         ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
     """
-    _check_sizes(n=n, length=length)
+    n, length = _check_sizes(n=n, length=length)
+    _check_generator(generator)
     if length < 2:
         raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
     values = torch.rand(n, length, generator=generator)                              # (n, T)
@@ -109,6 +116,7 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
         raise ValueError(f"layer must be a seqbook.rnn.GRU or LSTM, got {type(layer).__name__}")
     if not layer.bias:
         raise ValueError("layer has no biases (bias=False): nothing to initialise")
+    bias = check_number("bias", bias)
     H = layer.hidden_size
     for cell in layer.cells:
         if isinstance(layer, GRU):          # rows stacked (r, z, n)
@@ -145,10 +153,9 @@ def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z: (B, T, H) with values in [0, 1] -> weights: (B, T, T, H) indexed [b, t, k, unit] with
         k = 0 .. T-1 standing for candidates n_1 .. n_T; initial: (B, T, H), the weight on h_0.
     """
-    if z.dim() != 3:
-        raise ValueError(f"z must have shape (B, T, H), got {tuple(z.shape)}")
-    if z.numel() and (z.min() < 0 or z.max() > 1):
-        raise ValueError("z must hold gate values in [0, 1]")
+    check_float_tensor("z", z, shape=(None, None, None), names="(B, T, H)")
+    if z.device.type != "meta" and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
+        raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
     zd = z.double()
     tiny = torch.finfo(torch.float64).tiny
     log_z = zd.clamp_min(tiny).log()                                    # (B, T, H)
@@ -170,11 +177,17 @@ def unroll(z: torch.Tensor, n: torch.Tensor, h0: torch.Tensor | None = None) -> 
         z, n: (B, T, H) update gates and candidates (``gates["z"][layer]``, ``gates["n"][layer]``
         of :class:`seqbook.rnn.GRU`); h0: (B, H) or None (zeros) -> h: (B, T, H)
     """
+    check_tensor("z", z, nonempty=False)
+    check_tensor("n", n, nonempty=False)
     if z.dim() != 3 or n.shape != z.shape:
         raise ValueError(f"z and n must both have shape (B, T, H), got {tuple(z.shape)} and {tuple(n.shape)}")
+    check_float_tensor("z", z)  # the range of z is checked in unrolled_weights
+    check_float_tensor("n", n)
+    check_finite("n", n)
     B, _, H = z.shape
-    if h0 is not None and tuple(h0.shape) != (B, H):
-        raise ValueError(f"h0 must have shape ({B}, {H}), got {tuple(h0.shape)}")
+    if h0 is not None:
+        check_float_tensor("h0", h0, shape=(B, H))
+        check_finite("h0", h0)
     weights, initial = unrolled_weights(z)                              # (B, T, T, H), (B, T, H)
     h = (weights * n[:, None, :, :]).sum(dim=2)                         # (B, T, H)
     if h0 is not None:

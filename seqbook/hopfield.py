@@ -22,7 +22,8 @@ floating-point tensors (binary ones hold only -1 and +1, the others must be fini
 >= 1 (NumPy ints too), ``beta`` is a finite number > 0. Two tensors of different float dtypes meet in
 their promoted dtype (float32 with float64 gives float64), except in the binary dense updates, which
 cast the patterns to the state's dtype (exact for +-1). Empty batches are legal and give empty
-results. The layers take inputs of their weights' dtype (any dtype under ``torch.autocast``) and
+results. The layers take inputs of their weights' dtype (under ``torch.autocast`` any float dtype but
+float64, which autocast does not cast) and
 do not read values, so a NaN input propagates to the outputs of its own batch element.
 """
 
@@ -69,8 +70,10 @@ __all__ = [
 
 
 def _check_binary(x: torch.Tensor, name: str) -> None:
-    """Raise unless every entry of ``x`` is -1 or +1."""
-    if not torch.all((x == 1) | (x == -1)):
+    """Raise unless every entry of ``x`` is -1 or +1 (one sync; passes on the meta device)."""
+    if x.device.type == "meta":
+        return
+    if not bool(torch.all((x == 1) | (x == -1))):
         bad = x[(x != 1) & (x != -1)].flatten()[:3].tolist()
         raise ValueError(f"{name} must contain only -1 and +1 entries, found e.g. {bad}")
 
@@ -469,9 +472,9 @@ def _check_beta(beta) -> None:
 
 def _layer_beta(beta: float | None, key_dim: int) -> float:
     """beta, or 1/sqrt(d_k) by default (the scale of scaled dot-product attention)."""
-    beta = 1.0 / math.sqrt(key_dim) if beta is None else beta
-    _check_beta(beta)
-    return beta
+    if beta is None:
+        return 1.0 / math.sqrt(key_dim)
+    return check_number("beta", beta, 0.0, low_open=True)
 
 
 def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) -> torch.Tensor:
@@ -514,7 +517,8 @@ def retrieve(
     Args:
         patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element; P, d >= 1,
             finite.
-        queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a (d,) query is also accepted.
+        queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a single (d,) query is also
+            accepted and gives (d,), or (B, d) with a (B, P, d) memory.
             Leading dims broadcast against the patterns'; finite. An empty batch (Q = 0 or B = 0)
             gives an empty result.
         beta: inverse temperature, a finite number > 0; small beta averages, large beta picks the
@@ -544,8 +548,8 @@ def retrieve(
     patterns, xi = _promoted(patterns, xi)
     for _ in range(steps):
         xi, weights = scaled_dot_product_attention(xi, patterns, patterns, scale=beta)
-    if single:
-        xi, weights = xi.squeeze(0), weights.squeeze(0)
+    if single:  # (..., 1, d) -> (..., d): the query's own axis goes, a memory's batch stays
+        xi, weights = xi.squeeze(-2), weights.squeeze(-2)
     return (xi, weights) if return_weights else xi
 
 
@@ -555,12 +559,15 @@ def retrieve(
 
 
 def _check_set(x: torch.Tensor, dim: int, name: str, dtype: torch.dtype) -> None:
-    """x: (B, length, dim) of the layer's dtype (any float dtype under autocast)."""
+    """x: (B, length, dim) of the layer's dtype (under autocast, any float dtype but float64, which
+    autocast does not cast)."""
     check_tensor(name, x, nonempty=False)
     if x.dim() != 3 or x.shape[-1] != dim:
         raise ValueError(f"{name} must have shape (B, length, {dim}), got {tuple(x.shape)}")
-    if x.dtype != dtype and not (x.is_floating_point() and autocast_enabled(x)):
-        raise TypeError(f"{name} must have the dtype of the layer's weights, {dtype}, got {x.dtype}")
+    castable = x.is_floating_point() and x.dtype != torch.float64 and autocast_enabled(x)
+    if x.dtype != dtype and not castable:
+        raise TypeError(f"{name} must have the dtype of the layer's weights, {dtype} (under autocast any "
+                        f"float dtype but float64), got {x.dtype}")
 
 
 def _check_dim(name: str, value, default: int | None = None) -> int:
@@ -592,7 +599,11 @@ def _hopfield_update(q, k, w_v: nn.Linear, beta: float, steps: int, mask):
     """``steps - 1`` updates of the state patterns q in the key space, then the output update.
 
     q: (B, L, d_k), k: (B, S, d_k). Returns Z = softmax(beta q k^T) k W_V (B, L, d_v), weights.
+    An empty set (S = 0) gives zero outputs and (B, L, 0) weights, still connected to the graph.
     """
+    if k.shape[-2] == 0:
+        weights = q.new_zeros(*q.shape[:-1], 0)  # (B, L, 0)
+        return weights @ w_v(k), weights  # (B, L, d_v) zeros
     for _ in range(steps - 1):
         q, _ = scaled_dot_product_attention(q, k, k, mask=mask, scale=beta)  # xi <- softmax(.) K
     v = w_v(k)  # (B, S, d_v)  V = K W_V, eq. (6.10)
@@ -619,8 +630,8 @@ class Hopfield(nn.Module):
         bias: biases in the projections.
 
     Sizes are ints >= 1, ``beta`` a finite number > 0. R and Y must have the dtype of the
-    weights (any float dtype under ``torch.autocast``). An empty or fully masked set Y gives zero
-    outputs and zero weights, with finite gradients.
+    weights (under ``torch.autocast`` any float dtype but float64). An empty or fully masked set Y
+    gives zero outputs and zero weights, with finite gradients.
 
     Shape:
         R: (B, L, d_r), Y: (B, S, d_y), mask: (B, S) bool, True at real stored patterns.

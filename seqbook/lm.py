@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .checks import check_ids, check_int, check_number, check_probability, check_tensor
 from .data import RESERVED, Vocab, load_time_machine, normalize_text, split_text
 from .rnn import GRU, LSTM, RNN
 from .train import History, fit
@@ -38,6 +39,7 @@ def time_machine_ids(valid_frac: float = 0.1) -> tuple[Vocab, torch.Tensor, torc
         ``vocab`` (the four reserved tokens, then the 27 characters), ``train_ids`` (N_train,)
         and ``valid_ids`` (N_valid,), int64.
     """
+    valid_frac = check_number("valid_frac", valid_frac, 0.0, 1.0, low_open=True, high_open=True)
     text = normalize_text(load_time_machine())
     train_text, valid_text = split_text(text, valid_frac)
     vocab = Vocab(list(train_text))
@@ -47,10 +49,11 @@ def time_machine_ids(valid_frac: float = 0.1) -> tuple[Vocab, torch.Tensor, torc
 
 def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_size: int) -> float:
     r"""Perplexity on ``eval_ids`` of the model that ignores context: :math:`p(c)` = the frequency
-    of ``c`` in ``train_ids`` (add-one smoothed). Any useful language model must beat it."""
-    if train_ids.dim() != 1 or eval_ids.dim() != 1:
-        raise ValueError(f"train_ids and eval_ids must have shape (N,), got {tuple(train_ids.shape)} "
-                         f"and {tuple(eval_ids.shape)}")
+    of ``c`` in ``train_ids`` (add-one smoothed). Any useful language model must beat it.
+    Every id must lie in [0, vocab_size); the result is computed in float64."""
+    vocab_size = check_int("vocab_size", vocab_size, 1)
+    check_ids("train_ids", train_ids, vocab_size, shape=(None,), names="(N,)", nonempty=False)
+    check_ids("eval_ids", eval_ids, vocab_size, shape=(None,), names="(N,)")
     counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
     log_p = (counts / counts.sum()).log()
     return math.exp(-log_p[eval_ids].mean().item())
@@ -61,8 +64,30 @@ def detach_state(state):
     if state is None:
         return None
     if isinstance(state, (tuple, list)):
+        for i, s in enumerate(state):
+            if not isinstance(s, torch.Tensor):
+                raise TypeError(f"state[{i}] must be a torch.Tensor, got {type(s).__name__}")
         return tuple(s.detach() for s in state)
+    if not isinstance(state, torch.Tensor):
+        raise TypeError(f"state must be a tensor, a pair of tensors or None, got {type(state).__name__}")
     return state.detach()
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def _check_vocab(vocab, model) -> None:
+    """``vocab`` is a Vocab with a non-reserved token, of the model's size when the model says it."""
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a seqbook.data.Vocab, got {type(vocab).__name__}")
+    if len(vocab) <= len(RESERVED):
+        raise ValueError(f"vocab must hold a token besides the {len(RESERVED)} reserved ones, "
+                         f"got {len(vocab)} tokens")
+    size = getattr(model, "vocab_size", None)
+    if isinstance(size, int) and size != len(vocab):
+        raise ValueError(f"vocab must have the model's vocab_size {size} tokens, got {len(vocab)}")
 
 
 class CharLM(nn.Module):
@@ -91,6 +116,11 @@ class CharLM(nn.Module):
         super().__init__()
         if cell not in CELLS:
             raise ValueError(f"cell must be one of {sorted(CELLS)}, got {cell!r}")
+        vocab_size = check_int("vocab_size", vocab_size, 1)
+        embed_size = check_int("embed_size", embed_size, 1)
+        hidden_size = check_int("hidden_size", hidden_size, 1)
+        num_layers = check_int("num_layers", num_layers, 1)
+        dropout = check_probability("dropout", dropout)
         self.vocab_size, self.cell = vocab_size, cell
         self.embed = nn.Embedding(vocab_size, embed_size)
         kwargs = {"nonlinearity": nonlinearity} if cell == "rnn" else {}
@@ -98,9 +128,23 @@ class CharLM(nn.Module):
                                  fast=fast, **kwargs)
         self.head = nn.Linear(hidden_size, vocab_size)
 
+    def _check_state(self, state, batch: int) -> None:
+        """``state`` is None, or the recurrent layer's state (L * D, B, H) (a pair for the LSTM)."""
+        if state is None:
+            return
+        rnn = self.rnn
+        expected = (rnn.num_layers * rnn.num_directions, batch, rnn.hidden_size)
+        parts = state if self.cell == "lstm" else (state,)
+        if self.cell == "lstm" and (not isinstance(state, (tuple, list)) or len(state) != 2):
+            raise ValueError(f"state must be a pair (h, c) of tensors of shape {expected}, "
+                             f"got {type(state).__name__}")
+        for i, s in enumerate(parts):
+            name = f"state[{i}]" if self.cell == "lstm" else "state"
+            check_tensor(name, s, shape=expected, names=f"{expected} = (num_layers, B, hidden_size)")
+
     def forward(self, ids: torch.Tensor, state=None):
-        if ids.dim() != 2:
-            raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
+        check_ids("ids", ids, self.vocab_size, shape=(None, None), names="(B, T)")
+        self._check_state(state, ids.shape[0])
         output, state = self.rnn(self.embed(ids), state)  # (B, T, H)
         return self.head(output), state                   # (B, T, V)
 
@@ -121,13 +165,13 @@ class ConditionalCharLM(CharLM):
 
     def __init__(self, vocab_size: int, num_conditions: int, hidden_size: int = 128, cell: str = "rnn",
                  embed_size: int = 32, num_layers: int = 1, fast: bool = False):
+        num_conditions = check_int("num_conditions", num_conditions, 1)
         super().__init__(vocab_size, hidden_size, cell, embed_size, num_layers, fast=fast)
         self.num_conditions = num_conditions
         self.init = nn.Embedding(num_conditions, num_layers * hidden_size)  # = W_c onehot(c) + b_c
 
     def initial_state(self, cond: torch.Tensor):
-        if cond.dim() != 1:
-            raise ValueError(f"cond must have shape (B,), got {tuple(cond.shape)}")
+        check_ids("cond", cond, self.num_conditions, shape=(None,), names="(B,)")
         L, H = self.rnn.num_layers, self.rnn.hidden_size
         h0 = torch.tanh(self.init(cond)).view(-1, L, H).transpose(0, 1).contiguous()  # (L, B, H)
         return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
@@ -137,6 +181,8 @@ class ConditionalCharLM(CharLM):
         if state is None:
             if cond is None:
                 raise ValueError("give cond (B,) to start a sequence, or the state to continue one")
+            check_tensor("ids", ids, shape=(None, None), names="(B, T)")
+            check_tensor("cond", cond, nonempty=False)
             if cond.shape != ids.shape[:1]:
                 raise ValueError(f"cond must have shape ({ids.shape[0]},), got {tuple(cond.shape)}")
             state = self.initial_state(cond)
@@ -147,7 +193,16 @@ class ConditionalCharLM(CharLM):
 def sample_sequence(model: ConditionalCharLM, vocab: Vocab, cond: int, max_len: int = 20,
                     temperature: float = 1.0, generator: torch.Generator | None = None) -> str:
     """Sample one sequence for class ``cond``: feed ``<sos>``, then each sampled character, until
-    the model emits ``<eos>`` (or ``max_len`` characters)."""
+    the model emits ``<eos>`` (or ``max_len`` characters).
+
+    ``max_len = 0`` gives ''; ``temperature = 0`` samples at a temperature of 1e-6 (nearly greedy)."""
+    if not isinstance(model, ConditionalCharLM):
+        raise TypeError(f"model must be a ConditionalCharLM, got {type(model).__name__}")
+    _check_vocab(vocab, model)
+    cond = check_int("cond", cond, 0, model.num_conditions - 1)
+    max_len = check_int("max_len", max_len, 0)
+    temperature = check_number("temperature", temperature, low=0.0)
+    _check_generator(generator)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -170,10 +225,21 @@ def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def _check_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> None:
+def _check_chunks(inputs: torch.Tensor, targets: torch.Tensor, model: nn.Module) -> None:
+    """(num_chunks, B, T) integer ids, not empty; in range when the model states its vocab_size."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
+    check_tensor("inputs", inputs, nonempty=False)
+    check_tensor("targets", targets, nonempty=False)
     if inputs.dim() != 3 or inputs.shape != targets.shape:
         raise ValueError("inputs and targets must both have shape (num_chunks, B, T), got "
                          f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+    size = getattr(model, "vocab_size", None)
+    size = size if isinstance(size, int) else None
+    check_ids("inputs", inputs, size)
+    check_ids("targets", targets, size)
 
 
 @torch.no_grad()
@@ -184,9 +250,12 @@ def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.T
     ``inputs`` and ``targets`` come from :func:`seqbook.data.lm_chunks` (num_chunks, B, T). With
     ``carry_state`` the model is called as ``model(x, state) -> (logits, state)`` and the state
     flows from each chunk into the next (as in training); otherwise as ``model(x)``, which may
-    return the logits or a tuple whose first item is the logits (e.g. a transformer).
+    return the logits or a tuple whose first item is the logits (e.g. a transformer). The sum is
+    taken in float64 (a Python float).
     """
-    _check_chunks(inputs, targets)
+    _check_chunks(inputs, targets, model)
+    if not isinstance(carry_state, bool):
+        raise TypeError(f"carry_state must be a bool, got {type(carry_state).__name__}")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -198,6 +267,12 @@ def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.T
         else:
             out = model(x)
             logits = out[0] if isinstance(out, tuple) else out
+        if count == 0:  # the first chunk: check what the model returns, and the targets' range, once
+            if not isinstance(logits, torch.Tensor) or logits.shape[:-1] != x.shape:
+                got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+                raise ValueError(f"model must return logits of shape ({x.shape[0]}, {x.shape[1]}, V), "
+                                 f"got {got}")
+            check_ids("targets", targets, logits.shape[-1])
         total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum").item()
         count += y.numel()
     model.train(was_training)
@@ -242,7 +317,7 @@ def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, step
     Returns:
         The :class:`seqbook.train.History` of per-step losses (mean cross-entropy in nats).
     """
-    _check_chunks(inputs, targets)
+    _check_chunks(inputs, targets, model)
     carried = {"state": None}
 
     def loss_fn(model, batch):
@@ -268,15 +343,24 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
     Returns:
         ``prefix`` followed by the ``n`` generated characters.
     """
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
     if not prefix:
         raise ValueError("prefix must hold at least one character, got ''")
-    if n < 0 or temperature < 0:
-        raise ValueError(f"n and temperature must be >= 0, got n={n}, temperature={temperature}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    _check_vocab(vocab, model)
+    n = check_int("n", n, 0)
+    temperature = check_number("temperature", temperature, low=0.0)
+    _check_generator(generator)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     ids = torch.tensor([vocab.encode(list(prefix))], device=device)  # (1, T)
     logits, state = model(ids)
+    if logits.shape[-1] != len(vocab):
+        raise ValueError(f"vocab must have one token per logit of the model, {logits.shape[-1]}, "
+                         f"got {len(vocab)}")
     out = []
     for _ in range(n):
         z = logits[0, -1].float().cpu()                            # (V,)

@@ -12,6 +12,13 @@ finite losses. Reading order:
 4. ``expected_calibration_error``, ``calibration_bins``, ``reliability_diagram``: calibration.
 5. ``similarity_loss``, ``similarity_logits``: the phasor-similarity loss of the VSA chapter
    (1 - similarity), and similarities used as logits.
+
+Inputs are checked once per call, before anything is computed, and a bad one ends in a ValueError or
+TypeError that names the argument: logits are floating-point with at least one class and hold no NaN
+or +inf (-inf is a legal masked class); targets are integer ids in [0, C) (or ``ignore_index``);
+probabilities lie in [0, 1] and sum to 1 along the last dim (within 1e-3); sizes are ints >= 1;
+``beta``, ``base``, ``scale`` and ``label_smoothing`` are finite numbers in their range. The value
+checks read the tensors once per call (one GPU sync) and pass on the ``meta`` device.
 """
 
 from __future__ import annotations
@@ -20,7 +27,46 @@ import math
 
 import torch
 
+from .checks import check_finite, check_int, check_number, check_tensor, shape_of
 from .vsa import _similarity as _fhrr_similarity  # mean cos(pi (a - b)), unchecked: x is trained freely
+
+__all__ = [
+    "logsumexp",
+    "free_energy",
+    "log_softmax",
+    "smooth_labels",
+    "cross_entropy",
+    "entropy",
+    "kl_divergence",
+    "cross_entropy_dist",
+    "perplexity",
+    "calibration_bins",
+    "expected_calibration_error",
+    "reliability_diagram",
+    "similarity_logits",
+    "similarity_loss",
+]
+
+INF = math.inf
+
+
+def _has_values(x: torch.Tensor) -> bool:
+    """Whether a value check can read ``x`` (the meta device has shapes but no values)."""
+    return x.device.type != "meta" and x.numel() > 0
+
+
+def _check_z(z) -> None:
+    """z: a floating-point (..., C) tensor, C >= 1, no NaN and no +inf (-inf: a masked class)."""
+    if not isinstance(z, torch.Tensor):
+        raise TypeError(f"z must be a torch.Tensor, got {type(z).__name__}")
+    if z.dim() == 0:
+        raise ValueError("z must have at least one dimension (..., C), got a scalar of shape ()")
+    if not z.is_floating_point():
+        raise TypeError(f"z must be a floating-point tensor, got {z.dtype}")
+    if z.shape[-1] == 0:
+        raise ValueError(f"z must have at least one class (..., C) with C >= 1, got shape {shape_of(z)}")
+    if _has_values(z) and bool((torch.isnan(z) | (z == INF)).any()):
+        raise ValueError("z must not hold NaN or +inf (-inf is allowed: a class with probability 0)")
 
 # ---------------------------------------------------------------------------------------------
 # 1. Log-sum-exp, free energy, log-softmax.
@@ -36,13 +82,13 @@ def logsumexp(z: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     Subtracting the maximum makes every exponent <= 0, so nothing overflows; the largest term is
     exp(0) = 1, so the sum is >= 1 and its log is finite. ``max(z) <= lse <= max(z) + log(C)/beta``.
 
+    ``beta`` is a finite number > 0. An all -inf row gives -inf; an empty batch an empty result.
+
     Shape:
         z: (..., C) -> (...)
     """
-    if z.dim() == 0:
-        raise ValueError("z must have at least one dimension (..., C), got a scalar")
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0, got {beta}")
+    _check_z(z)
+    check_number("beta", beta, 0.0, low_open=True)
     m = z.max(dim=-1, keepdim=True).values.detach()  # (..., 1); a constant shift, no gradient needed
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all -inf rows: keep -inf, no NaN
     out = m + torch.log(torch.exp(beta * (z - m)).sum(dim=-1, keepdim=True)) / beta  # (..., 1)
@@ -68,11 +114,16 @@ def log_softmax(z: torch.Tensor) -> torch.Tensor:
     Computed as ``(z_k - m) - log sum_j exp(z_j - m)`` with ``m = max z``: both terms are small, so
     no precision is lost subtracting two large numbers (e.g. logits near 1e4 in float32).
 
+    A row of -inf only (every class masked) has no distribution: it gives NaN.
+
     Shape:
         z: (..., C) -> (..., C)
     """
-    if z.dim() == 0:
-        raise ValueError("z must have at least one dimension (..., C), got a scalar")
+    _check_z(z)
+    return _log_softmax(z)
+
+
+def _log_softmax(z: torch.Tensor) -> torch.Tensor:
     m = z.max(dim=-1, keepdim=True).values.detach()  # (..., 1)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     shifted = z - m  # (..., C), every entry <= 0
@@ -92,21 +143,31 @@ def smooth_labels(target: torch.Tensor, num_classes: int, label_smoothing: float
     is PyTorch's convention), so the true class gets ``1 - eps + eps / C``.
 
     Shape:
-        target: (...) integer ids in [0, C) -> (..., C) of ``dtype`` (default: torch's default dtype)
+        target: (...) integer ids in [0, C) -> (..., C) of ``dtype`` (default: torch's default dtype),
+        a floating-point dtype; ``num_classes`` C is an int >= 1.
     """
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    num_classes = check_int("num_classes", num_classes, 1)
+    label_smoothing = check_number("label_smoothing", label_smoothing, 0.0, 1.0)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype or None, got {dtype!r}")
     _check_target_range(target, num_classes, None)
-    onehot = torch.nn.functional.one_hot(target, num_classes).to(dtype or torch.get_default_dtype())
+    onehot = torch.nn.functional.one_hot(target.long(), num_classes).to(dtype or torch.get_default_dtype())
     return (1.0 - label_smoothing) * onehot + label_smoothing / num_classes
 
 
 def _check_target_range(target: torch.Tensor, num_classes: int, ignore_index: int | None) -> None:
-    if target.dtype in (torch.bool,) or target.is_floating_point() or target.is_complex():
+    """target: an integer tensor with ids in [0, num_classes), or equal to ignore_index (one sync)."""
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
+    if target.dtype == torch.bool or target.is_floating_point() or target.is_complex():
         raise ValueError(f"target must hold integer class ids, got dtype {target.dtype}")
+    if not _has_values(target):
+        return
     valid = target if ignore_index is None else target[target != ignore_index]
-    if valid.numel() and (valid.min() < 0 or valid.max() >= num_classes):
-        lo, hi = int(valid.min()), int(valid.max())
+    if not valid.numel():
+        return
+    lo, hi = torch.stack([valid.min(), valid.max()]).tolist()
+    if lo < 0 or hi >= num_classes:
         extra = "" if ignore_index is None else f" (or ignore_index={ignore_index})"
         raise ValueError(f"target must lie in [0, {num_classes}){extra}, got values in [{lo}, {hi}]")
 
@@ -126,14 +187,22 @@ def cross_entropy(
 
     which is eq. (7.1) with the target of eq. (7.3). The loss is averaged over the positions whose
     target is not ``ignore_index`` (ignored positions count neither in the sum nor in the divisor),
-    exactly like ``torch.nn.functional.cross_entropy(..., reduction="mean")``. If every position is
-    ignored the mean is 0/0 = NaN, as in PyTorch. Half-precision logits are computed in float32.
+    exactly like ``torch.nn.functional.cross_entropy(..., reduction="mean")``. An ignored position
+    contributes exactly 0 and gets an exact zero gradient, even if its logits are all -inf. If every
+    position is ignored the mean is 0/0 = NaN, as in PyTorch (the gradient is zero). Half-precision
+    logits are computed in float32.
+
+    -inf logits are legal (a masked class): a true class at -inf gives a loss of +inf, and so does
+    label smoothing > 0 on a row with a -inf class, since the smoothed target puts mass on it. A
+    position that is not ignored needs at least one finite logit; NaN and +inf are refused.
 
     Shape:
         logits: (B, C) or (B, T, C)
         target: (B,) or (B, T), integer ids in [0, C) or equal to ``ignore_index``
         output: scalar
     """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if logits.dim() not in (2, 3):
         raise ValueError(f"logits must have shape (B, C) or (B, T, C), got {tuple(logits.shape)}")
     if not logits.is_floating_point():
@@ -141,20 +210,37 @@ def cross_entropy(
     C = logits.shape[-1]
     if C < 1:
         raise ValueError(f"logits must have at least one class, got shape {tuple(logits.shape)}")
+    if logits.numel() == 0:
+        raise ValueError(f"logits must not be empty (B, T >= 1: no positions to average), "
+                         f"got shape {tuple(logits.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
     if tuple(target.shape) != tuple(logits.shape[:-1]):
         want = "(B,)" if logits.dim() == 2 else "(B, T)"
         raise ValueError(
             f"target must have shape {want} = {tuple(logits.shape[:-1])} to match logits "
             f"{tuple(logits.shape)}, got {tuple(target.shape)}"
         )
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    label_smoothing = check_number("label_smoothing", label_smoothing, 0.0, 1.0)
+    if ignore_index is not None:
+        ignore_index = check_int("ignore_index", ignore_index, minimum=None)
     _check_target_range(target, C, ignore_index)
+    keep = torch.ones_like(target, dtype=torch.bool) if ignore_index is None else target != ignore_index
+    if _has_values(logits):  # one sync for both value checks
+        bad = (torch.isnan(logits) | (logits == INF)).any()
+        dead = ((logits == -INF).all(-1) & keep).any()  # a kept position with no finite logit
+        bad, dead = torch.stack([bad, dead]).tolist()
+        if bad:
+            raise ValueError("logits must not hold NaN or +inf (-inf is allowed: a masked class)")
+        if dead:
+            raise ValueError("logits must have a finite entry at every position that is not ignored, "
+                             "got a row of -inf only (every class masked) whose target is not ignore_index")
 
     z = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
-    logq = log_softmax(z)  # (B, [T,] C) log-probabilities, z_k - lse(z)
-    keep = torch.ones_like(target, dtype=torch.bool) if ignore_index is None else target != ignore_index
-    safe = torch.where(keep, target, torch.zeros_like(target))  # ignored ids may be out of range
+    if ignore_index is not None:  # ignored rows become 0: a finite log-softmax and a zero gradient
+        z = torch.where(keep.unsqueeze(-1), z, z.new_zeros(()))
+    logq = _log_softmax(z)  # (B, [T,] C) log-probabilities, z_k - lse(z)
+    safe = torch.where(keep, target, torch.zeros_like(target)).long()  # ignored ids may be out of range
     nll = -logq.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (B, [T]) -log q_y
     loss = (1.0 - label_smoothing) * nll
     if label_smoothing > 0:
@@ -169,24 +255,39 @@ def cross_entropy(
 
 
 def _log_base(base: float | None) -> float:
+    """log(base): base is None (nats) or a finite number > 0 and != 1."""
     if base is None:
         return 1.0
-    if not (base > 0 and base != 1):
+    base = check_number("base", base, 0.0, low_open=True)
+    if base == 1:
         raise ValueError(f"base must be > 0 and != 1, got {base}")
     return math.log(base)
 
 
 def _check_probs(name: str, p: torch.Tensor) -> None:
+    """p: a floating-point (..., C) tensor, C >= 1, entries in [0, 1], each row summing to 1.
+
+    The entries and the sum may be off by rounding: 1e-3, or 4 eps of a half-precision dtype. One sync.
+    """
+    if not isinstance(p, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of probabilities, got {type(p).__name__}")
     if p.dim() == 0:
         raise ValueError(f"{name} must have shape (..., C), got a scalar")
     if not p.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {p.dtype}")
-    if bool((p < 0).any()):
-        raise ValueError(f"{name} must be non-negative (a probability vector along the last dim)")
-    total = p.detach().sum(-1)
-    if not torch.allclose(total, torch.ones_like(total), atol=1e-3, rtol=0):
-        raise ValueError(f"{name} must sum to 1 along the last dim, got sums in "
-                         f"[{float(total.min()):.4g}, {float(total.max()):.4g}]")
+    if p.shape[-1] == 0:
+        raise ValueError(f"{name} must have at least one class (..., C) with C >= 1, got shape {shape_of(p)}")
+    if not _has_values(p):
+        return
+    q = p.detach().float()
+    total = q.sum(-1)
+    lo, hi, tlo, thi = torch.stack([q.min(), q.max(), total.min(), total.max()]).tolist()
+    atol = max(1e-3, 4 * torch.finfo(p.dtype).eps)
+    if not (0 <= lo and hi <= 1 + atol):  # also catches NaN
+        raise ValueError(f"{name} must be non-negative and at most 1 (probabilities along the last dim), "
+                         f"got values in [{lo:.4g}, {hi:.4g}]")
+    if not (abs(tlo - 1) <= atol and abs(thi - 1) <= atol):
+        raise ValueError(f"{name} must sum to 1 along the last dim, got sums in [{tlo:.4g}, {thi:.4g}]")
 
 
 def entropy(p: torch.Tensor, base: float | None = None) -> torch.Tensor:
@@ -202,6 +303,9 @@ def entropy(p: torch.Tensor, base: float | None = None) -> torch.Tensor:
 
 
 def _check_pair(p: torch.Tensor, q: torch.Tensor) -> None:
+    for name, x in (("p", p), ("q", q)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of probabilities, got {type(x).__name__}")
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
     _check_probs("p", p)
@@ -239,13 +343,28 @@ def perplexity(nll: torch.Tensor | float, base: float | None = None) -> torch.Te
     ``nll`` is a mean loss (a float or scalar tensor) or a tensor of per-token losses (averaged
     here), in nats, or in the unit of ``base`` (e.g. ``base=2`` for bits: perplexity = 2 ** nll).
     A uniform guess over C symbols has perplexity C.
+
+    A tensor gives a tensor of its dtype (float16 and bfloat16: float32), a number a Python float.
+    ``nll`` must be >= 0 and not NaN; +inf (a symbol given probability 0) gives +inf, and so does
+    a Python number too large for exp.
     """
     scale = _log_base(base)
     if isinstance(nll, torch.Tensor):
+        if not nll.is_floating_point():
+            raise TypeError(f"nll must be a floating-point tensor of losses, got {nll.dtype}")
         if nll.numel() == 0:
-            raise ValueError("nll is empty: need at least one negative log-likelihood")
-        return torch.exp(nll.float().mean() * scale)
-    return math.exp(float(nll) * scale)
+            raise ValueError("nll is empty: need at least one negative log-likelihood, got shape "
+                             f"{shape_of(nll)}")
+        if _has_values(nll) and bool((torch.isnan(nll) | (nll < 0)).any()):
+            raise ValueError("nll must hold losses >= 0 (negative log-likelihoods), "
+                             "got a negative or NaN entry")
+        mean = nll.mean() if nll.dtype in (torch.float32, torch.float64) else nll.float().mean()
+        return torch.exp(mean * scale)
+    nll = check_number("nll", nll, 0.0, allow_inf=True)
+    try:
+        return math.exp(nll * scale)
+    except OverflowError:
+        return math.inf
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,14 +382,30 @@ def calibration_bins(probs: torch.Tensor, target: torch.Tensor, n_bins: int = 15
     Returns:
         ``(confidence, accuracy, count)``, each of shape (n_bins,): the mean confidence and the
         accuracy inside each bin (0 for empty bins) and the number of predictions in it.
+
+    ``probs`` must hold N >= 1 rows of probabilities (entries in [0, 1], each row summing to 1),
+    ``target`` ids in [0, C), ``n_bins`` an int >= 1.
     """
+    _check_calibration(probs, target)
+    n_bins = check_int("n_bins", n_bins, 1)
+    return _calibration_bins(probs, target, n_bins)
+
+
+def _check_calibration(probs: torch.Tensor, target: torch.Tensor) -> None:
+    check_tensor("probs", probs, nonempty=False)
     if probs.dim() != 2:
         raise ValueError(f"probs must have shape (N, C), got {tuple(probs.shape)}")
+    if probs.shape[0] == 0:
+        raise ValueError(f"probs must hold at least one prediction (N >= 1), got shape {tuple(probs.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
     if target.shape != probs.shape[:1]:
         raise ValueError(f"target must have shape (N,) = ({probs.shape[0]},), got {tuple(target.shape)}")
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    _check_probs("probs", probs)
     _check_target_range(target, probs.shape[1], None)
+
+
+def _calibration_bins(probs: torch.Tensor, target: torch.Tensor, n_bins: int):
     probs = probs.detach().double()
     conf, pred = probs.max(dim=-1)  # (N,)
     correct = (pred == target).double()  # (N,)
@@ -295,6 +430,10 @@ def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins
         probs: (N, C) probabilities; target: (N,) ids
     """
     conf, acc, count = calibration_bins(probs, target, n_bins)
+    return _ece(conf, acc, count)
+
+
+def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
     return float((count.double() / count.sum() * (acc - conf).abs()).sum())
 
 
@@ -303,13 +442,18 @@ def reliability_diagram(probs: torch.Tensor, target: torch.Tensor, n_bins: int =
     """Plot accuracy against confidence per bin, with the diagonal of perfect calibration.
 
     Bars below the diagonal are over-confident bins, bars above it under-confident ones; the
-    legend gives the ECE. Returns the matplotlib axes.
+    legend gives the ECE. Returns the matplotlib axes. Arguments as in :func:`calibration_bins`;
+    ``title`` is a str or None.
     """
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__}")
+    bins = calibration_bins(probs, target, n_bins)
+    ece = _ece(*bins)
+
     import matplotlib.pyplot as plt
     import numpy as np
 
-    conf, acc, count = (t.cpu().numpy() for t in calibration_bins(probs, target, n_bins))
-    ece = expected_calibration_error(probs, target, n_bins)
+    conf, acc, count = (t.cpu().numpy() for t in bins)
     ax = ax or plt.gca()
     width = 1.0 / n_bins
     centers = (np.arange(n_bins) + 0.5) * width
@@ -341,12 +485,14 @@ def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.
     Feeding these to :func:`cross_entropy` gives a softmax classifier over similarities, the
     alternative to :func:`similarity_loss` that also pushes the wrong classes away.
 
+    ``scale`` is any finite number (0 gives zeros, a negative one flips the order). x is trained
+    freely and may leave [-1, 1] (the cosine is periodic); x and codebook must be finite.
+
     Shape:
         x: (B, n) angles in [-1, 1]; codebook: (C, n) -> (B, C)
     """
-    if x.dim() != 2 or codebook.dim() != 2 or x.shape[1] != codebook.shape[1]:
-        raise ValueError(f"x must have shape (B, n) and codebook (C, n), got {tuple(x.shape)} and "
-                         f"{tuple(codebook.shape)}")
+    _check_x_codebook(x, codebook)
+    check_number("scale", scale)
     return scale * _fhrr_similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
 
 
@@ -358,12 +504,31 @@ def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tenso
     Only the true class's symbol enters; it lies in [0, 2] and is 0 when x equals that symbol.
 
     Shape:
-        x: (B, n) angles in [-1, 1]; codebook: (C, n); target: (B,) ids -> scalar
+        x: (B, n) angles in [-1, 1], B >= 1; codebook: (C, n); target: (B,) ids -> scalar
     """
-    if x.dim() != 2 or codebook.dim() != 2 or x.shape[1] != codebook.shape[1]:
-        raise ValueError(f"x must have shape (B, n) and codebook (C, n), got {tuple(x.shape)} and "
-                         f"{tuple(codebook.shape)}")
+    _check_x_codebook(x, codebook)
+    if x.shape[0] == 0:
+        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
+                         f"got shape {tuple(x.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
     if target.shape != x.shape[:1]:
         raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
     _check_target_range(target, codebook.shape[0], None)
-    return (1.0 - _fhrr_similarity(x, codebook[target])).mean()
+    return (1.0 - _fhrr_similarity(x, codebook[target.long()])).mean()
+
+
+def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
+    """x: (B, n) and codebook: (C, n), finite floating-point tensors, C, n >= 1."""
+    for name, t in (("x", x), ("codebook", codebook)):
+        check_tensor(name, t, nonempty=False)
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
+    if codebook.dim() != 2 or 0 in codebook.shape:
+        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {tuple(codebook.shape)}")
+    n = codebook.shape[1]
+    if x.dim() != 2 or x.shape[1] != n:
+        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {tuple(codebook.shape)}, "
+                         f"got {tuple(x.shape)}")
+    check_finite("x", x)
+    check_finite("codebook", codebook)

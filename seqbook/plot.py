@@ -6,6 +6,29 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
+
+from .checks import check_int, check_number
+
+
+def _as_array(name: str, values, ndim: int) -> np.ndarray:
+    """``values`` (a sequence, an array or a tensor) as a real NumPy array of rank ``ndim``."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise TypeError(f"{name} must be a sequence, array or tensor of numbers, got {type(values).__name__}")
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu()
+        if values.is_complex():
+            raise TypeError(f"{name} must hold real numbers, got {values.dtype}")
+        values = values.float() if values.dtype == torch.bfloat16 else values  # NumPy has no bfloat16
+    try:
+        array = np.asarray(values)
+    except ValueError:  # ragged nesting
+        raise ValueError(f"{name} must be a rectangular array of numbers, got ragged rows") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
+    return array
 
 
 def use_book_style() -> None:
@@ -22,8 +45,15 @@ def use_book_style() -> None:
 
 
 def smooth(values: Sequence[float], window: int = 50) -> np.ndarray:
-    """Moving average over ``window`` points (shorter at the start)."""
-    values = np.asarray(values, dtype=float)
+    """Moving average over ``window`` points (shorter at the start).
+
+    ``values`` is 1-D and finite (a NaN would spread to every later point); an empty ``values``
+    gives an empty array. ``window`` is an int >= 1 (1: no smoothing).
+    """
+    values = _as_array("values", values, 1).astype(float)
+    window = check_int("window", window, 1)
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite, got a NaN or infinite entry")
     if len(values) == 0:
         return values
     cumsum = np.cumsum(np.insert(values, 0, 0.0))
@@ -34,9 +64,23 @@ def smooth(values: Sequence[float], window: int = 50) -> np.ndarray:
 
 def plot_history(history, ax=None, label: str | None = None, baseline: float | None = None,
                  baseline_label: str = "baseline", window: int = 50):
-    """Training loss (smoothed), evaluation losses as dots, and an optional baseline line."""
+    """Training loss (smoothed), evaluation losses as dots, and an optional baseline line.
+
+    ``history`` is a :class:`seqbook.train.History` (or has its ``step_loss``, ``eval_step`` and
+    ``eval_loss`` lists).
+    """
+    if not all(hasattr(history, k) for k in ("step_loss", "eval_step", "eval_loss")):
+        raise TypeError(f"history must be a seqbook.train.History, got {type(history).__name__}")
+    if len(history.eval_step) != len(history.eval_loss):
+        raise ValueError(f"history must have as many eval_step as eval_loss entries, got "
+                         f"{len(history.eval_step)} and {len(history.eval_loss)}")
+    if label is not None and not isinstance(label, str):
+        raise TypeError(f"label must be a str or None, got {type(label).__name__}")
+    if baseline is not None:
+        baseline = check_number("baseline", baseline)
+    smoothed = smooth(history.step_loss, window)
     ax = ax or plt.gca()
-    line, = ax.plot(smooth(history.step_loss, window), label=f"{label or 'train'} (smoothed)")
+    line, = ax.plot(smoothed, label=f"{label or 'train'} (smoothed)")
     if history.eval_loss:
         ax.plot(history.eval_step, history.eval_loss, "o--", color=line.get_color(),
                 label=f"{label or 'held-out'} (eval)")
@@ -50,9 +94,28 @@ def plot_history(history, ax=None, label: str | None = None, baseline: float | N
 
 def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis",
             colorbar: bool = True, title: str | None = None, vmin=None, vmax=None):
-    """A labelled heatmap, e.g. attention weights (rows: queries, columns: keys)."""
+    """A labelled heatmap, e.g. attention weights (rows: queries, columns: keys).
+
+    ``matrix`` is 2-D (rows, columns): a tensor, an array or nested lists of real numbers (bool
+    too). NaN entries are legal and drawn blank. ``x_labels`` needs one label per column,
+    ``y_labels`` one per row.
+    """
+    matrix = _as_array("matrix", matrix, 2)
+    if matrix.size == 0:
+        raise ValueError(f"matrix must not be empty, got shape {matrix.shape}")
+    for name, labels, n in (("x_labels", x_labels, matrix.shape[1]), ("y_labels", y_labels, matrix.shape[0])):
+        if labels is None:
+            continue
+        if isinstance(labels, (str, bytes)) or not hasattr(labels, "__len__"):
+            raise TypeError(f"{name} must be a sequence of labels, got {type(labels).__name__}")
+        if len(labels) != n:
+            what = "column" if name == "x_labels" else "row"
+            raise ValueError(f"{name} must have {n} labels (one per {what}), got {len(labels)}")
+    vmin = None if vmin is None else check_number("vmin", vmin)
+    vmax = None if vmax is None else check_number("vmax", vmax)
+    if vmin is not None and vmax is not None and vmin > vmax:
+        raise ValueError(f"vmin must be <= vmax, got vmin={vmin}, vmax={vmax}")
     ax = ax or plt.gca()
-    matrix = np.asarray(matrix.detach().cpu() if hasattr(matrix, "detach") else matrix)
     im = ax.imshow(matrix, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
     if x_labels is not None:
         ax.set_xticks(range(len(x_labels)), x_labels, rotation=90, fontsize=8)
@@ -67,9 +130,29 @@ def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis"
 
 
 def confusion_matrix(y_true, y_pred, labels: Sequence[str], ax=None, normalize: bool = True):
-    """Plot a confusion matrix (rows: true class, columns: predicted class); returns the counts."""
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    """Plot a confusion matrix (rows: true class, columns: predicted class); returns the counts.
+
+    ``y_true`` and ``y_pred`` are 1-D integer class ids in [0, len(labels)), of the same length
+    (empty is legal: all counts are zero).
+    """
+    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__len__"):
+        raise TypeError(f"labels must be a sequence of class names, got {type(labels).__name__}")
     k = len(labels)
+    if k == 0:
+        raise ValueError("labels must name at least one class, got none")
+    y_true, y_pred = _as_array("y_true", y_true, 1), _as_array("y_pred", y_pred, 1)
+    y_true = y_true.astype(int) if y_true.size == 0 else y_true  # np.asarray([]) is float64
+    y_pred = y_pred.astype(int) if y_pred.size == 0 else y_pred
+    for name, y in (("y_true", y_true), ("y_pred", y_pred)):
+        if y.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integer class ids, got dtype {y.dtype}")
+        if y.size and (y.min() < 0 or y.max() >= k):
+            bad = y.min() if y.min() < 0 else y.max()
+            raise ValueError(f"{name} must hold class ids in [0, {k - 1}], found {bad}")
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"y_true and y_pred must have the same length, got {len(y_true)} and {len(y_pred)}")
+    if not isinstance(normalize, (bool, np.bool_)):
+        raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
     counts = np.zeros((k, k), dtype=int)
     np.add.at(counts, (y_true, y_pred), 1)
     shown = counts / np.maximum(counts.sum(1, keepdims=True), 1) if normalize else counts

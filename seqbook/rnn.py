@@ -29,16 +29,38 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import _VF, nn
 
+from .checks import autocast_enabled, check_ids, check_int, check_probability, check_tensor
+
 __all__ = ["RNNCell", "GRUCell", "LSTMCell", "RNN", "GRU", "LSTM", "SequenceClassifier"]
 
 
-def _check_positive(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _check_positive(name: str, value) -> int:
+    """A size: a Python or NumPy int >= 1 (not bool); returns it as an int."""
+    return check_int(name, value, 1)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def _check_like(name: str, x: torch.Tensor, like: torch.Tensor) -> None:
+    """``x`` is a floating-point tensor on the device and (autocast aside) of the dtype of the
+    module's parameter ``like``. Reads no values."""
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if x.device != like.device:
+        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
+    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
+    if x.dtype != like.dtype and not autocast:
+        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
+                        f"(convert one of them with .to(dtype))")
 
 
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
@@ -57,8 +79,9 @@ class _Cell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
         super().__init__()
-        _check_positive("input_size", input_size)
-        _check_positive("hidden_size", hidden_size)
+        input_size = _check_positive("input_size", input_size)
+        hidden_size = _check_positive("hidden_size", hidden_size)
+        bias = _check_bool("bias", bias)
         self.input_size, self.hidden_size = input_size, hidden_size
         G = self.gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(G, input_size))
@@ -85,11 +108,13 @@ class _Cell(nn.Module):
         """``W_hh h + b_hh``: (B, H) -> (B, G*H)."""
         return F.linear(h, self.weight_hh, self.bias_hh)
 
-    def _check_step_input(self, x: torch.Tensor, h: torch.Tensor) -> None:
-        if x.dim() != 2 or x.shape[1] != self.input_size:
-            raise ValueError(f"x must have shape (B, {self.input_size}), got {_shape(x)}")
+    def _check_step_input(self, x: torch.Tensor, h: torch.Tensor, h_name: str = "h") -> None:
+        check_tensor("x", x, shape=(None, self.input_size), names=f"(B, {self.input_size})")
+        check_tensor(h_name, h, nonempty=False)
         if _shape(h) != (x.shape[0], self.hidden_size):
-            raise ValueError(f"h must have shape ({x.shape[0]}, {self.hidden_size}), got {_shape(h)}")
+            raise ValueError(f"{h_name} must have shape ({x.shape[0]}, {self.hidden_size}), got {_shape(h)}")
+        _check_like("x", x, self.weight_ih)
+        _check_like(h_name, h, self.weight_hh)
 
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
@@ -103,6 +128,9 @@ class RNNCell(_Cell):
 
     with :math:`\sigma_h` = tanh or ReLU. (The read-out :math:`y_t = \sigma_y(W_y h_t + b_y)` of
     eq. 3.2 is an ordinary linear layer applied to the states.)
+
+    ``forward`` checks its arguments; ``step``, ``project_input`` and ``project_hidden`` are the
+    unchecked pieces the layers call inside their time loops.
 
     Shape:
         x: (B, input_size), h: (B, hidden_size) -> h_t: (B, hidden_size)
@@ -196,9 +224,10 @@ class LSTMCell(_Cell):
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], return_gates: bool = False):
         """One step; ``state = (h, c)``; with ``return_gates`` also a dict of i, f, g, o."""
         if not isinstance(state, (tuple, list)) or len(state) != 2:
-            raise ValueError("state must be a pair (h, c) of tensors of shape (B, hidden_size)")
-        self._check_step_input(x, state[0])
-        self._check_step_input(x, state[1])
+            raise ValueError("state must be a pair (h, c) of tensors of shape (B, hidden_size), "
+                             f"got {type(state).__name__}")
+        self._check_step_input(x, state[0], "state[0]")
+        self._check_step_input(x, state[1], "state[1]")
         return self.step(self.project_input(x), tuple(state), return_gates)
 
 
@@ -220,11 +249,13 @@ class _RecurrentLayer(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  dropout: float = 0.0, bidirectional: bool = False, fast: bool = False, **cell_kwargs):
         super().__init__()
-        _check_positive("input_size", input_size)
-        _check_positive("hidden_size", hidden_size)
-        _check_positive("num_layers", num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        input_size = _check_positive("input_size", input_size)
+        hidden_size = _check_positive("hidden_size", hidden_size)
+        num_layers = _check_positive("num_layers", num_layers)
+        dropout = check_probability("dropout", dropout)
+        bias = _check_bool("bias", bias)
+        bidirectional = _check_bool("bidirectional", bidirectional)
+        fast = _check_bool("fast", fast)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.dropout, self.bidirectional = bias, float(dropout), bool(bidirectional)
         self.num_directions = D = 2 if bidirectional else 1
@@ -242,7 +273,7 @@ class _RecurrentLayer(nn.Module):
 
     def _check_input(self, x: torch.Tensor) -> None:
         if not isinstance(x, torch.Tensor):
-            raise ValueError(f"x must be a tensor of shape (B, T, {self.input_size}), got {type(x).__name__}")
+            raise TypeError(f"x must be a tensor of shape (B, T, {self.input_size}), got {type(x).__name__}")
         if x.dim() != 3:
             raise ValueError(
                 f"x must have shape (B, T, {self.input_size}) (batch first, 3-D), got {_shape(x)}")
@@ -254,6 +285,7 @@ class _RecurrentLayer(nn.Module):
         if x.shape[0] == 0:
             raise ValueError(f"x must hold at least one sequence: shape (B>=1, T, {self.input_size}), "
                              f"got {_shape(x)}")
+        _check_like("x", x, self.cells[0].weight_ih)
 
     def _initial_state(self, x: torch.Tensor, h0: torch.Tensor | None, name: str = "h0") -> torch.Tensor:
         """Zeros by default; otherwise ``h0`` checked against (num_layers * D, B, H)."""
@@ -264,6 +296,7 @@ class _RecurrentLayer(nn.Module):
             got = _shape(h0) if isinstance(h0, torch.Tensor) else type(h0).__name__
             raise ValueError(f"{name} must have shape {expected} = (num_layers * num_directions, B, "
                              f"hidden_size), got {got}")
+        _check_like(name, h0, self.cells[0].weight_hh)
         return h0
 
     # --- the loops ---------------------------------------------------------------------------
@@ -336,7 +369,7 @@ class _RecurrentLayer(nn.Module):
     @classmethod
     def _kwargs_from_torch(cls, m: nn.RNNBase) -> dict:
         if not isinstance(m, cls.torch_class):
-            raise ValueError(f"expected an nn.{cls.torch_class.__name__}, got {type(m).__name__}")
+            raise TypeError(f"m must be an nn.{cls.torch_class.__name__}, got {type(m).__name__}")
         if getattr(m, "proj_size", 0):
             raise ValueError(f"proj_size > 0 is not supported, got proj_size={m.proj_size}")
         return dict(input_size=m.input_size, hidden_size=m.hidden_size, num_layers=m.num_layers,
@@ -349,7 +382,7 @@ class _RecurrentLayer(nn.Module):
         Our layers are batch-first; ``m`` may have either ``batch_first`` (it does not change the
         weights). The copy sits on ``m``'s device and dtype.
         """
-        ours = cls(**cls._kwargs_from_torch(m), fast=fast)
+        ours = cls(**cls._kwargs_from_torch(m), fast=_check_bool("fast", fast))
         ref = next(m.parameters())
         ours.to(device=ref.device, dtype=ref.dtype)
         with torch.no_grad():
@@ -364,11 +397,13 @@ class _RecurrentLayer(nn.Module):
 
     def torch_parameter(self, name: str) -> nn.Parameter:
         """Our parameter under PyTorch's name, e.g. ``'weight_hh_l0_reverse'``."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str such as 'weight_hh_l0', got {type(name).__name__}")
         for k, suffix in self._torch_param_names():
             for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                 if name == f"{kind}_{suffix}":
                     return getattr(self.cells[k], kind)
-        raise ValueError(f"no parameter named {name!r}")
+        raise ValueError(f"name must be a parameter name such as 'weight_hh_l0', got {name!r}")
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}"
@@ -544,6 +579,9 @@ class SequenceClassifier(nn.Module):
             raise ValueError(f"cell must be one of {sorted(layers)}, got {cell!r}")
         if pooling not in ("last", "mean"):
             raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
+        self.vocab_size = _check_positive("vocab_size", vocab_size)
+        num_classes = _check_positive("num_classes", num_classes)
+        embed_size = _check_positive("embed_size", embed_size)
         self.pooling = pooling
         self.embed = nn.Embedding(vocab_size, embed_size)
         self.rnn = layers[cell](embed_size, hidden_size, num_layers=num_layers, dropout=dropout,
@@ -551,8 +589,7 @@ class SequenceClassifier(nn.Module):
         self.head = nn.Linear(self.rnn.num_directions * hidden_size, num_classes)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        if ids.dim() != 2:
-            raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
+        check_ids("ids", ids, self.vocab_size, shape=(None, None), names="(B, T)")
         output, state = self.rnn(self.embed(ids))             # (B, T, D*H)
         if self.pooling == "mean":
             return self.head(output.mean(dim=1))              # (B, C)

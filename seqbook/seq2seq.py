@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from torch import _VF, nn
 
 from . import rnn
-from .attention import AdditiveAttention
+from .attention import AdditiveAttention, _check_flag, _positive_int
+from .checks import check_float_tensor, check_ids, check_int, check_number
 from .data import Vocab, make_dates, pad_sequences, padding_mask
 from .train import History, fit
 
@@ -112,19 +113,38 @@ def encode_pairs(
         ``src`` (N, S) int64, ``src_lengths`` (N,) int64 and ``tgt`` (N, T) int64, padded with
         ``<pad>`` = 0.
     """
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
+        raise TypeError(f"pairs must be a list of (source, target) string pairs, got {type(pairs).__name__}")
     if len(pairs) == 0:
         raise ValueError("pairs is empty: need at least one (source, target) pair")
+    _check_vocab("src_vocab", src_vocab)
+    _check_vocab("tgt_vocab", tgt_vocab)
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise TypeError(f"pairs[{i}] must be a (source, target) pair of strings, got {pair!r}")
     src, src_lengths = pad_sequences([src_vocab.encode(list(s), add_eos=True) for s, _ in pairs])
     tgt, _ = pad_sequences([tgt_vocab.encode(list(t), add_sos=True, add_eos=True) for _, t in pairs])
     return src, src_lengths, tgt
 
 
+def _check_vocab(name: str, vocab) -> None:
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"{name} must be a seqbook.data.Vocab, got {type(vocab).__name__}")
+
+
 def decode_ids(ids: Sequence[int] | torch.Tensor, vocab: Vocab) -> str:
     """Ids -> string: stops at the first ``<eos>`` and skips ``<pad>`` and ``<sos>``."""
+    _check_vocab("vocab", vocab)
     if isinstance(ids, torch.Tensor):
         if ids.dim() != 1:
             raise ValueError(f"ids must have shape (T,), got {_shape(ids)}")
+        check_ids("ids", ids, nonempty=False)
         ids = ids.tolist()
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise TypeError(f"ids must be a 1-D tensor or a list of ints, got {type(ids).__name__}")
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < len(vocab):
+            raise ValueError(f"ids must hold ints in [0, {len(vocab) - 1}], found {i!r}")
     chars = []
     for i in ids:
         if i == EOS_ID:
@@ -143,8 +163,9 @@ def date_dataset(n_train: int, n_test: int, seed: int = 0) -> TranslationData:
     be a remembered training answer. The vocabularies hold the characters of the training pairs.
     The same arguments always give the same data.
     """
-    if n_train < 1 or n_test < 1:
-        raise ValueError(f"n_train and n_test must be >= 1, got {n_train} and {n_test}")
+    for name, value in (("n_train", n_train), ("n_test", n_test)):
+        check_int(name, value)
+    seed = check_int("seed", seed, minimum=None)
     test = make_dates(n_test, seed=seed)
     held_out = {iso for _, iso in test}
     train: list[tuple[str, str]] = []
@@ -174,9 +195,12 @@ def copy_dataset(
     drawn independently (they coincide only by chance, for very short lengths).
     """
     test_max_len = max_len if test_max_len is None else test_max_len
-    if n_train < 1 or max_len < 1 or n_test_per_length < 1 or test_max_len < 1:
-        raise ValueError(f"n_train, max_len, n_test_per_length and test_max_len must be >= 1, got "
-                         f"{n_train}, {max_len}, {n_test_per_length}, {test_max_len}")
+    for name, value in (("n_train", n_train), ("max_len", max_len), ("n_test_per_length", n_test_per_length),
+                        ("test_max_len", test_max_len)):
+        check_int(name, value)
+    seed = check_int("seed", seed, minimum=None)
+    if not isinstance(alphabet, str):
+        raise TypeError(f"alphabet must be a str, got {type(alphabet).__name__}")
     if len(set(alphabet)) < 2:
         raise ValueError(f"alphabet must hold at least 2 distinct characters, got {alphabet!r}")
     rng = random.Random(seed)
@@ -205,18 +229,44 @@ def bucket_batches(
     length, cuts it into batches and yields the batches in random order. Each batch is trimmed
     to its longest source and target, so little time goes into padding.
 
+    The arguments are checked when it is called, before the first batch. The tensors may live on
+    any one device; the shuffling runs on the CPU (with ``generator``) and the batches are cut on
+    the data's device.
+
     Yields:
         ``(src (B, S_b), src_lengths (B,), tgt (B, T_b))``.
     """
-    n = src.shape[0]
+    for name, t in (("src", src), ("src_lengths", src_lengths), ("tgt", tgt)):
+        check_ids(name, t, nonempty=False)
+    n = src.shape[0] if src.dim() else 0
     if src.dim() != 2 or _shape(src_lengths) != (n,) or tgt.dim() != 2 or tgt.shape[0] != n:
         raise ValueError(f"need src (N, S), src_lengths (N,), tgt (N, T) with one N, got "
                          f"{_shape(src)}, {_shape(src_lengths)}, {_shape(tgt)}")
+    if n == 0 or src.shape[1] == 0 or tgt.shape[1] == 0:
+        raise ValueError(f"src and tgt must hold at least one sequence and one position, got "
+                         f"{_shape(src)} and {_shape(tgt)}")
+    if not src.device == src_lengths.device == tgt.device:
+        raise ValueError(f"src, src_lengths and tgt must be on one device, got {src.device}, "
+                         f"{src_lengths.device}, {tgt.device}")
+    batch_size = check_int("batch_size", batch_size)
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
+    pool = check_int("pool", pool)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if src.device.type != "meta":
+        lo, hi = int(src_lengths.min()), int(src_lengths.max())
+        if lo < 1 or hi > src.shape[1]:
+            raise ValueError(f"src_lengths must lie in [1, {src.shape[1]}] (the width of src), got values "
+                             f"in [{lo}, {hi}]")
+    return _bucket_batches(src, src_lengths, tgt, batch_size, generator, pool)
+
+
+def _bucket_batches(src, src_lengths, tgt, batch_size, generator, pool):
+    n = src.shape[0]
     tgt_lengths = (tgt != PAD_ID).sum(1)
     while True:
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator).to(src.device)  # drawn on the CPU, used on the data's
         batches = []
         for start in range(0, n, pool * batch_size):
             chunk = order[start : start + pool * batch_size]
@@ -242,8 +292,19 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     Shape:
         x: (B, T, ...), lengths: (B,) with values in 0..T -> (B, T, ...)
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    check_ids("lengths", lengths, nonempty=False)
     if x.dim() < 2 or _shape(lengths) != (x.shape[0],):
         raise ValueError(f"need x (B, T, ...) and lengths (B,), got {_shape(x)} and {_shape(lengths)}")
+    if lengths.numel() and lengths.device.type != "meta":
+        lo, hi = int(lengths.min()), int(lengths.max())
+        if lo < 0 or hi > x.shape[1]:
+            raise ValueError(f"lengths must lie in [0, {x.shape[1]}] (T of x), got values in [{lo}, {hi}]")
+    return _reverse_padded(x, lengths)
+
+
+def _reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     B, T = x.shape[:2]
     t = torch.arange(T, device=x.device)
     idx = lengths.to(x.device)[:, None] - 1 - t                     # (B, T): the mirrored position
@@ -280,6 +341,9 @@ class Encoder(nn.Module):
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, fast: bool = False):
         super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
+            _positive_int(name, value)
+        _check_flag("fast", fast)
         self.hidden_size = hidden_size
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.forward_rnn = rnn.GRU(emb_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
@@ -291,8 +355,8 @@ class Encoder(nn.Module):
         lengths = src_lengths.to(src.device)
         x = self.embedding(src)                                        # (B, S, E)
         fwd, _ = self.forward_rnn(x)                                   # (B, S, H)
-        bwd, _ = self.backward_rnn(reverse_padded(x, lengths))         # (B, S, H), reversed order
-        bwd = reverse_padded(bwd, lengths)                             # back to source order
+        bwd, _ = self.backward_rnn(_reverse_padded(x, lengths))        # (B, S, H), reversed order
+        bwd = _reverse_padded(bwd, lengths)                            # back to source order
         mask = padding_mask(lengths, S)                                # (B, S)
         annotations = torch.cat([fwd, bwd], dim=-1) * mask[..., None]  # (B, S, 2H)
         last = fwd[torch.arange(B, device=src.device), lengths - 1]    # (B, H): ->h at the last token
@@ -310,6 +374,7 @@ def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int)
     if not isinstance(src_lengths, torch.Tensor) or _shape(src_lengths) != (B,):
         got = _shape(src_lengths) if isinstance(src_lengths, torch.Tensor) else type(src_lengths).__name__
         raise ValueError(f"src_lengths must have shape ({B},), got {got}")
+    check_ids("src_lengths", src_lengths)
     if src.is_meta or src_lengths.is_meta:  # shapes only: a meta tensor holds no values
         return
     if src_lengths.min() < 1 or src_lengths.max() > S:
@@ -340,6 +405,10 @@ class _Decoder(nn.Module):
     def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
                  fast: bool = False):
         super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size),
+                            ("annotation_dim", annotation_dim)):
+            _positive_int(name, value)
+        _check_flag("fast", fast)
         self.vocab_size, self.hidden_size, self.fast = vocab_size, hidden_size, fast
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.init = nn.Linear(annotation_dim, hidden_size)                       # W_s
@@ -356,6 +425,7 @@ class _Decoder(nn.Module):
 
     def init_state(self, memory: EncoderOutput) -> torch.Tensor:
         """:math:`s_0` (B, H) from the encoder's final states."""
+        self._check_memory(memory)
         return torch.tanh(self.init(memory.final))
 
     def _update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
@@ -368,8 +438,33 @@ class _Decoder(nn.Module):
             s = self.cell(x, s)                                        # update: (B, H)
         return s, c, weights
 
+    def _check_memory(self, memory) -> int:
+        """``memory`` must be an :class:`EncoderOutput` of this decoder's sizes; returns its batch size."""
+        if not isinstance(memory, EncoderOutput):
+            got = type(memory).__name__
+            raise TypeError(f"memory must be an EncoderOutput (from Seq2Seq.encode), got {got}")
+        A = self.init.in_features
+        check_float_tensor("memory.annotations", memory.annotations, ndim=3, names=f"(B, S, {A})")
+        if memory.annotations.shape[-1] != A:
+            got = _shape(memory.annotations)
+            raise ValueError(f"memory.annotations must have shape (B, S, {A}), got {got}")
+        B, S = memory.annotations.shape[:2]
+        if _shape(memory.final) != (B, A) or _shape(memory.mask) != (B, S) or memory.mask.dtype != torch.bool:
+            raise ValueError(f"memory must hold final ({B}, {A}) and a bool mask ({B}, {S}), got "
+                             f"{_shape(memory.final)} and {memory.mask.dtype} {_shape(memory.mask)}")
+        return B
+
+    def _check_step(self, y_prev, s, memory) -> None:
+        B = self._check_memory(memory)
+        check_ids("y_prev", y_prev, self.vocab_size, shape=(B,))
+        check_float_tensor("s", s, shape=(B, self.hidden_size))
+
     def step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
         """One step: ``(logits (B, V), s_i (B, H), weights (B, S) or None)`` from y_{i-1} (B,)."""
+        self._check_step(y_prev, s, memory)
+        return self._step(y_prev, s, memory)
+
+    def _step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
         e = self.embedding(y_prev)                                     # (B, E)
         s, c, weights = self._update(e, s, memory)
         logits = self.out(torch.cat([s, c, e], dim=-1))                # predict: (B, V)
@@ -381,6 +476,8 @@ class _Decoder(nn.Module):
         Shape:
             tgt_in: (B, T) -> logits (B, T, V), weights (B, T, S) or None
         """
+        B = self._check_memory(memory)
+        check_ids("tgt_in", tgt_in, self.vocab_size, shape=(B, None), names=f"({B}, T>=1)")
         E = self.embedding(tgt_in)                                     # (B, T, E), all steps at once
         s = self.init_state(memory)
         states, contexts, weights = [], [], []
@@ -411,10 +508,12 @@ class AttentionDecoder(_Decoder):
 
     def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
                  attention_dim: int, fast: bool = False):
+        _positive_int("attention_dim", attention_dim)
         super().__init__(vocab_size, emb_dim, hidden_size, annotation_dim, fast)
         self.attention = AdditiveAttention(hidden_size, annotation_dim, attention_dim)
 
     def prepare(self, enc: EncoderOutput) -> EncoderOutput:
+        self._check_memory(enc)
         return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
 
     def context(self, s: torch.Tensor, memory: EncoderOutput):
@@ -461,8 +560,11 @@ class Seq2Seq(nn.Module):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
                             ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            _positive_int(name, value)
+        _check_flag("attention", attention)
+        _check_flag("fast", fast)
+        if attention_dim is not None:
+            _positive_int("attention_dim", attention_dim)
         self.attention = attention
         self.encoder = Encoder(src_vocab_size, emb_dim, hidden_size, fast)
         if attention:
@@ -487,8 +589,12 @@ class Seq2Seq(nn.Module):
                 return_attention: bool = False):
         """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
         _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
+        if not isinstance(tgt_in, torch.Tensor):
+            raise TypeError(f"tgt_in must be a torch.Tensor, got {type(tgt_in).__name__}")
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
             raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
+        check_ids("tgt_in", tgt_in, self.decoder.vocab_size)
+        _check_flag("return_attention", return_attention)
         logits, weights = self.decoder(tgt_in, self.encode(src, src_lengths))
         return (logits, weights) if return_attention else logits
 
@@ -497,8 +603,13 @@ class Seq2Seq(nn.Module):
 
         ``tgt`` is ``<sos> y_1 ... y_T <eos>`` padded, as made by :func:`encode_pairs`.
         """
-        if tgt.dim() != 2 or tgt.shape[1] < 2:
-            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {_shape(tgt)}")
+        if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
+            got = _shape(tgt) if isinstance(tgt, torch.Tensor) else type(tgt).__name__
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
+        check_ids("tgt", tgt, self.decoder.vocab_size)
+        if tgt.device.type != "meta" and not bool((tgt[:, 1:] != PAD_ID).any()):
+            raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
+                             "token is undefined")
         logits = self(src, src_lengths, tgt[:, :-1])                   # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
 
@@ -512,6 +623,14 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
     steps, then anneal), gradient clipping at 1, length-bucketed batches; see
     :func:`seqbook.train.fit`. Deterministic for a given ``seed``.
     """
+    if not callable(getattr(model, "loss", None)) or not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module with a loss(src, src_lengths, tgt) method, got "
+                        f"{type(model).__name__}")
+    if not isinstance(data, TranslationData):
+        raise TypeError(f"data must be a TranslationData, got {type(data).__name__}")
+    steps, seed = check_int("steps", steps), check_int("seed", seed, minimum=None)
+    batch_size = check_int("batch_size", batch_size, maximum=len(data.train))
+    lr = check_number("lr", lr, low=0.0, low_open=True)
     generator = torch.Generator().manual_seed(seed)
     src, src_lengths, tgt = data.tensors("train")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -530,8 +649,7 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
 def _check_decode_args(model, src, src_lengths, max_len: int) -> None:
     if not isinstance(model, Seq2Seq):
         raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    _positive_int("max_len", max_len)
     _check_source(src, src_lengths, model.encoder.embedding.num_embeddings)
 
 
@@ -547,6 +665,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, 
         (B, L, S), zero after a row's ``<eos>`` (None for a model without attention).
     """
     _check_decode_args(model, src, src_lengths, max_len)
+    _check_flag("return_attention", return_attention)
     memory = model.encode(src, src_lengths)
     s = model.decoder.init_state(memory)
     B = src.shape[0]
@@ -554,7 +673,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, 
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     ys, attention = [], []
     for _ in range(max_len):
-        logits, s, weights = model.decoder.step(y, s, memory)         # (B, V)
+        logits, s, weights = model.decoder._step(y, s, memory)        # (B, V)
         y = logits.argmax(-1).masked_fill(done, PAD_ID)                # (B,)
         ys.append(y)
         if weights is not None:
@@ -578,28 +697,30 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, be
     survive. A prefix that emitted ``<eos>`` is finished: it keeps its score (later steps
     append ``<pad>`` at no cost), so it competes fairly with the live ones, whose scores can
     only fall. The search stops when every kept prefix has finished, or after ``max_len`` steps.
-    ``beam_width=1`` is greedy decoding.
+    ``beam_width=1`` is greedy decoding; a ``beam_width`` above the vocabulary size is legal (the
+    extra beams stay at -inf). Scores are float32, or float64 for a float64 model.
 
     Returns:
         ``ys`` (B, L), laid out as in :func:`greedy_decode`; with ``return_scores`` also the
         log-probability of each returned sequence (B,).
     """
     _check_decode_args(model, src, src_lengths, max_len)
-    if not isinstance(beam_width, int) or beam_width < 1:
-        raise ValueError(f"beam_width must be a positive int, got {beam_width!r}")
+    beam_width = _positive_int("beam_width", beam_width)
+    _check_flag("return_scores", return_scores)
     B, K, dev = src.shape[0], beam_width, src.device
     memory = model.encode(src, src_lengths)
+    dtype = torch.float64 if memory.final.dtype == torch.float64 else torch.float32  # of the scores
     memory = EncoderOutput(*(t.repeat_interleave(K, 0) if t is not None else None for t in memory))
     s = model.decoder.init_state(memory)                               # (B*K, H), beams of a source adjacent
     y = torch.full((B * K,), SOS_ID, dtype=torch.long, device=dev)
-    scores = torch.full((B, K), float("-inf"), device=dev)
+    scores = torch.full((B, K), float("-inf"), dtype=dtype, device=dev)
     scores[:, 0] = 0.0                                                 # the K start beams are one beam
     done = torch.zeros(B * K, dtype=torch.bool, device=dev)
     ys = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
     offset = torch.arange(B, device=dev)[:, None] * K                  # (B, 1): first beam of each source
     for _ in range(max_len):
-        logits, s, _ = model.decoder.step(y, s, memory)
-        logp = torch.log_softmax(logits.float(), dim=-1)               # (B*K, V)
+        logits, s, _ = model.decoder._step(y, s, memory)
+        logp = torch.log_softmax(logits.to(dtype), dim=-1)             # (B*K, V)
         V = logp.shape[-1]
         finished = torch.full_like(logp, float("-inf"))
         finished[:, PAD_ID] = 0.0                                      # a finished beam only pads, for free
@@ -623,6 +744,15 @@ def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_voca
     """Translate strings: greedy decoding (``beam_width=1``) or beam search, in batches."""
     if isinstance(sources, str):
         raise ValueError("sources must be a list of strings, got one string")
+    if not isinstance(model, Seq2Seq):
+        raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
+    if not isinstance(sources, Sequence) or not all(isinstance(x, str) for x in sources):
+        raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
+    _check_vocab("src_vocab", src_vocab)
+    _check_vocab("tgt_vocab", tgt_vocab)
+    _positive_int("max_len", max_len)
+    _positive_int("beam_width", beam_width)
+    batch_size = _positive_int("batch_size", batch_size)
     model.eval()
     device = next(model.parameters()).device
     out: list[str] = []
@@ -640,6 +770,8 @@ def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_voca
 
 def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:
     """The fraction of predictions equal to their target, character for character."""
+    _check_strings("predictions", predictions)
+    _check_strings("targets", targets)
     if len(predictions) != len(targets) or len(targets) == 0:
         raise ValueError(f"need equally many predictions and targets (at least one), got "
                          f"{len(predictions)} and {len(targets)}")
@@ -648,6 +780,10 @@ def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:
 
 def exact_match_by_length(predictions: Sequence[str], pairs: Sequence[tuple[str, str]]):
     """Exact match grouped by source length: ``(lengths, accuracy, count)`` as NumPy arrays."""
+    _check_strings("predictions", predictions)
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence) or not all(
+            isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+        raise TypeError(f"pairs must be a list of (source, target) string pairs, got {type(pairs).__name__}")
     if len(predictions) != len(pairs) or len(pairs) == 0:
         raise ValueError(f"need equally many predictions and pairs (at least one), got "
                          f"{len(predictions)} and {len(pairs)}")
@@ -657,3 +793,9 @@ def exact_match_by_length(predictions: Sequence[str], pairs: Sequence[tuple[str,
     acc = np.array([correct[lengths == k].mean() for k in keys])
     count = np.array([(lengths == k).sum() for k in keys])
     return keys, acc, count
+
+
+def _check_strings(name: str, items) -> None:
+    strings = isinstance(items, Sequence) and all(isinstance(x, str) for x in items)
+    if isinstance(items, str) or not strings:
+        raise TypeError(f"{name} must be a list of strings, got {type(items).__name__}")

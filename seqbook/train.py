@@ -7,6 +7,7 @@ batches to the device, steps the optimiser, clips gradients and records the loss
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .utils import get_device, seed_everything
+from .checks import check_int, check_number
+from .utils import _as_device, get_device, seed_everything
 
 
 @dataclass
@@ -71,21 +73,45 @@ def fit(
         steps: number of optimiser steps.
         lr: learning rate of the default optimiser (AdamW) when ``optimizer`` is None.
         optimizer, scheduler: optional; the scheduler is stepped once per optimiser step.
-        clip: clip the global gradient norm to this value (None: no clipping).
+        clip: clip the global gradient norm to this value, a number >= 0. ``None``, ``0`` and
+            ``inf`` all mean no clipping (the norm is still recorded).
         device: where to train; default :func:`seqbook.utils.get_device`.
         seed: seeds every generator before training (None: leave them alone).
         eval_fn: ``eval_fn(model) -> float``, called every ``eval_every`` steps and at the end,
             in eval mode under ``torch.no_grad()``.
+        eval_every: an int >= 0; 0 evaluates only at the end (also ignored without ``eval_fn``).
         progress: show a tqdm progress bar (never when the environment sets ``TQDM_DISABLE``).
+
+    ``lr = 0`` is legal (the parameters do not move). ``batches`` must yield at least one batch;
+    an iterator that runs out before ``steps`` (a generator, say) cannot be cycled and is an error.
 
     Returns:
         A :class:`History` with the per-step losses, the evaluations and the gradient norms.
     """
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable as loss_fn(model, batch), got {type(loss_fn).__name__}")
+    if isinstance(batches, (str, bytes)) or not isinstance(batches, Iterable):
+        raise TypeError(f"batches must be an iterable of batches, got {type(batches).__name__}")
+    steps = check_int("steps", steps, 1)
+    lr = check_number("lr", lr, low=0.0)
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
+    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+        raise TypeError(f"scheduler must have a step() method (an LRScheduler) or be None, "
+                        f"got {type(scheduler).__name__}")
+    clip = math.inf if clip is None else check_number("clip", clip, low=0.0, allow_inf=True)
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError(f"eval_fn must be callable as eval_fn(model) or None, got {type(eval_fn).__name__}")
+    eval_every = check_int("eval_every", eval_every, 0)
+    if not isinstance(desc, str):
+        raise TypeError(f"desc must be a str, got {type(desc).__name__}")
+    if optimizer is None and not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"model has no trainable parameters to optimise ({type(model).__name__})")
+    device = _as_device("device", device) if device is not None else get_device()
     if seed is not None:
         seed_everything(seed)
-    device = torch.device(device) if device is not None else get_device()
     model.to(device)
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr)
     history = History()
@@ -94,8 +120,27 @@ def fit(
         model.eval()
         with torch.no_grad():
             history.eval_step.append(step)
-            history.eval_loss.append(float(eval_fn(model)))
+            value = eval_fn(model)
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                value = value.item()
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"eval_fn must return a number, got {type(value).__name__}")
+            history.eval_loss.append(float(value))
         model.train()
+
+    def next_batch(iterator, step: int):
+        try:
+            return iterator, next(iterator)
+        except StopIteration:
+            pass
+        if step == 1:
+            raise ValueError("batches must yield at least one batch, got an empty iterable") from None
+        iterator = iter(batches)
+        try:
+            return iterator, next(iterator)
+        except StopIteration:
+            raise ValueError(f"batches ran out after {step - 1} steps and cannot start again (an iterator "
+                             "or generator); pass a list or an endless generator") from None
 
     model.train()
     iterator = iter(batches)
@@ -103,17 +148,19 @@ def fit(
     disable = not progress or bool(os.environ.get("TQDM_DISABLE"))
     bar = tqdm(range(1, steps + 1), desc=desc, disable=disable, leave=False)
     for step in bar:
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            iterator = iter(batches)
-            batch = next(iterator)
+        iterator, batch = next_batch(iterator, step)
         loss = loss_fn(model, _to_device(batch, device))
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            got = f"shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ValueError(f"loss_fn must return a scalar loss tensor, got {got}")
+        if not loss.requires_grad:
+            raise ValueError("loss_fn must return a loss that depends on the model's parameters "
+                             "(it does not require grad)")
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss became {loss.item()} at step {step}")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else math.inf)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else math.inf)  # 0: no clipping
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
@@ -131,11 +178,35 @@ def fit(
 
 def random_batches(*tensors: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):
     """An endless stream of random mini-batches drawn (without replacement per epoch) from tensors
-    that share their first dimension."""
+    that share their first dimension.
+
+    ``batch_size`` is an int in [1, N]: each epoch yields the N // batch_size full batches of a
+    fresh permutation (the remainder is left out). The arguments are checked when it is called,
+    before the first batch is asked for.
+    """
+    if not tensors:
+        raise ValueError("tensors must hold at least one tensor, got none")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tensors[{i}] must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() == 0:
+            raise ValueError(f"tensors[{i}] must have a first (example) dimension, got shape ()")
     n = tensors[0].shape[0]
     for t in tensors:
         if t.shape[0] != n:
             raise ValueError(f"all tensors must share dim 0: got {[tuple(x.shape) for x in tensors]}")
+    if n == 0:
+        shapes = [tuple(x.shape) for x in tensors]
+        raise ValueError(f"tensors must hold at least one example, got shapes {shapes}")
+    batch_size = check_int("batch_size", batch_size, 1)
+    if batch_size > n:
+        raise ValueError(f"batch_size must be <= the number of examples {n}, got {batch_size}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    return _random_batches(tensors, n, batch_size, generator)
+
+
+def _random_batches(tensors, n: int, batch_size: int, generator):
     while True:
         order = torch.randperm(n, generator=generator)
         for start in range(0, n - batch_size + 1, batch_size):

@@ -28,11 +28,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import (
+    MultiHeadAttention,
+    _check_attn_masks,
+    _check_flag,
+    _check_same_dtype,
+    _positive_int,
+)
+from .checks import check_float_tensor, check_ids, check_int, check_number, check_probability
 
 __all__ = [
     "positional_frequencies",
@@ -57,9 +65,15 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_even_dim(d_model: int) -> None:
-    if not isinstance(d_model, int) or d_model < 2 or d_model % 2:
+def _check_even_dim(d_model: int) -> int:
+    check_int("d_model", d_model)
+    if d_model < 2 or d_model % 2:
         raise ValueError(f"d_model must be a positive even integer, got {d_model}")
+    return int(d_model)
+
+
+def _check_base(base) -> float:
+    return check_number("base", base, low=1.0, low_open=True)
 
 
 def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -68,7 +82,8 @@ def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     Shape:
         Output: (d_model // 2,), float32, from 1 down to nearly ``1/base``.
     """
-    _check_even_dim(d_model)
+    d_model = _check_even_dim(d_model)
+    _check_base(base)
     return torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model).float()
 
 
@@ -84,9 +99,11 @@ def positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> to
     Shape:
         Output: (max_len, d_model), float32. Row ``pos`` is the code added to the token at ``pos``.
     """
-    if not isinstance(max_len, int) or max_len < 1:
+    if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer):
+        raise TypeError(f"max_len must be a positive integer, got {type(max_len).__name__} {max_len!r}")
+    if max_len < 1:
         raise ValueError(f"max_len must be a positive integer, got {max_len}")
-    _check_even_dim(d_model)
+    max_len, d_model = int(max_len), _check_even_dim(d_model)
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
     w = positional_frequencies(d_model, base).double()[None, :]  # (1, D/2)
     pe = torch.empty(max_len, d_model, dtype=torch.float64)
@@ -109,7 +126,8 @@ def relative_position_matrix(k: int | float, d_model: int, base: float = 10000.0
     Shape:
         Output: (d_model, d_model), float32.
     """
-    _check_even_dim(d_model)
+    d_model = _check_even_dim(d_model)
+    k = check_number("k", k)
     angle = k * positional_frequencies(d_model, base).double()  # (D/2,)
     c, s = torch.cos(angle), torch.sin(angle)
     m = torch.zeros(d_model, d_model, dtype=torch.float64)
@@ -129,12 +147,14 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
         self.register_buffer("pe", positional_encoding(max_len, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         max_len, d_model = self.pe.shape
+        check_float_tensor("x", x, nonempty=False)
         if x.dim() != 3 or x.shape[-1] != d_model:
             raise ValueError(f"x must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+        offset = check_int("offset", offset, minimum=0)
         if offset + x.shape[1] > max_len:
             raise ValueError(f"sequence of length {x.shape[1]} (offset {offset}) exceeds max_len={max_len}")
         return self.dropout(x + self.pe[offset : offset + x.shape[1]].to(x.dtype))
@@ -153,28 +173,36 @@ class LayerNorm(nn.Module):
     The mean and the *biased* variance are taken over the last dimension, one token at a time, and
     ``eps`` sits inside the square root: exactly what ``nn.LayerNorm`` computes.
 
+    ``eps=0`` is legal but gives NaN on a token whose features are all equal.
+
     Shape:
-        Input: (..., d_model). Output: same shape.
+        Input: (..., d_model). Output: same shape, and the input's dtype (as ``nn.LayerNorm``).
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        self.eps = eps
+        d_model = _positive_int("d_model", d_model)
+        self.eps = check_number("eps", eps, low=0.0)
+        _check_flag("bias", bias)
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain a
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # the bias b
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         d = self.weight.shape[0]
-        if x.shape[-1] != d:
+        check_float_tensor("x", x, nonempty=False)
+        if x.dim() == 0 or x.shape[-1] != d:
             raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
         mean = x.mean(dim=-1, keepdim=True)
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
         y = (x - mean) / torch.sqrt(var + self.eps) * self.weight
-        return y + self.bias if self.bias is not None else y
+        y = y + self.bias if self.bias is not None else y
+        return y.to(x.dtype)  # a no-op when x has the weights' dtype
 
     @classmethod
     def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
         """A copy of a one-dimensional, affine ``nn.LayerNorm``."""
+        if not isinstance(m, nn.LayerNorm):
+            raise TypeError(f"m must be an nn.LayerNorm, got {type(m).__name__}")
         if len(m.normalized_shape) != 1 or m.weight is None:
             raise ValueError(f"need an affine nn.LayerNorm over one dimension, got {m}")
         ours = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None)
@@ -190,6 +218,11 @@ class LayerNorm(nn.Module):
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
+def _check_activation(activation) -> None:
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+
+
 class FeedForward(nn.Module):
     """The position-wise feed-forward network ``W_2 dropout(act(W_1 x + b_1)) + b_2``.
 
@@ -202,14 +235,21 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
                  bias: bool = True):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        d_model, d_ff = _positive_int("d_model", d_model), _positive_int("d_ff", d_ff)
+        dropout = check_probability("dropout", dropout)
+        _check_activation(activation)
+        _check_flag("bias", bias)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.linear1.in_features
+        check_float_tensor("x", x, nonempty=False)
+        if x.dim() == 0 or x.shape[-1] != d:
+            raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
+        _check_same_dtype("x", x, self.linear1.weight.dtype)
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
 
@@ -218,9 +258,39 @@ class FeedForward(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_x(x: torch.Tensor, d_model: int, name: str = "x") -> None:
+def _check_x(x: torch.Tensor, d_model: int, name: str = "x", dtype: torch.dtype | None = None) -> None:
+    check_float_tensor(name, x, nonempty=False)
     if x.dim() != 3 or x.shape[-1] != d_model:
         raise ValueError(f"{name} must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{name} must not be empty: shape (B, T, {d_model}) with B, T >= 1, "
+                         f"got {tuple(x.shape)}")
+    if dtype is not None:
+        _check_same_dtype(name, x, dtype)
+
+
+def _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast) -> None:
+    """The constructor arguments of the encoder and decoder layers, named as the layers name them."""
+    d_model, n_heads = _positive_int("d_model", d_model), _positive_int("n_heads", n_heads)
+    if d_model % n_heads:
+        raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+    if d_ff is not None:
+        _positive_int("d_ff", d_ff)
+    check_probability("dropout", dropout)
+    _check_activation(activation)
+    check_number("eps", eps, low=0.0)
+    _check_flag("bias", bias)
+    _check_flag("fast", fast)
+
+
+def _check_token_ids(name: str, ids, vocab_size: int) -> None:
+    """Ids (B, T) with B, T >= 1, int64 or int32 (what nn.Embedding takes), in [0, vocab_size)."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"{name} must be an integer tensor of shape (B, T), got {got}")
+    if ids.numel() == 0:
+        raise ValueError(f"{name} must not be empty: shape (B, T) with B, T >= 1, got {tuple(ids.shape)}")
+    check_ids(name, ids, vocab_size)
 
 
 def _torch_activation(m: nn.Module) -> str:
@@ -275,6 +345,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
                  activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
         super().__init__()
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast)
         self.d_model = d_model
         self.norm1 = LayerNorm(d_model, eps, bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
@@ -287,7 +358,11 @@ class EncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, is_causal: bool = False,
                 need_weights: bool = False) -> torch.Tensor:
-        _check_x(x, self.d_model)
+        _check_x(x, self.d_model, dtype=self.norm1.weight.dtype)
+        B, T, _ = x.shape
+        _check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
+        _check_flag("is_causal", is_causal)
+        _check_flag("need_weights", need_weights)
         h = self.norm1(x)  # (B, T, D)
         a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                               need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
@@ -328,6 +403,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
                  activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
         super().__init__()
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast)
         self.d_model = d_model
         self.norm1 = LayerNorm(d_model, eps, bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
@@ -346,12 +422,18 @@ class DecoderLayer(nn.Module):
                 memory_key_padding_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_is_causal: bool = False,
                 need_weights: bool = False) -> torch.Tensor:
-        _check_x(x, self.d_model)
-        _check_x(memory, self.d_model, "memory")
+        _check_x(x, self.d_model, dtype=self.norm1.weight.dtype)
+        _check_x(memory, self.d_model, "memory", dtype=self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
                 f"memory must have shape ({x.shape[0]}, S, {self.d_model}), got {tuple(memory.shape)}"
             )
+        (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
+        _check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
+        _check_attn_masks(memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask",
+                          "memory_mask")
+        _check_flag("tgt_is_causal", tgt_is_causal)
+        _check_flag("need_weights", need_weights)
         h = self.norm1(x)  # (B, T, D)
         a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
                               need_weights=need_weights, is_causal=tgt_is_causal, average_attn_weights=False)
@@ -380,6 +462,9 @@ class DecoderLayer(nn.Module):
 def set_fast(model: nn.Module, fast: bool) -> nn.Module:
     """Switch every :class:`~seqbook.attention.MultiHeadAttention` inside ``model`` to the fused
     (``fast=True``) or the readable (``fast=False``) attention; returns ``model``."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    _check_flag("fast", fast)
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             m.fast = fast
@@ -412,6 +497,12 @@ class Seq2SeqTransformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
                  fast: bool = True):
         super().__init__()
+        src_vocab_size = _positive_int("src_vocab_size", src_vocab_size)
+        tgt_vocab_size = _positive_int("tgt_vocab_size", tgt_vocab_size)
+        _positive_int("num_encoder_layers", num_encoder_layers)
+        _positive_int("num_decoder_layers", num_decoder_layers)
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, 1e-5, True, fast)
+        pad_id = check_int("pad_id", pad_id, minimum=0, maximum=min(src_vocab_size, tgt_vocab_size) - 1)
         self.d_model, self.pad_id = d_model, pad_id
         self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
@@ -431,15 +522,22 @@ class Seq2SeqTransformer(nn.Module):
             self.src_embed.weight[pad_id].zero_()
             self.tgt_embed.weight[pad_id].zero_()
 
+    def _check_ids(self, name: str, ids: torch.Tensor, embed: nn.Embedding) -> None:
+        """Token ids (B, T), int64 or int32, in the vocabulary, T <= max_len. Reads the values."""
+        _check_token_ids(name, ids, embed.num_embeddings)
+        if ids.shape[1] > self.pos.pe.shape[0]:
+            raise ValueError(f"{name} has length {ids.shape[1]} > max_len={self.pos.pe.shape[0]}")
+
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
-        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(
-                f"{name} must be an integer tensor of shape (B, T), got {ids.dtype} {tuple(ids.shape)}"
-            )
         return self.pos(embed(ids) * math.sqrt(self.d_model))  # (B, T, D)
 
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the encoder. Returns ``memory`` (B, S, d_model) and the source padding mask (B, S)."""
+        self._check_ids("src", src, self.src_embed)
+        _check_flag("need_weights", need_weights)
+        return self._encode(src, need_weights)
+
+    def _encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         src_pad = src == self.pad_id  # (B, S), True at padding
         x = self._embed(self.src_embed, src, "src")
         for layer in self.encoder:
@@ -449,6 +547,19 @@ class Seq2SeqTransformer(nn.Module):
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
                need_weights: bool = False) -> torch.Tensor:
         """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
+        self._check_ids("tgt", tgt, self.tgt_embed)
+        _check_x(memory, self.d_model, "memory", dtype=self.generator.weight.dtype)
+        B, S = memory.shape[:2]
+        if tgt.shape[0] != B:
+            raise ValueError(f"tgt must have shape ({B}, T) to match memory, got {tuple(tgt.shape)}")
+        if not isinstance(src_pad, torch.Tensor) or src_pad.dtype != torch.bool or src_pad.shape != (B, S):
+            got = f"{src_pad.dtype} {tuple(src_pad.shape)}" if isinstance(src_pad, torch.Tensor) else src_pad
+            raise ValueError(f"src_pad must be a bool tensor of shape ({B}, {S}), got {got}")
+        _check_flag("need_weights", need_weights)
+        return self._decode(tgt, memory, src_pad, need_weights)
+
+    def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
+                need_weights: bool = False) -> torch.Tensor:
         y = self._embed(self.tgt_embed, tgt, "tgt")
         for layer in self.decoder:
             y = layer(y, memory, memory_key_padding_mask=src_pad, tgt_is_causal=True,
@@ -456,12 +567,15 @@ class Seq2SeqTransformer(nn.Module):
         return self.generator(self.decoder_norm(y))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+        self._check_ids("src", src, self.src_embed)
+        self._check_ids("tgt", tgt, self.tgt_embed)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
-        memory, src_pad = self.encode(src, need_weights)
-        return self.decode(tgt, memory, src_pad, need_weights)
+        _check_flag("need_weights", need_weights)
+        memory, src_pad = self._encode(src, need_weights)
+        return self._decode(tgt, memory, src_pad, need_weights)
 
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt: torch.Tensor,
              label_smoothing: float = 0.0) -> torch.Tensor:
@@ -471,8 +585,14 @@ class Seq2SeqTransformer(nn.Module):
         :meth:`seqbook.seq2seq.Seq2Seq.loss` (``src_lengths`` is not needed: padding is found from
         ``pad_id``), so :func:`seqbook.seq2seq.fit_seq2seq` trains this model too.
         """
-        if tgt.dim() != 2 or tgt.shape[1] < 2:
-            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
+        if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
+            got = tuple(tgt.shape) if isinstance(tgt, torch.Tensor) else type(tgt).__name__
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
+        label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
+        self._check_ids("tgt", tgt, self.tgt_embed)
+        if tgt.device.type != "meta" and not bool((tgt[:, 1:] != self.pad_id).any()):
+            raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
+                             f"the mean loss over no token is undefined")
         logits = self(src, tgt[:, :-1])  # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=self.pad_id,
                                label_smoothing=label_smoothing)
@@ -487,6 +607,13 @@ class Seq2SeqTransformer(nn.Module):
         Returns:
             ids (B, <= max_len), without the leading ``<sos>``; ``<eos>`` kept where generated.
         """
+        max_len, longest = _positive_int("max_len", max_len), self.pos.pe.shape[0] - 1
+        if max_len > longest:
+            raise ValueError(f"max_len must be <= {longest} (the model's max_len, less one for <sos>), "
+                             f"got {max_len}")
+        V = self.generator.out_features
+        sos_id = check_int("sos_id", sos_id, minimum=0, maximum=V - 1)
+        eos_id = check_int("eos_id", eos_id, minimum=0, maximum=V - 1)
         was_training = self.training
         self.eval()
         memory, src_pad = self.encode(src)
@@ -494,7 +621,7 @@ class Seq2SeqTransformer(nn.Module):
         ys = torch.full((B, 1), sos_id, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         for _ in range(max_len):
-            next_id = self.decode(ys, memory, src_pad)[:, -1].argmax(-1)  # (B,)
+            next_id = self._decode(ys, memory, src_pad)[:, -1].argmax(-1)  # (B,)
             next_id = next_id.masked_fill(done, self.pad_id)
             ys = torch.cat([ys, next_id[:, None]], dim=1)
             done |= next_id == eos_id
@@ -511,7 +638,11 @@ class Seq2SeqTransformer(nn.Module):
 
 @dataclass
 class GPTConfig:
-    """The sizes of a :class:`GPT` model (names as in nanoGPT)."""
+    """The sizes of a :class:`GPT` model (names as in nanoGPT).
+
+    Sizes are ints >= 1 (NumPy ints are accepted and stored as ``int``), ``dropout`` is in [0, 1).
+    ``init_std=0`` is legal (every weight starts at zero) but rarely useful.
+    """
 
     vocab_size: int
     block_size: int = 128  # longest context the model sees
@@ -528,12 +659,23 @@ class GPTConfig:
     fast: bool = True
 
     def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            setattr(self, name, _positive_int(name, getattr(self, name)))
+        if self.d_ff is not None:
+            self.d_ff = _positive_int("d_ff", self.d_ff)
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"n_embd must be divisible by n_head, got n_embd={self.n_embd}, n_head={self.n_head}"
             )
-        if self.positional not in ("learned", "sinusoidal"):
+        self.dropout = check_probability("dropout", self.dropout)
+        for name in ("bias", "tie_weights", "fast"):
+            _check_flag(name, getattr(self, name))
+        if not isinstance(self.positional, str) or self.positional not in ("learned", "sinusoidal"):
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.n_embd % 2:
+            raise ValueError(f"n_embd must be even for positional='sinusoidal', got {self.n_embd}")
+        _check_activation(self.activation)
+        self.init_std = check_number("init_std", self.init_std, low=0.0)
 
 
 class GPT(nn.Module):
@@ -550,6 +692,8 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
         if c.positional == "learned":
@@ -576,13 +720,26 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, need_weights: bool = False,
                 label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor | None]:
-        B, T = idx.shape if idx.dim() == 2 else (None, None)
-        if B is None or idx.dtype not in (torch.int64, torch.int32):
-            raise ValueError(
-                f"idx must be an integer tensor of shape (B, T), got {idx.dtype} {tuple(idx.shape)}"
-            )
-        if T > self.config.block_size:
-            raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
+        self._check_idx(idx)
+        if targets is not None:
+            if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
+                got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
+            check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
+            if targets.device.type != "meta" and not bool((targets != -100).any()):
+                raise ValueError("targets must hold at least one id that is not -100 (ignored): "
+                                 "the mean loss over no token is undefined")
+        _check_flag("need_weights", need_weights)
+        label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
+        return self._forward(idx, targets, need_weights, label_smoothing)
+
+    def _check_idx(self, idx) -> None:
+        _check_token_ids("idx", idx, self.config.vocab_size)
+        if idx.shape[1] > self.config.block_size:
+            raise ValueError(f"idx has length {idx.shape[1]} > block_size={self.config.block_size}")
+
+    def _forward(self, idx, targets=None, need_weights: bool = False, label_smoothing: float = 0.0):
+        T = idx.shape[1]
         pos = self.pos_emb.weight[:T] if hasattr(self, "pos_emb") else self.pos_code[:T]  # (T, D)
         x = self.drop(self.tok_emb(idx) + pos)  # (B, T, D)
         for block in self.blocks:
@@ -590,8 +747,6 @@ class GPT(nn.Module):
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
-            if targets.shape != idx.shape:
-                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {tuple(targets.shape)}")
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), label_smoothing=label_smoothing)
         return logits, loss
 
@@ -605,18 +760,32 @@ class GPT(nn.Module):
         keeps the ``top_k`` largest (optional) and samples from the softmax; ids in ``forbid`` (e.g.
         the reserved ``<pad> <unk> <sos> <eos>``) are never drawn. ``temperature=0`` picks the most
         likely token (greedy). ``generator`` (a CPU generator) makes the samples reproducible.
+        ``max_new_tokens=0`` returns ``idx`` unchanged. Logits are sampled in float32, or in float64
+        for a float64 model. ``idx`` may be longer than ``block_size``: only its end is read.
         """
-        if idx.dim() != 2 or idx.shape[1] < 1:
-            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
-        if temperature < 0 or max_new_tokens < 0:
-            raise ValueError(
-                f"temperature and max_new_tokens must be >= 0, got {temperature} and {max_new_tokens}"
-            )
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.shape[1] < 1:
+            got = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
+            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {got}")
+        _check_token_ids("idx", idx, self.config.vocab_size)
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        temperature = check_number("temperature", temperature, low=0.0)
+        V = self.config.vocab_size
+        if top_k is not None:
+            top_k = check_int("top_k", top_k, minimum=1)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if isinstance(forbid, int | str) or not all(
+                isinstance(i, int | np.integer) and not isinstance(i, bool) for i in forbid):
+            raise TypeError(f"forbid must be a tuple of int ids, got {forbid!r}")
+        forbid = tuple(check_int("forbid", i, minimum=0, maximum=V - 1) for i in forbid)
+        if len(set(forbid)) == V:
+            raise ValueError(f"forbid must leave at least one id to sample, got all {V} ids")
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
-            logits, _ = self(idx[:, -self.config.block_size:])
-            logits = logits[:, -1].float()  # (B, V)
+            logits, _ = self._forward(idx[:, -self.config.block_size:])
+            logits = logits[:, -1]  # (B, V)
+            logits = logits if logits.dtype == torch.float64 else logits.float()
             if forbid:
                 logits[:, list(forbid)] = float("-inf")
             if temperature == 0:
@@ -647,6 +816,9 @@ def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
     It grows linearly for ``warmup_steps`` steps, peaks at ``(d_model * warmup_steps)^-0.5`` and
     then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
     """
+    step = check_int("step", step, minimum=None)
+    d_model = _positive_int("d_model", d_model)
+    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
     if warmup_steps < 1:
         raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
     step = max(int(step), 1)
@@ -663,7 +835,14 @@ def warmup_factor(step: int, warmup_steps: int, total_steps: int | None = None, 
     - ``"cosine"``: half a cosine from 1 down to ``min_factor`` at ``total_steps``;
     - ``"linear"``: a straight line from 1 down to ``min_factor`` at ``total_steps``;
     - ``"constant"``: 1.
+
+    ``warmup_steps=0`` skips the warm-up. ``min_factor`` is in [0, 1].
     """
+    step = check_int("step", step, minimum=0)
+    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
+    if total_steps is not None:
+        total_steps = check_int("total_steps", total_steps)
+    min_factor = check_number("min_factor", min_factor, 0.0, 1.0)
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
     if kind not in ("inverse_sqrt", "cosine", "linear", "constant"):
@@ -689,6 +868,8 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     Step it once per optimiser step (``seqbook.train.fit`` does). With ``kind="inverse_sqrt"`` and
     a peak learning rate of ``(d_model * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
     """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     warmup_factor(0, warmup_steps, total_steps, kind, min_factor)  # validate the arguments now
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_factor(step, warmup_steps, total_steps, kind, min_factor)

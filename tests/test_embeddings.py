@@ -49,7 +49,7 @@ def test_patchify_bad_input():
         patchify(torch.zeros(2, 8, 8), 3)
     with pytest.raises(ValueError, match=r"images must have shape .*got \(8, 8\)"):
         patchify(torch.zeros(8, 8), 4)
-    with pytest.raises(ValueError, match="patch must divide"):
+    with pytest.raises(ValueError, match="patch must be an int >= 1"):
         patchify(torch.zeros(1, 8, 8), 0)
 
 

@@ -48,8 +48,8 @@ def test_adding_problem_targets_and_markers():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(n=0, length=5), "n must be a positive int"),
-    (dict(n=3, length=0), "length must be a positive int"),
+    (dict(n=0, length=5), "n must be an int >= 1"),
+    (dict(n=3, length=0), "length must be an int >= 1"),
     (dict(n=3, length=5, num_symbols=0), "num_symbols"),
 ])
 def test_first_token_task_bad_sizes(kwargs, match):

@@ -225,7 +225,7 @@ def test_bad_construction_raises():
         GRU(3, 4, num_layers=0)
     with pytest.raises(ValueError, match="dropout"):
         LSTM(3, 4, dropout=1.5)
-    with pytest.raises(ValueError, match="expected an nn.GRU"):
+    with pytest.raises(TypeError, match="m must be an nn.GRU"):
         GRU.from_torch(nn.LSTM(3, 4))
     with pytest.raises(ValueError, match="proj_size"):
         LSTM.from_torch(nn.LSTM(3, 4, proj_size=2))

@@ -62,7 +62,7 @@ def test_fit_cycles_a_finite_loader():
 
 
 def test_fit_bad_input():
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(ValueError, match="steps must be an int >= 1"):
         fit(nn.Linear(1, 1), mse, [], steps=0)
     with pytest.raises(ValueError, match="share dim 0"):
         next(random_batches(torch.zeros(3, 1), torch.zeros(4, 1), batch_size=2))

@@ -270,7 +270,7 @@ def test_fully_masked_rows_give_no_nan(fast, device):
 
 
 def test_layers_bad_input():
-    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
+    with pytest.raises(ValueError, match="d_model must be divisible by n_heads"):
         EncoderLayer(10, 3)
     with pytest.raises(ValueError, match="divisible"):
         DecoderLayer(10, 4)

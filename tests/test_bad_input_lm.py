@@ -1,0 +1,222 @@
+"""Bad input for every public callable of ``seqbook.lm``: a clear error in time, or a correct edge result.
+
+Cases: 91 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
+under a timeout) and 14 legal edge checks in ``test_legal_edge_inputs``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from seqbook import lm
+from seqbook.data import Vocab, lm_chunks
+from seqbook.lm import (
+    CharLM,
+    ConditionalCharLM,
+    detach_state,
+    evaluate_perplexity,
+    generate,
+    sample_sequence,
+    train_lm,
+    unigram_perplexity,
+)
+from tests.badinput import assert_clear_error_in_time
+
+VOCAB = Vocab(list("the cat sat"))  # 4 reserved + 6 characters = 10
+V = len(VOCAB)
+IDS = torch.tensor(VOCAB.encode(list("the cat sat on the mat " * 3)))
+X, Y = lm_chunks(IDS, 2, 5)  # (num_chunks, 2, 5)
+MODEL = CharLM(V, hidden_size=4, embed_size=3)
+LSTM_LM = CharLM(V, hidden_size=4, embed_size=3, cell="lstm")
+COND = ConditionalCharLM(V, 3, hidden_size=4, embed_size=3)
+SMALL = Vocab(list("ab"))  # 6 tokens: not the model's 10
+
+
+class Flat(nn.Module):
+    """Returns one number per token, not a vector of logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(V, 3)
+
+    def forward(self, ids):
+        return self.embed(ids).sum(-1)  # (B, T)
+
+
+def run(**kwargs):
+    args = dict(model=CharLM(V, hidden_size=4, embed_size=3), inputs=X, targets=Y, steps=2, device="cpu",
+                progress=False)
+    args.update(kwargs)
+    return train_lm(**args)
+
+
+REJECTED = {
+    # --- time_machine_ids(valid_frac): checked before the text is read
+    "time_machine_ids-valid_frac-0": (lambda: lm.time_machine_ids(0.0), "valid_frac", "> 0"),
+    "time_machine_ids-valid_frac-1": (lambda: lm.time_machine_ids(1.0), "valid_frac", "< 1"),
+    "time_machine_ids-valid_frac-nan": (lambda: lm.time_machine_ids(math.nan), "valid_frac", "nan"),
+    "time_machine_ids-valid_frac-str": (lambda: lm.time_machine_ids("0.1"), "valid_frac", "str"),
+    # --- unigram_perplexity(train_ids, eval_ids, vocab_size)
+    "unigram_perplexity-2d": (lambda: unigram_perplexity(IDS[None], IDS, V), "train_ids", "(N,)"),
+    "unigram_perplexity-eval-2d": (lambda: unigram_perplexity(IDS, IDS[None], V), "eval_ids", "(N,)"),
+    "unigram_perplexity-eval-empty": (lambda: unigram_perplexity(IDS, IDS[:0], V), "eval_ids", "empty"),
+    "unigram_perplexity-float": (lambda: unigram_perplexity(IDS.float(), IDS, V), "train_ids", "integer"),
+    "unigram_perplexity-id-too-large": (lambda: unigram_perplexity(IDS, IDS, 5), "train_ids", "[0, 4]"),
+    "unigram_perplexity-eval-id-too-large": (lambda: unigram_perplexity(IDS, torch.tensor([V]), V),
+                                             "eval_ids", f"[0, {V - 1}]", str(V)),
+    "unigram_perplexity-negative-id": (lambda: unigram_perplexity(IDS, torch.tensor([-1]), V), "eval_ids",
+                                       "-1"),
+    "unigram_perplexity-vocab_size-0": (lambda: unigram_perplexity(IDS, IDS, 0), "vocab_size", "0"),
+    "unigram_perplexity-vocab_size-float": (lambda: unigram_perplexity(IDS, IDS, 10.0),
+                                            "vocab_size", "float"),
+    # --- detach_state(state)
+    "detach_state-str": (lambda: detach_state("h"), "state", "str"),
+    "detach_state-list-of-floats": (lambda: detach_state([1.0, 2.0]), "state[0]", "float"),
+    # --- CharLM(vocab_size, hidden_size, cell, embed_size, num_layers, dropout, nonlinearity, fast)
+    "CharLM-vocab_size-0": (lambda: CharLM(0), "vocab_size", "0"),
+    "CharLM-vocab_size-float": (lambda: CharLM(10.0), "vocab_size", "float"),
+    "CharLM-hidden_size-0": (lambda: CharLM(V, hidden_size=0), "hidden_size", "0"),
+    "CharLM-embed_size-0": (lambda: CharLM(V, embed_size=0), "embed_size", "0"),
+    "CharLM-embed_size-negative": (lambda: CharLM(V, embed_size=-2), "embed_size", "-2"),
+    "CharLM-num_layers-0": (lambda: CharLM(V, num_layers=0), "num_layers", "0"),
+    "CharLM-dropout-1": (lambda: CharLM(V, dropout=1.0), "dropout", "1.0"),
+    "CharLM-cell": (lambda: CharLM(V, cell="transformer"), "cell", "'transformer'"),
+    "CharLM-nonlinearity": (lambda: CharLM(V, nonlinearity="gelu"), "nonlinearity", "'gelu'"),
+    "CharLM-fast-str": (lambda: CharLM(V, fast="yes"), "fast", "str"),
+    # --- CharLM.forward(ids, state)
+    "CharLM.forward-1d": (lambda: MODEL(IDS), "ids", "(B, T)"),
+    "CharLM.forward-3d": (lambda: MODEL(X), "ids", "(B, T)"),
+    "CharLM.forward-float": (lambda: MODEL(X[0].float()), "ids", "integer", "torch.float32"),
+    "CharLM.forward-id-too-large": (lambda: MODEL(X[0] + V), "ids", f"[0, {V - 1}]"),
+    "CharLM.forward-id-negative": (lambda: MODEL(-X[0] - 1), "ids", f"[0, {V - 1}]"),
+    "CharLM.forward-T-0": (lambda: MODEL(X[0, :, :0]), "ids", "empty", "(2, 0)"),
+    "CharLM.forward-B-0": (lambda: MODEL(X[0, :0]), "ids", "empty"),
+    "CharLM.forward-state-batch": (lambda: MODEL(X[0], torch.zeros(1, 3, 4)), "state", "(1, 2, 4)",
+                                   "(1, 3, 4)"),
+    "CharLM.forward-state-list": (lambda: MODEL(X[0], [0.0]), "state", "list"),
+    "CharLM.forward-state-float64": (lambda: MODEL(X[0], torch.zeros(1, 2, 4).double()), "h0",
+                                     "torch.float64"),
+    "CharLM.forward-lstm-state-tensor": (lambda: LSTM_LM(X[0], torch.zeros(1, 2, 4)), "state", "pair"),
+    "CharLM.forward-lstm-state-c": (lambda: LSTM_LM(X[0], (torch.zeros(1, 2, 4), torch.zeros(2, 2, 4))),
+                                    "state[1]", "(1, 2, 4)", "(2, 2, 4)"),
+    # --- ConditionalCharLM(vocab_size, num_conditions, ...), initial_state(cond), forward(ids, cond, state)
+    "ConditionalCharLM-num_conditions-0": (lambda: ConditionalCharLM(V, 0), "num_conditions", "0"),
+    "ConditionalCharLM-num_conditions-float": (lambda: ConditionalCharLM(V, 2.0), "num_conditions", "float"),
+    "ConditionalCharLM-embed_size-0": (lambda: ConditionalCharLM(V, 2, embed_size=0), "embed_size", "0"),
+    "ConditionalCharLM.initial_state-2d": (lambda: COND.initial_state(torch.zeros(2, 1, dtype=torch.long)),
+                                           "cond", "(B,)"),
+    "ConditionalCharLM.initial_state-too-large": (lambda: COND.initial_state(torch.tensor([3])), "cond",
+                                                  "[0, 2]", "3"),
+    "ConditionalCharLM.initial_state-float": (lambda: COND.initial_state(torch.tensor([0.0])), "cond",
+                                              "integer"),
+    "ConditionalCharLM.forward-no-cond": (lambda: COND(X[0]), "cond"),
+    "ConditionalCharLM.forward-cond-batch": (lambda: COND(X[0], torch.tensor([0])), "cond", "(2,)", "(1,)"),
+    "ConditionalCharLM.forward-cond-negative": (lambda: COND(X[0], torch.tensor([0, -1])), "cond", "-1"),
+    "ConditionalCharLM.forward-ids-1d": (lambda: COND(IDS, torch.tensor([0])), "ids", "(B, T)"),
+    # --- sample_sequence(model, vocab, cond, max_len, temperature, generator)
+    "sample_sequence-model-CharLM": (lambda: sample_sequence(MODEL, VOCAB, 0), "model", "ConditionalCharLM"),
+    "sample_sequence-vocab-list": (lambda: sample_sequence(COND, VOCAB.itos, 0), "vocab", "list"),
+    "sample_sequence-vocab-size": (lambda: sample_sequence(COND, SMALL, 0), "vocab", str(V), "6"),
+    "sample_sequence-cond-too-large": (lambda: sample_sequence(COND, VOCAB, 3), "cond", "<= 2", "3"),
+    "sample_sequence-cond-negative": (lambda: sample_sequence(COND, VOCAB, -1), "cond", ">= 0"),
+    "sample_sequence-cond-tensor": (lambda: sample_sequence(COND, VOCAB, torch.tensor([0])),
+                                    "cond", "Tensor"),
+    "sample_sequence-max_len-negative": (lambda: sample_sequence(COND, VOCAB, 0, max_len=-1),
+                                         "max_len", "-1"),
+    "sample_sequence-max_len-float": (lambda: sample_sequence(COND, VOCAB, 0, max_len=5.0), "max_len",
+                                      "float"),
+    "sample_sequence-temperature-negative": (lambda: sample_sequence(COND, VOCAB, 0, temperature=-1.0),
+                                             "temperature", ">= 0"),
+    "sample_sequence-temperature-nan": (lambda: sample_sequence(COND, VOCAB, 0, temperature=math.nan),
+                                        "temperature", "nan"),
+    "sample_sequence-generator-int": (lambda: sample_sequence(COND, VOCAB, 0, generator=1),
+                                      "generator", "int"),
+    # --- evaluate_perplexity(model, inputs, targets, carry_state)
+    "evaluate_perplexity-2d": (lambda: evaluate_perplexity(MODEL, X[0], Y[0]), "inputs and targets",
+                               "(num_chunks, B, T)", "(2, 5)"),
+    "evaluate_perplexity-shape-mismatch": (lambda: evaluate_perplexity(MODEL, X, Y[:, :1]),
+                                           "inputs and targets", "(6, 1, 5)"),
+    "evaluate_perplexity-empty": (lambda: evaluate_perplexity(MODEL, X[:0], Y[:0]), "inputs", "empty"),
+    "evaluate_perplexity-float": (lambda: evaluate_perplexity(MODEL, X.float(), Y), "inputs", "integer"),
+    "evaluate_perplexity-target-too-large": (lambda: evaluate_perplexity(MODEL, X, Y + V), "targets",
+                                             f"[0, {V - 1}]"),
+    "evaluate_perplexity-target-negative": (lambda: evaluate_perplexity(MODEL, X, Y * 0 - 1),
+                                            "targets", "-1"),
+    "evaluate_perplexity-model-None": (lambda: evaluate_perplexity(None, X, Y), "model", "NoneType"),
+    "evaluate_perplexity-model-no-parameters": (lambda: evaluate_perplexity(nn.Identity(), X, Y), "model",
+                                                "parameters"),
+    "evaluate_perplexity-model-wrong-output": (lambda: evaluate_perplexity(Flat(), X, Y, carry_state=False),
+                                               "model must return logits", "(2, 5, V)", "(2, 5)"),
+    "evaluate_perplexity-carry_state-str": (lambda: evaluate_perplexity(MODEL, X, Y, carry_state="no"),
+                                            "carry_state", "str"),
+    # --- train_lm(model, inputs, targets, steps, ...): the loop is fit's
+    "train_lm-2d": (lambda: run(inputs=X[0], targets=Y[0]), "inputs and targets", "(2, 5)"),
+    "train_lm-empty": (lambda: run(inputs=X[:0], targets=Y[:0]), "inputs", "empty"),
+    "train_lm-float": (lambda: run(inputs=X.float()), "inputs", "integer"),
+    "train_lm-target-too-large": (lambda: run(targets=Y + V), "targets", f"[0, {V - 1}]"),
+    "train_lm-model-None": (lambda: run(model=None), "model", "NoneType"),
+    "train_lm-steps-0": (lambda: run(steps=0), "steps", "0"),
+    "train_lm-steps-float": (lambda: run(steps=2.5), "steps", "float"),
+    "train_lm-clip-negative": (lambda: run(clip=-1.0), "clip", "-1.0"),
+    "train_lm-lr-nan": (lambda: run(lr=math.nan), "lr", "nan"),
+    "train_lm-eval_every-negative": (lambda: run(eval_every=-1), "eval_every", "-1"),
+    # --- generate(model, vocab, prefix, n, temperature, generator)
+    "generate-prefix-empty": (lambda: generate(MODEL, VOCAB, "", 5), "prefix", "''"),
+    "generate-prefix-list": (lambda: generate(MODEL, VOCAB, ["t"], 5), "prefix", "list"),
+    "generate-n-negative": (lambda: generate(MODEL, VOCAB, "the", -1), "n must be", "-1"),
+    "generate-n-float": (lambda: generate(MODEL, VOCAB, "the", 2.0), "n must be", "float"),
+    "generate-n-inf": (lambda: generate(MODEL, VOCAB, "the", math.inf), "n must be", "float"),
+    "generate-temperature-negative": (lambda: generate(MODEL, VOCAB, "the", 5, temperature=-1.0),
+                                      "temperature", ">= 0"),
+    "generate-temperature-inf": (lambda: generate(MODEL, VOCAB, "the", 5, temperature=math.inf),
+                                 "temperature", "inf"),
+    "generate-temperature-str": (lambda: generate(MODEL, VOCAB, "the", 5, temperature="1"), "temperature",
+                                 "str"),
+    "generate-vocab-size": (lambda: generate(MODEL, SMALL, "ab", 5), "vocab", str(V), "6"),
+    "generate-vocab-None": (lambda: generate(MODEL, None, "the", 5), "vocab", "NoneType"),
+    "generate-vocab-only-reserved": (lambda: generate(CharLM(4, hidden_size=2), Vocab(), "a", 5), "vocab",
+                                     "reserved"),
+    "generate-model-None": (lambda: generate(None, VOCAB, "the", 5), "model", "NoneType"),
+    "generate-generator-int": (lambda: generate(MODEL, VOCAB, "the", 5, generator=0), "generator", "int"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_bad_input_gives_a_clear_error_in_time(case):
+    fn, *words = REJECTED[case]
+    assert_clear_error_in_time(fn, *words, seconds=30)
+
+
+def test_legal_edge_inputs():
+    # unigram perplexity: float64 math, an empty training set is legal (add-one smoothing: uniform)
+    assert unigram_perplexity(IDS[:0], IDS, V) == pytest.approx(V)
+    assert unigram_perplexity(IDS.to(torch.int32), IDS[:3], np.int64(V)) > 1
+    assert detach_state(None) is None
+    h, c = detach_state([torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)])
+    assert not h.requires_grad and not c.requires_grad
+    # CharLM with numpy sizes, int32 ids, a carried LSTM state given as a list
+    model = CharLM(np.int64(V), hidden_size=np.int64(4), embed_size=3, cell="lstm")
+    logits, state = model(X[0].to(torch.int32))
+    assert logits.shape == (2, 5, V)
+    assert model(X[1], list(state))[0].shape == (2, 5, V)
+    # a float64 model keeps float64 logits; the perplexity is a Python (float64) number
+    model64 = CharLM(V, hidden_size=4, embed_size=3).double()
+    assert model64(X[0])[0].dtype == torch.float64
+    ppl = evaluate_perplexity(model64, X, Y)
+    assert isinstance(ppl, float) and 1 < ppl < 100
+    # clip=0 means no clipping; steps as a NumPy int
+    assert len(run(clip=0, steps=np.int64(3)).step_loss) == 3
+    # max_len=0 gives ''; temperature 0 is nearly greedy; n=0 returns the prefix
+    assert sample_sequence(COND, VOCAB, np.int64(2), max_len=0) == ""
+    g = torch.Generator().manual_seed(0)
+    assert len(sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0, generator=g)) <= 4
+    assert generate(MODEL, VOCAB, "the", 0) == "the"
+    assert generate(MODEL, VOCAB, "zzz", 2, temperature=0)[:3] == "zzz"  # unknown characters read as <unk>
+    # ConditionalCharLM: a state continues a sequence without cond
+    logits, state = COND(X[0], torch.tensor([0, 2]))
+    assert COND(X[1], state=state)[0].shape == (2, 5, V)

@@ -1,0 +1,107 @@
+"""Bad input for every public callable of ``seqbook.plot``: a clear error, or a correct edge result.
+
+Cases: 41 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 9 legal
+edge checks. ``use_book_style`` takes no argument.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from seqbook import plot  # noqa: E402
+from seqbook.train import History  # noqa: E402
+from tests.badinput import assert_clear_error  # noqa: E402
+
+H = History(step_loss=[3.0, 2.0, 1.0], eval_step=[3], eval_loss=[1.5])
+M = torch.rand(2, 3)
+LABELS = ["a", "b", "c"]
+
+REJECTED = {
+    # --- smooth(values, window)
+    "smooth-window-0": (lambda: plot.smooth([1.0, 2.0], 0), "window", ">= 1", "0"),
+    "smooth-window-negative": (lambda: plot.smooth([1.0, 2.0], -3), "window", "-3"),
+    "smooth-window-float": (lambda: plot.smooth([1.0, 2.0], 2.5), "window", "float"),
+    "smooth-window-bool": (lambda: plot.smooth([1.0, 2.0], True), "window", "bool"),
+    "smooth-window-None": (lambda: plot.smooth([1.0, 2.0], None), "window", "NoneType"),
+    "smooth-values-nan": (lambda: plot.smooth([1.0, math.nan, 2.0]), "values", "finite"),
+    "smooth-values-inf": (lambda: plot.smooth([1.0, math.inf]), "values", "finite"),
+    "smooth-values-2d": (lambda: plot.smooth([[1.0, 2.0]]), "values", "1-D", "(1, 2)"),
+    "smooth-values-scalar": (lambda: plot.smooth(3.0), "values", "1-D", "()"),
+    "smooth-values-str": (lambda: plot.smooth("123"), "values", "str"),
+    "smooth-values-None": (lambda: plot.smooth(None), "values", "NoneType"),
+    "smooth-values-strings": (lambda: plot.smooth(["a", "b"]), "values", "real numbers"),
+    "smooth-values-complex-tensor": (lambda: plot.smooth(torch.ones(2, dtype=torch.complex64)), "values",
+                                     "complex"),
+    # --- plot_history(history, ax, label, baseline, baseline_label, window)
+    "plot_history-None": (lambda: plot.plot_history(None), "history", "NoneType"),
+    "plot_history-list": (lambda: plot.plot_history([1.0, 2.0]), "history", "list"),
+    "plot_history-eval-mismatch": (lambda: plot.plot_history(History([1.0], [1, 2], [0.5])), "history",
+                                   "eval_step", "2 and 1"),
+    "plot_history-nan-loss": (lambda: plot.plot_history(History([1.0, math.nan])), "values", "finite"),
+    "plot_history-window-0": (lambda: plot.plot_history(H, window=0), "window", "0"),
+    "plot_history-baseline-str": (lambda: plot.plot_history(H, baseline="1.0"), "baseline", "str"),
+    "plot_history-baseline-nan": (lambda: plot.plot_history(H, baseline=math.nan), "baseline", "nan"),
+    "plot_history-label-int": (lambda: plot.plot_history(H, label=3), "label", "int"),
+    # --- heatmap(matrix, x_labels, y_labels, ...)
+    "heatmap-1d": (lambda: plot.heatmap(torch.rand(3)), "matrix", "2-D", "(3,)"),
+    "heatmap-3d": (lambda: plot.heatmap(torch.rand(2, 3, 4)), "matrix", "2-D", "(2, 3, 4)"),
+    "heatmap-empty": (lambda: plot.heatmap(np.zeros((0, 3))), "matrix", "empty", "(0, 3)"),
+    "heatmap-None": (lambda: plot.heatmap(None), "matrix", "NoneType"),
+    "heatmap-strings": (lambda: plot.heatmap([["a", "b"]]), "matrix", "real numbers"),
+    "heatmap-ragged": (lambda: plot.heatmap([[1.0], [1.0, 2.0]]), "matrix", "ragged"),
+    "heatmap-x_labels-short": (lambda: plot.heatmap(M, x_labels=["a"]), "x_labels", "3 labels", "got 1"),
+    "heatmap-y_labels-long": (lambda: plot.heatmap(M, y_labels=LABELS), "y_labels", "2 labels", "got 3"),
+    "heatmap-x_labels-str": (lambda: plot.heatmap(M, x_labels="abc"), "x_labels", "str"),
+    "heatmap-vmin-str": (lambda: plot.heatmap(M, vmin="0"), "vmin", "str"),
+    "heatmap-vmax-nan": (lambda: plot.heatmap(M, vmax=math.nan), "vmax", "nan"),
+    "heatmap-vmin-above-vmax": (lambda: plot.heatmap(M, vmin=1, vmax=0), "vmin", "vmax"),
+    # --- confusion_matrix(y_true, y_pred, labels, ax, normalize)
+    "confusion_matrix-negative-label": (lambda: plot.confusion_matrix([0, -1], [0, 1], LABELS), "y_true",
+                                        "[0, 2]", "-1"),
+    "confusion_matrix-label-too-large": (lambda: plot.confusion_matrix([0, 1], [0, 3], LABELS), "y_pred",
+                                         "[0, 2]", "3"),
+    "confusion_matrix-float-labels": (lambda: plot.confusion_matrix([0.0, 1.0], [0, 1], LABELS), "y_true",
+                                      "integer", "float64"),
+    "confusion_matrix-length-mismatch": (lambda: plot.confusion_matrix([0, 1], [0], LABELS), "y_true",
+                                         "y_pred", "2 and 1"),
+    "confusion_matrix-2d": (lambda: plot.confusion_matrix([[0, 1]], [[0, 1]], LABELS), "y_true", "1-D"),
+    "confusion_matrix-no-labels": (lambda: plot.confusion_matrix([0], [0], []), "labels", "at least one"),
+    "confusion_matrix-labels-str": (lambda: plot.confusion_matrix([0], [0], "abc"), "labels", "str"),
+    "confusion_matrix-normalize-str": (lambda: plot.confusion_matrix([0], [0], LABELS, normalize="yes"),
+                                       "normalize", "str"),
+}
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_bad_input_gives_a_clear_error(case):
+    fn, *words = REJECTED[case]
+    assert_clear_error(fn, *words)
+
+
+def test_legal_edge_inputs():
+    plot.use_book_style()
+    assert plot.smooth([]).shape == (0,)
+    assert plot.smooth([1.0, 3.0], window=1).tolist() == [1.0, 3.0]
+    assert plot.smooth(torch.tensor([1.0, 3.0], dtype=torch.bfloat16), np.int64(2)).tolist() == [1.0, 2.0]
+    assert plot.smooth([1, 3], window=100).tolist() == [1.0, 2.0]  # a window longer than the data
+    assert plot.plot_history(History(step_loss=[1.0]), baseline=np.float64(0.5)) is not None
+    assert plot.heatmap(torch.tensor([[math.nan, 1.0]]), colorbar=False) is not None  # NaN is drawn blank
+    assert plot.heatmap(torch.rand(2, 2, requires_grad=True), x_labels=("a", "b")) is not None
+    counts = plot.confusion_matrix(torch.tensor([0, 2, 2]), np.array([0, 1, 2], dtype=np.int32), LABELS)
+    assert counts.tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
+    assert plot.confusion_matrix([], [], LABELS, normalize=False).sum() == 0

@@ -1,0 +1,281 @@
+# 158 cases: 152 bad inputs that must end in a clear error, 6 legal edge inputs checked for a correct result.
+"""Bad input to seqbook.transformer: every public callable refuses it clearly, or handles a legal edge.
+
+Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
+words listed (the argument's name and the expected or actual value, shape or dtype).
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from seqbook import transformer as tf
+from seqbook.transformer import (
+    GPT,
+    DecoderLayer,
+    EncoderLayer,
+    FeedForward,
+    GPTConfig,
+    LayerNorm,
+    PositionalEncoding,
+    Seq2SeqTransformer,
+)
+from tests.badinput import assert_clear_error
+
+NAN, INF = float("nan"), float("inf")
+
+
+def rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+X = rand(2, 5, 8)
+MEM = rand(2, 3, 8, seed=1)
+ENC, DEC = EncoderLayer(8, 2, dropout=0.0), DecoderLayer(8, 2, dropout=0.0)
+S2S = Seq2SeqTransformer(10, 12, 8, 2, 1, 1, dropout=0.0, max_len=16)
+SRC = torch.tensor([[3, 4, 5, 2], [6, 7, 2, 0]])
+TGT = torch.tensor([[1, 4, 5, 2], [1, 8, 2, 0]])
+GPT_ = GPT(GPTConfig(12, 8, 1, 2, 8, dropout=0.0))
+IDX = torch.tensor([[5, 6, 7], [8, 9, 10]])
+OPT = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+
+ERRORS = []
+
+
+def case(id_, fn, *words):
+    ERRORS.append(pytest.param(fn, words, id=id_))
+
+
+# positional code
+case("positional_frequencies-odd", lambda: tf.positional_frequencies(7), "d_model", "even", "7")
+case("positional_frequencies-float", lambda: tf.positional_frequencies(8.0), "d_model", "float")
+case("positional_frequencies-base-0", lambda: tf.positional_frequencies(8, base=0.0), "base", "> 1.0")
+case("positional_frequencies-base-nan", lambda: tf.positional_frequencies(8, base=NAN), "base", "nan")
+case("positional_encoding-max_len-0", lambda: tf.positional_encoding(0, 8), "max_len", "positive integer",
+     "0")
+case("positional_encoding-max_len-float", lambda: tf.positional_encoding(2.5, 8), "max_len", "float")
+case("positional_encoding-max_len-bool", lambda: tf.positional_encoding(True, 8), "max_len", "bool")
+case("positional_encoding-d_model-0", lambda: tf.positional_encoding(4, 0), "d_model", "0")
+case("relative_position_matrix-k-nan", lambda: tf.relative_position_matrix(NAN, 8), "k", "nan")
+case("relative_position_matrix-k-str", lambda: tf.relative_position_matrix("1", 8), "k", "str")
+case("relative_position_matrix-d_model-odd", lambda: tf.relative_position_matrix(1, 5), "d_model", "5")
+case("PositionalEncoding-d_model-odd", lambda: PositionalEncoding(7), "d_model", "7")
+case("PositionalEncoding-max_len-0", lambda: PositionalEncoding(8, 0), "max_len", "0")
+case("PositionalEncoding-dropout-1", lambda: PositionalEncoding(8, dropout=1.0), "dropout", "1.0")
+case("PositionalEncoding-x-last-dim", lambda: PositionalEncoding(8)(rand(2, 5, 7)), "x must have shape",
+     "(B, T, 8)", "(2, 5, 7)")
+case("PositionalEncoding-x-int", lambda: PositionalEncoding(8)(X.long()), "x", "torch.int64")
+case("PositionalEncoding-x-too-long", lambda: PositionalEncoding(8, 4)(X), "exceeds max_len=4")
+case("PositionalEncoding-offset-negative", lambda: PositionalEncoding(8)(X, offset=-1), "offset", "-1")
+case("PositionalEncoding-offset-float", lambda: PositionalEncoding(8)(X, offset=1.5), "offset", "float")
+
+# LayerNorm, FeedForward
+case("LayerNorm-d_model-0", lambda: LayerNorm(0), "d_model", "0")
+case("LayerNorm-eps-negative", lambda: LayerNorm(8, eps=-1e-5), "eps", ">= 0.0")
+case("LayerNorm-eps-nan", lambda: LayerNorm(8, eps=NAN), "eps", "nan")
+case("LayerNorm-x-last-dim", lambda: LayerNorm(8)(rand(4, 7)), "x must have shape", "(..., 8)", "(4, 7)")
+case("LayerNorm-x-int", lambda: LayerNorm(8)(X.long()), "x", "torch.int64")
+case("LayerNorm-x-rank0", lambda: LayerNorm(8)(torch.tensor(1.0)), "x must have shape", "()")
+case("LayerNorm-from_torch-linear", lambda: LayerNorm.from_torch(nn.Linear(2, 2)), "m", "nn.LayerNorm")
+case("FeedForward-d_ff-0", lambda: FeedForward(8, 0), "d_ff", "0")
+case("FeedForward-d_model-float", lambda: FeedForward(8.0, 16), "d_model", "float")
+case("FeedForward-dropout-nan", lambda: FeedForward(8, 16, dropout=NAN), "dropout", "nan")
+case("FeedForward-activation", lambda: FeedForward(8, 16, activation="tanh"), "activation", "tanh")
+case("FeedForward-x-last-dim", lambda: FeedForward(8, 16)(rand(2, 7)), "x must have shape", "(..., 8)")
+case("FeedForward-x-float64", lambda: FeedForward(8, 16)(X.double()), "x", "torch.float64")
+
+# EncoderLayer, DecoderLayer, set_fast
+case("EncoderLayer-not-divisible", lambda: EncoderLayer(10, 3), "d_model must be divisible by n_heads")
+case("EncoderLayer-n_heads-0", lambda: EncoderLayer(8, 0), "n_heads", "0")
+case("EncoderLayer-d_model-bool", lambda: EncoderLayer(True, 1), "d_model", "bool")
+case("EncoderLayer-d_ff-negative", lambda: EncoderLayer(8, 2, d_ff=-4), "d_ff", "-4")
+case("EncoderLayer-dropout-2", lambda: EncoderLayer(8, 2, dropout=2.0), "dropout", "2.0")
+case("EncoderLayer-activation", lambda: EncoderLayer(8, 2, activation="swish"), "activation", "swish")
+case("EncoderLayer-fast-int", lambda: EncoderLayer(8, 2, fast=1), "fast", "bool")
+case("EncoderLayer-x-last-dim", lambda: ENC(rand(2, 5, 6)), "x must have shape", "(B, T, 8)", "(2, 5, 6)")
+case("EncoderLayer-x-T0", lambda: ENC(rand(2, 0, 8)), "x", "empty", "(2, 0, 8)")
+case("EncoderLayer-x-B0", lambda: ENC(rand(0, 5, 8)), "x", "empty", "(0, 5, 8)")
+case("EncoderLayer-x-int", lambda: ENC(X.long()), "x", "torch.int64")
+case("EncoderLayer-x-float64", lambda: ENC(X.double()), "x", "torch.float32", "torch.float64")
+case("EncoderLayer-key_padding_mask-shape", lambda: ENC(X, key_padding_mask=torch.zeros(2, 4,
+     dtype=torch.bool)), "key_padding_mask must have shape", "(2, 5)", "(2, 4)")
+case("EncoderLayer-attn_mask-int", lambda: ENC(X, attn_mask=torch.zeros(5, 5, dtype=torch.long)),
+     "attn_mask", "torch.int64")
+case("EncoderLayer-is_causal-int", lambda: ENC(X, is_causal=1), "is_causal", "bool")
+case("EncoderLayer-from_torch-linear", lambda: EncoderLayer.from_torch(nn.Linear(2, 2)), "m",
+     "nn.TransformerEncoderLayer")
+case("EncoderLayer-from_torch-post-LN", lambda: EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2,
+     batch_first=True)), "norm_first=True")
+case("DecoderLayer-not-divisible", lambda: DecoderLayer(10, 4), "divisible", "n_heads=4")
+case("DecoderLayer-memory-rank2", lambda: DEC(X, MEM[0]), "memory must have shape", "(B, T, 8)", "(3, 8)")
+case("DecoderLayer-memory-batch", lambda: DEC(X, rand(3, 3, 8)), "memory must have shape", "(2, S, 8)")
+case("DecoderLayer-memory-S0", lambda: DEC(X, rand(2, 0, 8)), "memory", "empty")
+case("DecoderLayer-memory-float64", lambda: DEC(X, MEM.double()), "memory", "torch.float64")
+case("DecoderLayer-tgt_mask-shape", lambda: DEC(X, MEM, tgt_mask=torch.zeros(5, 4, dtype=torch.bool)),
+     "tgt_mask must have shape", "(5, 5)", "(5, 4)")
+case("DecoderLayer-memory_key_padding_mask-shape", lambda: DEC(X, MEM, memory_key_padding_mask=torch.zeros(2,
+     5, dtype=torch.bool)), "memory_key_padding_mask must have shape", "(2, 3)", "(2, 5)")
+case("DecoderLayer-memory_mask-int", lambda: DEC(X, MEM, memory_mask=torch.zeros(5, 3, dtype=torch.long)),
+     "memory_mask", "torch.int64")
+case("DecoderLayer-tgt_key_padding_mask-uint8", lambda: DEC(X, MEM, tgt_key_padding_mask=torch.zeros(2, 5,
+     dtype=torch.uint8)), "tgt_key_padding_mask", "uint8")
+case("DecoderLayer-tgt_is_causal-str", lambda: DEC(X, MEM, tgt_is_causal="no"), "tgt_is_causal", "bool")
+case("DecoderLayer-from_torch-encoder", lambda: DecoderLayer.from_torch(ENC), "m",
+     "nn.TransformerDecoderLayer")
+case("set_fast-model-str", lambda: tf.set_fast("model", True), "model", "nn.Module", "str")
+case("set_fast-fast-int", lambda: tf.set_fast(ENC, 1), "fast", "bool", "int")
+
+# Seq2SeqTransformer
+case("S2S-src_vocab_size-0", lambda: Seq2SeqTransformer(0, 12, 8, 2), "src_vocab_size", "0")
+case("S2S-tgt_vocab_size-float", lambda: Seq2SeqTransformer(10, 12.0, 8, 2), "tgt_vocab_size", "float")
+case("S2S-d_model-odd", lambda: Seq2SeqTransformer(10, 12, 9, 3), "d_model", "9")
+case("S2S-n_heads-not-dividing", lambda: Seq2SeqTransformer(10, 12, 8, 3), "divisible", "n_heads=3")
+case("S2S-num_encoder_layers-0", lambda: Seq2SeqTransformer(10, 12, 8, 2, 0), "num_encoder_layers", "0")
+case("S2S-num_decoder_layers-negative", lambda: Seq2SeqTransformer(10, 12, 8, 2, 1, -1),
+     "num_decoder_layers", "-1")
+case("S2S-dropout-1", lambda: Seq2SeqTransformer(10, 12, 8, 2, dropout=1.0), "dropout", "1.0")
+case("S2S-max_len-0", lambda: Seq2SeqTransformer(10, 12, 8, 2, max_len=0), "max_len", "0")
+case("S2S-pad_id-out-of-range", lambda: Seq2SeqTransformer(10, 12, 8, 2, pad_id=10), "pad_id", "<= 9", "10")
+case("S2S-pad_id-negative", lambda: Seq2SeqTransformer(10, 12, 8, 2, pad_id=-1), "pad_id", "-1")
+case("S2S-activation", lambda: Seq2SeqTransformer(10, 12, 8, 2, activation="elu"), "activation", "elu")
+case("S2S-src-float", lambda: S2S(SRC.float(), TGT), "src must be an integer tensor of shape (B, T)",
+     "float32")
+case("S2S-src-rank1", lambda: S2S(SRC[0], TGT), "src", "(B, T)", "(4,)")
+case("S2S-src-uint8", lambda: S2S(SRC.to(torch.uint8), TGT), "src", "torch.uint8")
+case("S2S-src-out-of-range", lambda: S2S(SRC + 7, TGT), "src", "[0, 9]", "14")
+case("S2S-src-negative", lambda: S2S(SRC - 1, TGT), "src", "-1")
+case("S2S-tgt-out-of-range", lambda: S2S(SRC, TGT + 10), "tgt", "[0, 11]")
+case("S2S-src-T0", lambda: S2S(SRC[:, :0], TGT), "src", "empty", "(2, 0)")
+case("S2S-src-B0", lambda: S2S(SRC[:0], TGT[:0]), "src", "empty", "(0, 4)")
+case("S2S-src-too-long", lambda: S2S(torch.ones(2, 17, dtype=torch.long), TGT), "src", "max_len=16")
+case("S2S-batch-mismatch", lambda: S2S(SRC, TGT[:1]), "share the batch size", "(2, 4)", "(1, 4)")
+case("S2S-need_weights-int", lambda: S2S(SRC, TGT, need_weights=1), "need_weights", "bool")
+case("S2S-encode-src-float", lambda: S2S.encode(SRC.float()), "src", "float32")
+case("S2S-decode-memory-rank2", lambda: S2S.decode(TGT, rand(2, 8), SRC == 0), "memory", "(2, 8)")
+case("S2S-decode-batch", lambda: S2S.decode(TGT[:1], rand(2, 4, 8), SRC == 0), "tgt", "(2, T)", "(1, 4)")
+case("S2S-decode-src_pad-shape", lambda: S2S.decode(TGT, rand(2, 4, 8), SRC[:, :3] == 0), "src_pad", "(2, 4)")
+case("S2S-decode-src_pad-int", lambda: S2S.decode(TGT, rand(2, 4, 8), SRC), "src_pad", "bool", "torch.int64")
+case("S2S-loss-tgt-T1", lambda: S2S.loss(SRC, None, TGT[:, :1]), "tgt must have shape (B, T>=2)", "(2, 1)")
+case("S2S-loss-tgt-all-pad", lambda: S2S.loss(SRC, None, torch.tensor([[1, 0, 0], [1, 0, 0]])), "tgt",
+     "padding")
+case("S2S-loss-label_smoothing-2", lambda: S2S.loss(SRC, None, TGT, label_smoothing=2.0), "label_smoothing",
+     "2.0")
+case("S2S-greedy-max_len-0", lambda: S2S.greedy_decode(SRC, 0, 1, 2), "max_len", "positive int", "0")
+case("S2S-greedy-max_len-too-long", lambda: S2S.greedy_decode(SRC, 16, 1, 2), "max_len", "<= 15", "16")
+case("S2S-greedy-sos_id-out", lambda: S2S.greedy_decode(SRC, 5, 12, 2), "sos_id", "<= 11", "12")
+case("S2S-greedy-eos_id-negative", lambda: S2S.greedy_decode(SRC, 5, 1, -1), "eos_id", "-1")
+case("S2S-greedy-src-float", lambda: S2S.greedy_decode(SRC.float(), 5, 1, 2), "src", "float32")
+
+# GPTConfig, GPT
+case("GPTConfig-vocab_size-0", lambda: GPTConfig(0), "vocab_size", "0")
+case("GPTConfig-vocab_size-float", lambda: GPTConfig(12.5), "vocab_size", "float")
+case("GPTConfig-block_size-negative", lambda: GPTConfig(12, block_size=-1), "block_size", "-1")
+case("GPTConfig-n_layer-0", lambda: GPTConfig(12, n_layer=0), "n_layer", "0")
+case("GPTConfig-n_head-0", lambda: GPTConfig(12, n_head=0), "n_head", "0")
+case("GPTConfig-n_embd-bool", lambda: GPTConfig(12, n_embd=True), "n_embd", "bool")
+case("GPTConfig-not-divisible", lambda: GPTConfig(12, n_head=3, n_embd=8),
+     "n_embd must be divisible by n_head")
+case("GPTConfig-d_ff-0", lambda: GPTConfig(12, d_ff=0), "d_ff", "0")
+case("GPTConfig-dropout-1", lambda: GPTConfig(12, dropout=1.0), "dropout", "1.0")
+case("GPTConfig-dropout-negative", lambda: GPTConfig(12, dropout=-0.1), "dropout", "-0.1")
+case("GPTConfig-activation", lambda: GPTConfig(12, activation="tanh"), "activation", "tanh")
+case("GPTConfig-positional", lambda: GPTConfig(12, positional="rotary"), "positional", "rotary")
+case("GPTConfig-sinusoidal-odd", lambda: GPTConfig(12, n_head=3, n_embd=9, positional="sinusoidal"),
+     "n_embd", "even", "9")
+case("GPTConfig-init_std-nan", lambda: GPTConfig(12, init_std=NAN), "init_std", "nan")
+case("GPTConfig-tie_weights-str", lambda: GPTConfig(12, tie_weights="yes"), "tie_weights", "bool")
+case("GPT-config-dict", lambda: GPT({"vocab_size": 12}), "config", "GPTConfig", "dict")
+case("GPT-idx-float", lambda: GPT_(IDX.float()), "idx must be an integer tensor", "float32")
+case("GPT-idx-rank1", lambda: GPT_(IDX[0]), "idx", "(B, T)", "(3,)")
+case("GPT-idx-T0", lambda: GPT_(IDX[:, :0]), "idx", "empty", "(2, 0)")
+case("GPT-idx-out-of-range", lambda: GPT_(IDX + 2), "idx", "[0, 11]", "12")
+case("GPT-idx-negative", lambda: GPT_(IDX - 6), "idx", "-1")
+case("GPT-idx-too-long", lambda: GPT_(torch.zeros(1, 9, dtype=torch.long)), "block_size=8")
+case("GPT-targets-shape", lambda: GPT_(IDX, IDX[:, :2]), "targets must have shape", "(2, 3)", "(2, 2)")
+case("GPT-targets-out-of-range", lambda: GPT_(IDX, IDX + 5), "targets", "[0, 11]")
+case("GPT-targets-float", lambda: GPT_(IDX, IDX.float()), "targets", "float32")
+case("GPT-targets-all-ignored", lambda: GPT_(IDX, torch.full_like(IDX, -100)), "targets", "-100")
+case("GPT-label_smoothing-negative", lambda: GPT_(IDX, IDX, label_smoothing=-0.1), "label_smoothing", "-0.1")
+case("GPT-need_weights-int", lambda: GPT_(IDX, need_weights=1), "need_weights", "bool")
+case("GPT-generate-idx-T0", lambda: GPT_.generate(IDX[:, :0], 3), "idx", "T >= 1", "(2, 0)")
+case("GPT-generate-idx-out-of-range", lambda: GPT_.generate(IDX + 2, 3), "idx", "[0, 11]")
+case("GPT-generate-max_new_tokens-negative", lambda: GPT_.generate(IDX, -1), "max_new_tokens", "-1")
+case("GPT-generate-max_new_tokens-float", lambda: GPT_.generate(IDX, 2.5), "max_new_tokens", "float")
+case("GPT-generate-temperature-negative", lambda: GPT_.generate(IDX, 2, temperature=-1.0), "temperature",
+     "-1.0")
+case("GPT-generate-temperature-nan", lambda: GPT_.generate(IDX, 2, temperature=NAN), "temperature", "nan")
+case("GPT-generate-temperature-inf", lambda: GPT_.generate(IDX, 2, temperature=INF), "temperature", "inf")
+case("GPT-generate-top_k-0", lambda: GPT_.generate(IDX, 2, top_k=0), "top_k", "0")
+case("GPT-generate-generator-int", lambda: GPT_.generate(IDX, 2, generator=0), "generator", "torch.Generator")
+case("GPT-generate-forbid-int", lambda: GPT_.generate(IDX, 2, forbid=3), "forbid", "tuple")
+case("GPT-generate-forbid-out-of-range", lambda: GPT_.generate(IDX, 2, forbid=(12,)), "forbid", "<= 11", "12")
+case("GPT-generate-forbid-negative", lambda: GPT_.generate(IDX, 2, forbid=(-1,)), "forbid", "-1")
+case("GPT-generate-forbid-all-greedy", lambda: GPT_.generate(IDX, 3, temperature=0, forbid=tuple(range(12))),
+     "forbid", "at least one id", "12")
+case("GPT-generate-forbid-all-sampled", lambda: GPT_.generate(IDX, 3, forbid=tuple(range(12))), "forbid")
+
+# schedules
+case("noam_lr-warmup_steps-0", lambda: tf.noam_lr(1, 512, 0), "warmup_steps", ">= 1", "0")
+case("noam_lr-d_model-0", lambda: tf.noam_lr(1, 0, 10), "d_model", "0")
+case("noam_lr-step-float", lambda: tf.noam_lr(1.5, 512, 10), "step", "float")
+case("warmup_factor-step-negative", lambda: tf.warmup_factor(-1, 10, 100), "step", "-1")
+case("warmup_factor-warmup_steps-negative", lambda: tf.warmup_factor(0, -1, 100), "warmup_steps", "-1")
+case("warmup_factor-total_steps-missing", lambda: tf.warmup_factor(0, 10), "needs total_steps", "None")
+case("warmup_factor-total_steps-not-above", lambda: tf.warmup_factor(0, 10, 10, "linear"), "total_steps",
+     "10")
+case("warmup_factor-total_steps-float", lambda: tf.warmup_factor(0, 10, 100.0), "total_steps", "float")
+case("warmup_factor-kind", lambda: tf.warmup_factor(0, 10, 100, "step"), "kind must be", "'step'")
+case("warmup_factor-min_factor-above-1", lambda: tf.warmup_factor(0, 10, 100, min_factor=1.5), "min_factor",
+     "1.5")
+case("warmup_factor-min_factor-nan", lambda: tf.warmup_factor(0, 10, 100, min_factor=NAN), "min_factor",
+     "nan")
+case("warmup_schedule-optimizer-list", lambda: tf.warmup_schedule([], 10, 100), "optimizer", "list")
+case("warmup_schedule-kind", lambda: tf.warmup_schedule(OPT, 10, 100, kind="exp"), "kind", "'exp'")
+
+
+@pytest.mark.parametrize(("fn", "words"), ERRORS)
+def test_bad_input_is_refused_clearly(fn, words):
+    assert_clear_error(fn, *words)
+
+
+# ------------------------------------------------------------------ legal edge inputs
+
+
+def test_numpy_sizes_are_accepted():
+    cfg = GPTConfig(np.int64(12), np.int64(8), np.int32(1), np.int64(2), np.int64(8))
+    assert cfg.vocab_size == 12 and type(cfg.vocab_size) is int
+    assert EncoderLayer(np.int64(8), np.int64(2))(X).shape == X.shape
+    assert tf.positional_encoding(np.int64(4), np.int64(8)).shape == (4, 8)
+    assert LayerNorm(np.int64(8))(X).shape == X.shape
+    assert tf.noam_lr(np.int64(5), 512, np.int64(10)) > 0
+
+
+def test_layernorm_follows_the_input_dtype():
+    assert LayerNorm(8)(X.bfloat16()).dtype == torch.bfloat16
+    assert LayerNorm(8)(X.double()).dtype == torch.float64
+
+
+def test_generate_zero_tokens_and_float64_model():
+    assert torch.equal(GPT_.generate(IDX, 0), IDX)
+    g = GPT(GPTConfig(12, 8, 1, 2, 8, dropout=0.0)).double()
+    out = g.generate(IDX, 3, temperature=0.5, generator=torch.Generator().manual_seed(0), forbid=(0, 1))
+    assert out.shape == (2, 6) and (out[:, 3:] >= 2).all()
+
+
+def test_generate_leaves_one_id_allowed():
+    out = GPT_.generate(IDX, 3, temperature=0, forbid=tuple(range(11)))
+    assert (out[:, 3:] == 11).all()
+    g = torch.Generator().manual_seed(0)
+    out = GPT_.generate(IDX, 3, top_k=1, forbid=tuple(range(1, 12)), generator=g)
+    assert (out[:, 3:] == 0).all()
+
+
+def test_warmup_zero_steps_and_step_zero_are_legal():
+    assert tf.warmup_factor(0, 0, 10, "linear") == pytest.approx(0.9)
+    assert tf.noam_lr(0, 512, 10) == tf.noam_lr(1, 512, 10)
+
+
+def test_fully_padded_source_row_gives_finite_logits():
+    src = torch.tensor([[3, 4, 2], [0, 0, 0]])
+    assert torch.isfinite(S2S(src, TGT[:, :3])).all()

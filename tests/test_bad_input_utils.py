@@ -1,0 +1,69 @@
+"""Bad input for every public callable of ``seqbook.utils``: a clear error, or a correct edge result.
+
+Cases: 19 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 6 legal
+edge checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from seqbook import utils
+from tests.badinput import assert_clear_error
+
+REJECTED = {
+    # --- seed_everything(seed)
+    "seed_everything-float": (lambda: utils.seed_everything(1.5), "seed", "float"),
+    "seed_everything-None": (lambda: utils.seed_everything(None), "seed", "NoneType"),
+    "seed_everything-bool": (lambda: utils.seed_everything(True), "seed", "bool"),
+    "seed_everything-str": (lambda: utils.seed_everything("1"), "seed", "str"),
+    "seed_everything-too-large": (lambda: utils.seed_everything(2**64), "seed", "<="),
+    "seed_everything-too-small": (lambda: utils.seed_everything(-(2**63) - 1), "seed", ">="),
+    "seed_everything-tensor": (lambda: utils.seed_everything(torch.tensor(3)), "seed", "Tensor"),
+    # --- count_parameters(model)
+    "count_parameters-None": (lambda: utils.count_parameters(None), "model", "NoneType"),
+    "count_parameters-tensor": (lambda: utils.count_parameters(torch.zeros(3)), "model", "Tensor"),
+    "count_parameters-list": (lambda: utils.count_parameters([nn.Linear(2, 2)]), "model", "list"),
+    # --- small_model_threads(device, threads)
+    "small_model_threads-threads-0": (lambda: utils.small_model_threads("cpu", 0), "threads", ">= 1", "0"),
+    "small_model_threads-threads-negative": (lambda: utils.small_model_threads("cpu", -2), "threads", "-2"),
+    "small_model_threads-threads-float": (lambda: utils.small_model_threads("cpu", 1.5), "threads", "float"),
+    "small_model_threads-threads-bool": (lambda: utils.small_model_threads("cpu", True), "threads", "bool"),
+    "small_model_threads-device-int": (lambda: utils.small_model_threads(5), "device", "int"),
+    "small_model_threads-device-None": (lambda: utils.small_model_threads(None), "device", "NoneType"),
+    "small_model_threads-device-unknown": (lambda: utils.small_model_threads("gpu0"), "device", "'gpu0'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REJECTED))
+def test_bad_input_gives_a_clear_error(case):
+    fn, *words = REJECTED[case]
+    assert_clear_error(fn, *words)
+
+
+@pytest.mark.parametrize("value", ["not-a-device", "cuda:x"])
+def test_get_device_bad_environment(monkeypatch, value):
+    monkeypatch.setenv("SEQBOOK_DEVICE", value)
+    assert_clear_error(utils.get_device, "SEQBOOK_DEVICE", repr(value))
+
+
+@pytest.fixture
+def keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_legal_edge_inputs(monkeypatch, keep_threads):
+    monkeypatch.setenv("SEQBOOK_DEVICE", "cpu")
+    assert utils.get_device() == torch.device("cpu")
+    assert isinstance(utils.seed_everything(np.int64(3)), torch.Generator)
+    a = torch.rand(2, generator=utils.seed_everything(-1))
+    assert torch.equal(a, torch.rand(2, generator=utils.seed_everything(-1)))  # negative seeds are fine
+    assert utils.count_parameters(nn.Identity()) == 0
+    assert utils.count_parameters(nn.Linear(2, 3)) == 9
+    utils.small_model_threads(torch.device("cpu"), np.int64(1))
+    assert torch.get_num_threads() == 1
