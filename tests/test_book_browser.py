@@ -168,3 +168,41 @@ def test_bibliography_labels_read_like_the_citations(page, site):
         assert not any(label.strip("[]") == "Har54" for label in labels)
     finally:
         page.get(f"{site}/{CHAPTER}.html")
+
+
+EQUATIONS = """
+const column = document.querySelector('article').getBoundingClientRect(), problems = [];
+document.querySelectorAll('article div.math').forEach((math, i) => {
+  const box = math.querySelector('mjx-container');
+  if (!box) { problems.push(`${math.id || i}: not typeset`); return; }
+  const outer = math.getBoundingClientRect(), shown = box.getBoundingClientRect();
+  const inner = (box.firstElementChild || box).getBoundingClientRect();
+  const number = math.querySelector('.eqno');
+  if (outer.right > column.right + 1 || outer.left < column.left - 1)
+    problems.push(`${math.id || i}: wider than the text column`);
+  if (number) {
+    const n = number.getBoundingClientRect();
+    const right = Math.min(inner.right, shown.right);
+    const apart = n.right <= inner.left || n.left >= right || n.bottom <= inner.top || n.top >= inner.bottom;
+    if (!apart) problems.push(`${math.id || i}: its number covers the equation`);
+  }
+});
+return problems;"""
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_display_equations_fit_and_numbers_do_not_cover_them(page, site, width):
+    page.set_window_size(width, 1000)
+    problems = []
+    try:
+        for name in PAGES:
+            page.get(f"{site}/{name}.html")
+            page.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "(window.MathJax && MathJax.startup ? MathJax.startup.promise : Promise.resolve())"
+                ".then(() => setTimeout(done, 200));")
+            problems += [f"{name} at {width} px: {p}" for p in page.execute_script(EQUATIONS)]
+    finally:
+        page.set_window_size(1280, 2000)
+        page.get(f"{site}/{CHAPTER}.html")
+    assert not problems, "\n".join(problems)
