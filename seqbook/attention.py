@@ -36,6 +36,7 @@ from .checks import (
     check_int,
     check_number,
     check_probability,
+    has_values,
 )
 
 __all__ = [
@@ -112,7 +113,7 @@ def key_padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch
         max_len = check_int("max_len", max_len, minimum=0)
     elif lengths.numel() == 0:
         raise ValueError("lengths must not be empty when max_len is not given, got shape (0,)")
-    if lengths.numel() and lengths.device.type != "meta":
+    if lengths.numel() and has_values(lengths):
         lo, hi = int(lengths.min()), int(lengths.max())
         if lo < 0 or (max_len is not None and hi > max_len):
             top = "max_len" if max_len is None else max_len

@@ -9,8 +9,10 @@ error names the argument, what was expected and what came in::
 
 The checks are cheap: they read shapes, dtypes and Python numbers. A check that has to read tensor
 *values* (``check_ids``, ``check_finite``) synchronises with a GPU once per call, which is why the
-models call them on their inputs, not inside their time loops; on the ``meta`` device, which has
-shapes but no values, those two checks pass.
+models call them on their inputs, not inside their time loops. Value checks are skipped where there
+are no values to read (:func:`has_values`): on the ``meta`` device, which has shapes only, and while
+``torch.compile`` traces a model, where reading a value would break the graph; shape and dtype
+checks still run there.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 
 __all__ = [
     "shape_of",
+    "has_values",
     "autocast_enabled",
     "check_int",
     "check_number",
@@ -39,6 +42,11 @@ __all__ = [
 def shape_of(x: torch.Tensor) -> tuple[int, ...]:
     """The shape of ``x`` as a plain tuple, e.g. ``(2, 5, 7)``, for error messages."""
     return tuple(x.shape)
+
+
+def has_values(x: torch.Tensor) -> bool:
+    """Whether a check may read the values of ``x``: not on the meta device, not inside torch.compile."""
+    return x.device.type != "meta" and not torch.compiler.is_compiling()
 
 
 def check_int(name: str, value, minimum: int | None = 1, maximum: int | None = None) -> int:
@@ -149,7 +157,7 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
     check_tensor(name, ids, **kwargs)
     if ids.dtype not in _INTEGER_DTYPES:
         raise TypeError(f"{name} must be an integer tensor (token ids), got {ids.dtype}")
-    if ids.numel() and num_classes is not None and ids.device.type != "meta":
+    if ids.numel() and num_classes is not None and has_values(ids):
         valid = ids if ignore_index is None else ids[ids != ignore_index]
         if valid.numel():
             lo, hi = int(valid.min()), int(valid.max())
@@ -161,7 +169,7 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
 
 def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
     """Check that ``x`` holds no NaN or infinity. Reads the values (a GPU sync)."""
-    if x.device.type == "meta":  # no values to read: shapes-only runs pass
+    if not has_values(x):  # meta device or torch.compile: no values to read
         return x
     if x.is_floating_point() and x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite, got a NaN or infinite entry")

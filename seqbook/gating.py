@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_finite, check_float_tensor, check_int, check_number, check_tensor
+from .checks import check_finite, check_float_tensor, check_int, check_number, check_tensor, has_values
 from .rnn import GRU, LSTM
 
 __all__ = ["first_token_task", "adding_problem", "init_keep_bias", "unrolled_weights", "unroll"]
@@ -154,7 +154,7 @@ def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k = 0 .. T-1 standing for candidates n_1 .. n_T; initial: (B, T, H), the weight on h_0.
     """
     check_float_tensor("z", z, shape=(None, None, None), names="(B, T, H)")
-    if z.device.type != "meta" and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
+    if has_values(z) and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
         raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
     zd = z.double()
     tiny = torch.finfo(torch.float64).tiny

@@ -43,6 +43,7 @@ from .checks import (
     check_int,
     check_number,
     check_tensor,
+    has_values,
     shape_of,
 )
 
@@ -70,8 +71,8 @@ __all__ = [
 
 
 def _check_binary(x: torch.Tensor, name: str) -> None:
-    """Raise unless every entry of ``x`` is -1 or +1 (one sync; passes on the meta device)."""
-    if x.device.type == "meta":
+    """Raise unless every entry of ``x`` is -1 or +1 (one sync; see ``has_values``)."""
+    if not has_values(x):
         return
     if not bool(torch.all((x == 1) | (x == -1))):
         bad = x[(x != 1) & (x != -1)].flatten()[:3].tolist()

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from .checks import check_finite, check_int, check_number, check_tensor, shape_of
+from .checks import check_finite, check_int, check_number, check_tensor, has_values, shape_of
 from .vsa import _similarity as _fhrr_similarity  # mean cos(pi (a - b)), unchecked: x is trained freely
 
 __all__ = [
@@ -51,8 +51,8 @@ INF = math.inf
 
 
 def _has_values(x: torch.Tensor) -> bool:
-    """Whether a value check can read ``x`` (the meta device has shapes but no values)."""
-    return x.device.type != "meta" and x.numel() > 0
+    """Whether a value check can read ``x`` (see :func:`seqbook.checks.has_values`) and it is not empty."""
+    return has_values(x) and x.numel() > 0
 
 
 def _check_z(z) -> None:

@@ -37,7 +37,7 @@ from torch import _VF, nn
 
 from . import rnn
 from .attention import AdditiveAttention, _check_flag, _positive_int
-from .checks import check_float_tensor, check_ids, check_int, check_number
+from .checks import check_float_tensor, check_ids, check_int, check_number, has_values
 from .data import Vocab, make_dates, pad_sequences, padding_mask
 from .train import History, fit
 
@@ -254,7 +254,7 @@ def bucket_batches(
     pool = check_int("pool", pool)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if src.device.type != "meta":
+    if has_values(src):
         lo, hi = int(src_lengths.min()), int(src_lengths.max())
         if lo < 1 or hi > src.shape[1]:
             raise ValueError(f"src_lengths must lie in [1, {src.shape[1]}] (the width of src), got values "
@@ -297,7 +297,7 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     check_ids("lengths", lengths, nonempty=False)
     if x.dim() < 2 or _shape(lengths) != (x.shape[0],):
         raise ValueError(f"need x (B, T, ...) and lengths (B,), got {_shape(x)} and {_shape(lengths)}")
-    if lengths.numel() and lengths.device.type != "meta":
+    if lengths.numel() and has_values(lengths):
         lo, hi = int(lengths.min()), int(lengths.max())
         if lo < 0 or hi > x.shape[1]:
             raise ValueError(f"lengths must lie in [0, {x.shape[1]}] (T of x), got values in [{lo}, {hi}]")
@@ -607,7 +607,7 @@ class Seq2Seq(nn.Module):
             got = _shape(tgt) if isinstance(tgt, torch.Tensor) else type(tgt).__name__
             raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
         check_ids("tgt", tgt, self.decoder.vocab_size)
-        if tgt.device.type != "meta" and not bool((tgt[:, 1:] != PAD_ID).any()):
+        if has_values(tgt) and not bool((tgt[:, 1:] != PAD_ID).any()):
             raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
                              "token is undefined")
         logits = self(src, src_lengths, tgt[:, :-1])                   # (B, T-1, V)

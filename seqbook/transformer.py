@@ -40,7 +40,7 @@ from .attention import (
     _check_same_dtype,
     _positive_int,
 )
-from .checks import check_float_tensor, check_ids, check_int, check_number, check_probability
+from .checks import check_float_tensor, check_ids, check_int, check_number, check_probability, has_values
 
 __all__ = [
     "positional_frequencies",
@@ -590,7 +590,7 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
         label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
         self._check_ids("tgt", tgt, self.tgt_embed)
-        if tgt.device.type != "meta" and not bool((tgt[:, 1:] != self.pad_id).any()):
+        if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
             raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
                              f"the mean loss over no token is undefined")
         logits = self(src, tgt[:, :-1])  # (B, T-1, V)
@@ -726,7 +726,7 @@ class GPT(nn.Module):
                 got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
                 raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
             check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
-            if targets.device.type != "meta" and not bool((targets != -100).any()):
+            if has_values(targets) and not bool((targets != -100).any()):
                 raise ValueError("targets must hold at least one id that is not -100 (ignored): "
                                  "the mean loss over no token is undefined")
         _check_flag("need_weights", need_weights)

@@ -483,3 +483,14 @@ def test_cosine_and_linear_warmup_factor():
         warmup_factor(0, 10, kind="cosine")
     with pytest.raises(ValueError, match="kind must be"):
         warmup_factor(0, 10, 20, kind="step")
+
+
+def test_gpt_compiles_to_one_graph():
+    # Value checks (token ids in range) are skipped while torch.compile traces, so the model compiles
+    # to a single graph: a value read would break the graph and sync the GPU on every step.
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    x = torch.randint(50, (2, 16))
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    logits, loss = compiled(x, x)
+    assert_close(loss, model(x, x)[1])

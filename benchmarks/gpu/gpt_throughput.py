@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=300, help="timed steps")
     p.add_argument("--warmup", type=int, default=20, help="untimed steps first (compilation)")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--compile-mode", default=None,
+                   help="torch.compile mode, e.g. max-autotune-no-cudagraphs (default: PyTorch's default)")
     p.add_argument("--profile", action="store_true", help="print where the time of a few steps goes")
     p.add_argument("--dry", action="store_true", help="toy size on the CPU, to test the script")
     p.add_argument("--json", type=Path, default=None, help="write the result here")
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     model = GPT(config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
                                   fused=device.type == "cuda")
-    step_model = model if args.no_compile else torch.compile(model)
+    step_model = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     gen = torch.Generator(device=device).manual_seed(0)
 
@@ -132,7 +134,9 @@ def main(argv: list[str] | None = None) -> dict:
                   "block_size": config.block_size, "vocab_size": config.vocab_size,
                   "parameters": sum(p.numel() for p in model.parameters())},
         "batch": args.batch, "steps": args.steps, "warmup_steps": args.warmup, "warmup_s": round(warmup_s, 1),
-        "compiled": not args.no_compile, "autocast": "bf16" if device.type == "cuda" else None,
+        "compiled": not args.no_compile,
+        "compile_mode": None if args.no_compile else args.compile_mode,
+        "autocast": "bf16" if device.type == "cuda" else None,
         "attention": "F.scaled_dot_product_attention",
         "ms_per_step": round(1000 * seconds / args.steps, 2),
         "tokens_per_s": round(tokens_per_s),

@@ -11,6 +11,7 @@
 #   gpt        GPT-2-small throughput and MFU                           -> perf/cuda.json ("mfu"), perf/gpt.json
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
+# SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
 # SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540).
 # 'all' runs bench and gpt first and alone (their timings), then tests, notebooks and fhrr side by side.
 #
@@ -21,7 +22,11 @@ root=$PWD
 dry=${SEQBOOK_GPU_DRY:-0}
 
 if [ -d .whl ] && ! python3 -c "import nbval, pooch, faker" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  (  # once, even when several steps start side by side
+    flock 9
+    [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --upgrade --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }
+  ) 9> /tmp/seqbook-wheels.lock
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
@@ -64,19 +69,20 @@ step_notebooks() {
   # nbval-lax: every cell runs and every assert must hold; printed values are not compared (they
   # were recorded on a CPU). One notebook at a time, so each one's time is its own, unless
   # SEQBOOK_GPU_NB_JOBS > 1: then that many at once (per-cell times in the log's durations).
-  : > gpu_logs/notebooks.txt
+  local log=gpu_logs/${SEQBOOK_GPU_NB_LOG:-notebooks}.txt
+  : > "$log"
   local jobs=${SEQBOOK_GPU_NB_JOBS:-1}
   if [ "$jobs" -gt 1 ]; then
     timeout "$(left 400)" python3 -m pytest -q -p no:cacheprovider --nbval-lax -n "$jobs" --dist loadfile \
-      --durations=0 "${nb_filter[@]}" >> gpu_logs/notebooks.txt 2>&1
-    echo "NOTEBOOKS exit $?" >> gpu_logs/notebooks.txt
+      --durations=0 "${nb_filter[@]}" >> "$log" 2>&1
+    echo "NOTEBOOKS exit $?" >> "$log"
     return
   fi
   for nb in "${nb_filter[@]}"; do
     local t0=$SECONDS
-    timeout "$(left 400)" python3 -m pytest -q -p no:cacheprovider --nbval-lax "$nb" >> gpu_logs/notebooks.txt 2>&1
+    timeout "$(left 400)" python3 -m pytest -q -p no:cacheprovider --nbval-lax --durations=8 "$nb" >> "$log" 2>&1
     local rc=$?
-    echo "NOTEBOOK $nb exit $rc seconds $((SECONDS - t0))" >> gpu_logs/notebooks.txt
+    echo "NOTEBOOK $nb exit $rc seconds $((SECONDS - t0))" >> "$log"
   done
 }
 
