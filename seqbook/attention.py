@@ -1,11 +1,11 @@
 """Attention: scaled dot-product attention, masks and multi-head attention.
 
-The functional core is :func:`scaled_dot_product_attention`, eq. (4.6) of the book,
+The functional core is :func:`scaled_dot_product_attention`, eq. (5.2) of the book,
 
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V,
 
 written out so that it can be read (and checked against ``F.scaled_dot_product_attention``).
-:class:`MultiHeadAttention`, eq. (5.3)-(5.4), runs it once per head on learned projections and can
+:class:`MultiHeadAttention`, eqs. (5.10)-(5.11), runs it once per head on learned projections and can
 route the same computation through PyTorch's fused kernel (``fast=True``).
 
 Mask conventions (the same as PyTorch's, which are not the same for the two entry points):
@@ -151,7 +151,7 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention, eq. (4.6): ``softmax(q k^T / sqrt(d_k) + mask) v``.
+    """Scaled dot-product attention, eq. (5.2) of the book: ``softmax(q k^T / sqrt(d_k) + mask) v``.
 
     Each query is compared with every key by a dot product; the scores, divided by sqrt(d_k) so that
     their spread does not grow with the dimension, go through a softmax over the keys, and the
@@ -246,10 +246,10 @@ def _and_masks(mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, eq. (5.3)-(5.4), batch-first; a drop-in for ``nn.MultiheadAttention``.
+    """Multi-head attention, eqs. (5.10)-(5.11), batch-first; a drop-in for ``nn.MultiheadAttention``.
 
-        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                       (5.3)
-        MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O                (5.4)
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)                       (5.10)
+        MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O                (5.11)
 
     The h per-head projections W_i^Q (d_model x d_model/h) are stored side by side as one
     ``nn.Linear(embed_dim, embed_dim)`` per role (``q_proj``, ``k_proj``, ``v_proj``); splitting its
@@ -487,7 +487,7 @@ def _fused_attention(q, k, v, mask, dropout_p: float, is_causal: bool) -> torch.
 
 
 class AdditiveAttention(nn.Module):
-    r"""Additive attention of Bahdanau et al. (2014), eq. (4.3)-(4.5) of the seed notes.
+    r"""Additive attention of Bahdanau et al. (2014), eqs. (4.6)-(4.8) of the book.
 
     A one-hidden-layer network scores how well each key matches the query, a softmax over the
     keys turns the scores into weights, and the output is the weighted average of the values:

@@ -1,7 +1,7 @@
 """Looking inside gated recurrent layers: long-range memory tasks, a "keep by default" gate
 initialisation, and the GRU update unrolled into a weighted sum of candidate states.
 
-The GRU's new state is a convex mix of its old state and a candidate (seed 000, eq. 3.6),
+The GRU's new state is a convex mix of its old state and a candidate (eq. (3.4) of the book),
 
     h_t = (1 - z_t) * n_t + z_t * h_{t-1}.
 
@@ -10,8 +10,9 @@ Substituting the recursion into itself turns h_t into a weighted sum of every ca
     h_t = sum_{k=1..t} w_{t,k} * n_k + w_{t,0} * h_0,
     w_{t,k} = (1 - z_k) * prod_{j=k+1..t} z_j,     w_{t,0} = prod_{j=1..t} z_j,
 
-with weights that are non-negative and sum to one over k = 0..t (per hidden unit): the additive
-"shortcut" of seed 003's side-note, and a fixed-form cousin of attention weights.
+with weights that are non-negative and sum to one over k = 0..t (per hidden unit), eq. (3.6) of
+the book: the additive "shortcut" through time that A. Erdem's attention lecture (COMP547, 2026)
+turns into attention, and a fixed-form cousin of attention weights.
 :func:`unrolled_weights` computes the w, :func:`unroll` rebuilds h_t from them.
 
 The gates themselves come from ``seqbook.rnn.GRU(..., return_gates=True)``.
@@ -131,7 +132,7 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
 
 
 # ---------------------------------------------------------------------------------------------
-# The GRU update as a weighted sum of candidates (seed 003's side-note).
+# The GRU update as a weighted sum of candidates, eq. (3.6) of the book.
 # ---------------------------------------------------------------------------------------------
 
 

@@ -121,13 +121,13 @@ class _Cell(nn.Module):
 
 
 class RNNCell(_Cell):
-    r"""One step of the Elman RNN (seed 000, eq. 3.1; the output layer eq. 3.2 lives outside).
+    r"""One step of the Elman RNN (Elman, 1990), eq. (2.1) of the book; the read-out eq. (2.2) lives outside.
 
     .. math::
         h_t = \sigma_h(W_{ih} x_t + b_{ih} + W_{hh} h_{t-1} + b_{hh}),
 
     with :math:`\sigma_h` = tanh or ReLU. (The read-out :math:`y_t = \sigma_y(W_y h_t + b_y)` of
-    eq. 3.2 is an ordinary linear layer applied to the states.)
+    eq. (2.2) is an ordinary linear layer applied to the states.)
 
     ``forward`` checks its arguments; ``step``, ``project_input`` and ``project_hidden`` are the
     unchecked pieces the layers call inside their time loops.
@@ -159,13 +159,13 @@ class RNNCell(_Cell):
 
 
 class GRUCell(_Cell):
-    r"""One step of the gated recurrent unit (seed 000, eq. 3.3-3.6; Cho et al., 2014).
+    r"""One step of the gated recurrent unit (Cho et al., 2014), eqs. (3.1)-(3.4) of the book.
 
     .. math::
-        z_t &= \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})            && \text{update gate (3.3)}\\
-        r_t &= \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})            && \text{reset gate (3.4)}\\
-        n_t &= \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})) && \text{candidate (3.5)}\\
-        h_t &= (1 - z_t) \odot n_t + z_t \odot h_{t-1}                            && \text{new state (3.6)}
+        z_t &= \sigma(W_{iz} x_t + b_{iz} + W_{hz} h_{t-1} + b_{hz})            && \text{update gate (3.1)}\\
+        r_t &= \sigma(W_{ir} x_t + b_{ir} + W_{hr} h_{t-1} + b_{hr})            && \text{reset gate (3.2)}\\
+        n_t &= \tanh(W_{in} x_t + b_{in} + r_t \odot (W_{hn} h_{t-1} + b_{hn})) && \text{candidate (3.3)}\\
+        h_t &= (1 - z_t) \odot n_t + z_t \odot h_{t-1}                            && \text{new state (3.4)}
 
     ``z_t`` near 1 keeps the old state, near 0 overwrites it with the candidate. The rows of
     ``weight_ih`` / ``weight_hh`` are stacked in PyTorch's order (r, z, n).
@@ -180,10 +180,10 @@ class GRUCell(_Cell):
         """The recurrence given the projected input ``xw = W_ih x_t + b_ih`` (B, 3H)."""
         x_r, x_z, x_n = xw.chunk(3, dim=-1)                   # each (B, H)
         h_r, h_z, h_n = self.project_hidden(h).chunk(3, dim=-1)
-        z = torch.sigmoid(x_z + h_z)                          # update gate (3.3)
-        r = torch.sigmoid(x_r + h_r)                          # reset gate  (3.4)
-        n = torch.tanh(x_n + r * h_n)                         # candidate   (3.5)
-        h = (1 - z) * n + z * h                               # new state   (3.6)
+        z = torch.sigmoid(x_z + h_z)                          # update gate (3.1)
+        r = torch.sigmoid(x_r + h_r)                          # reset gate  (3.2)
+        n = torch.tanh(x_n + r * h_n)                         # candidate   (3.3)
+        h = (1 - z) * n + z * h                               # new state   (3.4)
         return (h, {"r": r, "z": z, "n": n}) if return_gates else h
 
     def forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
@@ -321,8 +321,8 @@ class _RecurrentLayer(nn.Module):
             for direction in range(D):
                 k = layer * D + direction
                 cell = self.cells[k]
-                # (B, G*H) per step, all steps projected at once. unbind, not xw[:, t]: the backward of
-                # T slices would write T full-size (B, T, G*H) gradients, quadratic in T.
+                # W_ih x_t + b_ih for all steps at once, then one (B, G*H) tensor per step
+                # (unbind keeps the backward pass linear in T; T slices xw[:, t] would not).
                 xw = cell.project_input(layer_input).unbind(1)
                 state = states[k]
                 steps = range(T - 1, -1, -1) if direction == 1 else range(T)
@@ -422,7 +422,7 @@ class RNN(_RecurrentLayer):
     r"""A multi-layer Elman RNN, batch first, equal to ``nn.RNN(..., batch_first=True)``.
 
     Every layer and direction runs :class:`RNNCell`,
-    :math:`h_t = \sigma_h(W_{ih} x_t + b_{ih} + W_{hh} h_{t-1} + b_{hh})` (seed 000, eq. 3.1).
+    :math:`h_t = \sigma_h(W_{ih} x_t + b_{ih} + W_{hh} h_{t-1} + b_{hh})`, eq. (2.1) of the book.
 
     Args:
         input_size, hidden_size: feature sizes of x and h.
@@ -471,7 +471,7 @@ class RNN(_RecurrentLayer):
 class GRU(_RecurrentLayer):
     r"""A multi-layer GRU, batch first, equal to ``nn.GRU(..., batch_first=True)``.
 
-    Every layer and direction runs :class:`GRUCell` (seed 000, eq. 3.3-3.6). With
+    Every layer and direction runs :class:`GRUCell`, eqs. (3.1)-(3.4) of the book. With
     ``return_gates=True``, ``forward`` also returns the gates at every step, e.g. the update gate
     ``gates["z"]`` of shape (num_layers * D, B, T, hidden_size) (rows ordered like ``h_n``);
     the gates always come from the readable loop, even when ``fast`` is set.
@@ -561,7 +561,7 @@ class SequenceClassifier(nn.Module):
     (for a bidirectional layer: the last forward state beside the last backward state, i.e. the
     one after reading the first token). ``pooling="mean"`` averages the (concatenated) states over
     time, :math:`\bar h = \frac1T \sum_t h_t`, :math:`\hat y = \mathrm{softmax}(W \bar h)`: the
-    mean-pooled bidirectional classifier of seed 001. Every sequence starts from a zero state.
+    mean-pooled bidirectional classifier of chapter 2. Every sequence starts from a zero state.
 
     Sequences in one batch must have the same length (batch them by length): padding would be
     read as input, and a backward layer would read it first.

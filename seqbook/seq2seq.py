@@ -1,6 +1,6 @@
 """Encoder-decoder models that translate one sequence into another (chapter 4).
 
-The model of Bahdanau et al. (2014), eq. (4.1)-(4.5) of the seed notes, in three parts:
+The model of Bahdanau et al. (2014), eqs. (4.4)-(4.9) of the book, in three parts:
 
 * :class:`Encoder`: a bidirectional GRU; the annotation of source position j is the pair of
   states ``h_j = [->h_j ; <-h_j]`` that read the source from the left and from the right.
@@ -322,7 +322,7 @@ class EncoderOutput(NamedTuple):
 
 
 class Encoder(nn.Module):
-    r"""Bidirectional GRU encoder, eq. (4.1) read in both directions.
+    r"""Bidirectional GRU encoder, eq. (4.1) of the book read in both directions, eq. (4.4).
 
     .. math::
         \overrightarrow{h}_j = \mathrm{GRU}(E x_j, \overrightarrow{h}_{j-1}), \quad
@@ -391,7 +391,7 @@ def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int)
 
 
 class _Decoder(nn.Module):
-    r"""One decoder step (the attend-update-predict steps of seed 003):
+    r"""One decoder step: attend, update, predict, eq. (4.9) of the book:
 
     .. math::
         c_i = \text{context}(s_{i-1}), \quad
@@ -492,7 +492,7 @@ class _Decoder(nn.Module):
 
 
 class AttentionDecoder(_Decoder):
-    r"""The decoder of Bahdanau et al. (2014): a fresh context at every step, eq. (4.2)-(4.5).
+    r"""The decoder of Bahdanau et al. (2014): a fresh context at every step, eqs. (4.5)-(4.8) of the book.
 
     .. math::
         e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j), \quad
