@@ -2,16 +2,18 @@
 
 Read top to bottom, this file follows chapter 6 of the book:
 
-1. :func:`positional_encoding` (eq. 5.1-5.2), :func:`positional_frequencies`, the
+1. :func:`positional_encoding` (eqs. (6.1)-(6.2) of the book), :func:`positional_frequencies`, the
    :class:`PositionalEncoding` module, and :func:`relative_position_matrix`, the rotation that
    moves a positional code ``k`` steps along the sequence;
-2. :class:`LayerNorm` written out (eq. 5.6) and the position-wise :class:`FeedForward` network;
-3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. 5.5), each with ``from_torch`` that
+2. :class:`LayerNorm` written out (eq. (6.8)) and the position-wise :class:`FeedForward` network;
+3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. (6.6)), each with ``from_torch`` that
    copies ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``norm_first=True,
    batch_first=True``), and :func:`set_fast`;
 4. :class:`Seq2SeqTransformer`, the encoder-decoder of Vaswani et al. (2017) with source padding
-   and target causal masks, teacher-forced ``loss`` and greedy decoding;
-5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`, with ``generate``;
+   and target causal and padding masks, teacher-forced ``loss``, greedy decoding and ``from_torch``
+   that copies ``nn.Transformer(norm_first=True, batch_first=True)`` with embeddings and output layer;
+5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`, with ``generate``
+   and ``from_hf`` that copies a Hugging Face GPT-2 (``transformers.GPT2LMHeadModel``);
 6. learning-rate schedules with warm-up: :func:`noam_lr`, :func:`warmup_factor` and
    :func:`warmup_schedule`.
 
@@ -77,7 +79,7 @@ def _check_base(base) -> float:
 
 
 def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies ``w_i = base^(-2i/d_model)``, i = 0 .. d_model/2 - 1, of eq. (5.1)-(5.2).
+    """The angular frequencies ``w_i = base^(-2i/d_model)``, i = 0 .. d_model/2 - 1, of eqs. (6.1)-(6.2).
 
     Shape:
         Output: (d_model // 2,), float32, from 1 down to nearly ``1/base``.
@@ -88,7 +90,7 @@ def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """Sinusoidal positional encoding of Vaswani et al. (2017), eq. (5.1)-(5.2)::
+    """Sinusoidal positional encoding of Vaswani et al. (2017), eqs. (6.1)-(6.2) of the book::
 
         PE[pos, 2i]     = sin(pos / base^(2i/d_model))
         PE[pos, 2i + 1] = cos(pos / base^(2i/d_model))
@@ -166,7 +168,7 @@ class PositionalEncoding(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation (Ba et al., 2016), eq. (5.6), written out::
+    """Layer normalisation (Ba et al., 2016), eq. (6.8) of the book, written out::
 
         LayerNorm(x) = a * (x - mean(x)) / sqrt(var(x) + eps) + b
 
@@ -206,6 +208,7 @@ class LayerNorm(nn.Module):
         if len(m.normalized_shape) != 1 or m.weight is None:
             raise ValueError(f"need an affine nn.LayerNorm over one dimension, got {m}")
         ours = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None)
+        ours.to(m.weight.device, m.weight.dtype)  # before copying: a float32 copy would round float64
         ours.weight.data.copy_(m.weight.data)
         if m.bias is not None:
             ours.bias.data.copy_(m.bias.data)
@@ -215,7 +218,12 @@ class LayerNorm(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU with the tanh approximation of GPT-2: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    return F.gelu(x, approximate="tanh")
+
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
 
 
 def _check_activation(activation) -> None:
@@ -299,7 +307,9 @@ def _torch_activation(m: nn.Module) -> str:
         return "relu"
     if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
         return "gelu"
-    raise ValueError(f"only relu and gelu activations can be copied, got {act}")
+    if act is _gelu_tanh or (isinstance(act, nn.GELU) and act.approximate == "tanh"):
+        return "gelu_tanh"
+    raise ValueError(f"only relu, gelu and gelu with approximate='tanh' activations can be copied, got {act}")
 
 
 def _check_torch_layer(m: nn.Module, kind: type) -> None:
@@ -312,12 +322,13 @@ def _check_torch_layer(m: nn.Module, kind: type) -> None:
 
 
 def _copy_ff(ff: FeedForward, m: nn.Module) -> None:
+    ff.to(m.linear1.weight.device, m.linear1.weight.dtype)  # before copying: float32 would round float64
     ff.linear1.load_state_dict(m.linear1.state_dict())
     ff.linear2.load_state_dict(m.linear2.state_dict())
 
 
 class EncoderLayer(nn.Module):
-    """One pre-LN transformer encoder layer: two sublayers, each wrapped as in eq. (5.5)::
+    """One pre-LN transformer encoder layer: two sublayers, each wrapped as in eq. (6.6) of the book::
 
         x = x + Dropout(SelfAttention(LayerNorm_1(x)))
         x = x + Dropout(FeedForward(LayerNorm_2(x)))
@@ -332,7 +343,7 @@ class EncoderLayer(nn.Module):
         d_ff: hidden width of the feed-forward network (default 4 * d_model).
         dropout: dropout on the attention weights, inside the feed-forward net and on each sublayer
             output, as in ``nn.TransformerEncoderLayer``.
-        activation: ``"relu"`` (the original) or ``"gelu"`` (GPT).
+        activation: ``"relu"`` (the original), ``"gelu"`` or ``"gelu_tanh"`` (GPT-2's tanh approximation).
         fast: compute attention with ``F.scaled_dot_product_attention`` (see
             :class:`seqbook.attention.MultiHeadAttention`); the readable path runs when weights are asked for.
 
@@ -384,14 +395,14 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """One pre-LN transformer decoder layer: three sublayers wrapped as in eq. (5.5)::
+    """One pre-LN transformer decoder layer: three sublayers wrapped as in eq. (6.6) of the book::
 
         x = x + Dropout(MaskedSelfAttention(LayerNorm_1(x)))
         x = x + Dropout(CrossAttention(LayerNorm_2(x), memory))
         x = x + Dropout(FeedForward(LayerNorm_3(x)))
 
     The cross-attention takes its queries from the decoder and its keys and values from the
-    encoder output ``memory`` (seed 000, fig. 4). Arguments as for :class:`EncoderLayer`.
+    encoder output ``memory`` (figure 1 of Vaswani et al., 2017). Arguments as for :class:`EncoderLayer`.
 
     Shape:
         x: (B, T, d_model); memory: (B, S, d_model); tgt_mask: (T, T), True = blocked;
@@ -477,13 +488,15 @@ def set_fast(model: nn.Module, fast: bool) -> nn.Module:
 
 
 class Seq2SeqTransformer(nn.Module):
-    """The encoder-decoder transformer of Vaswani et al. (2017) (seed 000, fig. 4), in pre-LN form.
+    """The encoder-decoder transformer of Vaswani et al. (2017) (their figure 1), in pre-LN form.
 
     Source and target tokens are embedded, scaled by sqrt(d_model), and added to the sinusoidal
     :class:`PositionalEncoding`. The encoder stack attends over the source, ignoring padding (the
     source ``key_padding_mask`` is ``src == pad_id``); the decoder stack attends causally over the
-    target prefix and, through cross-attention, over the encoder output. A final LayerNorm closes
-    each pre-LN stack, and a linear layer maps decoder states to target-vocabulary logits.
+    target prefix, ignoring target padding, and, through cross-attention, over the encoder output
+    (source padding masked again). A final LayerNorm closes each pre-LN stack, and a linear layer
+    maps decoder states to target-vocabulary logits. :meth:`from_torch` copies an
+    ``nn.Transformer`` with its embeddings and output layer.
 
     Training uses teacher forcing: ``forward(src, tgt_in)`` with ``tgt_in = <sos> y_1 .. y_{T-1}``
     predicts ``y_1 .. y_T`` at once. :meth:`greedy_decode` generates one token at a time.
@@ -521,6 +534,88 @@ class Seq2SeqTransformer(nn.Module):
         with torch.no_grad():
             self.src_embed.weight[pad_id].zero_()
             self.tgt_embed.weight[pad_id].zero_()
+
+    @classmethod
+    def from_torch(cls, transformer: nn.Transformer, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding,
+                   generator: nn.Linear, pad_id: int | None = None, max_len: int = 256,
+                   fast: bool = True) -> Seq2SeqTransformer:
+        """A copy of ``nn.Transformer(..., norm_first=True, batch_first=True)`` with its embeddings and
+        output layer: ours computes the same logits as this composition of PyTorch modules::
+
+            pe = positional_encoding(max_len, d_model)                     # (max_len, d_model)
+            x = src_embedding(src) * sqrt(d_model) + pe[:S]                # (B, S, d_model)
+            y = tgt_embedding(tgt) * sqrt(d_model) + pe[:T]                # (B, T, d_model)
+            h = transformer(x, y, src_key_padding_mask=src == pad_id,
+                            tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), tgt_is_causal=True,
+                            tgt_key_padding_mask=tgt == pad_id, memory_key_padding_mask=src == pad_id)
+            logits = generator(h)                                          # (B, T, tgt_vocab_size)
+
+        ``nn.Transformer`` closes its encoder and decoder stacks with a LayerNorm, as ours does
+        (``encoder_norm``, ``decoder_norm``). ``pad_id`` defaults to the embeddings' ``padding_idx``.
+        The copy has the transformer's dtype, device and train/eval mode; its positional dropout has
+        the layers' rate.
+
+        Raises:
+            TypeError: an argument is not the module named (``nn.Transformer``, ``nn.Embedding``,
+                ``nn.Linear``).
+            ValueError: ``transformer`` is post-LN, sequence-first or has custom stacks without the
+                final LayerNorm; an embedding or ``generator`` does not fit ``d_model``; ``generator``
+                and ``tgt_embedding`` disagree on the target vocabulary; the modules' dtypes differ; or
+                there is no ``pad_id``.
+        """
+        if not isinstance(transformer, nn.Transformer):
+            raise TypeError(f"transformer must be an nn.Transformer, got {type(transformer).__name__}")
+        enc, dec = transformer.encoder, transformer.decoder
+        for stack, kinds in ((enc, (nn.TransformerEncoder, nn.TransformerEncoderLayer)),
+                             (dec, (nn.TransformerDecoder, nn.TransformerDecoderLayer))):
+            if not isinstance(stack, kinds[0]) or not all(isinstance(m, kinds[1]) for m in stack.layers):
+                raise ValueError("transformer must have PyTorch's own encoder and decoder stacks, "
+                                 f"got a custom {type(stack).__name__}")
+            if not isinstance(stack.norm, nn.LayerNorm):
+                raise ValueError(f"transformer's {type(stack).__name__} must end with an nn.LayerNorm "
+                                 f"(as nn.Transformer builds it), got {stack.norm}")
+            if not all(m.norm_first for m in stack.layers):
+                raise ValueError("transformer must be built with norm_first=True (pre-LN), got a post-LN one")
+            if not all(m.self_attn.batch_first for m in stack.layers):
+                raise ValueError("transformer must be built with batch_first=True, got a sequence-first one")
+        D, first = transformer.d_model, enc.layers[0]
+        dtype = first.linear1.weight.dtype
+        for name, m, kind in (("src_embedding", src_embedding, nn.Embedding),
+                              ("tgt_embedding", tgt_embedding, nn.Embedding),
+                              ("generator", generator, nn.Linear)):
+            if not isinstance(m, kind):
+                raise TypeError(f"{name} must be an nn.{kind.__name__}, got {type(m).__name__}")
+            if m.weight.dtype != dtype:
+                raise ValueError(f"{name} must have the transformer's dtype {dtype}, got {m.weight.dtype}")
+        for name, emb in (("src_embedding", src_embedding), ("tgt_embedding", tgt_embedding)):
+            if emb.embedding_dim != D or emb.max_norm is not None:
+                raise ValueError(f"{name} must be an nn.Embedding(num_embeddings, {D}) without max_norm, "
+                                 f"got {emb}")
+        if generator.in_features != D or generator.out_features != tgt_embedding.num_embeddings:
+            raise ValueError(f"generator must be an nn.Linear({D}, {tgt_embedding.num_embeddings}) "
+                             f"(d_model to the target vocabulary of tgt_embedding), got {generator}")
+        if pad_id is None:
+            given = {e.padding_idx for e in (src_embedding, tgt_embedding) if e.padding_idx is not None}
+            if len(given) != 1:
+                raise ValueError("pad_id must be given when src_embedding and tgt_embedding do not name one "
+                                 f"padding_idx, got padding_idx {src_embedding.padding_idx} and "
+                                 f"{tgt_embedding.padding_idx}")
+            pad_id = given.pop()
+        _check_flag("fast", fast)
+        ours = cls(src_embedding.num_embeddings, tgt_embedding.num_embeddings, D, first.self_attn.num_heads,
+                   len(enc.layers), len(dec.layers), first.linear1.out_features, first.dropout.p, max_len,
+                   pad_id, _torch_activation(first), fast)
+        ours.to(first.linear1.weight.device, dtype)  # before copying: a float32 copy would round float64
+        ours.encoder = nn.ModuleList([EncoderLayer.from_torch(m, fast) for m in enc.layers])
+        ours.decoder = nn.ModuleList([DecoderLayer.from_torch(m, fast) for m in dec.layers])
+        ours.encoder_norm, ours.decoder_norm = LayerNorm.from_torch(enc.norm), LayerNorm.from_torch(dec.norm)
+        ours.generator = nn.Linear(D, generator.out_features, bias=generator.bias is not None,
+                                   device=generator.weight.device, dtype=dtype)
+        with torch.no_grad():
+            ours.src_embed.weight.copy_(src_embedding.weight)
+            ours.tgt_embed.weight.copy_(tgt_embedding.weight)
+            ours.generator.load_state_dict(generator.state_dict())
+        return ours.train(transformer.training)
 
     def _check_ids(self, name: str, ids: torch.Tensor, embed: nn.Embedding) -> None:
         """Token ids (B, T), int64 or int32, in the vocabulary, T <= max_len. Reads the values."""
@@ -560,10 +655,13 @@ class Seq2SeqTransformer(nn.Module):
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
                 need_weights: bool = False) -> torch.Tensor:
+        # The causal mask already hides right padding from every real token; masking it as well
+        # changes only the outputs at padded positions (never used), which then match nn.Transformer's.
+        tgt_pad = tgt == self.pad_id  # (B, T), True at padding
         y = self._embed(self.tgt_embed, tgt, "tgt")
         for layer in self.decoder:
-            y = layer(y, memory, memory_key_padding_mask=src_pad, tgt_is_causal=True,
-                      need_weights=need_weights)
+            y = layer(y, memory, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad,
+                      tgt_is_causal=True, need_weights=need_weights)
         return self.generator(self.decoder_norm(y))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
@@ -653,8 +751,9 @@ class GPTConfig:
     dropout: float = 0.1
     bias: bool = True
     tie_weights: bool = True  # share the token embedding with the output layer
-    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (eq. 5.1-5.2)
-    activation: str = "gelu"
+    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (eqs. (6.1)-(6.2))
+    activation: str = "gelu"  # "relu", "gelu" or "gelu_tanh" (GPT-2's tanh approximation)
+    layer_norm_eps: float = 1e-5  # the eps of every LayerNorm (GPT-2: 1e-5)
     init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
     fast: bool = True
 
@@ -675,7 +774,12 @@ class GPTConfig:
         if self.positional == "sinusoidal" and self.n_embd % 2:
             raise ValueError(f"n_embd must be even for positional='sinusoidal', got {self.n_embd}")
         _check_activation(self.activation)
+        self.layer_norm_eps = check_number("layer_norm_eps", self.layer_norm_eps, low=0.0)
         self.init_std = check_number("init_std", self.init_std, low=0.0)
+
+
+# Hugging Face's names of the activations GPT can copy (``transformers.activations.ACT2FN``).
+_HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
 class GPT(nn.Module):
@@ -702,10 +806,11 @@ class GPT(nn.Module):
             self.register_buffer("pos_code", positional_encoding(c.block_size, c.n_embd), persistent=False)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
-            EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, bias=c.bias, fast=c.fast)
+            EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, c.layer_norm_eps, c.bias,
+                         c.fast)
             for _ in range(c.n_layer)
         ])
-        self.ln_f = LayerNorm(c.n_embd, bias=c.bias)
+        self.ln_f = LayerNorm(c.n_embd, c.layer_norm_eps, c.bias)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -717,6 +822,90 @@ class GPT(nn.Module):
                 nn.init.normal_(p, mean=0.0, std=c.init_std / math.sqrt(2 * c.n_layer))
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
+
+    @classmethod
+    def from_hf(cls, model, fast: bool = True) -> GPT:
+        """A copy of a Hugging Face ``transformers.GPT2LMHeadModel``: the same function, in our modules.
+
+        GPT-2 is this class with learned positions, ``activation="gelu_tanh"`` (Hugging Face's
+        ``"gelu_new"``), biases, ``layer_norm_eps=1e-5``, a final LayerNorm and tied embeddings; the
+        sizes, the activation, the eps and the tying are read from ``model``. Hugging Face stores
+        each linear map as a ``Conv1D`` whose weight is the transpose of ``nn.Linear``'s, (in, out),
+        and packs the query, key and value projections into one ``c_attn`` of width 3 * n_embd; the
+        copy splits and transposes them. It has ``model``'s dtype, device and train/eval mode.
+
+        Dropout sits where :class:`EncoderLayer` puts it (also after the feed-forward activation,
+        which GPT-2 does not do), so the two agree exactly in eval mode or with zero dropout.
+        ``transformers`` is needed only to make ``model``; seqbook does not import it otherwise.
+
+        Raises:
+            TypeError: ``model`` is not a ``GPT2LMHeadModel`` (for instance a ``GPT2Config``, a
+                ``GPT2Model`` without the head, or another architecture).
+            ValueError: ``model`` has something this class lacks: cross-attention, attention scores
+                scaled other than by ``1/sqrt(d_k)``, another activation, or different dropout rates
+                for the embeddings, the attention weights and the residual branches.
+        """
+        try:
+            from transformers import GPT2LMHeadModel
+        except ImportError:  # without transformers there is no GPT2LMHeadModel to copy
+            GPT2LMHeadModel = None
+        if GPT2LMHeadModel is None or not isinstance(model, GPT2LMHeadModel):
+            raise TypeError(f"model must be a transformers GPT2LMHeadModel, got {type(model).__name__}")
+        _check_flag("fast", fast)
+        hf, t = model.config, model.transformer
+        if getattr(hf, "model_type", None) != "gpt2":
+            raise ValueError(f"model must have a GPT2Config, got config.model_type={hf.model_type!r}")
+        if hf.add_cross_attention:
+            raise ValueError("model must have no cross-attention (GPT has no encoder to attend to), "
+                             "got config.add_cross_attention=True")
+        if not hf.scale_attn_weights or hf.scale_attn_by_inverse_layer_idx:
+            raise ValueError("model must scale attention scores by 1/sqrt(d_k) only, got config."
+                             f"scale_attn_weights={hf.scale_attn_weights}, "
+                             f"scale_attn_by_inverse_layer_idx={hf.scale_attn_by_inverse_layer_idx}")
+        activation = _HF_ACTIVATIONS.get(hf.activation_function)
+        if activation is None:
+            raise ValueError(f"model's config.activation_function must be one of {sorted(_HF_ACTIVATIONS)}, "
+                             f"got {hf.activation_function!r}")
+        rates = {"embd_pdrop": hf.embd_pdrop, "attn_pdrop": hf.attn_pdrop, "resid_pdrop": hf.resid_pdrop}
+        if len(set(rates.values())) > 1:
+            raise ValueError(f"model must use one dropout rate everywhere (GPT has one), got config {rates}")
+        wte = t.wte.weight  # (V, D)
+        D = wte.shape[1]
+        config = GPTConfig(
+            vocab_size=wte.shape[0], block_size=t.wpe.num_embeddings, n_layer=len(t.h),
+            n_head=t.h[0].attn.num_heads, n_embd=D, d_ff=t.h[0].mlp.c_fc.weight.shape[1],
+            dropout=hf.resid_pdrop, bias=True, tie_weights=model.lm_head.weight is wte,
+            positional="learned", activation=activation, layer_norm_eps=t.ln_f.eps, fast=fast,
+        )
+        ours = cls(config).to(wte.device, wte.dtype)  # the dtype first: copying into float32 would round
+
+        def linear(lin: nn.Linear, w: torch.Tensor, b: torch.Tensor) -> None:
+            lin.weight.copy_(w.T)  # Conv1D keeps (in, out), nn.Linear (out, in)
+            lin.bias.copy_(b)
+
+        def norm(ln: LayerNorm, hf_ln: nn.LayerNorm) -> None:
+            ln.weight.copy_(hf_ln.weight)
+            ln.bias.copy_(hf_ln.bias)
+
+        with torch.no_grad():
+            ours.tok_emb.weight.copy_(wte)
+            ours.pos_emb.weight.copy_(t.wpe.weight)
+            for block, h in zip(ours.blocks, t.h, strict=True):
+                norm(block.norm1, h.ln_1)
+                norm(block.norm2, h.ln_2)
+                a = block.self_attn
+                w_q, w_k, w_v = h.attn.c_attn.weight.split(D, dim=1)  # (D, 3D) -> 3 x (D, D)
+                b_q, b_k, b_v = h.attn.c_attn.bias.split(D)
+                linear(a.q_proj, w_q, b_q)
+                linear(a.k_proj, w_k, b_k)
+                linear(a.v_proj, w_v, b_v)
+                linear(a.out_proj, h.attn.c_proj.weight, h.attn.c_proj.bias)
+                linear(block.ff.linear1, h.mlp.c_fc.weight, h.mlp.c_fc.bias)
+                linear(block.ff.linear2, h.mlp.c_proj.weight, h.mlp.c_proj.bias)
+            norm(ours.ln_f, t.ln_f)
+            if not config.tie_weights:
+                ours.lm_head.weight.copy_(model.lm_head.weight)
+        return ours.train(model.training)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, need_weights: bool = False,
                 label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor | None]:

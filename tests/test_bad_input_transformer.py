@@ -1,4 +1,4 @@
-# 158 cases: 152 bad inputs that must end in a clear error, 6 legal edge inputs checked for a correct result.
+# 188 cases: 182 bad inputs that must end in a clear error, 6 legal edge inputs checked for a correct result.
 """Bad input to seqbook.transformer: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -37,6 +37,7 @@ S2S = Seq2SeqTransformer(10, 12, 8, 2, 1, 1, dropout=0.0, max_len=16)
 SRC = torch.tensor([[3, 4, 5, 2], [6, 7, 2, 0]])
 TGT = torch.tensor([[1, 4, 5, 2], [1, 8, 2, 0]])
 GPT_ = GPT(GPTConfig(12, 8, 1, 2, 8, dropout=0.0))
+S2S_PARTS = lambda: (nn.Embedding(10, 8, padding_idx=0), nn.Embedding(12, 8, padding_idx=0), nn.Linear(8, 12))
 IDX = torch.tensor([[5, 6, 7], [8, 9, 10]])
 OPT = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
 
@@ -167,6 +168,55 @@ case("S2S-greedy-sos_id-out", lambda: S2S.greedy_decode(SRC, 5, 12, 2), "sos_id"
 case("S2S-greedy-eos_id-negative", lambda: S2S.greedy_decode(SRC, 5, 1, -1), "eos_id", "-1")
 case("S2S-greedy-src-float", lambda: S2S.greedy_decode(SRC.float(), 5, 1, 2), "src", "float32")
 
+
+def s2s_from_torch(*replace, pad_id=None, max_len=16, fast=True, **transformer_kw):
+    """``Seq2SeqTransformer.from_torch`` of nn.Transformer (pre-LN, batch-first, d_model 8) plus embeddings
+    (vocabularies 10 and 12, pad 0) and an output layer; ``replace`` gives (index, part) to swap in."""
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16, dropout=0.0,
+              norm_first=True, batch_first=True)
+    parts = [nn.Transformer(**{**kw, **transformer_kw}), nn.Embedding(10, 8, padding_idx=0),
+             nn.Embedding(12, 8, padding_idx=0), nn.Linear(8, 12)]
+    for i, part in replace:
+        parts[i] = part
+    return Seq2SeqTransformer.from_torch(*parts, pad_id=pad_id, max_len=max_len, fast=fast)
+
+
+def plain_encoder():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, norm_first=True, batch_first=True)
+    return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)  # norm=None: no final LayerNorm
+
+
+case("S2S-from_torch-transformer-layer", lambda: Seq2SeqTransformer.from_torch(ENC, *S2S_PARTS()),
+     "transformer", "nn.Transformer", "EncoderLayer")
+case("S2S-from_torch-post-LN", lambda: s2s_from_torch(norm_first=False), "transformer", "norm_first=True")
+case("S2S-from_torch-sequence-first", lambda: s2s_from_torch(batch_first=False), "transformer",
+     "batch_first=True")
+case("S2S-from_torch-custom-decoder", lambda: s2s_from_torch(custom_decoder=nn.Linear(8, 8)), "transformer",
+     "own encoder and decoder", "Linear")
+case("S2S-from_torch-no-final-norm", lambda: s2s_from_torch(custom_encoder=plain_encoder()), "transformer",
+     "must end with an nn.LayerNorm", "None")
+case("S2S-from_torch-activation", lambda: s2s_from_torch(activation=nn.SiLU()), "activations can be copied",
+     "SiLU")
+case("S2S-from_torch-src_embedding-linear", lambda: s2s_from_torch((1, nn.Linear(10, 8))), "src_embedding",
+     "nn.Embedding", "Linear")
+case("S2S-from_torch-src_embedding-width", lambda: s2s_from_torch((1, nn.Embedding(10, 6))), "src_embedding",
+     "(num_embeddings, 8)", "Embedding(10, 6)")
+case("S2S-from_torch-tgt_embedding-max_norm", lambda: s2s_from_torch((2, nn.Embedding(12, 8, max_norm=1.0))),
+     "tgt_embedding", "max_norm")
+case("S2S-from_torch-tgt_embedding-float64", lambda: s2s_from_torch((2, nn.Embedding(12, 8).double())),
+     "tgt_embedding", "torch.float32", "torch.float64")
+case("S2S-from_torch-generator-embedding", lambda: s2s_from_torch((3, nn.Embedding(8, 12))), "generator",
+     "nn.Linear", "Embedding")
+case("S2S-from_torch-generator-vocabulary", lambda: s2s_from_torch((3, nn.Linear(8, 11))), "generator",
+     "nn.Linear(8, 12)", "out_features=11")
+case("S2S-from_torch-pad_id-missing", lambda: s2s_from_torch((1, nn.Embedding(10, 8)),
+     (2, nn.Embedding(12, 8))), "pad_id must be given", "None and None")
+case("S2S-from_torch-pad_id-disagree", lambda: s2s_from_torch((2, nn.Embedding(12, 8, padding_idx=1))),
+     "pad_id must be given", "0 and 1")
+case("S2S-from_torch-pad_id-out-of-range", lambda: s2s_from_torch(pad_id=10), "pad_id", "<= 9", "10")
+case("S2S-from_torch-max_len-0", lambda: s2s_from_torch(max_len=0), "max_len", "0")
+case("S2S-from_torch-fast-int", lambda: s2s_from_torch(fast=1), "fast", "bool")
+
 # GPTConfig, GPT
 case("GPTConfig-vocab_size-0", lambda: GPTConfig(0), "vocab_size", "0")
 case("GPTConfig-vocab_size-float", lambda: GPTConfig(12.5), "vocab_size", "float")
@@ -185,7 +235,42 @@ case("GPTConfig-sinusoidal-odd", lambda: GPTConfig(12, n_head=3, n_embd=9, posit
      "n_embd", "even", "9")
 case("GPTConfig-init_std-nan", lambda: GPTConfig(12, init_std=NAN), "init_std", "nan")
 case("GPTConfig-tie_weights-str", lambda: GPTConfig(12, tie_weights="yes"), "tie_weights", "bool")
+case("GPTConfig-layer_norm_eps-negative", lambda: GPTConfig(12, layer_norm_eps=-1e-5), "layer_norm_eps",
+     ">= 0.0")
+case("GPTConfig-layer_norm_eps-str", lambda: GPTConfig(12, layer_norm_eps="1e-5"), "layer_norm_eps", "str")
 case("GPT-config-dict", lambda: GPT({"vocab_size": 12}), "config", "GPTConfig", "dict")
+
+
+def gpt2(cls="GPT2LMHeadModel", **changes):
+    """A tiny random Hugging Face GPT-2 (``cls`` names the transformers class); skips without transformers."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(**{**dict(n_layer=1, n_head=2, n_embd=8, n_positions=8, vocab_size=12,
+                                               bos_token_id=0, eos_token_id=0), **changes})
+    return getattr(transformers, cls)(config)
+
+
+def gpt2_renamed():
+    model = gpt2()
+    model.config.model_type = "llama"
+    return model
+
+
+case("GPT-from_hf-linear", lambda: GPT.from_hf(nn.Linear(2, 2)), "model", "GPT2LMHeadModel", "Linear")
+case("GPT-from_hf-ours", lambda: GPT.from_hf(GPT_), "model", "GPT2LMHeadModel", "GPT")
+case("GPT-from_hf-config", lambda: GPT.from_hf(gpt2().config), "model", "GPT2LMHeadModel", "GPT2Config")
+case("GPT-from_hf-no-head", lambda: GPT.from_hf(gpt2("GPT2Model")), "model", "GPT2LMHeadModel", "GPT2Model")
+case("GPT-from_hf-model_type", lambda: GPT.from_hf(gpt2_renamed()), "model", "GPT2Config", "'llama'")
+case("GPT-from_hf-cross-attention", lambda: GPT.from_hf(gpt2(add_cross_attention=True)), "model",
+     "cross-attention", "add_cross_attention=True")
+case("GPT-from_hf-activation", lambda: GPT.from_hf(gpt2(activation_function="silu")), "model",
+     "activation_function", "'silu'")
+case("GPT-from_hf-unscaled", lambda: GPT.from_hf(gpt2(scale_attn_weights=False)), "model",
+     "scale_attn_weights=False")
+case("GPT-from_hf-scaled-by-layer", lambda: GPT.from_hf(gpt2(scale_attn_by_inverse_layer_idx=True)), "model",
+     "scale_attn_by_inverse_layer_idx=True")
+case("GPT-from_hf-dropouts", lambda: GPT.from_hf(gpt2(attn_pdrop=0.0)), "model", "one dropout rate",
+     "'attn_pdrop': 0.0")
+case("GPT-from_hf-fast-int", lambda: GPT.from_hf(gpt2(), fast=1), "fast", "bool")
 case("GPT-idx-float", lambda: GPT_(IDX.float()), "idx must be an integer tensor", "float32")
 case("GPT-idx-rank1", lambda: GPT_(IDX[0]), "idx", "(B, T)", "(3,)")
 case("GPT-idx-T0", lambda: GPT_(IDX[:, :0]), "idx", "empty", "(2, 0)")
@@ -234,6 +319,7 @@ case("warmup_schedule-optimizer-list", lambda: tf.warmup_schedule([], 10, 100), 
 case("warmup_schedule-kind", lambda: tf.warmup_schedule(OPT, 10, 100, kind="exp"), "kind", "'exp'")
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # nn.Transformer, norm_first=True
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):
     assert_clear_error(fn, *words)

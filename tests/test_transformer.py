@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
+from seqbook.attention import causal_mask
 from seqbook.transformer import (
     GPT,
     DecoderLayer,
@@ -230,6 +231,27 @@ def test_decoder_layer_equals_torch(B, T, D, H, S, activation, device):
             assert_same_math(got, expected, n=n)
 
 
+def test_gelu_tanh_activation_and_its_copy():
+    """GPT-2's GELU, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``: the formula, and layers built
+    by PyTorch with ``nn.GELU(approximate="tanh")`` copied with it."""
+    x = torch.randn(4, 7, 16, dtype=F64)
+    ff = FeedForward(16, 32, activation="gelu_tanh").to(F64)
+    h = ff.linear1(x)
+    gelu = 0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
+    assert_same_math(ff(x), ff.linear2(gelu), n=16 + 32)
+    torch.manual_seed(0)
+    kw = dict(dropout=0.0, activation=nn.GELU(approximate="tanh"), norm_first=True, batch_first=True)
+    ref_enc = _randomise(nn.TransformerEncoderLayer(16, 4, 32, **kw)).to(F64)
+    ref_dec = _randomise(nn.TransformerDecoderLayer(16, 4, 32, **kw)).to(F64)
+    enc, dec = EncoderLayer.from_torch(ref_enc), DecoderLayer.from_torch(ref_dec)
+    assert enc.ff.activation == dec.ff.activation == "gelu_tanh"
+    memory = torch.randn(4, 5, 16, dtype=F64)
+    with torch.no_grad():
+        n = layer_terms(16, 7, d_ff=32)
+        assert_same_math(enc(x, is_causal=True), ref_enc(x, src_mask=~causal_mask(7)), n=n)
+        assert_same_math(dec(x, memory), ref_dec(x, memory), n=n)
+
+
 def test_layers_keep_per_head_weights():
     enc, dec = EncoderLayer(16, 4).eval(), DecoderLayer(16, 4).eval()
     x, mem = torch.randn(2, 5, 16), torch.randn(2, 3, 16)
@@ -363,6 +385,82 @@ def test_seq2seq_loss_is_teacher_forced_cross_entropy():
         assert_same_math(loss, expected, n=SEQ2SEQ_TERMS + 11 + 2 * 4)  # + softmax over V, mean over B*T
     with pytest.raises(ValueError, match=r"tgt must have shape \(B, T>=2\)"):
         model.loss(src, None, tgt[:, :1])
+
+
+def _torch_seq2seq(device, activation="relu", bias=True):
+    """``nn.Transformer`` (pre-LN, batch-first) plus source and target embeddings and an output layer:
+    the parts ``Seq2SeqTransformer.from_torch`` copies. Every weight is drawn in float64 (no float32
+    number), biases and LayerNorm parameters included; pad id 0."""
+    torch.manual_seed(0)
+    parts = (nn.Transformer(16, 4, 2, 2, 24, dropout=0.1, activation=activation, norm_first=True,
+                            batch_first=True, bias=bias),
+             nn.Embedding(13, 16, padding_idx=0), nn.Embedding(11, 16, padding_idx=0), nn.Linear(16, 11))
+    parts = tuple(p.to(device=device, dtype=F64).eval() for p in parts)
+    for p in parts:
+        _randomise(p)
+    return parts
+
+
+def _torch_seq2seq_logits(parts, src, tgt, max_len=32):
+    """The composition ``Seq2SeqTransformer`` implements, in PyTorch's modules, with every mask."""
+    transformer, src_embedding, tgt_embedding, generator = parts
+    D, T = transformer.d_model, tgt.shape[1]
+    pe = positional_encoding(max_len, D).to(src_embedding.weight)
+    x = src_embedding(src) * math.sqrt(D) + pe[: src.shape[1]]  # (B, S, D)
+    y = tgt_embedding(tgt) * math.sqrt(D) + pe[:T]  # (B, T, D)
+    causal = torch.ones(T, T, dtype=torch.bool, device=src.device).triu(1)  # True = blocked
+    h = transformer(x, y, src_key_padding_mask=src == 0, tgt_mask=causal, tgt_is_causal=True,
+                    tgt_key_padding_mask=tgt == 0, memory_key_padding_mask=src == 0)
+    return generator(h)  # (B, T, V)
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("activation,bias", [("relu", True), ("gelu", False)])
+def test_seq2seq_from_torch_equals_nn_transformer(activation, bias, device):
+    parts = _torch_seq2seq(device, activation, bias)
+    transformer = parts[0]
+    ours = Seq2SeqTransformer.from_torch(*parts, max_len=32)
+    assert ours.pad_id == 0 and not ours.training and ours.generator.weight.dtype == F64
+    assert ours.generator.bias is not None  # the output layer has one; the LayerNorms follow bias
+    assert (ours.encoder_norm.bias is not None) == (ours.decoder[0].norm3.bias is not None) == bias
+    # padded batches: source padding (rows 2, 3), target padding (rows 2, 3) after <eos> = 3
+    src = torch.tensor([[5, 6, 7, 8, 9, 3], [9, 10, 3, 0, 0, 0], [4, 3, 0, 0, 0, 0]], device=device)
+    tgt = torch.tensor([[2, 4, 5, 6, 3], [2, 8, 3, 0, 0], [2, 3, 0, 0, 0]], device=device)
+    # grad enabled: PyTorch's step-by-step path (its fused inference kernels are judged elsewhere)
+    expected = _torch_seq2seq_logits(parts, src, tgt[:, :-1])
+    pe = positional_encoding(32, 16).to(device=device, dtype=F64)
+    memory = transformer.encoder(parts[1](src) * math.sqrt(16) + pe[:6], src_key_padding_mask=src == 0)
+    with torch.no_grad():
+        for fast in (True, False):
+            set_fast(ours, fast)
+            assert_same_math(ours(src, tgt[:, :-1]), expected, n=SEQ2SEQ_TERMS)  # padded positions too
+            assert_same_math(ours.encode(src)[0], memory, n=SEQ2SEQ_TERMS)
+    # the loss and its gradients, through every copied part
+    loss = ours.loss(src, None, tgt)
+    ref_loss = F.cross_entropy(expected.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=0)
+    assert_same_math(loss, ref_loss, n=SEQ2SEQ_TERMS + 11 + 3 * 4)
+    loss.backward()
+    ref_loss.backward()
+    n = grad_terms(SEQ2SEQ_TERMS + 11, 3, 6)
+    enc, dec = transformer.encoder, transformer.decoder
+    pairs = [(ours.src_embed.weight, parts[1].weight), (ours.tgt_embed.weight, parts[2].weight),
+             (ours.generator.weight, parts[3].weight), (ours.decoder_norm.weight, dec.norm.weight),
+             (ours.encoder[0].ff.linear1.weight, enc.layers[0].linear1.weight),
+             (ours.decoder[1].cross_attn.out_proj.weight, dec.layers[1].multihead_attn.out_proj.weight)]
+    for a, b in pairs:
+        assert_same_math(a.grad, b.grad, n=n)
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+def test_seq2seq_from_torch_follows_mode_and_pad_id():
+    transformer, src_embedding, tgt_embedding, generator = _torch_seq2seq("cpu")
+    transformer.train()
+    src_embedding.padding_idx = tgt_embedding.padding_idx = None
+    ours = Seq2SeqTransformer.from_torch(transformer, src_embedding, tgt_embedding, generator, pad_id=1,
+                                         max_len=8, fast=False)
+    assert ours.training and ours.pad_id == 1 and ours.pos.pe.shape == (8, 16)
+    assert ours.pos.dropout.p == 0.1 and ours.encoder[1].dropout1.p == 0.1
+    assert not any(m.fast for m in ours.modules() if hasattr(m, "fast"))
 
 
 def test_seq2seq_bad_input():
