@@ -1,17 +1,17 @@
 """Hopfield networks: classical, dense and continuous associative memories, and Hopfield layers.
 
 Convention: stored patterns are the **rows** of a (P, N) tensor ``patterns`` (P patterns of N
-neurons each); seed 000 and the papers write them as the columns of X, so their ``X^T xi`` is our
+neurons each); the papers write them as the columns of X, so their ``X^T xi`` is our
 ``patterns @ xi``. States are (..., N): any leading batch dimensions are carried along.
 
 The module reads top to bottom, one associative memory at a time:
 
-* classical (Hopfield 1982), binary states in {-1, +1}, eq. (6.1)-(6.3):
+* classical (Hopfield 1982), binary states in {-1, +1}, eqs. (7.1)-(7.3) of the book:
   :func:`hebbian_weights`, :func:`energy`, :func:`update_sync`, :func:`update_async`, :func:`recall`;
-* dense (Krotov and Hopfield 2016, Demircigil et al. 2017), eq. (6.4)-(6.5), F(z) = z^n or exp(z):
+* dense (Krotov and Hopfield 2016, Demircigil et al. 2017), eqs. (7.6)-(7.7), F(z) = z^n or exp(z):
   :func:`dense_energy`, :func:`dense_update_sync`, :func:`dense_update_async`, :func:`dense_recall`;
-* continuous (Ramsauer et al. 2020), eq. (6.6)-(6.7): :func:`continuous_energy`, :func:`retrieve`;
-* layers, eq. (6.8)-(6.11): :class:`Hopfield` (associates two sets), :class:`HopfieldPooling` (a
+* continuous (Ramsauer et al. 2020), eqs. (7.8)-(7.9): :func:`continuous_energy`, :func:`retrieve`;
+* layers, eqs. (7.10)-(7.11): :class:`Hopfield` (associates two sets), :class:`HopfieldPooling` (a
   learned query pools a set), :class:`HopfieldLayer` (a learned memory looked up by the input).
 
 The continuous update and the layers call :func:`seqbook.attention.scaled_dot_product_attention`,
@@ -157,7 +157,7 @@ def _sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# Classical Hopfield network, eq. (6.1)-(6.3).
+# Classical Hopfield network, eqs. (7.1)-(7.3) of the book.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -211,7 +211,7 @@ def _update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
 
 
 def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-    """Synchronous update, eq. (6.3): every neuron at once, xi <- sign(W xi); sign(0) keeps xi.
+    """Synchronous update (Hopfield, 1982): every neuron at once, xi <- sign(W xi); sign(0) keeps xi.
 
     Shape:
         W: (..., N, N), batch dims broadcast against the state's.  state: (..., N) in {-1, +1}.
@@ -304,7 +304,7 @@ def recall(
 
 
 # ---------------------------------------------------------------------------------------------
-# Dense associative memory, eq. (6.4)-(6.5).
+# Dense associative memory, eqs. (7.6)-(7.7) of the book.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -338,7 +338,7 @@ def _sum_F(overlaps: torch.Tensor, F) -> torch.Tensor:
 
 
 def dense_energy(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tensor:
-    """Dense associative memory energy, eq. (6.4): E(xi) = -sum_mu F(x_mu^T xi).
+    """Dense associative memory energy, eq. (7.6) of the book: E(xi) = -sum_mu F(x_mu^T xi).
 
     F = n gives Krotov and Hopfield's F(z) = z^n (n = 2 is the classical energy times 2N, plus a
     constant); F = ``"exp"`` gives Demircigil et al.'s F(z) = exp(z), computed as
@@ -462,7 +462,7 @@ def dense_recall(
 
 
 # ---------------------------------------------------------------------------------------------
-# Continuous modern Hopfield network, eq. (6.6)-(6.7).
+# Continuous modern Hopfield network, eqs. (7.8)-(7.9) of the book.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -479,7 +479,7 @@ def _layer_beta(beta: float | None, key_dim: int) -> float:
 
 
 def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) -> torch.Tensor:
-    """Energy of the continuous modern Hopfield network, eq. (6.6):
+    """Energy of the continuous modern Hopfield network, eq. (7.8) of the book:
 
         E(xi) = -lse(beta, X^T xi) + 1/2 xi^T xi + beta^-1 log P + 1/2 M^2,
 
@@ -508,7 +508,7 @@ def retrieve(
     steps: int = 1,
     return_weights: bool = False,
 ):
-    """Continuous Hopfield retrieval, eq. (6.7), applied ``steps`` times to every query:
+    """Continuous Hopfield retrieval, eq. (7.9) of the book, applied ``steps`` times to every query:
 
         xi <- X softmax(beta X^T xi),   i.e. in rows:  xi <- softmax(beta xi X^T) X.
 
@@ -555,7 +555,7 @@ def retrieve(
 
 
 # ---------------------------------------------------------------------------------------------
-# Hopfield layers, eq. (6.8)-(6.11).
+# Hopfield layers, eqs. (7.10)-(7.11) of the book.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -607,12 +607,12 @@ def _hopfield_update(q, k, w_v: nn.Linear, beta: float, steps: int, mask):
         return weights @ w_v(k), weights  # (B, L, d_v) zeros
     for _ in range(steps - 1):
         q, _ = scaled_dot_product_attention(q, k, k, mask=mask, scale=beta)  # xi <- softmax(.) K
-    v = w_v(k)  # (B, S, d_v)  V = K W_V, eq. (6.10)
-    return scaled_dot_product_attention(q, k, v, mask=mask, scale=beta)  # eq. (6.11)
+    v = w_v(k)  # (B, S, d_v)  V = K W_V, eq. (7.10)
+    return scaled_dot_product_attention(q, k, v, mask=mask, scale=beta)  # eq. (7.11)
 
 
 class Hopfield(nn.Module):
-    """Hopfield layer that associates two sets, eq. (6.8)-(6.11):
+    """Hopfield layer that associates two sets, eqs. (7.10)-(7.11) of the book:
 
         Q = R W_Q,   K = Y W_K,   V = K W_V,   Z = softmax(beta Q K^T) V.
 
@@ -652,9 +652,9 @@ class Hopfield(nn.Module):
         self.state_dim, self.stored_dim = state_dim, stored_dim
         self.beta = _layer_beta(beta, key_dim)
         self.steps = steps
-        self.w_q = nn.Linear(state_dim, key_dim, bias=bias)  # W_Q, eq. (6.8)
-        self.w_k = nn.Linear(stored_dim, key_dim, bias=bias)  # W_K, eq. (6.9)
-        self.w_v = nn.Linear(key_dim, value_dim, bias=bias)  # W_V, eq. (6.10)
+        self.w_q = nn.Linear(state_dim, key_dim, bias=bias)  # W_Q, eq. (7.10)
+        self.w_k = nn.Linear(stored_dim, key_dim, bias=bias)  # W_K, eq. (7.10)
+        self.w_v = nn.Linear(key_dim, value_dim, bias=bias)  # W_V, eq. (7.10)
 
     def forward(self, R: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None):
         _check_set(R, self.state_dim, "R", self.w_q.weight.dtype)
@@ -670,7 +670,7 @@ class Hopfield(nn.Module):
 
 
 class HopfieldPooling(nn.Module):
-    """Pool a set with a learned state pattern (a trainable query), eq. (6.11) with Q learned.
+    """Pool a set with a learned state pattern (a trainable query), eq. (7.11) with Q learned.
 
     The query is one (or a few) trainable vectors, the same for every input: a prototype of
     "what matters". Every element y_s of the set is projected to a key k_s = y_s W_K; the query

@@ -8,7 +8,7 @@ finite losses. Reading order:
 2. ``cross_entropy``: the classification and language-model loss, equal to ``F.cross_entropy``
    with its label-smoothing and ``ignore_index`` conventions.
 3. ``entropy``, ``kl_divergence``, ``cross_entropy_dist``, ``perplexity``: the quantities of
-   eq. (7.1)-(7.2) on probability vectors.
+   eqs. (9.1)-(9.2) of the book, on probability vectors.
 4. ``expected_calibration_error``, ``calibration_bins``, ``reliability_diagram``: calibration.
 5. ``similarity_loss``, ``similarity_logits``: the phasor-similarity loss of the VSA chapter
    (1 - similarity), and similarities used as logits.
@@ -137,7 +137,7 @@ def _log_softmax(z: torch.Tensor) -> torch.Tensor:
 
 def smooth_labels(target: torch.Tensor, num_classes: int, label_smoothing: float = 0.0,
                   dtype: torch.dtype | None = None) -> torch.Tensor:
-    r"""The smoothed target distribution of eq. (7.3): ``(1 - eps) * onehot(y) + eps / C``.
+    r"""The smoothed target distribution of eq. (9.7) of the book: ``(1 - eps) * onehot(y) + eps / C``.
 
     The smoothing mass ``eps`` is spread uniformly over all C classes, the true one included (this
     is PyTorch's convention), so the true class gets ``1 - eps + eps / C``.
@@ -185,7 +185,7 @@ def cross_entropy(
     .. math:: \ell = (1 - \varepsilon)\,[-\log q_y] + \frac{\varepsilon}{C} \sum_{k=1}^{C} [-\log q_k],
               \qquad -\log q_k = \operatorname{lse}(z) - z_k
 
-    which is eq. (7.1) with the target of eq. (7.3). The loss is averaged over the positions whose
+    which is eq. (9.1) of the book with the target of eq. (9.7). The loss is averaged over the positions whose
     target is not ``ignore_index`` (ignored positions count neither in the sum nor in the divisor),
     exactly like ``torch.nn.functional.cross_entropy(..., reduction="mean")``. An ignored position
     contributes exactly 0 and gets an exact zero gradient, even if its logits are all -inf. If every
@@ -244,7 +244,7 @@ def cross_entropy(
     nll = -logq.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (B, [T]) -log q_y
     loss = (1.0 - label_smoothing) * nll
     if label_smoothing > 0:
-        loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T]) uniform part of eq. (7.3)
+        loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T]) uniform part of eq. (9.7)
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     return loss.sum() / keep.sum()
 
@@ -325,9 +325,9 @@ def kl_divergence(p: torch.Tensor, q: torch.Tensor, base: float | None = None) -
 
 
 def cross_entropy_dist(p: torch.Tensor, q: torch.Tensor, base: float | None = None) -> torch.Tensor:
-    r"""Cross-entropy between two distributions, eq. (7.1): ``H(p, q) = -sum_k p_k log q_k``.
+    r"""Cross-entropy between two distributions, eq. (9.1) of the book: ``H(p, q) = -sum_k p_k log q_k``.
 
-    Equals ``entropy(p) + kl_divergence(p, q)`` (eq. 7.2).
+    Equals ``entropy(p) + kl_divergence(p, q)`` (eq. (9.2)).
 
     Shape:
         p, q: (..., C) probabilities (same shape) -> (...)

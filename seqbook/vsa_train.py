@@ -1,7 +1,7 @@
 """Train the VSA networks of chapter 8 on Fashion-MNIST; also a command-line entry point.
 
-The paper's full-scale runs (symbol dimension 1024, 2000 steps of batch 128, RMSprop with learning
-rate 1e-3 and smoothing 0.9) on a GPU::
+The paper's full-scale runs (symbol dimension 1024, 2000 steps of batch 128; RMSprop with learning
+rate 1e-3 and smoothing 0.9, the optimiser of the authors' code) on a GPU::
 
     python -m seqbook.vsa_train --model self  --dim 1024 --steps 2000 --batch 128 --device cuda
     python -m seqbook.vsa_train --model cross --dim 1024 --steps 2000 --batch 128 --device cuda
@@ -85,8 +85,9 @@ def train_vsa(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor],
               lr: float = 1e-3, alpha: float = 0.9, eps: float = 1e-8, clip: float | None = None,
               device: torch.device | str | None = None, seed: int = 0, eval_every: int = 0,
               eval_size: int = 1000, progress: bool = True, desc: str = "vsa") -> VSARun:
-    """Train with RMSprop (the paper's optimiser: learning rate ``lr``, smoothing ``alpha``) on random
-    mini-batches of ``train`` and measure accuracy on the whole of ``test`` at the end.
+    """Train with RMSprop (the optimiser of the authors' code: learning rate ``lr``, smoothing
+    ``alpha``) on random mini-batches of ``train`` and measure accuracy on the whole of ``test`` at
+    the end.
 
     Every ``eval_every`` steps (0: never) the accuracy on the first ``eval_size`` test images is
     recorded, for learning curves.
