@@ -37,6 +37,7 @@ from .checks import (
     check_number,
     check_probability,
     has_values,
+    shape_of,
 )
 
 __all__ = [
@@ -47,10 +48,6 @@ __all__ = [
     "MultiHeadAttention",
     "AdditiveAttention",
 ]
-
-
-def _shape(t: torch.Tensor) -> tuple:
-    return tuple(t.shape)
 
 
 def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
@@ -136,7 +133,7 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
         raise ValueError(
             f"key_padding_mask must be a bool tensor of shape (B, S), got {key_padding_mask.dtype} "
-            f"of shape {_shape(key_padding_mask)}"
+            f"of shape {shape_of(key_padding_mask)}"
         )
     attend = ~key_padding_mask  # (B, S)
     return attend[:, None, None, :] if heads else attend[:, None, :]
@@ -181,16 +178,17 @@ def scaled_dot_product_attention(
         check_float_tensor(name, t, nonempty=False)
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
-            f"q, k, v must have at least 2 dims (..., length, dim), got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+            f"q, k, v must have at least 2 dims (..., length, dim), "
+            f"got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
         )
     L, d_k = q.shape[-2:]
     S = k.shape[-2]
     if k.shape[-1] != d_k:
-        raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {_shape(k)}")
+        raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {shape_of(k)}")
     if v.shape[-2] != S:
-        raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {_shape(v)}")
+        raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {shape_of(v)}")
     if S == 0 or d_k == 0:
-        raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {_shape(k)}")
+        raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {shape_of(k)}")
     if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
         raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     dropout_p = check_probability("dropout_p", dropout_p, allow_one=True)
@@ -201,7 +199,7 @@ def scaled_dot_product_attention(
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError as err:
         raise ValueError(
-            f"leading dims of q, k, v must broadcast, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+            f"leading dims of q, k, v must broadcast, got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
         ) from err
     score_shape = (*batch, L, S)
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
@@ -215,7 +213,7 @@ def scaled_dot_product_attention(
         except RuntimeError:
             ok = False
         if not ok:
-            raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {_shape(mask)}")
+            raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {shape_of(mask)}")
     if is_causal:
         causal = causal_mask(L, S, device=q.device)
         mask = causal if mask is None else _and_masks(mask, causal)
@@ -373,7 +371,7 @@ class MultiHeadAttention(nn.Module):
         if key_padding_mask is not None:
             parts.append(key_padding_mask[:, None, None, :])  # (B, 1, 1, S)
         if attn_mask is not None:
-            if _shape(attn_mask) == (B * H, L, S):
+            if shape_of(attn_mask) == (B * H, L, S):
                 parts.append(attn_mask.view(B, H, L, S))
             else:
                 parts.append(attn_mask)  # (L, S) broadcasts as (1, 1, L, S); or (B or 1, H or 1, L, S)
@@ -411,18 +409,18 @@ class MultiHeadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_float_tensor(name, t, nonempty=False)
         if query.dim() != 3 or query.shape[-1] != E:
-            raise ValueError(f"query must have shape (B, L, {E}), got {_shape(query)}")
+            raise ValueError(f"query must have shape (B, L, {E}), got {shape_of(query)}")
         B, L, _ = query.shape
         if key.dim() != 3 or key.shape[0] != B or key.shape[-1] != self.kdim:
-            raise ValueError(f"key must have shape ({B}, S, {self.kdim}), got {_shape(key)}")
+            raise ValueError(f"key must have shape ({B}, S, {self.kdim}), got {shape_of(key)}")
         S = key.shape[1]
         if value.dim() != 3 or value.shape[:2] != key.shape[:2] or value.shape[-1] != self.vdim:
             raise ValueError(
-                f"value must have shape ({B}, {S}, {self.vdim}) to match key, got {_shape(value)}"
+                f"value must have shape ({B}, {S}, {self.vdim}) to match key, got {shape_of(value)}"
             )
         if B == 0 or L == 0 or S == 0:
-            raise ValueError(f"query and key must not be empty (B, L, S >= 1), got query {_shape(query)} "
-                             f"and key {_shape(key)}")
+            raise ValueError(f"query and key must not be empty (B, L, S >= 1), got query {shape_of(query)} "
+                             f"and key {shape_of(key)}")
         for name, t in (("query", query), ("key", key), ("value", value)):
             _check_same_dtype(name, t, self.q_proj.weight.dtype)
         for name, flag in (("need_weights", need_weights), ("is_causal", is_causal),
@@ -456,11 +454,11 @@ def _check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: in
     them differently)."""
     if key_padding_mask is not None:
         _check_mask_dtype(key_padding_mask, kpm_name)
-        if _shape(key_padding_mask) != (B, S):
-            raise ValueError(f"{kpm_name} must have shape ({B}, {S}), got {_shape(key_padding_mask)}")
+        if shape_of(key_padding_mask) != (B, S):
+            raise ValueError(f"{kpm_name} must have shape ({B}, {S}), got {shape_of(key_padding_mask)}")
     if attn_mask is not None:
         _check_mask_dtype(attn_mask, attn_name)
-        shape = _shape(attn_mask)
+        shape = shape_of(attn_mask)
         four_d = attn_mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H)
         if shape not in ((L, S), (B * H, L, S)) and not four_d:
             raise ValueError(
@@ -535,7 +533,7 @@ class AdditiveAttention(nn.Module):
         """
         check_float_tensor("keys", keys, nonempty=False)
         if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
-            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {_shape(keys)}")
+            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {shape_of(keys)}")
         _check_same_dtype("keys", keys, self.U_a.weight.dtype)
         return self.U_a(keys)
 
@@ -575,26 +573,26 @@ class AdditiveAttention(nn.Module):
         if projected_keys is not None:
             check_float_tensor("projected_keys", projected_keys, nonempty=False)
         if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
-            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {_shape(keys)}")
+            raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {shape_of(keys)}")
         B, S = keys.shape[:2]
         if S == 0:
             raise ValueError(f"keys must hold at least one position: shape (B, S>=1, {self.key_dim}), "
-                             f"got {_shape(keys)}")
+                             f"got {shape_of(keys)}")
         if query.dim() not in (2, 3) or query.shape[0] != B or query.shape[-1] != self.query_dim:
             raise ValueError(f"query must have shape ({B}, {self.query_dim}) or ({B}, L, {self.query_dim}), "
-                             f"got {_shape(query)}")
+                             f"got {shape_of(query)}")
         if values.dim() != 3 or values.shape[:2] != (B, S):
-            raise ValueError(f"values must have shape ({B}, {S}, D_v), got {_shape(values)}")
-        if mask is not None and (mask.dtype != torch.bool or _shape(mask) != (B, S)):
+            raise ValueError(f"values must have shape ({B}, {S}, D_v), got {shape_of(values)}")
+        if mask is not None and (mask.dtype != torch.bool or shape_of(mask) != (B, S)):
             raise ValueError(f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} "
-                             f"of shape {_shape(mask)}")
-        if projected_keys is not None and _shape(projected_keys) != (B, S, self.hidden_dim):
+                             f"of shape {shape_of(mask)}")
+        if projected_keys is not None and shape_of(projected_keys) != (B, S, self.hidden_dim):
             raise ValueError(f"projected_keys must have shape ({B}, {S}, {self.hidden_dim}), "
-                             f"got {_shape(projected_keys)}")
+                             f"got {shape_of(projected_keys)}")
         if B == 0:
-            raise ValueError(f"keys must hold at least one sequence (B >= 1), got {_shape(keys)}")
+            raise ValueError(f"keys must hold at least one sequence (B >= 1), got {shape_of(keys)}")
         if query.dim() == 3 and query.shape[1] == 0:
-            raise ValueError(f"query must hold at least one query (L >= 1), got {_shape(query)}")
+            raise ValueError(f"query must hold at least one query (L >= 1), got {shape_of(query)}")
         dtype = self.W_a.weight.dtype
         tensors = (("query", query), ("keys", keys), ("values", values), ("projected_keys", projected_keys))
         for name, t in tensors:

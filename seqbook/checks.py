@@ -34,6 +34,7 @@ __all__ = [
     "check_float_tensor",
     "check_ids",
     "check_finite",
+    "check_like",
     "check_bool_mask",
     "check_same_batch",
 ]
@@ -173,6 +174,20 @@ def check_finite(name: str, x: torch.Tensor) -> torch.Tensor:
         return x
     if x.is_floating_point() and x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite, got a NaN or infinite entry")
+    return x
+
+
+def check_like(name: str, x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Check that ``x`` is a floating-point tensor on the device and (autocast aside) of the dtype of
+    the module's parameter ``like``. Reads no values."""
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if x.device != like.device:
+        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
+    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
+    if x.dtype != like.dtype and not autocast:  # autocast casts float32/16 inputs, never float64
+        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
+                        f"(convert one of them with .to(dtype))")
     return x
 
 

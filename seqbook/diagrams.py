@@ -211,6 +211,18 @@ def draw_elman_rnn(steps: int = 3) -> Figure:
 # ---------------------------------------------------------------------------------------------
 
 
+def _carried_state(ax, y: float, x_mul: float, x_add: float, old: str, new: str):
+    """The line a gated cell carries its state along: ``old -> ⊙ -> + -> new``; returns the ⊙ and +."""
+    _text(ax, 0.4, y, old, size=FONT)
+    mul = _op(ax, x_mul, y, "⊙")
+    add = _op(ax, x_add, y, "+")
+    _arrow(ax, (0.75, y), mul.left)
+    _arrow(ax, mul.right, add.left)
+    _arrow(ax, add.right, (7.05, y))
+    _text(ax, 7.3, y, new, size=FONT)
+    return mul, add
+
+
 def draw_gru_cell() -> Figure:
     r"""One step of the GRU, eqs. (3.1)-(3.4), as ``seqbook.rnn.GRUCell.step`` computes it.
 
@@ -225,13 +237,7 @@ def draw_gru_cell() -> Figure:
     x_bus, x_z, x_r, x_rh, x_n = 0.9, 1.9, 3.0, 4.25, 6.0
 
     # The old state along the top, and down into the bus that feeds the gates.
-    _text(ax, 0.4, y_top, r"$h_{t-1}$", size=FONT)
-    m_keep = _op(ax, x_z, y_top, "⊙")
-    add = _op(ax, x_n, y_top, "+")
-    _arrow(ax, (0.75, y_top), m_keep.left)
-    _arrow(ax, m_keep.right, add.left)
-    _arrow(ax, add.right, (7.05, y_top))
-    _text(ax, 7.3, y_top, r"$h_t$", size=FONT)
+    m_keep, add = _carried_state(ax, y_top, x_z, x_n, r"$h_{t-1}$", r"$h_t$")
     _dot(ax, x_bus, y_top)
     _arrow(ax, (x_bus, y_top), (x_bus, y_bus), (x_n, y_bus), head=False)
     _text(ax, 1.3, 0.1, r"$x_t$", size=FONT)
@@ -282,13 +288,7 @@ def draw_lstm_cell() -> Figure:
     x_f, x_i, x_g, x_o, x_c = 1.9, 3.1, 4.3, 5.5, 6.4
 
     # The memory cell along the top.
-    _text(ax, 0.4, y_top, r"$c_{t-1}$", size=FONT)
-    m_forget = _op(ax, x_f, y_top, "⊙")
-    add = _op(ax, x_g, y_top, "+")
-    _arrow(ax, (0.75, y_top), m_forget.left)
-    _arrow(ax, m_forget.right, add.left)
-    _arrow(ax, add.right, (7.05, y_top))
-    _text(ax, 7.3, y_top, r"$c_t$", size=FONT)
+    m_forget, add = _carried_state(ax, y_top, x_f, x_g, r"$c_{t-1}$", r"$c_t$")
 
     # The inputs: h_{t-1} from the left, x_t from below, one bus to the four gates.
     _text(ax, 0.4, y_bus, r"$h_{t-1}$", size=FONT)

@@ -16,27 +16,14 @@ import torch
 from torch import nn
 
 from .checks import (
-    autocast_enabled,
     check_finite,
     check_float_tensor,
     check_ids,
     check_int,
+    check_like,
     check_number,
     check_tensor,
 )
-
-
-def _check_like(name: str, x: torch.Tensor, like: torch.Tensor) -> None:
-    """``x`` is a floating-point tensor on the device and (autocast aside) of the dtype of the
-    module's parameter ``like``. Reads no values."""
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
-    if x.device != like.device:
-        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
-    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
-    if x.dtype != like.dtype and not autocast:
-        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
-                        f"(convert one of them with .to(dtype))")
 
 # ---------------------------------------------------------------------------------------------
 # Tokens of anything: image patches.
@@ -100,7 +87,7 @@ class PatchEmbedding(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         _check_images(images)
-        _check_like("images", images, self.proj.weight)
+        check_like("images", images, self.proj.weight)
         channels = 1 if images.dim() == 3 else images.shape[1]
         if channels != self.in_channels:
             raise ValueError(

@@ -384,6 +384,17 @@ def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch
     return _sign_keep(plus - minus, state)
 
 
+def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator) -> tuple:
+    """The checks of the asynchronous dense updates; returns the checked ``F`` and ``N``."""
+    _check_patterns(patterns, binary=True)
+    F = _check_F(F)
+    P, N = patterns.shape
+    _check_state(state, N, binary=True)
+    _check_F_range(F, P, N, state.dtype)
+    _check_generator(generator)
+    return F, N
+
+
 def _dense_update_async(patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]) -> torch.Tensor:
     patterns = patterns.to(state.dtype)
     state = state.clone()
@@ -423,12 +434,7 @@ def dense_update_async(
     Shape:
         Output: like state.
     """
-    _check_patterns(patterns, binary=True)
-    F = _check_F(F)
-    P, N = patterns.shape
-    _check_state(state, N, binary=True)
-    _check_F_range(F, P, N, state.dtype)
-    _check_generator(generator)
+    F, N = _check_dense_async(patterns, state, F, generator)
     return _dense_update_async(patterns, state, F, _update_order(order, N, generator))
 
 
@@ -447,12 +453,7 @@ def dense_recall(
         patterns: (P, N).  state: (..., N).  Output: like state.
     """
     max_sweeps = check_int("max_sweeps", max_sweeps, 1)
-    _check_patterns(patterns, binary=True)
-    F = _check_F(F)
-    P, N = patterns.shape
-    _check_state(state, N, binary=True)
-    _check_F_range(F, P, N, state.dtype)
-    _check_generator(generator)
+    F, N = _check_dense_async(patterns, state, F, generator)
     for _ in range(max_sweeps):
         new = _dense_update_async(patterns, state, F, _update_order(None, N, generator))
         if torch.equal(new, state):

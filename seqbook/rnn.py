@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import _VF, nn
 
-from .checks import autocast_enabled, check_ids, check_int, check_probability, check_tensor
+from .checks import check_ids, check_int, check_like, check_probability, check_tensor, shape_of
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell", "RNN", "GRU", "LSTM", "SequenceClassifier"]
 
@@ -48,23 +48,6 @@ def _check_bool(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return bool(value)
-
-
-def _check_like(name: str, x: torch.Tensor, like: torch.Tensor) -> None:
-    """``x`` is a floating-point tensor on the device and (autocast aside) of the dtype of the
-    module's parameter ``like``. Reads no values."""
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
-    if x.device != like.device:
-        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
-    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
-    if x.dtype != like.dtype and not autocast:
-        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
-                        f"(convert one of them with .to(dtype))")
-
-
-def _shape(t: torch.Tensor) -> tuple[int, ...]:
-    return tuple(t.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,10 +94,11 @@ class _Cell(nn.Module):
     def _check_step_input(self, x: torch.Tensor, h: torch.Tensor, h_name: str = "h") -> None:
         check_tensor("x", x, shape=(None, self.input_size), names=f"(B, {self.input_size})")
         check_tensor(h_name, h, nonempty=False)
-        if _shape(h) != (x.shape[0], self.hidden_size):
-            raise ValueError(f"{h_name} must have shape ({x.shape[0]}, {self.hidden_size}), got {_shape(h)}")
-        _check_like("x", x, self.weight_ih)
-        _check_like(h_name, h, self.weight_hh)
+        if shape_of(h) != (x.shape[0], self.hidden_size):
+            raise ValueError(f"{h_name} must have shape ({x.shape[0]}, {self.hidden_size}), "
+                             f"got {shape_of(h)}")
+        check_like("x", x, self.weight_ih)
+        check_like(h_name, h, self.weight_hh)
 
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
@@ -276,27 +260,27 @@ class _RecurrentLayer(nn.Module):
             raise TypeError(f"x must be a tensor of shape (B, T, {self.input_size}), got {type(x).__name__}")
         if x.dim() != 3:
             raise ValueError(
-                f"x must have shape (B, T, {self.input_size}) (batch first, 3-D), got {_shape(x)}")
+                f"x must have shape (B, T, {self.input_size}) (batch first, 3-D), got {shape_of(x)}")
         if x.shape[2] != self.input_size:
-            raise ValueError(f"x must have shape (B, T, {self.input_size}), got {_shape(x)}")
+            raise ValueError(f"x must have shape (B, T, {self.input_size}), got {shape_of(x)}")
         if x.shape[1] == 0:
             raise ValueError(f"x must hold at least one time step: shape (B, T>=1, {self.input_size}), "
-                             f"got {_shape(x)}")
+                             f"got {shape_of(x)}")
         if x.shape[0] == 0:
             raise ValueError(f"x must hold at least one sequence: shape (B>=1, T, {self.input_size}), "
-                             f"got {_shape(x)}")
-        _check_like("x", x, self.cells[0].weight_ih)
+                             f"got {shape_of(x)}")
+        check_like("x", x, self.cells[0].weight_ih)
 
     def _initial_state(self, x: torch.Tensor, h0: torch.Tensor | None, name: str = "h0") -> torch.Tensor:
         """Zeros by default; otherwise ``h0`` checked against (num_layers * D, B, H)."""
         expected = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)
         if h0 is None:
             return x.new_zeros(expected)
-        if not isinstance(h0, torch.Tensor) or _shape(h0) != expected:
-            got = _shape(h0) if isinstance(h0, torch.Tensor) else type(h0).__name__
+        if not isinstance(h0, torch.Tensor) or shape_of(h0) != expected:
+            got = shape_of(h0) if isinstance(h0, torch.Tensor) else type(h0).__name__
             raise ValueError(f"{name} must have shape {expected} = (num_layers * num_directions, B, "
                              f"hidden_size), got {got}")
-        _check_like(name, h0, self.cells[0].weight_hh)
+        check_like(name, h0, self.cells[0].weight_hh)
         return h0
 
     # --- the loops ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import numbers
 import torch
 from torch import nn
 
-from .checks import autocast_enabled, check_float_tensor, check_ids, check_int, check_number
+from .checks import check_float_tensor, check_ids, check_int, check_like, check_number
 
 __all__ = [
     "wrap", "to_complex", "from_complex", "random_symbols",
@@ -187,12 +187,7 @@ def _check_module_input(name: str, x, like: torch.Tensor, shape: str, min_dim: i
         raise TypeError(f"{name} must be a real floating-point tensor, got {x.dtype}")
     if x.dim() < min_dim:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
-    if x.device != like.device:
-        raise ValueError(f"{name} must be on the module's device {like.device}, got {x.device}")
-    autocast = autocast_enabled(x) and torch.float64 not in (x.dtype, like.dtype)
-    if x.dtype != like.dtype and not autocast:  # autocast casts float32/16 inputs, never float64
-        raise TypeError(f"{name} must have the module's dtype {like.dtype}, got {x.dtype} "
-                        f"(convert one of them with .to(dtype))")
+    check_like(name, x, like)
 
 
 def _check_complexable(name: str, x: torch.Tensor) -> None:

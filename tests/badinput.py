@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 PACKAGE = str(Path(__file__).resolve().parent.parent / "seqbook")
 
@@ -59,3 +60,19 @@ def assert_clear_error_in_time(fn, *words: str, seconds: float = 10.0, exc=(Valu
     if error is not None:
         raise error
     return result
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def floats(*shape, seed=0, dtype=torch.float32):
+    """Reproducible standard-normal values of ``shape``."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=dtype)
+
+
+def with_value(x, value=NAN):
+    """A copy of ``x`` with its first entry set to ``value`` (NaN unless told)."""
+    x = x.clone()
+    x.view(-1)[0] = value
+    return x

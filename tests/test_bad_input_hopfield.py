@@ -16,26 +16,13 @@ import torch
 
 from seqbook import hopfield as hf
 from seqbook.hopfield import Hopfield, HopfieldLayer, HopfieldPooling
-from tests.badinput import assert_clear_error, assert_clear_error_in_time
-
-NAN, INF = float("nan"), float("inf")
+from tests.badinput import INF, NAN, assert_clear_error, assert_clear_error_in_time, floats, with_value
 
 
 def binary(*shape, seed=0, dtype=torch.float32):
     """Random states in {-1, +1}; consumes no global random numbers."""
     g = torch.Generator().manual_seed(seed)
     return (2 * torch.randint(0, 2, shape, generator=g) - 1).to(dtype)
-
-
-def floats(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g, dtype=dtype)
-
-
-def with_value(x, value=NAN):
-    x = x.clone()
-    x.view(-1)[0] = value
-    return x
 
 
 N = 6

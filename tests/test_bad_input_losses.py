@@ -16,22 +16,10 @@ import pytest
 import torch
 
 from seqbook import losses as L
-from tests.badinput import assert_clear_error
+from tests.badinput import INF, NAN, assert_clear_error, floats, with_value
 
 matplotlib.use("Agg")
 
-NAN, INF = float("nan"), float("inf")
-
-
-def floats(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g, dtype=dtype)
-
-
-def with_value(x, value=NAN):
-    x = x.clone()
-    x.view(-1)[0] = value
-    return x
 
 
 Z = floats(4, 5)  # logits (B, C)
