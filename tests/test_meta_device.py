@@ -116,6 +116,14 @@ CASES = {
         lambda: vsa.VSAAttentionClassifier(16, "cross", num_queries=3, rows=6, cols=5, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
+    "VSAAttentionClassifier-symbols": (
+        lambda: vsa.VSAAttentionClassifier(16, "self", rows=6, cols=None, num_classes=3),
+        lambda: (angles(B, 6, 16), torch.ones(B, 6, dtype=torch.bool, device="meta")),
+    ),
+    "MoleculeEncoder": (
+        lambda: vsa.MoleculeEncoder(atom_features=4, bond_features=2, dim=16),
+        lambda: (floats(5, 4), ids(3, 2), floats(3, 2)),
+    ),
     "VSAResNet": (
         lambda: vsa.VSAResNet(16, num_blocks=2, in_features=30, num_classes=3),
         lambda: (floats(B, 6, 5),),

