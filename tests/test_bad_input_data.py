@@ -206,6 +206,9 @@ REJECTED = {
     "load_fashion_mnist-split-int": (lambda: data.load_fashion_mnist(1), "split", "1"),
     "load_fashion_mnist-split-list": (lambda: data.load_fashion_mnist(["train"]), "split", "['train']"),
     "load_fashion_mnist-split-upper": (lambda: data.load_fashion_mnist("Train"), "split", "'Train'"),
+    "load_solubility-split-valid": (lambda: data.load_solubility("valid"), "split", "'valid'"),
+    "load_solubility-split-int": (lambda: data.load_solubility(1), "split", "1"),
+    "load_solubility-download-str": (lambda: data.load_solubility("test", download="no"), "download", "'no'"),
     "load_fashion_mnist-download-str": (lambda: data.load_fashion_mnist("test", download="no"), "download",
                                         "str"),
 }

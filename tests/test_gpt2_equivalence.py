@@ -5,11 +5,15 @@ downloaded. The module is skipped when ``transformers`` is not installed (it is 
 ``pip install seqbook[hf]``).
 """
 
+import sys
+import time
+
 import pytest
 import torch
 import torch.nn.functional as F
 from tolerance import assert_close, assert_same_math
 
+from seqbook import transformer
 from seqbook.transformer import GPT, set_fast
 
 transformers = pytest.importorskip("transformers")
@@ -116,3 +120,41 @@ def test_from_hf_keeps_dtype_and_mode():
     ours = GPT.from_hf(hf, fast=False)
     assert ours.training and ours.tok_emb.weight.dtype == torch.float32 and not ours.config.fast
     assert torch.equal(ours.blocks[1].ff.linear1.weight, hf.transformer.h[1].mlp.c_fc.weight.T)
+
+
+# --- loading the real weights: never hangs, says why when it cannot -----------------------------------
+
+
+NOT_CACHED = "seqbook-tests/no-such-model"  # a name no cache holds
+
+
+def test_load_pretrained_gpt2_offline_says_why(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    start = time.perf_counter()
+    with pytest.raises(transformer.PretrainedUnavailable, match="not in the local cache"):
+        transformer.load_pretrained_gpt2(NOT_CACHED, timeout=1.0)
+    assert time.perf_counter() - start < 30
+
+
+def test_load_pretrained_gpt2_unreachable_hub_times_out(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
+    with pytest.raises(transformer.PretrainedUnavailable, match="cannot be reached"):
+        transformer.load_pretrained_gpt2(NOT_CACHED, timeout=0.5)
+
+
+def test_load_pretrained_gpt2_without_transformers(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
+    with pytest.raises(transformer.PretrainedUnavailable, match="transformers is not installed"):
+        transformer.load_pretrained_gpt2()
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [({"name": ""}, "name"), ({"name": 3}, "name"),
+                                               ({"timeout": 0}, "timeout"), ({"timeout": "1"}, "timeout")])
+def test_load_pretrained_gpt2_bad_arguments(kwargs, words):
+    with pytest.raises((ValueError, TypeError), match=words):
+        transformer.load_pretrained_gpt2(**kwargs)
