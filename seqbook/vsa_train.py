@@ -69,7 +69,8 @@ def evaluate(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) -> t
     *inputs, labels = data
     sims = predict(model, *inputs, batch_size=batch_size)
     labels = labels.cpu()
-    return float((sims.argmax(-1) == labels).float().mean()), float(codebook_loss(sims, labels))
+    correct = int((sims.argmax(-1) == labels).sum())
+    return correct / len(labels), float(codebook_loss(sims, labels))
 
 
 def encode_solubility(dim: int, seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
