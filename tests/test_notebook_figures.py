@@ -1,0 +1,32 @@
+"""Every figure in the book is numbered, captioned and described: the notebook cell that draws it
+carries myst-nb metadata with a label, a caption and an alt text (what a screen reader reads, and what
+shows when the image cannot load)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+CHAPTERS = sorted((Path(__file__).resolve().parent.parent / "chapters").glob("*.ipynb"))
+
+
+def figure_cells(path):
+    for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+        outputs = cell.get("outputs", []) if cell["cell_type"] == "code" else []
+        if any("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {}) for o in outputs):
+            yield index, cell
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_figure_has_a_label_caption_and_alt_text(path):
+    labels = []
+    for index, cell in figure_cells(path):
+        meta = cell["metadata"].get("mystnb", {})
+        figure, image = meta.get("figure", {}), meta.get("image", {})
+        assert figure.get("name", "").startswith("fig-"), f"cell {index}: no figure label"
+        assert len(figure.get("caption", "")) > 20, f"cell {index}: no caption"
+        alt = image.get("alt", "")
+        assert len(alt) > 20 and "$" not in alt and "`" not in alt, f"cell {index}: no plain-text alt text"
+        assert "width" not in image, f"cell {index}: figures keep their natural width (at most the column)"
+        labels.append(figure["name"])
+    assert len(labels) == len(set(labels)), "figure labels must be unique"
