@@ -54,6 +54,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .utils import cpu_name
+
 __all__ = [
     "SIZES",
     "TARGETS",
@@ -497,16 +499,6 @@ def run_scaling(lengths=SCALING_LENGTHS, device="cpu", repeats: int = 5, warmup:
 # ---------------------------------------------------------------------------------------------
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _nvidia_driver() -> str | None:
     """The NVIDIA driver's version, as nvidia-smi reports it (None without nvidia-smi)."""
     try:
@@ -523,7 +515,7 @@ def machine_info(device: torch.device | str = "cpu") -> dict:
     info = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "device": device.type,
-        "cpu": _cpu_model(),
+        "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import random
 
 import numpy as np
@@ -63,6 +64,18 @@ def seed_everything(seed: int) -> torch.Generator:
     generator = torch.Generator()
     generator.manual_seed(seed)
     return generator
+
+
+def cpu_name() -> str:
+    """The CPU's model name as Linux reports it (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -37,7 +37,7 @@ import numbers
 import torch
 from torch import nn
 
-from .checks import check_float_tensor, check_ids, check_int, check_like, check_number
+from .checks import check_bool_mask, check_float_tensor, check_ids, check_int, check_like, check_number
 
 __all__ = [
     "wrap", "to_complex", "from_complex", "random_symbols",
@@ -1139,12 +1139,7 @@ class VSAAttentionClassifier(nn.Module):
             raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
         if mask is None:
             return
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor (True at real symbols), got "
-                            f"{type(mask).__name__ if not isinstance(mask, torch.Tensor) else mask.dtype}")
-        if tuple(mask.shape) != tuple(x.shape[:2]):
-            raise ValueError(f"mask must have shape (B, {self.rows}) = {tuple(x.shape[:2])}, "
-                             f"got {tuple(mask.shape)}")
+        check_bool_mask("mask", mask, shape=x.shape[:2], names=f"(B, {self.rows}) = {tuple(x.shape[:2])}")
         if mask.device != x.device:
             raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ from torch import nn
 
 from .data import ATOM_FEATURES, BOND_FEATURES, load_fashion_mnist, load_solubility
 from .train import History, fit, random_batches
-from .utils import get_device, seed_everything
+from .utils import cpu_name, get_device, seed_everything
 from .vsa import MoleculeEncoder, VSAAttentionClassifier, VSAResNet, codebook_loss
 
 PAPER_ACCURACY = {"self": 0.886, "cross": 0.855, "resnet": 0.858}
@@ -159,12 +158,7 @@ def _device_name(model: nn.Module) -> str:
     device = next(model.parameters()).device
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:  # Linux names the CPU model here
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-    except OSError:
-        names = []
-    return f"{names[0]} ({os.cpu_count()} cores)" if names else platform.machine()
+    return f"{cpu_name()} ({os.cpu_count()} cores)"
 
 
 def main(argv: list[str] | None = None) -> dict:
