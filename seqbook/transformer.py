@@ -279,7 +279,7 @@ def _check_x(x: torch.Tensor, d_model: int, name: str = "x", dtype: torch.dtype 
         _check_same_dtype(name, x, dtype)
 
 
-def _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast) -> None:
+def _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first=True) -> None:
     """The constructor arguments of the encoder and decoder layers, named as the layers name them."""
     d_model, n_heads = _positive_int("d_model", d_model), _positive_int("n_heads", n_heads)
     if d_model % n_heads:
@@ -291,6 +291,7 @@ def _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fa
     check_number("eps", eps, low=0.0)
     _check_flag("bias", bias)
     _check_flag("fast", fast)
+    _check_flag("norm_first", norm_first)
 
 
 def _check_token_ids(name: str, ids, vocab_size: int) -> None:
@@ -317,8 +318,6 @@ def _torch_activation(m: nn.Module) -> str:
 def _check_torch_layer(m: nn.Module, kind: type) -> None:
     if not isinstance(m, kind):
         raise ValueError(f"m must be an nn.{kind.__name__}, got {type(m).__name__}")
-    if not m.norm_first:
-        raise ValueError(f"m must be built with norm_first=True (pre-LN); got a post-LN nn.{kind.__name__}")
     if not m.self_attn.batch_first:
         raise ValueError(f"m must be built with batch_first=True, got an nn.{kind.__name__} that is not")
 
@@ -336,7 +335,12 @@ class EncoderLayer(nn.Module):
         x = x + Dropout(FeedForward(LayerNorm_2(x)))
 
     The residual stream ``x`` is never normalised itself; every sublayer reads a normalised copy and
-    adds its result back (Xiong et al., 2020). With ``is_causal=True`` (or a causal ``attn_mask``)
+    adds its result back (Xiong et al., 2020). With ``norm_first=False`` the layer is the post-LN
+    original of Vaswani et al. (eq. (6.7) of the book), which normalises after each residual sum::
+
+        x = LayerNorm_1(x + Dropout(SelfAttention(x)))
+        x = LayerNorm_2(x + Dropout(FeedForward(x)))
+ With ``is_causal=True`` (or a causal ``attn_mask``)
     the same layer is the block of a decoder-only (GPT-style) model.
 
     Args:
@@ -348,6 +352,7 @@ class EncoderLayer(nn.Module):
         activation: ``"relu"`` (the original), ``"gelu"`` or ``"gelu_tanh"`` (GPT-2's tanh approximation).
         fast: compute attention with ``F.scaled_dot_product_attention`` (see
             :class:`seqbook.attention.MultiHeadAttention`); the readable path runs when weights are asked for.
+        norm_first: pre-LN (True, the default) or post-LN (False), as in ``nn.TransformerEncoderLayer``.
 
     Shape:
         x: (B, T, d_model); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
@@ -356,10 +361,11 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
-                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
+                 norm_first: bool = True):
         super().__init__()
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast)
-        self.d_model = d_model
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
+        self.d_model, self.norm_first = d_model, norm_first
         self.norm1 = LayerNorm(d_model, eps, bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
@@ -376,20 +382,25 @@ class EncoderLayer(nn.Module):
         _check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
-        h = self.norm1(x)  # (B, T, D)
-        a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                              need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
-        self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
-        x = x + self.dropout1(a)  # (B, T, D)
+        def attend(h):  # (B, T, D) -> (B, T, D)
+            a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                                  need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
+            self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
+            return self.dropout1(a)
+
+        if not self.norm_first:  # post-LN: normalise after each residual sum
+            x = self.norm1(x + attend(x))
+            return self.norm2(x + self.dropout2(self.ff(x)))  # (B, T, D)
+        x = x + attend(self.norm1(x))  # (B, T, D)
         return x + self.dropout2(self.ff(self.norm2(x)))  # (B, T, D)
 
     @classmethod
     def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = True) -> EncoderLayer:
-        """A copy of ``nn.TransformerEncoderLayer(..., norm_first=True, batch_first=True)``."""
+        """A copy of ``nn.TransformerEncoderLayer(..., batch_first=True)``, pre-LN or post-LN as ``m`` is."""
         _check_torch_layer(m, nn.TransformerEncoderLayer)
         d_model = m.self_attn.embed_dim
         ours = cls(d_model, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
-                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast)
+                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast, m.norm_first)
         ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
         ours.norm1, ours.norm2 = LayerNorm.from_torch(m.norm1), LayerNorm.from_torch(m.norm2)
         _copy_ff(ours.ff, m)
@@ -404,7 +415,8 @@ class DecoderLayer(nn.Module):
         x = x + Dropout(FeedForward(LayerNorm_3(x)))
 
     The cross-attention takes its queries from the decoder and its keys and values from the
-    encoder output ``memory`` (figure 1 of Vaswani et al., 2017). Arguments as for :class:`EncoderLayer`.
+    encoder output ``memory`` (figure 1 of Vaswani et al., 2017). Arguments as for :class:`EncoderLayer`;
+    with ``norm_first=False`` each sublayer is wrapped post-LN, ``x = LayerNorm_i(x + Dropout(Sublayer(x)))``.
 
     Shape:
         x: (B, T, d_model); memory: (B, S, d_model); tgt_mask: (T, T), True = blocked;
@@ -414,10 +426,11 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
-                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True):
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
+                 norm_first: bool = True):
         super().__init__()
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast)
-        self.d_model = d_model
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
+        self.d_model, self.norm_first = d_model, norm_first
         self.norm1 = LayerNorm(d_model, eps, bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
@@ -447,24 +460,34 @@ class DecoderLayer(nn.Module):
                           "memory_mask")
         _check_flag("tgt_is_causal", tgt_is_causal)
         _check_flag("need_weights", need_weights)
-        h = self.norm1(x)  # (B, T, D)
-        a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
-                              need_weights=need_weights, is_causal=tgt_is_causal, average_attn_weights=False)
-        self.self_attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
-        x = x + self.dropout1(a)
-        h = self.norm2(x)
-        a, w = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                               attn_mask=memory_mask, need_weights=need_weights, average_attn_weights=False)
-        self.cross_attn_weights = w.detach() if w is not None else None  # (B, H, T, S)
-        x = x + self.dropout2(a)
+        def self_attend(h):  # (B, T, D) -> (B, T, D)
+            a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
+                                  need_weights=need_weights, is_causal=tgt_is_causal,
+                                  average_attn_weights=False)
+            self.self_attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
+            return self.dropout1(a)
+
+        def cross_attend(h):  # (B, T, D) -> (B, T, D)
+            a, w = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                   attn_mask=memory_mask, need_weights=need_weights,
+                                   average_attn_weights=False)
+            self.cross_attn_weights = w.detach() if w is not None else None  # (B, H, T, S)
+            return self.dropout2(a)
+
+        if not self.norm_first:  # post-LN: normalise after each residual sum
+            x = self.norm1(x + self_attend(x))
+            x = self.norm2(x + cross_attend(x))
+            return self.norm3(x + self.dropout3(self.ff(x)))  # (B, T, D)
+        x = x + self_attend(self.norm1(x))
+        x = x + cross_attend(self.norm2(x))
         return x + self.dropout3(self.ff(self.norm3(x)))  # (B, T, D)
 
     @classmethod
     def from_torch(cls, m: nn.TransformerDecoderLayer, fast: bool = True) -> DecoderLayer:
-        """A copy of ``nn.TransformerDecoderLayer(..., norm_first=True, batch_first=True)``."""
+        """A copy of ``nn.TransformerDecoderLayer(..., batch_first=True)``, pre-LN or post-LN as ``m`` is."""
         _check_torch_layer(m, nn.TransformerDecoderLayer)
         ours = cls(m.self_attn.embed_dim, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
-                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast)
+                   _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast, m.norm_first)
         ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
         ours.cross_attn = MultiHeadAttention.from_torch(m.multihead_attn, fast=fast)
         ours.norm1, ours.norm2, ours.norm3 = (LayerNorm.from_torch(n) for n in (m.norm1, m.norm2, m.norm3))
@@ -496,8 +519,9 @@ class Seq2SeqTransformer(nn.Module):
     :class:`PositionalEncoding`. The encoder stack attends over the source, ignoring padding (the
     source ``key_padding_mask`` is ``src == pad_id``); the decoder stack attends causally over the
     target prefix, ignoring target padding, and, through cross-attention, over the encoder output
-    (source padding masked again). A final LayerNorm closes each pre-LN stack, and a linear layer
-    maps decoder states to target-vocabulary logits. :meth:`from_torch` copies an
+    (source padding masked again). A final LayerNorm closes each stack, and a linear layer
+    maps decoder states to target-vocabulary logits. ``norm_first=False`` builds the post-LN layers
+    of the paper (the final LayerNorms stay, as in ``nn.Transformer``). :meth:`from_torch` copies an
     ``nn.Transformer`` with its embeddings and output layer.
 
     Training uses teacher forcing: ``forward(src, tgt_in)`` with ``tgt_in = <sos> y_1 .. y_{T-1}``
@@ -510,22 +534,22 @@ class Seq2SeqTransformer(nn.Module):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 128, n_heads: int = 4,
                  num_encoder_layers: int = 2, num_decoder_layers: int = 2, d_ff: int | None = None,
                  dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
-                 fast: bool = True):
+                 fast: bool = True, norm_first: bool = True):
         super().__init__()
         src_vocab_size = _positive_int("src_vocab_size", src_vocab_size)
         tgt_vocab_size = _positive_int("tgt_vocab_size", tgt_vocab_size)
         _positive_int("num_encoder_layers", num_encoder_layers)
         _positive_int("num_decoder_layers", num_decoder_layers)
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, 1e-5, True, fast)
+        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, 1e-5, True, fast, norm_first)
         pad_id = check_int("pad_id", pad_id, minimum=0, maximum=min(src_vocab_size, tgt_vocab_size) - 1)
         self.d_model, self.pad_id = d_model, pad_id
         self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
         self.pos = PositionalEncoding(d_model, max_len, dropout)
         layer_args = (d_model, n_heads, d_ff, dropout, activation)
-        self.encoder = nn.ModuleList([EncoderLayer(*layer_args, fast=fast)
+        self.encoder = nn.ModuleList([EncoderLayer(*layer_args, fast=fast, norm_first=norm_first)
                                       for _ in range(num_encoder_layers)])
-        self.decoder = nn.ModuleList([DecoderLayer(*layer_args, fast=fast)
+        self.decoder = nn.ModuleList([DecoderLayer(*layer_args, fast=fast, norm_first=norm_first)
                                       for _ in range(num_decoder_layers)])
         self.encoder_norm = LayerNorm(d_model)
         self.decoder_norm = LayerNorm(d_model)
@@ -541,7 +565,7 @@ class Seq2SeqTransformer(nn.Module):
     def from_torch(cls, transformer: nn.Transformer, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding,
                    generator: nn.Linear, pad_id: int | None = None, max_len: int = 256,
                    fast: bool = True) -> Seq2SeqTransformer:
-        """A copy of ``nn.Transformer(..., norm_first=True, batch_first=True)`` with its embeddings and
+        """A copy of ``nn.Transformer(..., batch_first=True)`` (pre-LN or post-LN) with its embeddings and
         output layer: ours computes the same logits as this composition of PyTorch modules::
 
             pe = positional_encoding(max_len, d_model)                     # (max_len, d_model)
@@ -560,7 +584,8 @@ class Seq2SeqTransformer(nn.Module):
         Raises:
             TypeError: an argument is not the module named (``nn.Transformer``, ``nn.Embedding``,
                 ``nn.Linear``).
-            ValueError: ``transformer`` is post-LN, sequence-first or has custom stacks without the
+            ValueError: ``transformer`` mixes pre-LN and post-LN layers, is sequence-first or has custom
+                stacks without the
                 final LayerNorm; an embedding or ``generator`` does not fit ``d_model``; ``generator``
                 and ``tgt_embedding`` disagree on the target vocabulary; the modules' dtypes differ; or
                 there is no ``pad_id``.
@@ -576,11 +601,12 @@ class Seq2SeqTransformer(nn.Module):
             if not isinstance(stack.norm, nn.LayerNorm):
                 raise ValueError(f"transformer's {type(stack).__name__} must end with an nn.LayerNorm "
                                  f"(as nn.Transformer builds it), got {stack.norm}")
-            if not all(m.norm_first for m in stack.layers):
-                raise ValueError("transformer must be built with norm_first=True (pre-LN), got a post-LN one")
             if not all(m.self_attn.batch_first for m in stack.layers):
                 raise ValueError("transformer must be built with batch_first=True, got a sequence-first one")
         D, first = transformer.d_model, enc.layers[0]
+        if len({m.norm_first for m in (*enc.layers, *dec.layers)}) != 1:
+            raise ValueError("transformer's layers must be all pre-LN or all post-LN (one norm_first), "
+                             "got both")
         dtype = first.linear1.weight.dtype
         for name, m, kind in (("src_embedding", src_embedding, nn.Embedding),
                               ("tgt_embedding", tgt_embedding, nn.Embedding),
@@ -606,7 +632,7 @@ class Seq2SeqTransformer(nn.Module):
         _check_flag("fast", fast)
         ours = cls(src_embedding.num_embeddings, tgt_embedding.num_embeddings, D, first.self_attn.num_heads,
                    len(enc.layers), len(dec.layers), first.linear1.out_features, first.dropout.p, max_len,
-                   pad_id, _torch_activation(first), fast)
+                   pad_id, _torch_activation(first), fast, first.norm_first)
         ours.to(first.linear1.weight.device, dtype)  # before copying: a float32 copy would round float64
         ours.encoder = nn.ModuleList([EncoderLayer.from_torch(m, fast) for m in enc.layers])
         ours.decoder = nn.ModuleList([DecoderLayer.from_torch(m, fast) for m in dec.layers])

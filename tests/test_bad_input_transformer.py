@@ -106,8 +106,9 @@ case("EncoderLayer-attn_mask-int", lambda: ENC(X, attn_mask=torch.zeros(5, 5, dt
 case("EncoderLayer-is_causal-int", lambda: ENC(X, is_causal=1), "is_causal", "bool")
 case("EncoderLayer-from_torch-linear", lambda: EncoderLayer.from_torch(nn.Linear(2, 2)), "m",
      "nn.TransformerEncoderLayer")
-case("EncoderLayer-from_torch-post-LN", lambda: EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2,
-     batch_first=True)), "norm_first=True")
+case("EncoderLayer-from_torch-sequence-first",
+     lambda: EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2)), "batch_first=True")
+case("EncoderLayer-norm_first-int", lambda: EncoderLayer(8, 2, norm_first=1), "norm_first", "bool")
 case("DecoderLayer-not-divisible", lambda: DecoderLayer(10, 4), "divisible", "n_heads=4")
 case("DecoderLayer-memory-rank2", lambda: DEC(X, MEM[0]), "memory must have shape", "(B, T, 8)", "(3, 8)")
 case("DecoderLayer-memory-batch", lambda: DEC(X, rand(3, 3, 8)), "memory must have shape", "(2, S, 8)")
@@ -188,7 +189,9 @@ def plain_encoder():
 
 case("S2S-from_torch-transformer-layer", lambda: Seq2SeqTransformer.from_torch(ENC, *S2S_PARTS()),
      "transformer", "nn.Transformer", "EncoderLayer")
-case("S2S-from_torch-post-LN", lambda: s2s_from_torch(norm_first=False), "transformer", "norm_first=True")
+case("S2S-from_torch-mixed-LN", lambda: s2s_from_torch(custom_encoder=nn.TransformerEncoder(
+     nn.TransformerEncoderLayer(8, 2, 16, norm_first=False, batch_first=True), 1, norm=nn.LayerNorm(8),
+     enable_nested_tensor=False)), "transformer", "all pre-LN or all post-LN")
 case("S2S-from_torch-sequence-first", lambda: s2s_from_torch(batch_first=False), "transformer",
      "batch_first=True")
 case("S2S-from_torch-custom-decoder", lambda: s2s_from_torch(custom_decoder=nn.Linear(8, 8)), "transformer",

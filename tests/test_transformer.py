@@ -165,12 +165,14 @@ def _encoder_masks(B, T, device, dtype=F64):
 @pytest.mark.parametrize("B,T,D,H", SHAPES)
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("mask", ["none", "padding", "causal", "both", "float"])
-def test_encoder_layer_equals_torch(B, T, D, H, activation, mask, device):
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_encoder_layer_equals_torch(B, T, D, H, activation, mask, norm_first, device):
     torch.manual_seed(0)
     ref = nn.TransformerEncoderLayer(D, H, 2 * D, dropout=0.1, activation=activation,
-                                     norm_first=True, batch_first=True)
+                                     norm_first=norm_first, batch_first=True)
     ref = _randomise(ref).to(device=device, dtype=F64).eval()
     ours = EncoderLayer.from_torch(ref).eval()
+    assert ours.norm_first == norm_first
     x = torch.randn(B, T, D, device=device, dtype=F64)
     kw = _encoder_masks(B, T, device)[mask]
     torch_kw = {"src_mask": kw.get("attn_mask"), "src_key_padding_mask": kw.get("key_padding_mask")}
@@ -208,10 +210,11 @@ def test_encoder_layer_gradients_equal_torch(device):
 @pytest.mark.parametrize("B,T,D,H", SHAPES)
 @pytest.mark.parametrize("S", [1, 7])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_decoder_layer_equals_torch(B, T, D, H, S, activation, device):
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_layer_equals_torch(B, T, D, H, S, activation, norm_first, device):
     torch.manual_seed(0)
     ref = nn.TransformerDecoderLayer(D, H, 3 * D, dropout=0.1, activation=activation,
-                                     norm_first=True, batch_first=True)
+                                     norm_first=norm_first, batch_first=True)
     ref = _randomise(ref).to(device=device, dtype=F64).eval()
     ours = DecoderLayer.from_torch(ref).eval()
     x, memory = torch.randn(B, T, D, device=device, dtype=F64), torch.randn(B, S, D, device=device, dtype=F64)
@@ -265,9 +268,9 @@ def test_layers_keep_per_head_weights():
     assert enc.attn_weights is None
 
 
-def test_from_torch_rejects_post_ln_and_sequence_first():
-    with pytest.raises(ValueError, match="norm_first=True"):
-        EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2, batch_first=True))
+def test_from_torch_rejects_sequence_first():
+    with pytest.raises(ValueError, match="batch_first=True"):
+        EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2))
     with pytest.raises(ValueError, match="batch_first=True"):
         DecoderLayer.from_torch(nn.TransformerDecoderLayer(8, 2, norm_first=True))
     with pytest.raises(ValueError, match="must be an nn.TransformerEncoderLayer"):
@@ -387,12 +390,12 @@ def test_seq2seq_loss_is_teacher_forced_cross_entropy():
         model.loss(src, None, tgt[:, :1])
 
 
-def _torch_seq2seq(device, activation="relu", bias=True):
-    """``nn.Transformer`` (pre-LN, batch-first) plus source and target embeddings and an output layer:
-    the parts ``Seq2SeqTransformer.from_torch`` copies. Every weight is drawn in float64 (no float32
-    number), biases and LayerNorm parameters included; pad id 0."""
+def _torch_seq2seq(device, activation="relu", bias=True, norm_first=True):
+    """``nn.Transformer`` (pre-LN unless ``norm_first=False``, batch-first) plus source and target
+    embeddings and an output layer: the parts ``Seq2SeqTransformer.from_torch`` copies. Every weight
+    is drawn in float64 (no float32 number), biases and LayerNorm parameters included; pad id 0."""
     torch.manual_seed(0)
-    parts = (nn.Transformer(16, 4, 2, 2, 24, dropout=0.1, activation=activation, norm_first=True,
+    parts = (nn.Transformer(16, 4, 2, 2, 24, dropout=0.1, activation=activation, norm_first=norm_first,
                             batch_first=True, bias=bias),
              nn.Embedding(13, 16, padding_idx=0), nn.Embedding(11, 16, padding_idx=0), nn.Linear(16, 11))
     parts = tuple(p.to(device=device, dtype=F64).eval() for p in parts)
@@ -415,11 +418,13 @@ def _torch_seq2seq_logits(parts, src, tgt, max_len=32):
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
-@pytest.mark.parametrize("activation,bias", [("relu", True), ("gelu", False)])
-def test_seq2seq_from_torch_equals_nn_transformer(activation, bias, device):
-    parts = _torch_seq2seq(device, activation, bias)
+@pytest.mark.parametrize("activation,bias,norm_first", [("relu", True, True), ("gelu", False, True),
+                                                       ("relu", True, False)])
+def test_seq2seq_from_torch_equals_nn_transformer(activation, bias, norm_first, device):
+    parts = _torch_seq2seq(device, activation, bias, norm_first)
     transformer = parts[0]
     ours = Seq2SeqTransformer.from_torch(*parts, max_len=32)
+    assert all(m.norm_first == norm_first for m in (*ours.encoder, *ours.decoder))
     assert ours.pad_id == 0 and not ours.training and ours.generator.weight.dtype == F64
     assert ours.generator.bias is not None  # the output layer has one; the LayerNorms follow bias
     assert (ours.encoder_norm.bias is not None) == (ours.decoder[0].norm3.bias is not None) == bias
