@@ -8,14 +8,14 @@ written out so that it can be read (and checked against ``F.scaled_dot_product_a
 :class:`MultiHeadAttention`, eqs. (5.10)-(5.11), runs it once per head on learned projections and can
 route the same computation through PyTorch's fused kernel (``fast=True``).
 
-Mask conventions (the same as PyTorch's, which are not the same for the two entry points):
-
-* :func:`scaled_dot_product_attention` takes ``mask`` like ``F.scaled_dot_product_attention`` takes
-  ``attn_mask``: a boolean mask is True where a query **may attend** to a key; a float mask is added
-  to the scores (``-inf`` blocks).
-* :class:`MultiHeadAttention` takes ``key_padding_mask`` and ``attn_mask`` like
-  ``nn.MultiheadAttention``: a boolean mask is True where attention is **blocked** (padding, future
-  positions); a float mask is added to the scores.
+Mask conventions. Inside seqbook a boolean mask is True where a query **may attend** (a real
+token): the ``mask`` of :func:`scaled_dot_product_attention` (as ``attn_mask`` of
+``F.scaled_dot_product_attention``), :class:`AdditiveAttention`, and the helpers :func:`causal_mask`
+and :func:`lengths_to_mask`. A float mask is added to the scores (``-inf`` blocks). The one
+exception is the drop-in twin of ``nn.MultiheadAttention``: :class:`MultiHeadAttention` (and the
+transformer layers built on it) take PyTorch's own ``key_padding_mask`` and ``attn_mask``, where
+True means **blocked**, under PyTorch's names so the polarity is visible at the call:
+``key_padding_mask=~lengths_to_mask(lengths)``, ``attn_mask=~causal_mask(T)`` (or ``is_causal=True``).
 
 A query row whose keys are all blocked gets zero weights and a zero output (PyTorch may give NaN).
 """
@@ -32,18 +32,17 @@ from torch import nn
 from .checks import (
     autocast_enabled,
     check_float_tensor,
-    check_ids,
     check_int,
     check_number,
     check_probability,
-    has_values,
+    check_tensor,
     shape_of,
 )
 
 __all__ = [
     "scaled_dot_product_attention",
     "causal_mask",
-    "key_padding_mask",
+    "lengths_to_mask",
     "padding_to_attn_mask",
     "MultiHeadAttention",
     "AdditiveAttention",
@@ -96,27 +95,35 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
-def key_padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """Boolean (B, S) mask, True at **padding** positions (PyTorch's ``key_padding_mask``).
+def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """Boolean mask (B, T) that is True at **real tokens** and False at padding: the package's
+    convention (True = may attend). PyTorch's ``key_padding_mask`` (True = padding) is its negation,
+    ``~lengths_to_mask(lengths)``.
 
-    ``lengths[b]`` is the number of real tokens of sequence ``b``; positions ``>= lengths[b]`` are
-    padding. (``seqbook.data.padding_mask`` is the complement: True at real tokens.)
+    ``T`` is ``max_len``, or else the longest length (an empty ``lengths`` then gives a (0, 0)
+    mask); a length above ``max_len`` gives a row that is True everywhere, as for a sequence cut
+    to ``max_len`` by :func:`seqbook.data.pad_sequences`.
 
     Shape:
-        lengths: (B,) integers.  Output: (B, S), S = ``max_len`` or ``lengths.max()``.
+        lengths: (B,) integers. Output: (B, T).
     """
-    check_ids("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
+    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
+    if lengths.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
     if max_len is not None:
         max_len = check_int("max_len", max_len, minimum=0)
-    elif lengths.numel() == 0:
-        raise ValueError("lengths must not be empty when max_len is not given, got shape (0,)")
-    if lengths.numel() and has_values(lengths):
-        lo, hi = int(lengths.min()), int(lengths.max())
-        if lo < 0 or (max_len is not None and hi > max_len):
-            top = "max_len" if max_len is None else max_len
-            raise ValueError(f"lengths must lie in [0, {top}], got values in [{lo}, {hi}]")
-    S = int(lengths.max()) if max_len is None else max_len
-    return torch.arange(S, device=lengths.device)[None, :] >= lengths[:, None]  # (B, S)
+    if lengths.numel() == 0:
+        T = 0 if max_len is None else max_len
+    elif lengths.device.type == "meta":  # no values to read
+        if max_len is None:
+            raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
+        T = max_len
+    else:
+        lo, hi = torch.stack(torch.aminmax(lengths)).tolist()  # one read of the values
+        if lo < 0:
+            raise ValueError(f"lengths must be >= 0, found {lo}")
+        T = hi if max_len is None else max_len
+    return torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 
 def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> torch.Tensor:
@@ -505,7 +512,7 @@ class AdditiveAttention(nn.Module):
         hidden_dim: width of the scoring network (output size of ``W_a`` and ``U_a``).
 
     ``mask`` follows :func:`scaled_dot_product_attention`: a boolean tensor that is True where the
-    query may attend (a real source token) and False at padding, e.g. ``seqbook.data.padding_mask``.
+    query may attend (a real source token) and False at padding, e.g. :func:`lengths_to_mask`.
     Masked keys get a weight of exactly 0; a query whose keys are all masked gets zero weights and
     a zero context (not NaN).
 

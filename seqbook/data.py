@@ -40,7 +40,7 @@ import numpy as np
 import pooch
 import torch
 
-from .checks import check_ids, check_int, check_number, check_tensor
+from .checks import check_ids, check_int, check_number
 
 __all__ = [
     "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch",
@@ -50,7 +50,7 @@ __all__ = [
     "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates",
     "FASHION_MNIST", "FASHION_MNIST_CLASSES", "load_fashion_mnist",
     "SOLUBILITY", "SOLUBILITY_CLASSES", "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility",
-    "pad_sequences", "padding_mask", "lm_chunks",
+    "pad_sequences", "lm_chunks",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -881,31 +881,6 @@ def _id_row(seq, i: int) -> torch.Tensor:
     if row.numel() and row.dtype not in _INT_DTYPES:
         raise TypeError(f"sequences[{i}] must hold int ids, got {row.dtype} (floats would be truncated)")
     return row
-
-
-def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
-    """Boolean mask (B, T) that is True at real tokens and False at padding.
-
-    ``T`` is ``max_len``, or else the longest length (an empty ``lengths`` then gives a (0, 0)
-    mask). A length above ``max_len`` gives a row that is True everywhere.
-    """
-    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
-    if lengths.dtype not in _INT_DTYPES:
-        raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
-    if max_len is not None:
-        max_len = check_int("max_len", max_len, minimum=0)
-    if lengths.numel() == 0:
-        T = 0 if max_len is None else max_len
-    elif lengths.device.type == "meta":  # no values to read
-        if max_len is None:
-            raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
-        T = max_len
-    else:
-        lo, hi = torch.stack(torch.aminmax(lengths)).tolist()  # one read of the values
-        if lo < 0:
-            raise ValueError(f"lengths must be >= 0, found {lo}")
-        T = hi if max_len is None else max_len
-    return torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]
 
 
 def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -66,24 +66,24 @@ def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
 
 
 class PatchEmbedding(nn.Module):
-    """Project every image patch to a ``dim``-dimensional token:  t_n = W vec(patch_n) + b.
+    """Project every image patch to an ``embed_dim``-dimensional token:  t_n = W vec(patch_n) + b.
 
     Args:
         patch: side of the square patches (must divide the image sides).
-        dim: size of each token vector.
+        embed_dim: size of each token vector.
         in_channels: channels of the images (1 for grey-scale).
 
     Shape:
         - images: (B, H, W) or (B, C, H, W)
-        - output: (B, N, dim) with N = (H / patch) * (W / patch)
+        - output: (B, N, embed_dim) with N = (H / patch) * (W / patch)
     """
 
-    def __init__(self, patch: int, dim: int, in_channels: int = 1):
+    def __init__(self, patch: int, embed_dim: int, in_channels: int = 1):
         super().__init__()
-        patch, dim = check_int("patch", patch, 1), check_int("dim", dim, 1)
+        patch, embed_dim = check_int("patch", patch, 1), check_int("embed_dim", embed_dim, 1)
         in_channels = check_int("in_channels", in_channels, 1)
         self.patch, self.in_channels = patch, in_channels
-        self.proj = nn.Linear(in_channels * patch * patch, dim)
+        self.proj = nn.Linear(in_channels * patch * patch, embed_dim)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         _check_images(images)
@@ -93,7 +93,7 @@ class PatchEmbedding(nn.Module):
             raise ValueError(
                 f"images must have {self.in_channels} channel(s), got shape {tuple(images.shape)}"
             )
-        return self.proj(patchify(images, self.patch))  # (B, N, dim)
+        return self.proj(patchify(images, self.patch))  # (B, N, embed_dim)
 
     @classmethod
     def from_torch(cls, conv: nn.Conv2d) -> PatchEmbedding:
@@ -109,7 +109,7 @@ class PatchEmbedding(nn.Module):
         m = cls(k[0], conv.out_channels, conv.in_channels)
         m = m.to(device=conv.weight.device, dtype=conv.weight.dtype)
         with torch.no_grad():
-            m.proj.weight.copy_(conv.weight.reshape(conv.out_channels, -1))  # (dim, C*p*p)
+            m.proj.weight.copy_(conv.weight.reshape(conv.out_channels, -1))  # (embed_dim, C*p*p)
             m.proj.bias.copy_(conv.bias)
         return m
 
@@ -148,19 +148,19 @@ class CBOW(nn.Module):
 
     Args:
         vocab_size: number of token ids V.
-        dim: size d of each word vector.
+        embed_dim: size d of each word vector.
 
     Shape:
         - context: (B, K) token ids (K neighbours per example)
         - output: (B, V) logits of the centre word
     """
 
-    def __init__(self, vocab_size: int, dim: int):
+    def __init__(self, vocab_size: int, embed_dim: int):
         super().__init__()
         self.vocab_size = check_int("vocab_size", vocab_size, 1)
-        dim = check_int("dim", dim, 1)
-        self.embedding = nn.Embedding(vocab_size, dim)  # E: (V, d)
-        self.out = nn.Linear(dim, vocab_size)  # U: (V, d), c: (V,)
+        embed_dim = check_int("embed_dim", embed_dim, 1)
+        self.embedding = nn.Embedding(vocab_size, embed_dim)  # E: (V, d)
+        self.out = nn.Linear(embed_dim, vocab_size)  # U: (V, d), c: (V,)
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         check_ids("context", context, self.vocab_size, shape=(None, None), names="(B, K)")

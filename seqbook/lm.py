@@ -101,7 +101,7 @@ class CharLM(nn.Module):
         vocab_size: number of token ids.
         hidden_size: size of the recurrent state.
         cell: ``"rnn"`` (Elman, see ``nonlinearity``), ``"gru"`` or ``"lstm"`` (from :mod:`seqbook.rnn`).
-        embed_size: size of the token embeddings.
+        embed_dim: size of the token embeddings.
         num_layers, dropout: passed to the recurrent layer.
         fast: run the recurrent layer through PyTorch's fused kernel (same function, much faster
             on a CPU; see :mod:`seqbook.rnn`). It can be switched later with ``model.rnn.fast``.
@@ -111,20 +111,20 @@ class CharLM(nn.Module):
         -> logits: (B, T, vocab_size), state: the final state (carry it into the next chunk)
     """
 
-    def __init__(self, vocab_size: int, hidden_size: int = 128, cell: str = "rnn", embed_size: int = 32,
+    def __init__(self, vocab_size: int, hidden_size: int = 128, cell: str = "rnn", embed_dim: int = 32,
                  num_layers: int = 1, dropout: float = 0.0, nonlinearity: str = "tanh", fast: bool = False):
         super().__init__()
         if cell not in CELLS:
             raise ValueError(f"cell must be one of {sorted(CELLS)}, got {cell!r}")
         vocab_size = check_int("vocab_size", vocab_size, 1)
-        embed_size = check_int("embed_size", embed_size, 1)
+        embed_dim = check_int("embed_dim", embed_dim, 1)
         hidden_size = check_int("hidden_size", hidden_size, 1)
         num_layers = check_int("num_layers", num_layers, 1)
         dropout = check_probability("dropout", dropout)
         self.vocab_size, self.cell = vocab_size, cell
-        self.embed = nn.Embedding(vocab_size, embed_size)
+        self.embed = nn.Embedding(vocab_size, embed_dim)
         kwargs = {"nonlinearity": nonlinearity} if cell == "rnn" else {}
-        self.rnn = CELLS[cell](embed_size, hidden_size, num_layers=num_layers, dropout=dropout,
+        self.rnn = CELLS[cell](embed_dim, hidden_size, num_layers=num_layers, dropout=dropout,
                                  fast=fast, **kwargs)
         self.head = nn.Linear(hidden_size, vocab_size)
 
@@ -164,9 +164,9 @@ class ConditionalCharLM(CharLM):
     """
 
     def __init__(self, vocab_size: int, num_conditions: int, hidden_size: int = 128, cell: str = "rnn",
-                 embed_size: int = 32, num_layers: int = 1, fast: bool = False):
+                 embed_dim: int = 32, num_layers: int = 1, fast: bool = False):
         num_conditions = check_int("num_conditions", num_conditions, 1)
-        super().__init__(vocab_size, hidden_size, cell, embed_size, num_layers, fast=fast)
+        super().__init__(vocab_size, hidden_size, cell, embed_dim, num_layers, fast=fast)
         self.num_conditions = num_conditions
         self.init = nn.Embedding(num_conditions, num_layers * hidden_size)  # = W_c onehot(c) + b_c
 

@@ -555,7 +555,7 @@ class SequenceClassifier(nn.Module):
     """
 
     def __init__(self, vocab_size: int, num_classes: int, hidden_size: int = 64, cell: str = "rnn",
-                 embed_size: int = 32, num_layers: int = 1, bidirectional: bool = False,
+                 embed_dim: int = 32, num_layers: int = 1, bidirectional: bool = False,
                  pooling: str = "last", dropout: float = 0.0, fast: bool = False):
         super().__init__()
         layers = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
@@ -565,10 +565,10 @@ class SequenceClassifier(nn.Module):
             raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
         self.vocab_size = _check_positive("vocab_size", vocab_size)
         num_classes = _check_positive("num_classes", num_classes)
-        embed_size = _check_positive("embed_size", embed_size)
+        embed_dim = _check_positive("embed_dim", embed_dim)
         self.pooling = pooling
-        self.embed = nn.Embedding(vocab_size, embed_size)
-        self.rnn = layers[cell](embed_size, hidden_size, num_layers=num_layers, dropout=dropout,
+        self.embed = nn.Embedding(vocab_size, embed_dim)
+        self.rnn = layers[cell](embed_dim, hidden_size, num_layers=num_layers, dropout=dropout,
                                 bidirectional=bidirectional, fast=fast)
         self.head = nn.Linear(self.rnn.num_directions * hidden_size, num_classes)
 

@@ -36,9 +36,9 @@ import torch.nn.functional as F
 from torch import _VF, nn
 
 from . import rnn
-from .attention import AdditiveAttention, _check_flag, _positive_int
+from .attention import AdditiveAttention, _check_flag, _positive_int, lengths_to_mask
 from .checks import check_float_tensor, check_ids, check_int, check_number, has_values
-from .data import Vocab, make_dates, pad_sequences, padding_mask
+from .data import Vocab, make_dates, pad_sequences
 from .train import History, fit
 
 __all__ = [
@@ -339,15 +339,16 @@ class Encoder(nn.Module):
         -> :class:`EncoderOutput` with annotations (B, S, 2H), final (B, 2H), mask (B, S)
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, fast: bool = False):
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, fast: bool = False):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
+                            ("hidden_size", hidden_size)):
             _positive_int(name, value)
         _check_flag("fast", fast)
         self.hidden_size = hidden_size
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
-        self.forward_rnn = rnn.GRU(emb_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
-        self.backward_rnn = rnn.GRU(emb_dim, hidden_size, fast=fast)   # reads x_S .. x_1
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
+        self.forward_rnn = rnn.GRU(embed_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
+        self.backward_rnn = rnn.GRU(embed_dim, hidden_size, fast=fast)   # reads x_S .. x_1
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         _check_source(src, src_lengths, self.embedding.num_embeddings)
@@ -357,7 +358,7 @@ class Encoder(nn.Module):
         fwd, _ = self.forward_rnn(x)                                   # (B, S, H)
         bwd, _ = self.backward_rnn(_reverse_padded(x, lengths))        # (B, S, H), reversed order
         bwd = _reverse_padded(bwd, lengths)                            # back to source order
-        mask = padding_mask(lengths, S)                                # (B, S)
+        mask = lengths_to_mask(lengths, S)                             # (B, S)
         annotations = torch.cat([fwd, bwd], dim=-1) * mask[..., None]  # (B, S, 2H)
         last = fwd[torch.arange(B, device=src.device), lengths - 1]    # (B, H): ->h at the last token
         final = torch.cat([last, bwd[:, 0]], dim=-1)                   # (B, 2H)
@@ -402,18 +403,19 @@ class _Decoder(nn.Module):
     Subclasses define ``context``.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, annotation_dim: int,
                  fast: bool = False):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size),
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
+                            ("hidden_size", hidden_size),
                             ("annotation_dim", annotation_dim)):
             _positive_int(name, value)
         _check_flag("fast", fast)
         self.vocab_size, self.hidden_size, self.fast = vocab_size, hidden_size, fast
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.init = nn.Linear(annotation_dim, hidden_size)                       # W_s
-        self.cell = rnn.GRUCell(emb_dim + annotation_dim, hidden_size)
-        self.out = nn.Linear(hidden_size + annotation_dim + emb_dim, vocab_size)  # W_o
+        self.cell = rnn.GRUCell(embed_dim + annotation_dim, hidden_size)
+        self.out = nn.Linear(hidden_size + annotation_dim + embed_dim, vocab_size)  # W_o
 
     def prepare(self, enc: EncoderOutput) -> EncoderOutput:
         """Work done once per source before decoding (nothing here)."""
@@ -506,10 +508,10 @@ class AttentionDecoder(_Decoder):
         step: y_prev (B,), s (B, H) -> logits (B, V), s (B, H), weights (B, S)
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_size: int, annotation_dim: int,
+    def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, annotation_dim: int,
                  attention_dim: int, fast: bool = False):
         _positive_int("attention_dim", attention_dim)
-        super().__init__(vocab_size, emb_dim, hidden_size, annotation_dim, fast)
+        super().__init__(vocab_size, embed_dim, hidden_size, annotation_dim, fast)
         self.attention = AdditiveAttention(hidden_size, annotation_dim, attention_dim)
 
     def prepare(self, enc: EncoderOutput) -> EncoderOutput:
@@ -544,7 +546,7 @@ class Seq2Seq(nn.Module):
 
     Args:
         src_vocab_size, tgt_vocab_size: vocabulary sizes (id 0 is ``<pad>``).
-        emb_dim: size of the character embeddings (source and target).
+        embed_dim: size of the character embeddings (source and target).
         hidden_size: H, the size of each encoder direction and of the decoder state.
         attention: use attention; otherwise the fixed context of :class:`PlainDecoder`.
         attention_dim: width of the attention's scoring network (default ``hidden_size``).
@@ -555,23 +557,23 @@ class Seq2Seq(nn.Module):
         forward: src (B, S), src_lengths (B,), tgt_in (B, T) -> logits (B, T, V_tgt)
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int = 32, hidden_size: int = 64,
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
                  attention: bool = True, attention_dim: int | None = None, fast: bool = False):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
-                            ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
+                            ("embed_dim", embed_dim), ("hidden_size", hidden_size)):
             _positive_int(name, value)
         _check_flag("attention", attention)
         _check_flag("fast", fast)
         if attention_dim is not None:
             _positive_int("attention_dim", attention_dim)
         self.attention = attention
-        self.encoder = Encoder(src_vocab_size, emb_dim, hidden_size, fast)
+        self.encoder = Encoder(src_vocab_size, embed_dim, hidden_size, fast)
         if attention:
-            self.decoder = AttentionDecoder(tgt_vocab_size, emb_dim, hidden_size, 2 * hidden_size,
+            self.decoder = AttentionDecoder(tgt_vocab_size, embed_dim, hidden_size, 2 * hidden_size,
                                             attention_dim or hidden_size, fast)
         else:
-            self.decoder = PlainDecoder(tgt_vocab_size, emb_dim, hidden_size, 2 * hidden_size, fast)
+            self.decoder = PlainDecoder(tgt_vocab_size, embed_dim, hidden_size, 2 * hidden_size, fast)
 
     @property
     def fast(self) -> bool:

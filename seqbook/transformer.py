@@ -69,54 +69,54 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_even_dim(d_model: int) -> int:
-    check_int("d_model", d_model)
-    if d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even integer, got {d_model}")
-    return int(d_model)
+def _check_even_dim(embed_dim: int) -> int:
+    check_int("embed_dim", embed_dim)
+    if embed_dim < 2 or embed_dim % 2:
+        raise ValueError(f"embed_dim must be a positive even integer, got {embed_dim}")
+    return int(embed_dim)
 
 
 def _check_base(base) -> float:
     return check_number("base", base, low=1.0, low_open=True)
 
 
-def positional_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The angular frequencies ``w_i = base^(-2i/d_model)``, i = 0 .. d_model/2 - 1, of eqs. (6.1)-(6.2).
+def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """The angular frequencies ``w_i = base^(-2i/embed_dim)``, i = 0 .. embed_dim/2 - 1, of eqs. (6.1)-(6.2).
 
     Shape:
-        Output: (d_model // 2,), float32, from 1 down to nearly ``1/base``.
+        Output: (embed_dim // 2,), float32, from 1 down to nearly ``1/base``.
     """
-    d_model = _check_even_dim(d_model)
+    embed_dim = _check_even_dim(embed_dim)
     _check_base(base)
-    return torch.exp(-math.log(base) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model).float()
+    return torch.exp(-math.log(base) * torch.arange(0, embed_dim, 2, dtype=torch.float64) / embed_dim).float()
 
 
-def positional_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def positional_encoding(max_len: int, embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Sinusoidal positional encoding of Vaswani et al. (2017), eqs. (6.1)-(6.2) of the book::
 
-        PE[pos, 2i]     = sin(pos / base^(2i/d_model))
-        PE[pos, 2i + 1] = cos(pos / base^(2i/d_model))
+        PE[pos, 2i]     = sin(pos / base^(2i/embed_dim))
+        PE[pos, 2i + 1] = cos(pos / base^(2i/embed_dim))
 
     Even columns hold sines and odd columns cosines; column pair i turns with frequency ``w_i``
     (:func:`positional_frequencies`), fast in the first columns and slow in the last ones.
 
     Shape:
-        Output: (max_len, d_model), float32. Row ``pos`` is the code added to the token at ``pos``.
+        Output: (max_len, embed_dim), float32. Row ``pos`` is the code added to the token at ``pos``.
     """
     if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer):
         raise TypeError(f"max_len must be a positive integer, got {type(max_len).__name__} {max_len!r}")
     if max_len < 1:
         raise ValueError(f"max_len must be a positive integer, got {max_len}")
-    max_len, d_model = int(max_len), _check_even_dim(d_model)
+    max_len, embed_dim = int(max_len), _check_even_dim(embed_dim)
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
-    w = positional_frequencies(d_model, base).double()[None, :]  # (1, D/2)
-    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    w = positional_frequencies(embed_dim, base).double()[None, :]  # (1, D/2)
+    pe = torch.empty(max_len, embed_dim, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(pos * w)
     pe[:, 1::2] = torch.cos(pos * w)
     return pe.float()
 
 
-def relative_position_matrix(k: int | float, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def relative_position_matrix(k: int | float, embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """The fixed linear map ``M_k`` with ``PE[pos + k] = M_k @ PE[pos]`` for every ``pos``.
 
     By the angle-addition formulas each (sin, cos) pair of the encoding is rotated by the angle
@@ -128,14 +128,14 @@ def relative_position_matrix(k: int | float, d_model: int, base: float = 10000.0
     It depends on the offset ``k`` only, never on ``pos``, and ``M_j @ M_k = M_(j+k)``.
 
     Shape:
-        Output: (d_model, d_model), float32.
+        Output: (embed_dim, embed_dim), float32.
     """
-    d_model = _check_even_dim(d_model)
+    embed_dim = _check_even_dim(embed_dim)
     k = check_number("k", k)
-    angle = k * positional_frequencies(d_model, base).double()  # (D/2,)
+    angle = k * positional_frequencies(embed_dim, base).double()  # (D/2,)
     c, s = torch.cos(angle), torch.sin(angle)
-    m = torch.zeros(d_model, d_model, dtype=torch.float64)
-    i = torch.arange(0, d_model, 2)
+    m = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
+    i = torch.arange(0, embed_dim, 2)
     m[i, i], m[i, i + 1] = c, s
     m[i + 1, i], m[i + 1, i + 1] = -s, c
     return m.float()
@@ -145,19 +145,19 @@ class PositionalEncoding(nn.Module):
     """Add the sinusoidal code of :func:`positional_encoding` to a batch of embeddings, then dropout.
 
     Shape:
-        Input: (B, T, d_model) with T <= max_len. Output: same shape.
+        Input: (B, T, embed_dim) with T <= max_len. Output: same shape.
     """
 
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+    def __init__(self, embed_dim: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
-        self.register_buffer("pe", positional_encoding(max_len, d_model), persistent=False)
+        self.register_buffer("pe", positional_encoding(max_len, embed_dim), persistent=False)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        max_len, d_model = self.pe.shape
+        max_len, embed_dim = self.pe.shape
         check_float_tensor("x", x, nonempty=False)
-        if x.dim() != 3 or x.shape[-1] != d_model:
-            raise ValueError(f"x must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+        if x.dim() != 3 or x.shape[-1] != embed_dim:
+            raise ValueError(f"x must have shape (B, T, {embed_dim}), got {tuple(x.shape)}")
         offset = check_int("offset", offset, minimum=0)
         if offset + x.shape[1] > max_len:
             raise ValueError(f"sequence of length {x.shape[1]} (offset {offset}) exceeds max_len={max_len}")
@@ -180,16 +180,16 @@ class LayerNorm(nn.Module):
     ``eps=0`` is legal but gives NaN on a token whose features are all equal.
 
     Shape:
-        Input: (..., d_model). Output: same shape, and the input's dtype (as ``nn.LayerNorm``).
+        Input: (..., embed_dim). Output: same shape, and the input's dtype (as ``nn.LayerNorm``).
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, embed_dim: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        d_model = _positive_int("d_model", d_model)
+        embed_dim = _positive_int("embed_dim", embed_dim)
         self.eps = check_number("eps", eps, low=0.0)
         _check_flag("bias", bias)
-        self.weight = nn.Parameter(torch.ones(d_model))  # the gain a
-        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # the bias b
+        self.weight = nn.Parameter(torch.ones(embed_dim))  # the gain a
+        self.bias = nn.Parameter(torch.zeros(embed_dim)) if bias else None  # the bias b
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         d = self.weight.shape[0]
@@ -236,22 +236,22 @@ def _check_activation(activation) -> None:
 class FeedForward(nn.Module):
     """The position-wise feed-forward network ``W_2 dropout(act(W_1 x + b_1)) + b_2``.
 
-    The same two-layer MLP is applied to every position on its own; ``d_ff`` is usually 4 * d_model.
+    The same two-layer MLP is applied to every position on its own; ``d_ff`` is usually 4 * embed_dim.
 
     Shape:
-        Input: (..., d_model). Output: same shape.
+        Input: (..., embed_dim). Output: same shape.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
+    def __init__(self, embed_dim: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
                  bias: bool = True):
         super().__init__()
-        d_model, d_ff = _positive_int("d_model", d_model), _positive_int("d_ff", d_ff)
+        embed_dim, d_ff = _positive_int("embed_dim", embed_dim), _positive_int("d_ff", d_ff)
         dropout = check_probability("dropout", dropout)
         _check_activation(activation)
         _check_flag("bias", bias)
         self.activation = activation
-        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.linear1 = nn.Linear(embed_dim, d_ff, bias=bias)
+        self.linear2 = nn.Linear(d_ff, embed_dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -268,22 +268,24 @@ class FeedForward(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_x(x: torch.Tensor, d_model: int, name: str = "x", dtype: torch.dtype | None = None) -> None:
+def _check_x(x: torch.Tensor, embed_dim: int, name: str = "x", dtype: torch.dtype | None = None) -> None:
     check_float_tensor(name, x, nonempty=False)
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (B, T, {d_model}), got {tuple(x.shape)}")
+    if x.dim() != 3 or x.shape[-1] != embed_dim:
+        raise ValueError(f"{name} must have shape (B, T, {embed_dim}), got {tuple(x.shape)}")
     if x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{name} must not be empty: shape (B, T, {d_model}) with B, T >= 1, "
+        raise ValueError(f"{name} must not be empty: shape (B, T, {embed_dim}) with B, T >= 1, "
                          f"got {tuple(x.shape)}")
     if dtype is not None:
         _check_same_dtype(name, x, dtype)
 
 
-def _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first=True) -> None:
+def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast,
+                      norm_first=True) -> None:
     """The constructor arguments of the encoder and decoder layers, named as the layers name them."""
-    d_model, n_heads = _positive_int("d_model", d_model), _positive_int("n_heads", n_heads)
-    if d_model % n_heads:
-        raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
+    embed_dim, num_heads = _positive_int("embed_dim", embed_dim), _positive_int("num_heads", num_heads)
+    if embed_dim % num_heads:
+        raise ValueError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, "
+                         f"num_heads={num_heads}")
     if d_ff is not None:
         _positive_int("d_ff", d_ff)
     check_probability("dropout", dropout)
@@ -344,9 +346,9 @@ class EncoderLayer(nn.Module):
     the same layer is the block of a decoder-only (GPT-style) model.
 
     Args:
-        d_model: model width; n_heads must divide it.
-        n_heads: number of attention heads.
-        d_ff: hidden width of the feed-forward network (default 4 * d_model).
+        embed_dim: model width; num_heads must divide it.
+        num_heads: number of attention heads.
+        d_ff: hidden width of the feed-forward network (default 4 * embed_dim).
         dropout: dropout on the attention weights, inside the feed-forward net and on each sublayer
             output, as in ``nn.TransformerEncoderLayer``.
         activation: ``"relu"`` (the original), ``"gelu"`` or ``"gelu_tanh"`` (GPT-2's tanh approximation).
@@ -355,29 +357,29 @@ class EncoderLayer(nn.Module):
         norm_first: pre-LN (True, the default) or post-LN (False), as in ``nn.TransformerEncoderLayer``.
 
     Shape:
-        x: (B, T, d_model); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
-        where attention is blocked (or additive floats). Output: (B, T, d_model). After a call with
-        ``need_weights=True`` the per-head weights (B, n_heads, T, T) are kept in ``attn_weights``.
+        x: (B, T, embed_dim); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
+        where attention is blocked (or additive floats). Output: (B, T, embed_dim). After a call with
+        ``need_weights=True`` the per-head weights (B, num_heads, T, T) are kept in ``attn_weights``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
+    def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
                  activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
                  norm_first: bool = True):
         super().__init__()
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
-        self.d_model, self.norm_first = d_model, norm_first
-        self.norm1 = LayerNorm(d_model, eps, bias)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
+        self.embed_dim, self.norm_first = embed_dim, norm_first
+        self.norm1 = LayerNorm(embed_dim, eps, bias)
+        self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
-        self.norm2 = LayerNorm(d_model, eps, bias)
-        self.ff = FeedForward(d_model, d_ff or 4 * d_model, dropout, activation, bias)
+        self.norm2 = LayerNorm(embed_dim, eps, bias)
+        self.ff = FeedForward(embed_dim, d_ff or 4 * embed_dim, dropout, activation, bias)
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_mask: torch.Tensor | None = None, is_causal: bool = False,
                 need_weights: bool = False) -> torch.Tensor:
-        _check_x(x, self.d_model, dtype=self.norm1.weight.dtype)
+        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         B, T, _ = x.shape
         _check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
         _check_flag("is_causal", is_causal)
@@ -398,8 +400,8 @@ class EncoderLayer(nn.Module):
     def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = True) -> EncoderLayer:
         """A copy of ``nn.TransformerEncoderLayer(..., batch_first=True)``, pre-LN or post-LN as ``m`` is."""
         _check_torch_layer(m, nn.TransformerEncoderLayer)
-        d_model = m.self_attn.embed_dim
-        ours = cls(d_model, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
+        embed_dim = m.self_attn.embed_dim
+        ours = cls(embed_dim, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
                    _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast, m.norm_first)
         ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
         ours.norm1, ours.norm2 = LayerNorm.from_torch(m.norm1), LayerNorm.from_torch(m.norm2)
@@ -419,26 +421,26 @@ class DecoderLayer(nn.Module):
     with ``norm_first=False`` each sublayer is wrapped post-LN, ``x = LayerNorm_i(x + Dropout(Sublayer(x)))``.
 
     Shape:
-        x: (B, T, d_model); memory: (B, S, d_model); tgt_mask: (T, T), True = blocked;
+        x: (B, T, embed_dim); memory: (B, S, embed_dim); tgt_mask: (T, T), True = blocked;
         tgt_key_padding_mask: (B, T); memory_key_padding_mask: (B, S), True at padding.
-        Output: (B, T, d_model). With ``need_weights=True`` the per-head weights are kept in
+        Output: (B, T, embed_dim). With ``need_weights=True`` the per-head weights are kept in
         ``self_attn_weights`` (B, H, T, T) and ``cross_attn_weights`` (B, H, T, S).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.1,
+    def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
                  activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
                  norm_first: bool = True):
         super().__init__()
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
-        self.d_model, self.norm_first = d_model, norm_first
-        self.norm1 = LayerNorm(d_model, eps, bias)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
+        self.embed_dim, self.norm_first = embed_dim, norm_first
+        self.norm1 = LayerNorm(embed_dim, eps, bias)
+        self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
-        self.norm2 = LayerNorm(d_model, eps, bias)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, fast=fast)
+        self.norm2 = LayerNorm(embed_dim, eps, bias)
+        self.cross_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout2 = nn.Dropout(dropout)
-        self.norm3 = LayerNorm(d_model, eps, bias)
-        self.ff = FeedForward(d_model, d_ff or 4 * d_model, dropout, activation, bias)
+        self.norm3 = LayerNorm(embed_dim, eps, bias)
+        self.ff = FeedForward(embed_dim, d_ff or 4 * embed_dim, dropout, activation, bias)
         self.dropout3 = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None
@@ -448,11 +450,11 @@ class DecoderLayer(nn.Module):
                 memory_key_padding_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_is_causal: bool = False,
                 need_weights: bool = False) -> torch.Tensor:
-        _check_x(x, self.d_model, dtype=self.norm1.weight.dtype)
-        _check_x(memory, self.d_model, "memory", dtype=self.norm1.weight.dtype)
+        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
+        _check_x(memory, self.embed_dim, "memory", dtype=self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
-                f"memory must have shape ({x.shape[0]}, S, {self.d_model}), got {tuple(memory.shape)}"
+                f"memory must have shape ({x.shape[0]}, S, {self.embed_dim}), got {tuple(memory.shape)}"
             )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
         _check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
@@ -515,7 +517,7 @@ def set_fast(model: nn.Module, fast: bool) -> nn.Module:
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder transformer of Vaswani et al. (2017) (their figure 1), in pre-LN form.
 
-    Source and target tokens are embedded, scaled by sqrt(d_model), and added to the sinusoidal
+    Source and target tokens are embedded, scaled by sqrt(embed_dim), and added to the sinusoidal
     :class:`PositionalEncoding`. The encoder stack attends over the source, ignoring padding (the
     source ``key_padding_mask`` is ``src == pad_id``); the decoder stack attends causally over the
     target prefix, ignoring target padding, and, through cross-attention, over the encoder output
@@ -531,7 +533,7 @@ class Seq2SeqTransformer(nn.Module):
         src: (B, S) ids; tgt: (B, T) ids. Output of ``forward``: logits (B, T, tgt_vocab_size).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 128, n_heads: int = 4,
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 128, num_heads: int = 4,
                  num_encoder_layers: int = 2, num_decoder_layers: int = 2, d_ff: int | None = None,
                  dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
                  fast: bool = True, norm_first: bool = True):
@@ -540,20 +542,20 @@ class Seq2SeqTransformer(nn.Module):
         tgt_vocab_size = _positive_int("tgt_vocab_size", tgt_vocab_size)
         _positive_int("num_encoder_layers", num_encoder_layers)
         _positive_int("num_decoder_layers", num_decoder_layers)
-        _check_layer_args(d_model, n_heads, d_ff, dropout, activation, 1e-5, True, fast, norm_first)
+        _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, 1e-5, True, fast, norm_first)
         pad_id = check_int("pad_id", pad_id, minimum=0, maximum=min(src_vocab_size, tgt_vocab_size) - 1)
-        self.d_model, self.pad_id = d_model, pad_id
-        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
-        self.pos = PositionalEncoding(d_model, max_len, dropout)
-        layer_args = (d_model, n_heads, d_ff, dropout, activation)
+        self.embed_dim, self.pad_id = embed_dim, pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=pad_id)
+        self.pos = PositionalEncoding(embed_dim, max_len, dropout)
+        layer_args = (embed_dim, num_heads, d_ff, dropout, activation)
         self.encoder = nn.ModuleList([EncoderLayer(*layer_args, fast=fast, norm_first=norm_first)
                                       for _ in range(num_encoder_layers)])
         self.decoder = nn.ModuleList([DecoderLayer(*layer_args, fast=fast, norm_first=norm_first)
                                       for _ in range(num_decoder_layers)])
-        self.encoder_norm = LayerNorm(d_model)
-        self.decoder_norm = LayerNorm(d_model)
-        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        self.encoder_norm = LayerNorm(embed_dim)
+        self.decoder_norm = LayerNorm(embed_dim)
+        self.generator = nn.Linear(embed_dim, tgt_vocab_size)
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
@@ -568,9 +570,9 @@ class Seq2SeqTransformer(nn.Module):
         """A copy of ``nn.Transformer(..., batch_first=True)`` (pre-LN or post-LN) with its embeddings and
         output layer: ours computes the same logits as this composition of PyTorch modules::
 
-            pe = positional_encoding(max_len, d_model)                     # (max_len, d_model)
-            x = src_embedding(src) * sqrt(d_model) + pe[:S]                # (B, S, d_model)
-            y = tgt_embedding(tgt) * sqrt(d_model) + pe[:T]                # (B, T, d_model)
+            pe = positional_encoding(max_len, embed_dim)                     # (max_len, embed_dim)
+            x = src_embedding(src) * sqrt(embed_dim) + pe[:S]                # (B, S, embed_dim)
+            y = tgt_embedding(tgt) * sqrt(embed_dim) + pe[:T]                # (B, T, embed_dim)
             h = transformer(x, y, src_key_padding_mask=src == pad_id,
                             tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), tgt_is_causal=True,
                             tgt_key_padding_mask=tgt == pad_id, memory_key_padding_mask=src == pad_id)
@@ -586,7 +588,7 @@ class Seq2SeqTransformer(nn.Module):
                 ``nn.Linear``).
             ValueError: ``transformer`` mixes pre-LN and post-LN layers, is sequence-first or has custom
                 stacks without the
-                final LayerNorm; an embedding or ``generator`` does not fit ``d_model``; ``generator``
+                final LayerNorm; an embedding or ``generator`` does not fit ``embed_dim``; ``generator``
                 and ``tgt_embedding`` disagree on the target vocabulary; the modules' dtypes differ; or
                 there is no ``pad_id``.
         """
@@ -621,7 +623,7 @@ class Seq2SeqTransformer(nn.Module):
                                  f"got {emb}")
         if generator.in_features != D or generator.out_features != tgt_embedding.num_embeddings:
             raise ValueError(f"generator must be an nn.Linear({D}, {tgt_embedding.num_embeddings}) "
-                             f"(d_model to the target vocabulary of tgt_embedding), got {generator}")
+                             f"(embed_dim to the target vocabulary of tgt_embedding), got {generator}")
         if pad_id is None:
             given = {e.padding_idx for e in (src_embedding, tgt_embedding) if e.padding_idx is not None}
             if len(given) != 1:
@@ -652,10 +654,10 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"{name} has length {ids.shape[1]} > max_len={self.pos.pe.shape[0]}")
 
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
-        return self.pos(embed(ids) * math.sqrt(self.d_model))  # (B, T, D)
+        return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the encoder. Returns ``memory`` (B, S, d_model) and the source padding mask (B, S)."""
+        """Run the encoder. Returns ``memory`` (B, S, embed_dim) and the source padding mask (B, S)."""
         self._check_ids("src", src, self.src_embed)
         _check_flag("need_weights", need_weights)
         return self._encode(src, need_weights)
@@ -671,7 +673,7 @@ class Seq2SeqTransformer(nn.Module):
                need_weights: bool = False) -> torch.Tensor:
         """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
         self._check_ids("tgt", tgt, self.tgt_embed)
-        _check_x(memory, self.d_model, "memory", dtype=self.generator.weight.dtype)
+        _check_x(memory, self.embed_dim, "memory", dtype=self.generator.weight.dtype)
         B, S = memory.shape[:2]
         if tgt.shape[0] != B:
             raise ValueError(f"tgt must have shape ({B}, T) to match memory, got {tuple(tgt.shape)}")
@@ -1094,21 +1096,21 @@ def load_pretrained_gpt2(name: str = "gpt2", timeout: float = 3.0):
 # ---------------------------------------------------------------------------------------------
 
 
-def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
+def noam_lr(step: int, embed_dim: int, warmup_steps: int) -> float:
     """The learning rate of Vaswani et al. (2017), section 5.3::
 
-        lr(step) = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+        lr(step) = embed_dim^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
 
-    It grows linearly for ``warmup_steps`` steps, peaks at ``(d_model * warmup_steps)^-0.5`` and
+    It grows linearly for ``warmup_steps`` steps, peaks at ``(embed_dim * warmup_steps)^-0.5`` and
     then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
     """
     step = check_int("step", step, minimum=None)
-    d_model = _positive_int("d_model", d_model)
+    embed_dim = _positive_int("embed_dim", embed_dim)
     warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
     if warmup_steps < 1:
         raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
     step = max(int(step), 1)
-    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+    return embed_dim**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 def warmup_factor(step: int, warmup_steps: int, total_steps: int | None = None, kind: str = "cosine",
@@ -1152,7 +1154,7 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     """A ``LambdaLR`` that multiplies the optimiser's learning rate by :func:`warmup_factor`.
 
     Step it once per optimiser step (``seqbook.train.fit`` does). With ``kind="inverse_sqrt"`` and
-    a peak learning rate of ``(d_model * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
+    a peak learning rate of ``(embed_dim * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")

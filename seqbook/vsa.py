@@ -242,15 +242,15 @@ def from_complex(z: torch.Tensor) -> torch.Tensor:
     return torch.angle(z) / math.pi
 
 
-def random_symbols(n: int, dim: int, generator: torch.Generator | None = None,
+def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = None,
                    device: torch.device | str | None = None,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``n`` random symbols of dimension ``dim``: every angle independent and uniform on [-1, 1).
+    """``n`` random symbols of dimension ``embed_dim``: every angle independent and uniform on [-1, 1).
 
     Shape:
-        Output: (n, dim).
+        Output: (n, embed_dim).
     """
-    n, dim = _check_size("n", n), _check_size("dim", dim)
+    n, embed_dim = _check_size("n", n), _check_size("embed_dim", embed_dim)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
@@ -263,7 +263,7 @@ def random_symbols(n: int, dim: int, generator: torch.Generator | None = None,
                 from None
     # Draw on the generator's device (so a seeded CPU generator gives the same symbols everywhere).
     where = generator.device if generator is not None else device
-    x = 2.0 * torch.rand(n, dim, generator=generator, device=where, dtype=dtype) - 1.0
+    x = 2.0 * torch.rand(n, embed_dim, generator=generator, device=where, dtype=dtype) - 1.0
     return x.to(device) if device is not None else x
 
 
@@ -552,20 +552,20 @@ class PhasorLinear(nn.Module):
 
 
 class PhasorMLP(nn.Module):
-    """Two phasor layers, D -> hidden -> D (hidden = 2D by default); ``out_scale`` scales the
+    """Two phasor layers, D -> d_ff -> D (d_ff = 2D by default); ``out_scale`` scales the
     initial weights of the second one.
 
     Shape:
-        Input: (..., dim). Output: (..., dim).
+        Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
-    def __init__(self, dim: int, hidden: int | None = None, out_scale: float = 1.0):
+    def __init__(self, embed_dim: int, d_ff: int | None = None, out_scale: float = 1.0):
         super().__init__()
-        dim, hidden = _check_size("dim", dim), _check_optional_size("hidden", hidden)
+        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         check_number("out_scale", out_scale, low=0.0)
-        hidden = hidden or 2 * dim
-        self.fc1 = PhasorLinear(dim, hidden)
-        self.fc2 = PhasorLinear(hidden, dim, init_scale=out_scale)
+        d_ff = d_ff or 2 * embed_dim
+        self.fc1 = PhasorLinear(embed_dim, d_ff)
+        self.fc2 = PhasorLinear(d_ff, embed_dim, init_scale=out_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.fc1(x))
@@ -587,15 +587,15 @@ class ResidualBlock(nn.Module):
     The input is checked by the block's first phasor layer.
 
     Shape:
-        Input: (..., dim). Output: (..., dim).
+        Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
-    def __init__(self, dim: int, hidden: int | None = None, skip: bool = True, out_scale: float = 0.25):
+    def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
         super().__init__()
-        dim, hidden = _check_size("dim", dim), _check_optional_size("hidden", hidden)
+        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         _check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
-        self.mlp = PhasorMLP(dim, hidden, out_scale)
+        self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
         self.skip = skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -866,11 +866,11 @@ def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def _check_block_input(block: nn.Module, x, mask, num_queries: int | None) -> None:
-    """The input of an attention block, checked on entry (``__call__``): x (B, T, dim) of the block's
+    """The input of an attention block, checked on entry (``__call__``): x (B, T, embed_dim) of the block's
     dtype and device, and a bool mask broadcastable to the scores (B, Tq, T)."""
-    shape = f"(B, T, {block.dim})"
+    shape = f"(B, T, {block.embed_dim})"
     _check_module_input("x", x, block.key.weight, shape, min_dim=3)
-    if x.dim() != 3 or x.shape[-1] != block.dim:
+    if x.dim() != 3 or x.shape[-1] != block.embed_dim:
         raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
     if mask is not None:
         b, t = x.shape[:2]
@@ -893,25 +893,25 @@ class SelfAttentionBlock(nn.Module):
     a fully masked row gives the angle 0 before the skip, with finite gradients.
 
     Shape:
-        Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, T, dim) and (B, T, T).
+        Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, T, embed_dim) and (B, T, T).
     """
 
-    def __init__(self, dim: int, mlp_hidden: int | None = None):
+    def __init__(self, embed_dim: int, d_ff: int | None = None):
         super().__init__()
-        dim, mlp_hidden = _check_size("dim", dim), _check_optional_size("mlp_hidden", mlp_hidden)
-        self.dim = dim
-        self.query = PhasorLinear(dim, dim)
-        self.key = PhasorLinear(dim, dim)
-        self.value = PhasorLinear(dim, dim)
-        self.residual = ResidualBlock(dim, mlp_hidden or dim)
+        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+        self.embed_dim = embed_dim
+        self.query = PhasorLinear(embed_dim, embed_dim)
+        self.key = PhasorLinear(embed_dim, embed_dim)
+        self.value = PhasorLinear(embed_dim, embed_dim)
+        self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         _check_block_input(self, x, mask, num_queries=None)  # forward, shown in chapter 8, stays short
         return super().__call__(x, mask)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        if x.dim() != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         a, scores = _vsa_attention(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
         h = _bind(x, a)  # first skip
         return self.residual(h), scores  # bind(h, MLP(h)): second skip
@@ -924,7 +924,7 @@ class CrossAttentionBlock(nn.Module):
     ``num_queries`` trainable symbols ("inducing points"), so the cost grows linearly with the number
     of inputs T, and the output has ``num_queries`` symbols whatever T is::
 
-        a = vsa_attention(P, FC_k(x), FC_v(x))      P: (num_queries, dim), trainable
+        a = vsa_attention(P, FC_k(x), FC_v(x))      P: (num_queries, embed_dim), trainable
         h = bind(P, a)
         y = bind(h, MLP(h))
 
@@ -932,26 +932,26 @@ class CrossAttentionBlock(nn.Module):
     allowed: every attention row is empty, and the output starts from the queries themselves.
 
     Shape:
-        Input: (B, T, dim). Output: ``(y, scores)`` of shapes (B, num_queries, dim) and
+        Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, num_queries, embed_dim) and
         (B, num_queries, T).
     """
 
-    def __init__(self, dim: int, num_queries: int = 32, mlp_hidden: int | None = None):
+    def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None):
         super().__init__()
-        dim, mlp_hidden = _check_size("dim", dim), _check_optional_size("mlp_hidden", mlp_hidden)
+        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         num_queries = _check_size("num_queries", num_queries)
-        self.dim = dim
-        self.queries = nn.Parameter(random_symbols(num_queries, dim))  # inducing points
-        self.key, self.value = PhasorLinear(dim, dim), PhasorLinear(dim, dim)
-        self.residual = ResidualBlock(dim, mlp_hidden or dim)
+        self.embed_dim = embed_dim
+        self.queries = nn.Parameter(random_symbols(num_queries, embed_dim))  # inducing points
+        self.key, self.value = PhasorLinear(embed_dim, embed_dim), PhasorLinear(embed_dim, embed_dim)
+        self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         _check_block_input(self, x, mask, num_queries=self.queries.shape[0])  # forward stays short
         return super().__call__(x, mask)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        if x.dim() != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         q = self.queries.expand(x.shape[0], -1, -1)  # (B, Q, D)
         a, scores = _vsa_attention(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
         h = _bind(q, a)  # first skip: onto the queries
@@ -966,23 +966,23 @@ class CrossAttentionBlock(nn.Module):
 class SymbolProjection(nn.Module):
     """Encode real vectors as symbols: a fixed Gaussian random projection, LayerNorm, scale, wrap,
 
-    ``s = wrap(LayerNorm(x P) / sigma)``,  P ~ N(0, 1) of shape (in_features, dim), not trained.
+    ``s = wrap(LayerNorm(x P) / sigma)``,  P ~ N(0, 1) of shape (in_features, embed_dim), not trained.
 
     With ``sigma = 3`` almost all normalised values already lie in [-1, 1]; the wrap makes sure
     (it does not change the phasor ``exp(i pi s)``). ``sigma`` must be finite and > 0. The forward
     pass checks shapes and dtypes but reads no values: a NaN input gives NaN symbols.
 
     Shape:
-        Input: (..., in_features). Output: (..., dim), angles in [-1, 1).
+        Input: (..., in_features). Output: (..., embed_dim), angles in [-1, 1).
     """
 
-    def __init__(self, in_features: int, dim: int, sigma: float = 3.0):
+    def __init__(self, in_features: int, embed_dim: int, sigma: float = 3.0):
         super().__init__()
-        in_features, dim = _check_size("in_features", in_features), _check_size("dim", dim)
+        in_features, embed_dim = _check_size("in_features", in_features), _check_size("embed_dim", embed_dim)
         check_number("sigma", sigma, low=0.0, low_open=True)
         self.in_features, self.sigma = in_features, sigma
-        self.register_buffer("projection", torch.randn(in_features, dim))
-        self.norm = nn.LayerNorm(dim)
+        self.register_buffer("projection", torch.randn(in_features, embed_dim))
+        self.norm = nn.LayerNorm(embed_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = f"(..., {self.in_features})"
@@ -1000,16 +1000,17 @@ class Codebook(nn.Module):
     everywhere starts out similar to every class, and only the other entries tell classes apart.
 
     Shape:
-        Input: (B, dim) (or (dim,) for one symbol). Output: (B, num_classes), similarities in [-1, 1].
+        Input: (B, embed_dim) (or (embed_dim,) for one symbol).
+        Output: (B, num_classes), similarities in [-1, 1].
     """
 
-    def __init__(self, num_classes: int, dim: int, sparsity: float = 0.0):
+    def __init__(self, num_classes: int, embed_dim: int, sparsity: float = 0.0):
         super().__init__()
-        num_classes, dim = _check_size("num_classes", num_classes), _check_size("dim", dim)
+        num_classes, embed_dim = _check_size("num_classes", num_classes), _check_size("embed_dim", embed_dim)
         check_number("sparsity", sparsity, low=0.0, high=1.0, high_open=True)
-        codes = random_symbols(num_classes, dim)
+        codes = random_symbols(num_classes, embed_dim)
         if sparsity > 0:
-            codes = codes * (torch.rand(num_classes, dim) >= sparsity)  # a share `sparsity` set to 0
+            codes = codes * (torch.rand(num_classes, embed_dim) >= sparsity)  # a share `sparsity` set to 0
         self.sparsity = float(sparsity)
         self.register_buffer("codes", codes)
 
@@ -1043,27 +1044,28 @@ def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Ten
 
 class VSAResNet(nn.Module):
     """The trainability test of the paper (figures 2 and 3): a whole image as one symbol, then
-    ``num_blocks`` blocks of two phasor layers (2 * num_blocks layers), with or without binding
+    ``num_layers`` blocks of two phasor layers (2 * num_layers layers), with or without binding
     skips, read out by similarity to a class codebook.
 
-    ``num_blocks=0`` is allowed (projection and codebook only).
+    ``num_layers=0`` is allowed (projection and codebook only).
 
     Shape:
         Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
     """
 
-    def __init__(self, dim: int = 1024, num_blocks: int = 12, skip: bool = True, in_features: int = 784,
-                 num_classes: int = 10, hidden: int | None = None, out_scale: float = 0.25,
+    def __init__(self, embed_dim: int = 1024, num_layers: int = 12, skip: bool = True, in_features: int = 784,
+                 num_classes: int = 10, d_ff: int | None = None, out_scale: float = 0.25,
                  codebook_sparsity: float = 0.0):
         super().__init__()
-        dim, in_features = _check_size("dim", dim), _check_size("in_features", in_features)
-        num_blocks = _check_size("num_blocks", num_blocks, minimum=0)
-        num_classes, hidden = _check_size("num_classes", num_classes), _check_optional_size("hidden", hidden)
+        embed_dim, in_features = _check_size("embed_dim", embed_dim), _check_size("in_features", in_features)
+        num_layers = _check_size("num_layers", num_layers, minimum=0)
+        num_classes, d_ff = _check_size("num_classes", num_classes), _check_optional_size("d_ff", d_ff)
         _check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
-        self.embed = SymbolProjection(in_features, dim)
-        self.blocks = nn.Sequential(*[ResidualBlock(dim, hidden, skip, out_scale) for _ in range(num_blocks)])
-        self.codebook = Codebook(num_classes, dim, codebook_sparsity)
+        self.embed = SymbolProjection(in_features, embed_dim)
+        self.blocks = nn.Sequential(*[ResidualBlock(embed_dim, d_ff, skip, out_scale)
+                                      for _ in range(num_layers)])
+        self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         n = self.embed.in_features
@@ -1081,7 +1083,7 @@ class VSAAttentionClassifier(nn.Module):
 
     Only the input encoding depends on the domain. For images (``cols`` an int) every row becomes a
     symbol through one shared fixed random projection (figure 6a). With ``cols=None`` the input is
-    already a padded set of ``rows`` symbols of dimension ``dim``, for example molecules encoded by
+    already a padded set of ``rows`` symbols of dimension ``embed_dim``, for example molecules encoded by
     :class:`MoleculeEncoder` (figure 6b), and ``mask`` (B, rows), True at real symbols, says which
     are padding: no query looks at a padding symbol, and self-attention outputs at padding
     positions are set to angle 0 before the reduction, so padding content cannot change the result.
@@ -1091,31 +1093,31 @@ class VSAAttentionClassifier(nn.Module):
     cross-attention block is blind to it: permuting the rows does not change its output.
 
     Shape:
-        Input: (B, rows, cols) images, or (B, rows, dim) symbols with an optional bool mask
+        Input: (B, rows, cols) images, or (B, rows, embed_dim) symbols with an optional bool mask
         (B, rows). Output: ``(similarities, scores)`` of shapes (B, num_classes) and the attention
         scores of the block.
     """
 
-    def __init__(self, dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
-                 cols: int | None = 28, num_classes: int = 10, mlp_hidden: int | None = None,
+    def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
+                 cols: int | None = 28, num_classes: int = 10, d_ff: int | None = None,
                  codebook_sparsity: float = 0.0):
         super().__init__()
         if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
-        dim, num_queries = _check_size("dim", dim), _check_size("num_queries", num_queries)
+        embed_dim, num_queries = _check_size("embed_dim", embed_dim), _check_size("num_queries", num_queries)
         rows, cols = _check_size("rows", rows), _check_optional_size("cols", cols)
         num_classes = _check_size("num_classes", num_classes)
-        mlp_hidden = _check_optional_size("mlp_hidden", mlp_hidden)
-        self.kind, self.rows, self.cols, self.dim = kind, rows, cols, dim
-        self.embed = SymbolProjection(cols, dim) if cols is not None else None
+        d_ff = _check_optional_size("d_ff", d_ff)
+        self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
+        self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
         if kind == "self":
-            self.block = SelfAttentionBlock(dim, mlp_hidden)
+            self.block = SelfAttentionBlock(embed_dim, d_ff)
             tokens = rows
         else:
-            self.block = CrossAttentionBlock(dim, num_queries, mlp_hidden)
+            self.block = CrossAttentionBlock(embed_dim, num_queries, d_ff)
             tokens = num_queries
-        self.reduce = PhasorLinear(tokens * dim, dim)
-        self.codebook = Codebook(num_classes, dim, codebook_sparsity)
+        self.reduce = PhasorLinear(tokens * embed_dim, embed_dim)
+        self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
 
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         self._check_input(x, mask)  # forward, shown in chapter 8, stays short
@@ -1132,7 +1134,7 @@ class VSAAttentionClassifier(nn.Module):
         return self.codebook(y), scores
 
     def _check_input(self, x, mask) -> None:
-        last = self.cols if self.cols is not None else self.dim
+        last = self.cols if self.cols is not None else self.embed_dim
         shape = f"(B, {self.rows}, {last})"
         _check_module_input("x", x, self.reduce.weight, shape, 3)
         if x.dim() != 3 or x.shape[1:] != (self.rows, last):
@@ -1160,17 +1162,17 @@ class MoleculeEncoder(nn.Module):
 
     Shape:
         forward: atoms (A, atom_features), bonds (E, 2) int atom indices, bond_features
-        (E, bond_features) -> (E, dim) symbols.
+        (E, bond_features) -> (E, embed_dim) symbols.
     """
 
-    def __init__(self, atom_features: int, bond_features: int, dim: int):
+    def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
         super().__init__()
         atom_features = _check_size("atom_features", atom_features)
         bond_features = _check_size("bond_features", bond_features)
-        self.dim = _check_size("dim", dim)
-        self.atom = SymbolProjection(atom_features, dim)
-        self.bond = SymbolProjection(bond_features, dim)
-        self.register_buffer("position_base", random_symbols(1, dim)[0])
+        self.embed_dim = _check_size("embed_dim", embed_dim)
+        self.atom = SymbolProjection(atom_features, embed_dim)
+        self.bond = SymbolProjection(bond_features, embed_dim)
+        self.register_buffer("position_base", random_symbols(1, embed_dim)[0])
 
     def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
         a = self.atom(atoms)  # (A, D)
@@ -1194,7 +1196,7 @@ class MoleculeEncoder(nn.Module):
     @torch.no_grad()
     def encode(self, molecules, max_bonds: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Encode molecules (anything with ``atoms``, ``bonds`` and ``bond_features`` lists, such as
-        :class:`seqbook.data.Molecules`) into padded symbols (N, T, dim) and a mask (N, T), True at
+        :class:`seqbook.data.Molecules`) into padded symbols (N, T, embed_dim) and a mask (N, T), True at
         real bonds. T is ``max_bonds`` (default: the largest bond count); padding has angle 0."""
         parts = zip(molecules.atoms, molecules.bonds, molecules.bond_features, strict=True)
         sets = [self(atoms, bonds, features) for atoms, bonds, features in parts]
@@ -1202,7 +1204,7 @@ class MoleculeEncoder(nn.Module):
         t = longest if max_bonds is None else check_int("max_bonds", max_bonds)
         if longest > t:
             raise ValueError(f"max_bonds must be at least the largest bond count, {longest}, got {t}")
-        symbols = self.position_base.new_zeros(len(sets), t, self.dim)
+        symbols = self.position_base.new_zeros(len(sets), t, self.embed_dim)
         mask = torch.zeros(len(sets), t, dtype=torch.bool, device=symbols.device)
         for i, s in enumerate(sets):
             symbols[i, :len(s)], mask[i, :len(s)] = s, True

@@ -72,12 +72,13 @@ def evaluate(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) -> t
     return correct / len(labels), float(codebook_loss(sims, labels))
 
 
-def encode_solubility(dim: int, seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+def encode_solubility(embed_dim: int,
+                      seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """The solubility molecules as padded FHRR symbol sets: ``(symbols, mask, labels)`` for the
     training and the test split, both padded to the largest bond count of either (50)."""
     seed_everything(seed)
     train, test = load_solubility("train"), load_solubility("test")
-    encoder = MoleculeEncoder(len(ATOM_FEATURES), len(BOND_FEATURES), dim)
+    encoder = MoleculeEncoder(len(ATOM_FEATURES), len(BOND_FEATURES), embed_dim)
     longest = max(len(b) for b in train.bonds + test.bonds)
     return ((*encoder.encode(train, longest), train.labels), (*encoder.encode(test, longest), test.labels))
 
@@ -91,17 +92,17 @@ def macro_auroc(similarities: torch.Tensor, labels: torch.Tensor) -> float:
     return float(sum(roc_auc_score(labels == c, sims[:, c]) for c in range(sims.shape[1])) / sims.shape[1])
 
 
-def build_model(kind: str, dim: int, blocks: int = 12, skip: bool = True, num_queries: int = 32,
-                out_scale: float = 0.25, mlp_hidden: int | None = None,
+def build_model(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True, num_queries: int = 32,
+                out_scale: float = 0.25, d_ff: int | None = None,
                 codebook_sparsity: float = 0.0) -> nn.Module:
     """``kind`` in {"self", "cross", "resnet"}: the paper's two attention classifiers or the deep
     residual network of its figure 3 (``out_scale``: initial scale of each block's last layer;
-    ``mlp_hidden``: hidden width of the attention blocks' MLP, default ``dim`` as in the authors'
+    ``d_ff``: hidden width of the attention blocks' MLP, default ``embed_dim`` as in the authors'
     code; ``codebook_sparsity``: share of each class symbol's angles set to 0)."""
     if kind == "resnet":
-        return VSAResNet(dim, num_blocks=blocks, skip=skip, out_scale=out_scale,
+        return VSAResNet(embed_dim, num_layers=num_layers, skip=skip, out_scale=out_scale,
                          codebook_sparsity=codebook_sparsity)
-    return VSAAttentionClassifier(dim, kind=kind, num_queries=num_queries, mlp_hidden=mlp_hidden,
+    return VSAAttentionClassifier(embed_dim, kind=kind, num_queries=num_queries, d_ff=d_ff,
                                   codebook_sparsity=codebook_sparsity)
 
 
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict:
         train, test = encode_solubility(args.dim, args.seed)
         seed_everything(args.seed)
         model = VSAAttentionClassifier(args.dim, args.model, args.queries, rows=train[0].shape[1], cols=None,
-                                       num_classes=3, mlp_hidden=args.mlp_hidden,
+                                       num_classes=3, d_ff=args.mlp_hidden,
                                        codebook_sparsity=args.codebook_sparsity)
     else:
         seed_everything(args.seed)

@@ -4,8 +4,7 @@ import pytest
 import torch
 from tolerance import assert_close, assert_same_math
 
-from seqbook.attention import AdditiveAttention
-from seqbook.data import padding_mask
+from seqbook.attention import AdditiveAttention, lengths_to_mask
 
 F64 = torch.float64
 
@@ -29,7 +28,7 @@ def test_matches_the_equations(device):
     att = make(device=device, dtype=F64)
     q, k = torch.randn(3, 5, device=device, dtype=F64), torch.randn(3, 4, 6, device=device, dtype=F64)
     v = torch.randn(3, 4, 2, device=device, dtype=F64)
-    mask = padding_mask(torch.tensor([4, 2, 1], device=device), 4)
+    mask = lengths_to_mask(torch.tensor([4, 2, 1], device=device), 4)
     context, weights = att(q, k, v, mask=mask)
     ref_context, ref_weights = reference(att, q, k, v, mask)
     assert_same_math(weights, ref_weights, n=5 + 6 + 7 + 4)  # W_a q, U_a k, v_a^T tanh, softmax
@@ -40,7 +39,7 @@ def test_matches_the_equations(device):
 def test_weights_sum_to_one_and_are_exactly_zero_on_padding(device):
     att = make(device=device)
     lengths = torch.tensor([6, 3, 1, 5], device=device)
-    mask = padding_mask(lengths, 6)
+    mask = lengths_to_mask(lengths, 6)
     _, weights = att(torch.randn(4, 5, device=device), torch.randn(4, 6, 6, device=device), mask=mask)
     assert_close(weights.sum(-1), torch.ones(4, device=device), n=2 * 6)  # softmax's sum, then ours
     assert torch.all(weights[~mask] == 0.0)
@@ -51,7 +50,7 @@ def test_weights_sum_to_one_and_are_exactly_zero_on_padding(device):
 def test_padding_values_do_not_leak(device):
     att = make(device=device)
     q, k = torch.randn(2, 5, device=device), torch.randn(2, 5, 6, device=device)
-    mask = padding_mask(torch.tensor([3, 5], device=device), 5)
+    mask = lengths_to_mask(torch.tensor([3, 5], device=device), 5)
     context, _ = att(q, k, mask=mask)
     k2 = k.clone()
     k2[0, 3:] = 100.0  # change only the padded keys (which are also the values)
@@ -75,7 +74,7 @@ def test_fully_padded_row_gives_zeros_not_nan(device):
 def test_many_queries_equal_one_at_a_time(device):
     att = make(device=device, dtype=F64)
     q, k = torch.randn(2, 4, 5, device=device, dtype=F64), torch.randn(2, 3, 6, device=device, dtype=F64)
-    mask = padding_mask(torch.tensor([3, 2], device=device), 3)
+    mask = lengths_to_mask(torch.tensor([3, 2], device=device), 3)
     context, weights = att(q, k, mask=mask)
     assert context.shape == (2, 4, 6) and weights.shape == (2, 4, 3)
     for i in range(4):
@@ -106,7 +105,7 @@ def test_gradcheck_float64():
     att = make(3, 4, 5, dtype=torch.float64)
     q = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
     k = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
-    mask = padding_mask(torch.tensor([4, 2]), 4)
+    mask = lengths_to_mask(torch.tensor([4, 2]), 4)
     assert torch.autograd.gradcheck(lambda q, k: att(q, k, mask=mask), (q, k))
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from seqbook.attention import (
     MultiHeadAttention,
     causal_mask,
-    key_padding_mask,
+    lengths_to_mask,
     padding_to_attn_mask,
     scaled_dot_product_attention,
 )
@@ -176,15 +176,15 @@ def test_causal_mask_values():
         causal_mask(-1)
 
 
-def test_key_padding_mask_and_conversion():
-    kpm = key_padding_mask(torch.tensor([3, 1]))
+def test_lengths_to_mask_negated_is_pytorchs_key_padding_mask():
+    kpm = ~lengths_to_mask(torch.tensor([3, 1]))
     assert kpm.tolist() == [[False, False, False], [False, True, True]]
-    assert key_padding_mask(torch.tensor([2]), max_len=4).tolist() == [[False, False, True, True]]
+    assert (~lengths_to_mask(torch.tensor([2]), max_len=4)).tolist() == [[False, False, True, True]]
     attend = padding_to_attn_mask(kpm)
     assert attend.shape == (2, 1, 1, 3) and torch.equal(attend[:, 0, 0], ~kpm)
     assert padding_to_attn_mask(kpm, heads=False).shape == (2, 1, 3)
     with pytest.raises(ValueError, match="lengths must have shape"):
-        key_padding_mask(torch.tensor([[3]]))
+        ~lengths_to_mask(torch.tensor([[3]]))
     with pytest.raises(ValueError, match="key_padding_mask must be a bool"):
         padding_to_attn_mask(kpm.float())
 
@@ -238,7 +238,7 @@ def test_mha_self_attention_no_grad_matches_torch_fast_path(device):
     # Under no_grad, in eval mode, with query is key is value, PyTorch takes its own fused path.
     ref, ours = _pair(16, 4, device)
     x = torch.randn(3, 6, 16, device=device, dtype=F64)
-    kpm = key_padding_mask(torch.tensor([6, 4, 2], device=device))
+    kpm = ~lengths_to_mask(torch.tensor([6, 4, 2], device=device))
     with torch.no_grad():
         out_ref, _ = ref(x, x, x, key_padding_mask=kpm, need_weights=False)
         out, _ = ours(x, x, x, key_padding_mask=kpm, need_weights=False)
@@ -277,7 +277,7 @@ def test_mha_masks_match_torch(device, fast):
     ref, ours = _pair(E, H, device, seed=1)
     ours.fast = fast
     x = torch.randn(B, L, E, device=device, dtype=F64)
-    kpm = key_padding_mask(torch.tensor([6, 4, 2], device=device))
+    kpm = ~lengths_to_mask(torch.tensor([6, 4, 2], device=device))
     blocked = ~causal_mask(L, device=device)  # nn.MultiheadAttention: True = blocked
     per_head = torch.rand(B * H, L, L, device=device) > 0.6
     per_head[..., 0] = False  # keep one key per row
@@ -315,7 +315,7 @@ def test_mha_fast_and_readable_paths_agree_with_gradients(device):
     k = torch.randn(2, 8, 10, device=device, dtype=F64)
     v = torch.randn(2, 8, 7, device=device, dtype=F64)
     n = 2 * mha_terms(24, 3, 8) + 2 * 5  # forward and backward; parameter gradients sum over B * L
-    kpm = key_padding_mask(torch.tensor([8, 3], device=device))
+    kpm = ~lengths_to_mask(torch.tensor([8, 3], device=device))
     kpm_full = kpm.clone()
     kpm_full[1] = True  # a fully padded sequence: zeros, no NaN, on both paths
     cases = ({}, {"key_padding_mask": kpm}, {"is_causal": True},

@@ -14,7 +14,7 @@ from seqbook.attention import (
     AdditiveAttention,
     MultiHeadAttention,
     causal_mask,
-    key_padding_mask,
+    lengths_to_mask,
     padding_to_attn_mask,
     scaled_dot_product_attention,
 )
@@ -49,19 +49,15 @@ case("causal_mask-L-bool", lambda: causal_mask(True), "L", "bool")
 case("causal_mask-S-negative", lambda: causal_mask(3, -2), "non-negative", "S=-2")
 case("causal_mask-S-str", lambda: causal_mask(3, "4"), "S", "str")
 
-# key_padding_mask
-case("key_padding_mask-lengths-list", lambda: key_padding_mask([3, 1]), "lengths", "torch.Tensor")
-case("key_padding_mask-lengths-rank2", lambda: key_padding_mask(torch.tensor([[3]])), "lengths", "(B,)",
+# lengths_to_mask
+case("lengths_to_mask-lengths-list", lambda: lengths_to_mask([3, 1]), "lengths", "torch.Tensor")
+case("lengths_to_mask-lengths-rank2", lambda: lengths_to_mask(torch.tensor([[3]])), "lengths", "(B,)",
      "(1, 1)")
-case("key_padding_mask-lengths-float", lambda: key_padding_mask(torch.tensor([3.0])), "lengths", "float32")
-case("key_padding_mask-lengths-empty", lambda: key_padding_mask(torch.zeros(0, dtype=torch.long)), "lengths",
-     "empty")
-case("key_padding_mask-lengths-negative", lambda: key_padding_mask(torch.tensor([3, -1])), "lengths", "-1")
-case("key_padding_mask-lengths-above-max_len", lambda: key_padding_mask(torch.tensor([3, 6]), max_len=4),
-     "lengths", "[0, 4]", "6")
-case("key_padding_mask-max_len-negative", lambda: key_padding_mask(torch.tensor([3]), max_len=-1), "max_len",
+case("lengths_to_mask-lengths-float", lambda: lengths_to_mask(torch.tensor([3.0])), "lengths", "float32")
+case("lengths_to_mask-lengths-negative", lambda: lengths_to_mask(torch.tensor([3, -1])), "lengths", "-1")
+case("lengths_to_mask-max_len-negative", lambda: lengths_to_mask(torch.tensor([3]), max_len=-1), "max_len",
      "-1")
-case("key_padding_mask-max_len-float", lambda: key_padding_mask(torch.tensor([3]), max_len=3.5), "max_len",
+case("lengths_to_mask-max_len-float", lambda: lengths_to_mask(torch.tensor([3]), max_len=3.5), "max_len",
      "float")
 
 # padding_to_attn_mask
@@ -186,12 +182,12 @@ def test_numpy_sizes_are_accepted():
     assert causal_mask(np.int64(3)).shape == (3, 3)
     assert MultiHeadAttention(np.int64(8), np.int32(2)).head_dim == 4
     assert AdditiveAttention(np.int64(5), 6, 7).hidden_dim == 7
-    assert key_padding_mask(torch.tensor([2]), max_len=np.int64(3)).shape == (1, 3)
+    assert lengths_to_mask(torch.tensor([2]), max_len=np.int64(3)).shape == (1, 3)
 
 
 def test_causal_mask_empty_and_key_padding_mask_empty_batch():
     assert causal_mask(0).shape == (0, 0)
-    assert key_padding_mask(torch.zeros(0, dtype=torch.long), max_len=3).shape == (0, 3)
+    assert lengths_to_mask(torch.zeros(0, dtype=torch.long), max_len=3).shape == (0, 3)
 
 
 def test_sdpa_empty_queries_and_batch_give_empty_outputs():

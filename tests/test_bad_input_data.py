@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from seqbook import data
+from seqbook.attention import lengths_to_mask
 from seqbook.data import RemoteFile, Vocab
 from tests.badinput import assert_clear_error, assert_clear_error_in_time
 
@@ -145,19 +146,19 @@ REJECTED = {
                                        "-1"),
     "pad_sequences-max_len-float": (lambda: data.pad_sequences([[1]], max_len=2.5), "max_len", "float"),
     "pad_sequences-max_len-bool": (lambda: data.pad_sequences([[1]], max_len=True), "max_len", "bool"),
-    # --- padding_mask(lengths, max_len)
-    "padding_mask-list": (lambda: data.padding_mask([1, 2]), "lengths", "torch.Tensor", "list"),
-    "padding_mask-2d": (lambda: data.padding_mask(torch.ones(2, 2, dtype=torch.long)), "lengths", "(B,)",
+    # --- lengths_to_mask(lengths, max_len)
+    "lengths_to_mask-list": (lambda: lengths_to_mask([1, 2]), "lengths", "torch.Tensor", "list"),
+    "lengths_to_mask-2d": (lambda: lengths_to_mask(torch.ones(2, 2, dtype=torch.long)), "lengths", "(B,)",
                         "(2, 2)"),
-    "padding_mask-0d": (lambda: data.padding_mask(torch.tensor(3)), "lengths", "(B,)", "()"),
-    "padding_mask-float": (lambda: data.padding_mask(torch.tensor([2.5, 1.0])), "lengths", "torch.float32"),
-    "padding_mask-bool": (lambda: data.padding_mask(torch.tensor([True])), "lengths", "torch.bool"),
-    "padding_mask-negative": (lambda: data.padding_mask(ids(2, -1)), "lengths", ">= 0", "-1"),
-    "padding_mask-negative-with-max_len": (lambda: data.padding_mask(ids(-3), 4), "lengths", "-3"),
-    "padding_mask-max_len-negative": (lambda: data.padding_mask(ids(2), -1), "max_len", ">= 0", "-1"),
-    "padding_mask-max_len-float": (lambda: data.padding_mask(ids(2), 1.5), "max_len", "float"),
-    "padding_mask-max_len-bool": (lambda: data.padding_mask(ids(2), True), "max_len", "bool"),
-    "padding_mask-meta-without-max_len": (lambda: data.padding_mask(ids(2).to("meta")), "max_len", "meta"),
+    "lengths_to_mask-0d": (lambda: lengths_to_mask(torch.tensor(3)), "lengths", "(B,)", "()"),
+    "lengths_to_mask-float": (lambda: lengths_to_mask(torch.tensor([2.5, 1.0])), "lengths", "torch.float32"),
+    "lengths_to_mask-bool": (lambda: lengths_to_mask(torch.tensor([True])), "lengths", "torch.bool"),
+    "lengths_to_mask-negative": (lambda: lengths_to_mask(ids(2, -1)), "lengths", ">= 0", "-1"),
+    "lengths_to_mask-negative-with-max_len": (lambda: lengths_to_mask(ids(-3), 4), "lengths", "-3"),
+    "lengths_to_mask-max_len-negative": (lambda: lengths_to_mask(ids(2), -1), "max_len", ">= 0", "-1"),
+    "lengths_to_mask-max_len-float": (lambda: lengths_to_mask(ids(2), 1.5), "max_len", "float"),
+    "lengths_to_mask-max_len-bool": (lambda: lengths_to_mask(ids(2), True), "max_len", "bool"),
+    "lengths_to_mask-meta-without-max_len": (lambda: lengths_to_mask(ids(2).to("meta")), "max_len", "meta"),
     # --- lm_chunks(ids, batch_size, seq_len)
     "lm_chunks-list": (lambda: data.lm_chunks(list(range(20)), 2, 3), "ids", "torch.Tensor", "list"),
     "lm_chunks-2d": (lambda: data.lm_chunks(torch.arange(20).view(4, 5), 2, 3), "ids", "(N,)", "(4, 5)"),
@@ -282,16 +283,16 @@ LEGAL = {
                                                   [[1, 2], [3, 4]], [2, 2]),
     "pad_sequences-longer-max_len": lambda: _check_pad(data.pad_sequences([[1]], max_len=3), [[1, 0, 0]],
                                                         [1]),
-    "padding_mask-empty": lambda: data.padding_mask(ids()).shape == (0, 0),
-    "padding_mask-empty-with-max_len": lambda: data.padding_mask(ids(), 3).shape == (0, 3),
-    "padding_mask-max_len-0": lambda: data.padding_mask(ids(2, 0), 0).shape == (2, 0),
-    "padding_mask-zero-lengths": lambda: data.padding_mask(ids(0, 0)).shape == (2, 0),
-    "padding_mask-length-above-max_len": lambda: data.padding_mask(ids(5, 1), 3).tolist()
+    "lengths_to_mask-empty": lambda: lengths_to_mask(ids()).shape == (0, 0),
+    "lengths_to_mask-empty-with-max_len": lambda: lengths_to_mask(ids(), 3).shape == (0, 3),
+    "lengths_to_mask-max_len-0": lambda: lengths_to_mask(ids(2, 0), 0).shape == (2, 0),
+    "lengths_to_mask-zero-lengths": lambda: lengths_to_mask(ids(0, 0)).shape == (2, 0),
+    "lengths_to_mask-length-above-max_len": lambda: lengths_to_mask(ids(5, 1), 3).tolist()
     == [[True] * 3, [True, False, False]],
-    "padding_mask-int32-and-numpy-max_len": lambda: data.padding_mask(ids(2, 1, dtype=torch.int32),
+    "lengths_to_mask-int32-and-numpy-max_len": lambda: lengths_to_mask(ids(2, 1, dtype=torch.int32),
                                                                       np.int64(2)).tolist()
     == [[True, True], [True, False]],
-    "padding_mask-meta-with-max_len": lambda: data.padding_mask(ids(2).to("meta"), 3).shape == (1, 3),
+    "lengths_to_mask-meta-with-max_len": lambda: lengths_to_mask(ids(2).to("meta"), 3).shape == (1, 3),
     "lm_chunks-exact-length": lambda: data.lm_chunks(torch.arange(7), 2, 3)[0].shape == (1, 2, 3),
     "lm_chunks-numpy-sizes": lambda: data.lm_chunks(torch.arange(7), np.int64(2), np.int64(3))[1].shape
     == (1, 2, 3),

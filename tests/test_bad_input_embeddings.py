@@ -48,11 +48,11 @@ REJECTED = {
     "patchify-patch-float": (lambda: patchify(IMG, 4.0), "patch", "float"),
     "patchify-patch-bool": (lambda: patchify(IMG, True), "patch", "bool"),
     "patchify-patch-not-dividing": (lambda: patchify(IMG, 3), "patch", "divide", "(2, 8, 8)"),
-    # --- PatchEmbedding(patch, dim, in_channels) and its forward
+    # --- PatchEmbedding(patch, embed_dim, in_channels) and its forward
     "PatchEmbedding-patch-0": (lambda: PatchEmbedding(0, 4), "patch", "0"),
-    "PatchEmbedding-dim-0": (lambda: PatchEmbedding(4, 0), "dim", ">= 1", "0"),
-    "PatchEmbedding-dim-negative": (lambda: PatchEmbedding(4, -1), "dim", "-1"),
-    "PatchEmbedding-dim-float": (lambda: PatchEmbedding(4, 6.0), "dim", "float"),
+    "PatchEmbedding-embed_dim-0": (lambda: PatchEmbedding(4, 0), "embed_dim", ">= 1", "0"),
+    "PatchEmbedding-embed_dim-negative": (lambda: PatchEmbedding(4, -1), "embed_dim", "-1"),
+    "PatchEmbedding-embed_dim-float": (lambda: PatchEmbedding(4, 6.0), "embed_dim", "float"),
     "PatchEmbedding-in_channels-0": (lambda: PatchEmbedding(4, 6, 0), "in_channels", "0"),
     "PatchEmbedding-in_channels-bool": (lambda: PatchEmbedding(4, 6, True), "in_channels", "bool"),
     "PatchEmbedding.forward-channels": (lambda: PE(torch.rand(2, 3, 8, 8)), "images", "1 channel",
@@ -80,11 +80,11 @@ REJECTED = {
     "context_windows-window-float": (lambda: context_windows(IDS, 1.5), "window", "float"),
     "context_windows-too-short": (lambda: context_windows(IDS[:2], 1), "ids", "more than 2", "got 2"),
     "context_windows-empty": (lambda: context_windows(IDS[:0], 1), "ids", "got 0"),
-    # --- CBOW(vocab_size, dim) and its forward
+    # --- CBOW(vocab_size, embed_dim) and its forward
     "CBOW-vocab_size-0": (lambda: CBOW(0, 4), "vocab_size", ">= 1", "0"),
     "CBOW-vocab_size-float": (lambda: CBOW(10.0, 4), "vocab_size", "float"),
-    "CBOW-dim-0": (lambda: CBOW(10, 0), "dim", "0"),
-    "CBOW-dim-negative": (lambda: CBOW(10, -4), "dim", "-4"),
+    "CBOW-embed_dim-0": (lambda: CBOW(10, 0), "embed_dim", "0"),
+    "CBOW-embed_dim-negative": (lambda: CBOW(10, -4), "embed_dim", "-4"),
     "CBOW.forward-1d": (lambda: CB(torch.tensor([1, 2])), "context", "(B, K)", "(2,)"),
     "CBOW.forward-3d": (lambda: CB(torch.ones(1, 2, 2, dtype=torch.long)), "context", "(B, K)"),
     "CBOW.forward-id-too-large": (lambda: CB(torch.tensor([[1, 10]])), "context", "[0, 9]", "10"),

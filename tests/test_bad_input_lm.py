@@ -31,9 +31,9 @@ VOCAB = Vocab(list("the cat sat"))  # 4 reserved + 6 characters = 10
 V = len(VOCAB)
 IDS = torch.tensor(VOCAB.encode(list("the cat sat on the mat " * 3)))
 X, Y = lm_chunks(IDS, 2, 5)  # (num_chunks, 2, 5)
-MODEL = CharLM(V, hidden_size=4, embed_size=3)
-LSTM_LM = CharLM(V, hidden_size=4, embed_size=3, cell="lstm")
-COND = ConditionalCharLM(V, 3, hidden_size=4, embed_size=3)
+MODEL = CharLM(V, hidden_size=4, embed_dim=3)
+LSTM_LM = CharLM(V, hidden_size=4, embed_dim=3, cell="lstm")
+COND = ConditionalCharLM(V, 3, hidden_size=4, embed_dim=3)
 SMALL = Vocab(list("ab"))  # 6 tokens: not the model's 10
 
 
@@ -49,7 +49,7 @@ class Flat(nn.Module):
 
 
 def run(**kwargs):
-    args = dict(model=CharLM(V, hidden_size=4, embed_size=3), inputs=X, targets=Y, steps=2, device="cpu",
+    args = dict(model=CharLM(V, hidden_size=4, embed_dim=3), inputs=X, targets=Y, steps=2, device="cpu",
                 progress=False)
     args.update(kwargs)
     return train_lm(**args)
@@ -77,12 +77,12 @@ REJECTED = {
     # --- detach_state(state)
     "detach_state-str": (lambda: detach_state("h"), "state", "str"),
     "detach_state-list-of-floats": (lambda: detach_state([1.0, 2.0]), "state[0]", "float"),
-    # --- CharLM(vocab_size, hidden_size, cell, embed_size, num_layers, dropout, nonlinearity, fast)
+    # --- CharLM(vocab_size, hidden_size, cell, embed_dim, num_layers, dropout, nonlinearity, fast)
     "CharLM-vocab_size-0": (lambda: CharLM(0), "vocab_size", "0"),
     "CharLM-vocab_size-float": (lambda: CharLM(10.0), "vocab_size", "float"),
     "CharLM-hidden_size-0": (lambda: CharLM(V, hidden_size=0), "hidden_size", "0"),
-    "CharLM-embed_size-0": (lambda: CharLM(V, embed_size=0), "embed_size", "0"),
-    "CharLM-embed_size-negative": (lambda: CharLM(V, embed_size=-2), "embed_size", "-2"),
+    "CharLM-embed_dim-0": (lambda: CharLM(V, embed_dim=0), "embed_dim", "0"),
+    "CharLM-embed_dim-negative": (lambda: CharLM(V, embed_dim=-2), "embed_dim", "-2"),
     "CharLM-num_layers-0": (lambda: CharLM(V, num_layers=0), "num_layers", "0"),
     "CharLM-dropout-1": (lambda: CharLM(V, dropout=1.0), "dropout", "1.0"),
     "CharLM-cell": (lambda: CharLM(V, cell="transformer"), "cell", "'transformer'"),
@@ -107,7 +107,7 @@ REJECTED = {
     # --- ConditionalCharLM(vocab_size, num_conditions, ...), initial_state(cond), forward(ids, cond, state)
     "ConditionalCharLM-num_conditions-0": (lambda: ConditionalCharLM(V, 0), "num_conditions", "0"),
     "ConditionalCharLM-num_conditions-float": (lambda: ConditionalCharLM(V, 2.0), "num_conditions", "float"),
-    "ConditionalCharLM-embed_size-0": (lambda: ConditionalCharLM(V, 2, embed_size=0), "embed_size", "0"),
+    "ConditionalCharLM-embed_dim-0": (lambda: ConditionalCharLM(V, 2, embed_dim=0), "embed_dim", "0"),
     "ConditionalCharLM.initial_state-2d": (lambda: COND.initial_state(torch.zeros(2, 1, dtype=torch.long)),
                                            "cond", "(B,)"),
     "ConditionalCharLM.initial_state-too-large": (lambda: COND.initial_state(torch.tensor([3])), "cond",
@@ -200,12 +200,12 @@ def test_legal_edge_inputs():
     h, c = detach_state([torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)])
     assert not h.requires_grad and not c.requires_grad
     # CharLM with numpy sizes, int32 ids, a carried LSTM state given as a list
-    model = CharLM(np.int64(V), hidden_size=np.int64(4), embed_size=3, cell="lstm")
+    model = CharLM(np.int64(V), hidden_size=np.int64(4), embed_dim=3, cell="lstm")
     logits, state = model(X[0].to(torch.int32))
     assert logits.shape == (2, 5, V)
     assert model(X[1], list(state))[0].shape == (2, 5, V)
     # a float64 model keeps float64 logits; the perplexity is a Python (float64) number
-    model64 = CharLM(V, hidden_size=4, embed_size=3).double()
+    model64 = CharLM(V, hidden_size=4, embed_dim=3).double()
     assert model64(X[0])[0].dtype == torch.float64
     ppl = evaluate_perplexity(model64, X, Y)
     assert isinstance(ppl, float) and 1 < ppl < 100

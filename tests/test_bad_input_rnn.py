@@ -23,7 +23,7 @@ CELLS = {"RNNCell": RNNCell(3, 4), "GRUCell": GRUCell(3, 4)}
 LSTM_CELL = LSTMCell(3, 4)
 LAYERS = {"RNN": RNN(3, 4), "GRU": GRU(3, 4), "LSTM": LSTM(3, 4),
           "RNN-fast": RNN(3, 4, fast=True), "GRU-bi": GRU(3, 4, num_layers=2, bidirectional=True)}
-CLF = SequenceClassifier(10, 3, hidden_size=4, embed_size=5)
+CLF = SequenceClassifier(10, 3, hidden_size=4, embed_dim=5)
 IDS = torch.tensor([[4, 5, 6], [7, 8, 9]])
 
 REJECTED = {}
@@ -118,8 +118,8 @@ case("GRU.torch_parameter-int", lambda: LAYERS["GRU"].torch_parameter(0), "name"
 case("SequenceClassifier-vocab_size-0", lambda: SequenceClassifier(0, 3), "vocab_size", "0")
 case("SequenceClassifier-num_classes-0", lambda: SequenceClassifier(10, 0), "num_classes", "0")
 case("SequenceClassifier-num_classes-float", lambda: SequenceClassifier(10, 3.0), "num_classes", "float")
-case("SequenceClassifier-embed_size-negative", lambda: SequenceClassifier(10, 3, embed_size=-1),
-     "embed_size", "-1")
+case("SequenceClassifier-embed_dim-negative", lambda: SequenceClassifier(10, 3, embed_dim=-1),
+     "embed_dim", "-1")
 case("SequenceClassifier-hidden_size-0", lambda: SequenceClassifier(10, 3, hidden_size=0), "hidden_size", "0")
 case("SequenceClassifier-num_layers-0", lambda: SequenceClassifier(10, 3, num_layers=0), "num_layers", "0")
 case("SequenceClassifier-dropout-2", lambda: SequenceClassifier(10, 3, dropout=2.0), "dropout", "2.0")

@@ -107,7 +107,7 @@ case("reverse_padded-x-list", lambda: s2s.reverse_padded([[1]], torch.tensor([1]
 
 # Encoder and decoders
 case("Encoder-vocab_size-0", lambda: Encoder(0, 4, 6), "vocab_size", "0")
-case("Encoder-emb_dim-float", lambda: Encoder(5, 4.0, 6), "emb_dim", "float")
+case("Encoder-embed_dim-float", lambda: Encoder(5, 4.0, 6), "embed_dim", "float")
 case("Encoder-hidden_size-bool", lambda: Encoder(5, 4, True), "hidden_size", "bool")
 case("Encoder-fast-str", lambda: Encoder(5, 4, 6, fast="y"), "fast", "bool")
 case("Encoder-src-float", lambda: MODEL.encoder(SRC.float(), LEN), "src must be an int64 tensor", "float32")

@@ -49,19 +49,19 @@ def case(id_, fn, *words):
 
 
 # positional code
-case("positional_frequencies-odd", lambda: tf.positional_frequencies(7), "d_model", "even", "7")
-case("positional_frequencies-float", lambda: tf.positional_frequencies(8.0), "d_model", "float")
+case("positional_frequencies-odd", lambda: tf.positional_frequencies(7), "embed_dim", "even", "7")
+case("positional_frequencies-float", lambda: tf.positional_frequencies(8.0), "embed_dim", "float")
 case("positional_frequencies-base-0", lambda: tf.positional_frequencies(8, base=0.0), "base", "> 1.0")
 case("positional_frequencies-base-nan", lambda: tf.positional_frequencies(8, base=NAN), "base", "nan")
 case("positional_encoding-max_len-0", lambda: tf.positional_encoding(0, 8), "max_len", "positive integer",
      "0")
 case("positional_encoding-max_len-float", lambda: tf.positional_encoding(2.5, 8), "max_len", "float")
 case("positional_encoding-max_len-bool", lambda: tf.positional_encoding(True, 8), "max_len", "bool")
-case("positional_encoding-d_model-0", lambda: tf.positional_encoding(4, 0), "d_model", "0")
+case("positional_encoding-embed_dim-0", lambda: tf.positional_encoding(4, 0), "embed_dim", "0")
 case("relative_position_matrix-k-nan", lambda: tf.relative_position_matrix(NAN, 8), "k", "nan")
 case("relative_position_matrix-k-str", lambda: tf.relative_position_matrix("1", 8), "k", "str")
-case("relative_position_matrix-d_model-odd", lambda: tf.relative_position_matrix(1, 5), "d_model", "5")
-case("PositionalEncoding-d_model-odd", lambda: PositionalEncoding(7), "d_model", "7")
+case("relative_position_matrix-embed_dim-odd", lambda: tf.relative_position_matrix(1, 5), "embed_dim", "5")
+case("PositionalEncoding-embed_dim-odd", lambda: PositionalEncoding(7), "embed_dim", "7")
 case("PositionalEncoding-max_len-0", lambda: PositionalEncoding(8, 0), "max_len", "0")
 case("PositionalEncoding-dropout-1", lambda: PositionalEncoding(8, dropout=1.0), "dropout", "1.0")
 case("PositionalEncoding-x-last-dim", lambda: PositionalEncoding(8)(rand(2, 5, 7)), "x must have shape",
@@ -72,7 +72,7 @@ case("PositionalEncoding-offset-negative", lambda: PositionalEncoding(8)(X, offs
 case("PositionalEncoding-offset-float", lambda: PositionalEncoding(8)(X, offset=1.5), "offset", "float")
 
 # LayerNorm, FeedForward
-case("LayerNorm-d_model-0", lambda: LayerNorm(0), "d_model", "0")
+case("LayerNorm-embed_dim-0", lambda: LayerNorm(0), "embed_dim", "0")
 case("LayerNorm-eps-negative", lambda: LayerNorm(8, eps=-1e-5), "eps", ">= 0.0")
 case("LayerNorm-eps-nan", lambda: LayerNorm(8, eps=NAN), "eps", "nan")
 case("LayerNorm-x-last-dim", lambda: LayerNorm(8)(rand(4, 7)), "x must have shape", "(..., 8)", "(4, 7)")
@@ -80,16 +80,16 @@ case("LayerNorm-x-int", lambda: LayerNorm(8)(X.long()), "x", "torch.int64")
 case("LayerNorm-x-rank0", lambda: LayerNorm(8)(torch.tensor(1.0)), "x must have shape", "()")
 case("LayerNorm-from_torch-linear", lambda: LayerNorm.from_torch(nn.Linear(2, 2)), "m", "nn.LayerNorm")
 case("FeedForward-d_ff-0", lambda: FeedForward(8, 0), "d_ff", "0")
-case("FeedForward-d_model-float", lambda: FeedForward(8.0, 16), "d_model", "float")
+case("FeedForward-embed_dim-float", lambda: FeedForward(8.0, 16), "embed_dim", "float")
 case("FeedForward-dropout-nan", lambda: FeedForward(8, 16, dropout=NAN), "dropout", "nan")
 case("FeedForward-activation", lambda: FeedForward(8, 16, activation="tanh"), "activation", "tanh")
 case("FeedForward-x-last-dim", lambda: FeedForward(8, 16)(rand(2, 7)), "x must have shape", "(..., 8)")
 case("FeedForward-x-float64", lambda: FeedForward(8, 16)(X.double()), "x", "torch.float64")
 
 # EncoderLayer, DecoderLayer, set_fast
-case("EncoderLayer-not-divisible", lambda: EncoderLayer(10, 3), "d_model must be divisible by n_heads")
-case("EncoderLayer-n_heads-0", lambda: EncoderLayer(8, 0), "n_heads", "0")
-case("EncoderLayer-d_model-bool", lambda: EncoderLayer(True, 1), "d_model", "bool")
+case("EncoderLayer-not-divisible", lambda: EncoderLayer(10, 3), "embed_dim must be divisible by num_heads")
+case("EncoderLayer-num_heads-0", lambda: EncoderLayer(8, 0), "num_heads", "0")
+case("EncoderLayer-embed_dim-bool", lambda: EncoderLayer(True, 1), "embed_dim", "bool")
 case("EncoderLayer-d_ff-negative", lambda: EncoderLayer(8, 2, d_ff=-4), "d_ff", "-4")
 case("EncoderLayer-dropout-2", lambda: EncoderLayer(8, 2, dropout=2.0), "dropout", "2.0")
 case("EncoderLayer-activation", lambda: EncoderLayer(8, 2, activation="swish"), "activation", "swish")
@@ -109,7 +109,7 @@ case("EncoderLayer-from_torch-linear", lambda: EncoderLayer.from_torch(nn.Linear
 case("EncoderLayer-from_torch-sequence-first",
      lambda: EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2)), "batch_first=True")
 case("EncoderLayer-norm_first-int", lambda: EncoderLayer(8, 2, norm_first=1), "norm_first", "bool")
-case("DecoderLayer-not-divisible", lambda: DecoderLayer(10, 4), "divisible", "n_heads=4")
+case("DecoderLayer-not-divisible", lambda: DecoderLayer(10, 4), "divisible", "num_heads=4")
 case("DecoderLayer-memory-rank2", lambda: DEC(X, MEM[0]), "memory must have shape", "(B, T, 8)", "(3, 8)")
 case("DecoderLayer-memory-batch", lambda: DEC(X, rand(3, 3, 8)), "memory must have shape", "(2, S, 8)")
 case("DecoderLayer-memory-S0", lambda: DEC(X, rand(2, 0, 8)), "memory", "empty")
@@ -131,8 +131,8 @@ case("set_fast-fast-int", lambda: tf.set_fast(ENC, 1), "fast", "bool", "int")
 # Seq2SeqTransformer
 case("S2S-src_vocab_size-0", lambda: Seq2SeqTransformer(0, 12, 8, 2), "src_vocab_size", "0")
 case("S2S-tgt_vocab_size-float", lambda: Seq2SeqTransformer(10, 12.0, 8, 2), "tgt_vocab_size", "float")
-case("S2S-d_model-odd", lambda: Seq2SeqTransformer(10, 12, 9, 3), "d_model", "9")
-case("S2S-n_heads-not-dividing", lambda: Seq2SeqTransformer(10, 12, 8, 3), "divisible", "n_heads=3")
+case("S2S-embed_dim-odd", lambda: Seq2SeqTransformer(10, 12, 9, 3), "embed_dim", "9")
+case("S2S-num_heads-not-dividing", lambda: Seq2SeqTransformer(10, 12, 8, 3), "divisible", "num_heads=3")
 case("S2S-num_encoder_layers-0", lambda: Seq2SeqTransformer(10, 12, 8, 2, 0), "num_encoder_layers", "0")
 case("S2S-num_decoder_layers-negative", lambda: Seq2SeqTransformer(10, 12, 8, 2, 1, -1),
      "num_decoder_layers", "-1")
@@ -171,7 +171,7 @@ case("S2S-greedy-src-float", lambda: S2S.greedy_decode(SRC.float(), 5, 1, 2), "s
 
 
 def s2s_from_torch(*replace, pad_id=None, max_len=16, fast=True, **transformer_kw):
-    """``Seq2SeqTransformer.from_torch`` of nn.Transformer (pre-LN, batch-first, d_model 8) plus embeddings
+    """``Seq2SeqTransformer.from_torch`` of nn.Transformer (pre-LN, batch-first, embed_dim 8) plus embeddings
     (vocabularies 10 and 12, pad 0) and an output layer; ``replace`` gives (index, part) to swap in."""
     kw = dict(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16, dropout=0.0,
               norm_first=True, batch_first=True)
@@ -305,7 +305,7 @@ case("GPT-generate-forbid-all-sampled", lambda: GPT_.generate(IDX, 3, forbid=tup
 
 # schedules
 case("noam_lr-warmup_steps-0", lambda: tf.noam_lr(1, 512, 0), "warmup_steps", ">= 1", "0")
-case("noam_lr-d_model-0", lambda: tf.noam_lr(1, 0, 10), "d_model", "0")
+case("noam_lr-embed_dim-0", lambda: tf.noam_lr(1, 0, 10), "embed_dim", "0")
 case("noam_lr-step-float", lambda: tf.noam_lr(1.5, 512, 10), "step", "float")
 case("warmup_factor-step-negative", lambda: tf.warmup_factor(-1, 10, 100), "step", "-1")
 case("warmup_factor-warmup_steps-negative", lambda: tf.warmup_factor(0, -1, 100), "warmup_steps", "-1")

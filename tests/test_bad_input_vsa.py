@@ -241,15 +241,15 @@ for method in ("forward", "pre_activation"):
     case(f"PhasorLinear.{method}-x-meta", lambda call=call: call(A.to("meta")), "x", "device", "meta")
 
 case("PhasorMLP-dim-0", lambda: PhasorMLP(0), "dim", "positive int", "0")
-case("PhasorMLP-hidden-0", lambda: PhasorMLP(8, hidden=0), "hidden", "positive int", "0")
-case("PhasorMLP-hidden-float", lambda: PhasorMLP(8, hidden=4.5), "hidden", "float")
+case("PhasorMLP-hidden-0", lambda: PhasorMLP(8, d_ff=0), "d_ff", "positive int", "0")
+case("PhasorMLP-hidden-float", lambda: PhasorMLP(8, d_ff=4.5), "d_ff", "float")
 case("PhasorMLP-out_scale-negative", lambda: PhasorMLP(8, out_scale=-1), "out_scale", ">= 0.0")
 case("PhasorMLP.forward-x-last-dim", lambda: PhasorMLP(8)(A[:, :7]), "x must have shape (..., 8)", "(2, 7)")
 case("PhasorMLP.forward-x-float64", lambda: PhasorMLP(8)(A.double()), "x", "torch.float64")
 
 case("ResidualBlock-dim-0", lambda: ResidualBlock(0), "dim", "positive int", "0")
 case("ResidualBlock-dim-negative", lambda: ResidualBlock(-8), "dim", "-8")
-case("ResidualBlock-hidden-0", lambda: ResidualBlock(8, hidden=0), "hidden", "positive int", "0")
+case("ResidualBlock-hidden-0", lambda: ResidualBlock(8, d_ff=0), "d_ff", "positive int", "0")
 case("ResidualBlock-skip-str", lambda: ResidualBlock(8, skip="no"), "skip", "bool", "str")
 case("ResidualBlock-out_scale-negative", lambda: ResidualBlock(8, out_scale=-0.5), "out_scale", ">= 0.0")
 case("ResidualBlock-out_scale-nan", lambda: ResidualBlock(8, out_scale=NAN), "out_scale", "finite")
@@ -365,16 +365,16 @@ case("vsa_attention_phasor-mask-list", lambda: vsa.vsa_attention_phasor(ZQ, ZK, 
 
 case("SelfAttentionBlock-dim-0", lambda: SelfAttentionBlock(0), "dim", "positive int", "0")
 case("SelfAttentionBlock-dim-float", lambda: SelfAttentionBlock(8.0), "dim", "float")
-case("SelfAttentionBlock-mlp_hidden-0", lambda: SelfAttentionBlock(8, mlp_hidden=0),
-     "mlp_hidden", "positive int")
-case("SelfAttentionBlock-mlp_hidden-negative", lambda: SelfAttentionBlock(8, mlp_hidden=-4),
-     "mlp_hidden", "-4")
+case("SelfAttentionBlock-mlp_hidden-0", lambda: SelfAttentionBlock(8, d_ff=0),
+     "d_ff", "positive int")
+case("SelfAttentionBlock-mlp_hidden-negative", lambda: SelfAttentionBlock(8, d_ff=-4),
+     "d_ff", "-4")
 case("CrossAttentionBlock-dim-0", lambda: CrossAttentionBlock(0), "dim", "positive int", "0")
 case("CrossAttentionBlock-num_queries-0", lambda: CrossAttentionBlock(8, num_queries=0), "num_queries", "0")
 case("CrossAttentionBlock-num_queries-float", lambda: CrossAttentionBlock(8, num_queries=2.0),
      "num_queries", "float")
-case("CrossAttentionBlock-mlp_hidden-0", lambda: CrossAttentionBlock(8, mlp_hidden=0),
-     "mlp_hidden", "positive int")
+case("CrossAttentionBlock-mlp_hidden-0", lambda: CrossAttentionBlock(8, d_ff=0),
+     "d_ff", "positive int")
 
 for cls, q in ((SelfAttentionBlock, None), (CrossAttentionBlock, 2)):
     def block(cls=cls, q=q):
@@ -462,13 +462,13 @@ case("codebook_loss-labels-too-big", lambda: vsa.codebook_loss(SIMS, torch.tenso
 case("codebook_loss-labels-negative", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, -1])), "labels", "-1")
 
 case("VSAResNet-dim-0", lambda: VSAResNet(0, 1, in_features=12), "dim", "positive int")
-case("VSAResNet-num_blocks-negative", lambda: VSAResNet(8, -1, in_features=12), "num_blocks", ">= 0", "-1")
-case("VSAResNet-num_blocks-float", lambda: VSAResNet(8, 2.5, in_features=12), "num_blocks", "float")
+case("VSAResNet-num_blocks-negative", lambda: VSAResNet(8, -1, in_features=12), "num_layers", ">= 0", "-1")
+case("VSAResNet-num_blocks-float", lambda: VSAResNet(8, 2.5, in_features=12), "num_layers", "float")
 case("VSAResNet-skip-str", lambda: VSAResNet(8, 1, skip="yes", in_features=12), "skip", "bool")
 case("VSAResNet-in_features-0", lambda: VSAResNet(8, 1, in_features=0), "in_features", "positive int")
 case("VSAResNet-num_classes-0", lambda: VSAResNet(8, 1, in_features=12, num_classes=0),
      "num_classes", "positive int")
-case("VSAResNet-hidden-0", lambda: VSAResNet(8, 1, in_features=12, hidden=0), "hidden", "positive int")
+case("VSAResNet-hidden-0", lambda: VSAResNet(8, 1, in_features=12, d_ff=0), "d_ff", "positive int")
 case("VSAResNet-out_scale-negative", lambda: VSAResNet(8, 1, in_features=12, out_scale=-1.0),
      "out_scale", ">= 0.0")
 case("VSAResNet.forward-images-list", lambda: VSAResNet(8, 1, in_features=12)([[0.5] * 12]),
@@ -491,7 +491,7 @@ case("VSAAttentionClassifier-num_queries-0", lambda: VSAAttentionClassifier(8, "
 case("VSAAttentionClassifier-rows-0", lambda: VSAAttentionClassifier(8, rows=0), "rows", "positive int")
 case("VSAAttentionClassifier-cols-negative", lambda: VSAAttentionClassifier(8, cols=-1), "cols", "-1")
 case("VSAAttentionClassifier-num_classes-0", lambda: VSAAttentionClassifier(8, num_classes=0), "num_classes")
-case("VSAAttentionClassifier-mlp_hidden-0", lambda: VSAAttentionClassifier(8, mlp_hidden=0), "mlp_hidden")
+case("VSAAttentionClassifier-mlp_hidden-0", lambda: VSAAttentionClassifier(8, d_ff=0), "d_ff")
 for kind in ("self", "cross"):
     def classifier(kind=kind):
         return VSAAttentionClassifier(8, kind, num_queries=2, rows=3, cols=4)
@@ -669,7 +669,7 @@ def test_zero_scales_are_legal():
     assert torch.equal(layer(A), torch.zeros(2, 4))
     block = ResidualBlock(8, out_scale=0)  # the exact identity up to rounding
     assert_close(block(A), A, n=2)  # float32: x + 0 + 1, then - 1
-    assert VSAResNet(8, num_blocks=0, in_features=12)(IMG).shape == (2, 10)
+    assert VSAResNet(8, num_layers=0, in_features=12)(IMG).shape == (2, 10)
 
 
 def test_small_sigma_still_gives_symbols():

@@ -1,19 +1,22 @@
-"""seqbook.bench: the harness runs (smoke mode) and writes valid results; every pair it times compares
-two computations of the same function; and the fast paths equal the readable paths in values and
-gradients where the modules' own tests do not check it (gradients with respect to the inputs and
-initial states, long sequences, float masks, whole transformer layers with masks). The fast-path
-tests run in float64, the proof that both paths compute the same function, and in float32, the dtype
-that is timed, with the tolerances of tests/tolerance.py."""
+"""The benchmark harness (``python -m benchmarks``): it runs (smoke mode) and writes valid results;
+every pair it times compares two computations of the same function; and the fast paths equal the
+readable paths in values and gradients where the modules' own tests do not check it (gradients with
+respect to the inputs and initial states, long sequences, float masks, whole transformer layers with
+masks). The fast-path tests run in float64, the proof that both paths compute the same function, and
+in float32, the dtype that is timed, with the tolerances of tests/tolerance.py."""
 
 import json
 import math
+import os
 import sys
 
 import pytest
 import torch
 from tolerance import assert_close, assert_same_math
 
-from seqbook import bench
+from benchmarks import layers, notebooks, report, timing
+from benchmarks.__main__ import main as bench_main
+from seqbook import hopfield
 from seqbook.attention import MultiHeadAttention
 from seqbook.rnn import GRU, LSTM, RNN
 from seqbook.transformer import DecoderLayer, EncoderLayer, set_fast
@@ -25,7 +28,7 @@ from seqbook.transformer import DecoderLayer, EncoderLayer, set_fast
 
 def test_smoke_run_writes_valid_json_and_table(tmp_path):
     threads = torch.get_num_threads()
-    result = bench.main(["--smoke", "--scaling", "--out", str(tmp_path), "--quiet"])
+    result = bench_main(["--smoke", "--scaling", "--out", str(tmp_path), "--quiet"])
     assert torch.get_num_threads() == threads  # the caller's setting is restored
     data = json.loads((tmp_path / "cpu-smoke.json").read_text())
     assert data["rows"] == json.loads(json.dumps(result["rows"]))
@@ -34,7 +37,7 @@ def test_smoke_run_writes_valid_json_and_table(tmp_path):
         assert meta[key] not in (None, ""), key
     assert meta["torch_threads"] == 1 and meta["sizes"] == ["smoke"]
     rows = data["rows"]
-    assert {r["group"] for r in rows} == set(bench.GROUPS)
+    assert {r["group"] for r in rows} == set(layers.GROUPS)
     assert {r["pass"] for r in rows} == {"forward", "forward+backward"}
     assert all(r["status"] in ("ok", "skipped") for r in rows), [r["note"] for r in rows]
     for r in rows:
@@ -51,21 +54,20 @@ def test_smoke_run_writes_valid_json_and_table(tmp_path):
     assert "ratio" in table and "LSTM fast=True" in table and "scaling, recurrent" in table
 
 
-def test_missing_dependencies_give_skipped_rows(monkeypatch):
+def test_missing_torchhd_gives_skipped_rows(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchhd", None)  # import torchhd -> ImportError
-    monkeypatch.setitem(sys.modules, "seqbook.hopfield", None)
-    rows = bench.run_pairs(("smoke",), "cpu", ("vsa", "hopfield"), repeats=1, warmup=0, budget_s=0.0)
+    rows = layers.run_pairs(("smoke",), "cpu", ("vsa",), repeats=1, warmup=0, budget_s=0.0)
     assert rows and all(r["status"] == "skipped" and r["ours_ms"] is None for r in rows)
-    assert {r["group"] for r in rows} == {"vsa", "hopfield"}
-    assert any("torch-hd" in r["note"] for r in rows) and any("hopfield" in r["note"] for r in rows)
-    table = bench.format_table({"meta": {**bench.machine_info(), "command": "test"}, "rows": rows})
+    assert {r["group"] for r in rows} == {"vsa"}
+    assert all("torch-hd" in r["note"] for r in rows)
+    table = report.format_table({"meta": {**report.machine_info(), "command": "test"}, "rows": rows})
     assert "skipped" in table and "MISS" not in table
 
 
 def test_measure_interleaves_and_takes_medians():
     calls = []
     fns = [lambda: calls.append("a"), lambda: calls.append("b")]
-    out = bench.measure(fns, repeats=5, warmup=1, min_sample_s=0.0, budget_s=10.0)
+    out = timing.measure(fns, repeats=5, warmup=1, min_sample_s=0.0, budget_s=10.0)
     assert [o["samples"] for o in out] == [5, 5] and all(o["number"] == 1 for o in out)
     assert calls.count("a") == calls.count("b") == 1 + 1 + 5  # warm-up, calibration, samples
     assert calls[4:8] == ["a", "b", "b", "a"]  # the order alternates between rounds
@@ -74,24 +76,33 @@ def test_measure_interleaves_and_takes_medians():
 
 def test_failing_pair_is_an_error_row(monkeypatch):
     def broken(s, device):
-        yield bench.Pair("attention", "broken", "nothing", "-", ours=lambda: 1 / 0, ref=lambda: None)
+        yield layers.Pair("attention", "broken", "nothing", "-", ours=lambda: 1 / 0, ref=lambda: None)
 
-    monkeypatch.setitem(bench._BUILDERS, "attention", ("attn", broken))
-    rows = bench.run_pairs(("smoke",), "cpu", ("attention",), repeats=1, warmup=0, budget_s=0.0)
+    monkeypatch.setitem(layers._BUILDERS, "attention", ("attn", broken))
+    rows = layers.run_pairs(("smoke",), "cpu", ("attention",), repeats=1, warmup=0, budget_s=0.0)
     assert [r["status"] for r in rows] == ["error", "error"]
     assert "ZeroDivisionError" in rows[0]["note"]
 
 
-def test_time_notebooks_records_wall_time(tmp_path):
+def test_time_notebooks_records_wall_time(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbconvert")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = sum(range(10))\nassert x == 45")])
+    pytest.importorskip("nbclient")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    code = "import os\nassert os.environ['TQDM_DISABLE'] == '1'\nx = sum(range(10))\nassert x == 45"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "tiny.ipynb"
     nbformat.write(nb, path)
-    (row,) = bench.time_notebooks([path], timeout=120)
+    env = dict(os.environ)
+    (row,) = notebooks.time_notebooks([path], timeout=120)
     assert row["notebook"] == "tiny.ipynb" and row["status"] == "ok" and row["cells"] == 1
     assert row["wall_s"] >= 0
+    assert dict(os.environ) == env  # the kernel got TQDM_DISABLE=1; this process's environment is unchanged
+
+
+def test_chapters_are_found_beside_the_harness():
+    found = notebooks.chapter_notebooks()
+    assert found and found[0].name.startswith("01_") and all(p.parent.name == "chapters" for p in found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +118,7 @@ def _first(out):
 
 def test_every_pair_compares_the_same_function(device):
     checked = set()
-    for pair in bench.pairs("smoke", device):
+    for pair in layers.pairs("smoke", device):
         if pair.skip or pair.reference == "torch-hd":  # torch-hd's own representation: checked below
             continue
         ours, ref = _first(pair.ours()), _first(pair.ref())
@@ -325,7 +336,6 @@ def test_transformer_layers_fast_path_gradients(masks, device, dtype):
 
 @pytest.mark.parametrize("steps", [1, 3])
 def test_hopfield_batched_retrieval_equals_one_query_at_a_time(steps, device):
-    hopfield = pytest.importorskip("seqbook.hopfield")
     torch.manual_seed(9)
     patterns = torch.randn(10, 8, device=device, dtype=torch.float64, requires_grad=True)
     queries = torch.randn(6, 8, device=device, dtype=torch.float64, requires_grad=True)

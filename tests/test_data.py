@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from seqbook import data
+from seqbook.attention import lengths_to_mask
 from seqbook.data import (
     DataNotFoundError,
     RemoteFile,
@@ -16,7 +17,6 @@ from seqbook.data import (
     load_time_machine,
     make_dates,
     pad_sequences,
-    padding_mask,
 )
 
 # --- Vocab ----------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_pad_sequences_and_mask():
     padded, lengths = pad_sequences([[5, 6, 7], [8], []], pad_id=0)
     assert padded.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
     assert lengths.tolist() == [3, 1, 0]
-    assert padding_mask(lengths).tolist() == [[True] * 3, [True, False, False], [False] * 3]
+    assert lengths_to_mask(lengths).tolist() == [[True] * 3, [True, False, False], [False] * 3]
     padded, lengths = pad_sequences([[1, 2, 3]], max_len=2)
     assert padded.tolist() == [[1, 2]] and lengths.tolist() == [2]
 
@@ -160,7 +160,7 @@ def test_batching_bad_input():
     with pytest.raises(ValueError, match="empty"):
         pad_sequences([])
     with pytest.raises(ValueError, match=r"lengths must have shape \(B,\), got \(2, 2\)"):
-        padding_mask(torch.ones(2, 2, dtype=torch.long))
+        lengths_to_mask(torch.ones(2, 2, dtype=torch.long))
 
 
 def test_lm_chunks_are_contiguous_per_row():

@@ -69,7 +69,7 @@ def test_patch_embedding_equals_conv(device, channels):
 
 
 def test_patch_embedding_grey_images_and_errors():
-    m = PatchEmbedding(patch=2, dim=7)
+    m = PatchEmbedding(patch=2, embed_dim=7)
     assert m(torch.randn(4, 8, 8)).shape == (4, 16, 7)
     with pytest.raises(ValueError, match="1 channel"):
         m(torch.randn(4, 3, 8, 8))
@@ -101,7 +101,7 @@ def test_context_windows_bad_input():
 
 def test_cbow_sums_context_embeddings(device):
     torch.manual_seed(0)
-    m = CBOW(vocab_size=11, dim=4).to(device=device, dtype=torch.float64)
+    m = CBOW(vocab_size=11, embed_dim=4).to(device=device, dtype=torch.float64)
     context = torch.tensor([[1, 2], [3, 3]], device=device)
     logits = m(context)
     assert logits.shape == (2, 11)

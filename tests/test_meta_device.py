@@ -55,12 +55,12 @@ CASES = {
     "GRU": (lambda: rnn.GRU(D, 6, num_layers=2, bidirectional=True), lambda: (floats(B, T, D),)),
     "LSTM": (lambda: rnn.LSTM(D, 6, num_layers=2, bidirectional=True), lambda: (floats(B, T, D),)),
     "SequenceClassifier": (
-        lambda: rnn.SequenceClassifier(10, 3, hidden_size=6, cell="gru", embed_size=4),
+        lambda: rnn.SequenceClassifier(10, 3, hidden_size=6, cell="gru", embed_dim=4),
         lambda: (ids(B, T),),
     ),
-    "CharLM": (lambda: lm.CharLM(10, hidden_size=6, cell="lstm", embed_size=4), lambda: (ids(B, T),)),
+    "CharLM": (lambda: lm.CharLM(10, hidden_size=6, cell="lstm", embed_dim=4), lambda: (ids(B, T),)),
     "ConditionalCharLM": (
-        lambda: lm.ConditionalCharLM(10, 3, hidden_size=6, embed_size=4),
+        lambda: lm.ConditionalCharLM(10, 3, hidden_size=6, embed_dim=4),
         lambda: (ids(B, T), ids(B)),
     ),
     "CBOW": (lambda: embeddings.CBOW(10, D), lambda: (ids(B, 4),)),
@@ -121,11 +121,11 @@ CASES = {
         lambda: (angles(B, 6, 16), torch.ones(B, 6, dtype=torch.bool, device="meta")),
     ),
     "MoleculeEncoder": (
-        lambda: vsa.MoleculeEncoder(atom_features=4, bond_features=2, dim=16),
+        lambda: vsa.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=16),
         lambda: (floats(5, 4), ids(3, 2), floats(3, 2)),
     ),
     "VSAResNet": (
-        lambda: vsa.VSAResNet(16, num_blocks=2, in_features=30, num_classes=3),
+        lambda: vsa.VSAResNet(16, num_layers=2, in_features=30, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
 }

@@ -31,7 +31,7 @@ F64 = torch.float64
 def model_and_batch(attention=True, device="cpu", fast=False, V_src=9, V_tgt=8, lengths=(5, 3, 1),
                     dtype=torch.float32):
     torch.manual_seed(0)
-    model = Seq2Seq(V_src, V_tgt, emb_dim=6, hidden_size=7, attention=attention, attention_dim=5,
+    model = Seq2Seq(V_src, V_tgt, embed_dim=6, hidden_size=7, attention=attention, attention_dim=5,
                     fast=fast).to(device=device, dtype=dtype)
     lengths = torch.tensor(lengths, device=device)
     src = torch.randint(4, V_src, (len(lengths), int(lengths.max())), device=device)
@@ -281,7 +281,7 @@ def test_beam_scores_are_the_log_probs_of_the_returned_sequences(device):
 def test_wide_beam_finds_the_best_sequence_by_brute_force():
     torch.manual_seed(10)
     V, max_len = 5, 3
-    model = Seq2Seq(6, V, emb_dim=4, hidden_size=5, attention=True).eval()
+    model = Seq2Seq(6, V, embed_dim=4, hidden_size=5, attention=True).eval()
     src, lengths = torch.tensor([[4, 5, 4]]), torch.tensor([3])
     with torch.no_grad():
         model.decoder.out.weight.mul_(8.0)  # peaked distributions: greedy goes wrong here
@@ -304,7 +304,7 @@ def test_wide_beam_finds_the_best_sequence_by_brute_force():
 
 def test_translate_and_exact_match():
     data = date_dataset(50, 8, seed=0)
-    model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=4, hidden_size=5)
+    model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), embed_dim=4, hidden_size=5)
     sources = [s for s, _ in data.test]
     greedy = translate(model, sources, data.src_vocab, data.tgt_vocab, max_len=11, batch_size=3)
     beam1 = translate(model, sources, data.src_vocab, data.tgt_vocab, max_len=11, beam_width=1)

@@ -74,22 +74,22 @@ def test_positional_encoding_known_values():
     assert pe.abs().max() <= 1.0
 
 
-@pytest.mark.parametrize("d_model", [2, 16, 64])
+@pytest.mark.parametrize("embed_dim", [2, 16, 64])
 @pytest.mark.parametrize("k", [1, 3, -2, 17])
-def test_relative_position_is_a_rotation(d_model, k):
+def test_relative_position_is_a_rotation(embed_dim, k):
     # float32: both tables exist only in float32 (computed in float64, then rounded)
-    pe = positional_encoding(64, d_model)
-    m = relative_position_matrix(k, d_model)
+    pe = positional_encoding(64, embed_dim)
+    m = relative_position_matrix(k, embed_dim)
     rows = torch.arange(5, 40)
-    assert_close(pe[rows] @ m.T, pe[rows + k], n=d_model)  # PE[p + k] = M_k PE[p]
-    assert_close(m @ m.T, torch.eye(d_model), n=d_model)  # orthogonal
-    m1 = relative_position_matrix(1, d_model)
-    # five factors, each product over d_model terms
-    assert_close(torch.linalg.matrix_power(m1, 5), relative_position_matrix(5, d_model), n=5 * d_model)
+    assert_close(pe[rows] @ m.T, pe[rows + k], n=embed_dim)  # PE[p + k] = M_k PE[p]
+    assert_close(m @ m.T, torch.eye(embed_dim), n=embed_dim)  # orthogonal
+    m1 = relative_position_matrix(1, embed_dim)
+    # five factors, each product over embed_dim terms
+    assert_close(torch.linalg.matrix_power(m1, 5), relative_position_matrix(5, embed_dim), n=5 * embed_dim)
 
 
 def test_positional_encoding_bad_input():
-    with pytest.raises(ValueError, match="d_model must be a positive even integer, got 7"):
+    with pytest.raises(ValueError, match="embed_dim must be a positive even integer, got 7"):
         positional_encoding(10, 7)
     with pytest.raises(ValueError, match="max_len must be a positive integer"):
         positional_encoding(0, 8)
@@ -150,7 +150,7 @@ def test_feedforward_shape_and_bad_activation():
 # Encoder and decoder layers against nn.TransformerEncoderLayer / nn.TransformerDecoderLayer.
 # ---------------------------------------------------------------------------------------------
 
-SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, d_model, n_heads)
+SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, embed_dim, n_heads)
 
 
 def _encoder_masks(B, T, device, dtype=F64):
@@ -295,7 +295,7 @@ def test_fully_masked_rows_give_no_nan(fast, device):
 
 
 def test_layers_bad_input():
-    with pytest.raises(ValueError, match="d_model must be divisible by n_heads"):
+    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
         EncoderLayer(10, 3)
     with pytest.raises(ValueError, match="divisible"):
         DecoderLayer(10, 4)
@@ -319,7 +319,7 @@ def test_layers_bad_input():
 
 def _seq2seq(device, dtype=torch.float32, **kw):
     torch.manual_seed(0)
-    return Seq2SeqTransformer(13, 11, d_model=16, n_heads=4, num_encoder_layers=2,
+    return Seq2SeqTransformer(13, 11, embed_dim=16, num_heads=4, num_encoder_layers=2,
                               num_decoder_layers=2, max_len=32, **kw).to(device=device, dtype=dtype).eval()
 
 
@@ -563,14 +563,14 @@ def test_gpt_bad_input():
 
 
 def test_noam_schedule_matches_warmup_schedule():
-    d_model, warmup = 64, 50
-    peak = (d_model * warmup) ** -0.5
-    assert noam_lr(warmup, d_model, warmup) == approx(peak)  # Python floats: float64
-    assert max(noam_lr(s, d_model, warmup) for s in range(1, 500)) == approx(peak)
+    embed_dim, warmup = 64, 50
+    peak = (embed_dim * warmup) ** -0.5
+    assert noam_lr(warmup, embed_dim, warmup) == approx(peak)  # Python floats: float64
+    assert max(noam_lr(s, embed_dim, warmup) for s in range(1, 500)) == approx(peak)
     opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
     sched = warmup_schedule(opt, warmup, kind="inverse_sqrt")
     for step in range(1, 300):
-        assert opt.param_groups[0]["lr"] == approx(noam_lr(step, d_model, warmup))
+        assert opt.param_groups[0]["lr"] == approx(noam_lr(step, embed_dim, warmup))
         opt.step()
         sched.step()
 

@@ -322,7 +322,7 @@ def test_gradcheck_layers():
 def test_classifiers_train_a_step(device):
     torch.manual_seed(0)
     images, labels = torch.rand(8, 28, 28, device=device), torch.arange(8, device=device) % 10
-    for model in (VSAResNet(32, num_blocks=2), VSAAttentionClassifier(32, "self"),
+    for model in (VSAResNet(32, num_layers=2), VSAAttentionClassifier(32, "self"),
                   VSAAttentionClassifier(32, "cross", num_queries=4)):
         model = model.to(device)
         out = model(images)
@@ -400,7 +400,7 @@ def test_train_vsa_reduces_loss(device):
     torch.manual_seed(0)
     images, labels = _fake_fashion("train")
     images = images * 0.2 + (labels[:, None, None] == torch.arange(28)[None, :, None] % 10).float()
-    model = vsa_train.build_model("resnet", 32, blocks=2)
+    model = vsa_train.build_model("resnet", 32, num_layers=2)
     run = vsa_train.train_vsa(model, (images, labels), (images[:64], labels[:64]), steps=30, batch_size=32,
                               lr=3e-3, device=device, eval_every=10, eval_size=64, progress=False)
     assert run.eval_steps == [10, 20, 30] and len(run.eval_accuracy) == 3
@@ -602,7 +602,7 @@ def test_classifier_on_images_is_the_same_network_class():
 
 def test_molecule_encoder_follows_its_equations():
     torch.manual_seed(0)
-    enc = vsa.MoleculeEncoder(atom_features=4, bond_features=2, dim=64)
+    enc = vsa.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=64)
     atoms = torch.eye(4)[[0, 1, 1]]  # three atoms
     bonds = torch.tensor([[0, 1], [2, 1]])
     feats = torch.eye(2)[[0, 1]]

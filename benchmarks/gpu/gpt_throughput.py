@@ -10,8 +10,10 @@ as nanoGPT does: 6 N for the matrix products of the forward and backward passes 
 without the position table) plus 12 L T D for attention (L layers, context T, width D), times the
 tokens per second, divided by the GPU's dense bf16 peak (989.4 TFLOP/s for an H100 SXM).
 
-    python benchmarks/gpu/gpt_throughput.py --device cuda --json perf/gpt.json --merge-into perf/cuda.json
-    python benchmarks/gpu/gpt_throughput.py --dry        # a toy model on the CPU: checks the script
+Run it from the root of the repository::
+
+    python -m benchmarks.gpu.gpt_throughput --device cuda --json perf/gpt.json --merge-into perf/cuda.json
+    python -m benchmarks.gpu.gpt_throughput --dry        # a toy model on the CPU: checks the script
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from seqbook.bench import machine_info
+from benchmarks.report import machine_info
 from seqbook.transformer import GPT, GPTConfig
 
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, from NVIDIA's data sheets.

@@ -87,13 +87,13 @@ step_notebooks() {
 }
 
 step_bench() {
-  timeout "$(left 150)" python3 -m seqbook.bench --device "$device" "${bench_args[@]}" --out "$perf" --quiet \
+  timeout "$(left 150)" python3 -m benchmarks --device "$device" "${bench_args[@]}" --out "$perf" --quiet \
     > gpu_logs/bench.txt 2>&1
   echo "bench exit $?" >> gpu_logs/bench.txt
 }
 
 step_gpt() {
-  timeout "$(left 180)" python3 benchmarks/gpu/gpt_throughput.py --device "$device" "${gpt_args[@]}" \
+  timeout "$(left 180)" python3 -m benchmarks.gpu.gpt_throughput --device "$device" "${gpt_args[@]}" \
     ${SEQBOOK_GPU_GPT_ARGS:-} \
     --json "$perf/gpt.json" --merge-into "$perf/$device.json" > gpu_logs/gpt.txt 2>&1
   echo "gpt exit $?" >> gpu_logs/gpt.txt
