@@ -23,7 +23,6 @@ A query row whose keys are all blocked gets zero weights and a zero output (PyTo
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
@@ -31,10 +30,13 @@ from torch import nn
 
 from .checks import (
     autocast_enabled,
+    check_flag,
     check_float_tensor,
     check_int,
     check_number,
+    check_positive_int,
     check_probability,
+    check_same_dtype,
     check_tensor,
     shape_of,
 )
@@ -54,28 +56,6 @@ def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
         raise TypeError(f"{name} must be a bool or floating-point torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
-
-
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
-    """``x`` must have the dtype of the module's weights (autocast casts for itself)."""
-    if x.dtype != dtype and not autocast_enabled(x):
-        raise TypeError(f"{name} must have the dtype of the module's weights, {dtype}, got {x.dtype} "
-                        f"(convert the module with .to({dtype}) or the input with .to(...))")
 
 
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -133,7 +113,7 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     shape (B, 1, 1, S)) or the (B, L, S) scores of single-head attention (``heads=False``,
     shape (B, 1, S)), ready for :func:`scaled_dot_product_attention`.
     """
-    _check_flag("heads", heads)
+    check_flag("heads", heads)
     if not isinstance(key_padding_mask, torch.Tensor):
         got = type(key_padding_mask).__name__
         raise TypeError(f"key_padding_mask must be a bool torch.Tensor, got {got}")
@@ -199,7 +179,7 @@ def scaled_dot_product_attention(
     if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
         raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     dropout_p = check_probability("dropout_p", dropout_p, allow_one=True)
-    _check_flag("is_causal", is_causal)
+    check_flag("is_causal", is_causal)
     if scale is not None and not isinstance(scale, torch.Tensor):
         scale = check_number("scale", scale)
     try:
@@ -294,12 +274,13 @@ class MultiHeadAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        embed_dim, num_heads = _positive_int("embed_dim", embed_dim), _positive_int("num_heads", num_heads)
-        kdim = None if kdim is None else _positive_int("kdim", kdim)
-        vdim = None if vdim is None else _positive_int("vdim", vdim)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        num_heads = check_positive_int("num_heads", num_heads)
+        kdim = None if kdim is None else check_positive_int("kdim", kdim)
+        vdim = None if vdim is None else check_positive_int("vdim", vdim)
         dropout = check_probability("dropout", dropout)
-        _check_flag("bias", bias)
-        _check_flag("fast", fast)
+        check_flag("bias", bias)
+        check_flag("fast", fast)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, num_heads={num_heads}"
@@ -373,7 +354,7 @@ class MultiHeadAttention(nn.Module):
         broadcastable to (B, H, L, S).
         """
         H = self.num_heads
-        _check_attn_masks(key_padding_mask, attn_mask, B, H, L, S)
+        check_attn_masks(key_padding_mask, attn_mask, B, H, L, S)
         parts = []
         if key_padding_mask is not None:
             parts.append(key_padding_mask[:, None, None, :])  # (B, 1, 1, S)
@@ -429,10 +410,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"query and key must not be empty (B, L, S >= 1), got query {shape_of(query)} "
                              f"and key {shape_of(key)}")
         for name, t in (("query", query), ("key", key), ("value", value)):
-            _check_same_dtype(name, t, self.q_proj.weight.dtype)
+            check_same_dtype(name, t, self.q_proj.weight.dtype)
         for name, flag in (("need_weights", need_weights), ("is_causal", is_causal),
                            ("average_attn_weights", average_attn_weights)):
-            _check_flag(name, flag)
+            check_flag(name, flag)
         mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
 
         # Project, then split the embedding into H heads of Dh dims each.
@@ -455,7 +436,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out), weights
 
 
-def _check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: int,
+def check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: int,
                       kpm_name: str = "key_padding_mask", attn_name: str = "attn_mask") -> None:
     """Check the masks of :class:`MultiHeadAttention` (also used by the transformer layers, which name
     them differently)."""
@@ -525,8 +506,9 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
-        query_dim, key_dim = _positive_int("query_dim", query_dim), _positive_int("key_dim", key_dim)
-        hidden_dim = _positive_int("hidden_dim", hidden_dim)
+        query_dim = check_positive_int("query_dim", query_dim)
+        key_dim = check_positive_int("key_dim", key_dim)
+        hidden_dim = check_positive_int("hidden_dim", hidden_dim)
         self.query_dim, self.key_dim, self.hidden_dim = query_dim, key_dim, hidden_dim
         self.W_a = nn.Linear(query_dim, hidden_dim, bias=False)  # the query's projection
         self.U_a = nn.Linear(key_dim, hidden_dim)                # the keys' projection (with the bias)
@@ -541,7 +523,7 @@ class AdditiveAttention(nn.Module):
         check_float_tensor("keys", keys, nonempty=False)
         if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
             raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {shape_of(keys)}")
-        _check_same_dtype("keys", keys, self.U_a.weight.dtype)
+        check_same_dtype("keys", keys, self.U_a.weight.dtype)
         return self.U_a(keys)
 
     def forward(
@@ -604,7 +586,7 @@ class AdditiveAttention(nn.Module):
         tensors = (("query", query), ("keys", keys), ("values", values), ("projected_keys", projected_keys))
         for name, t in tensors:
             if t is not None:
-                _check_same_dtype(name, t, dtype)
+                check_same_dtype(name, t, dtype)
 
     def extra_repr(self) -> str:
         return f"query_dim={self.query_dim}, key_dim={self.key_dim}, hidden_dim={self.hidden_dim}"

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
+    "check_positive_int", "check_flag", "check_same_dtype",
     "shape_of",
     "has_values",
     "autocast_enabled",
@@ -219,3 +220,26 @@ def autocast_enabled(x: torch.Tensor) -> bool:
         return torch.is_autocast_enabled(x.device.type)
     except RuntimeError:
         return False
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> int:
+    """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def check_flag(name: str, value) -> bool:
+    """A flag: exactly ``True`` or ``False`` (not 0, 1 or None)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
+    """``x`` must have the dtype of the module's weights (autocast casts for itself)."""
+    if x.dtype != dtype and not autocast_enabled(x):
+        raise TypeError(f"{name} must have the dtype of the module's weights, {dtype}, got {x.dtype} "
+                        f"(convert the module with .to({dtype}) or the input with .to(...))")

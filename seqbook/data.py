@@ -43,14 +43,13 @@ import torch
 from .checks import check_ids, check_int, check_number
 
 __all__ = [
-    "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch",
-    "PAD", "UNK", "SOS", "EOS", "RESERVED", "Vocab", "tokenize_chars", "tokenize_words", "normalize_text",
-    "TIME_MACHINE", "strip_gutenberg", "load_time_machine", "split_text",
-    "NAME_LOCALES", "load_names",
-    "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates",
-    "FASHION_MNIST", "FASHION_MNIST_CLASSES", "load_fashion_mnist",
-    "SOLUBILITY", "SOLUBILITY_CLASSES", "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility",
-    "pad_sequences", "lm_chunks",
+    "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch", "PAD", "UNK", "SOS",
+    "EOS", "RESERVED", "Vocab", "tokenize_chars", "tokenize_words", "normalize_text", "TIME_MACHINE",
+    "strip_gutenberg", "load_time_machine", "split_text", "NAME_LOCALES", "load_names", "MONTHS",
+    "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates", "FASHION_MNIST", "FASHION_MNIST_CLASSES",
+    "load_fashion_mnist", "SOLUBILITY", "SOLUBILITY_CLASSES", "ATOM_FEATURES", "BOND_FEATURES",
+    "Molecules", "load_solubility", "pad_sequences", "lm_chunks", "first_token_task", "adding_problem",
+    "time_machine_ids", "context_windows",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -909,3 +908,110 @@ def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.T
     x = x.view(batch_size, n_chunks, seq_len).transpose(0, 1).contiguous()
     y = y.view(batch_size, n_chunks, seq_len).transpose(0, 1).contiguous()
     return x, y
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic tasks for the gated recurrent networks of chapter 3.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_sizes(**sizes: int) -> list[int]:
+    return [check_int(name, value, 1) for name, value in sizes.items()]
+
+
+def _check_generator(generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int = 8,
+                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recall the first token: a signal symbol, then ``length - 1`` noise symbols; the target is
+    the signal symbol, to be named after reading the whole sequence.
+
+    Ids ``0 .. num_symbols-1`` are signal symbols and only ever appear at position 0; ids
+    ``num_symbols .. num_symbols+num_noise-1`` are noise. A model that forgets the first token
+    is right with probability ``1 / num_symbols`` at best.
+
+    Returns:
+        ``ids`` (n, length) int64 and ``target`` (n,) int64 with ``ids[:, 0] == target``.
+    """
+    n, length, num_symbols, num_noise = _check_sizes(n=n, length=length, num_symbols=num_symbols,
+                                                     num_noise=num_noise)
+    _check_generator(generator)
+    target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
+    ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
+    ids[:, 0] = target                                                               # (n, T)
+    return ids, target
+
+
+def adding_problem(n: int, length: int, generator: torch.Generator | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The adding problem (Hochreiter and Schmidhuber, 1997): sum the two marked numbers.
+
+    Each step carries a number drawn uniformly from [0, 1) and a marker bit; exactly two markers
+    are set, one in the first half of the sequence and one in the second. The target is the sum
+    of the two marked numbers. Always predicting 1 gives a mean squared error of 1/6.
+
+    Returns:
+        ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
+    """
+    n, length = _check_sizes(n=n, length=length)
+    _check_generator(generator)
+    if length < 2:
+        raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
+    values = torch.rand(n, length, generator=generator)                              # (n, T)
+    half = length // 2
+    first = torch.randint(0, half, (n,), generator=generator)
+    second = torch.randint(half, length, (n,), generator=generator)
+    marks = torch.zeros(n, length)
+    rows = torch.arange(n)
+    marks[rows, first] = 1.0
+    marks[rows, second] = 1.0
+    target = (values * marks).sum(dim=1)                                             # (n,)
+    return torch.stack([values, marks], dim=-1), target                              # (n, T, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Time Machine as character ids (chapters 2, 3 and 6).
+# ---------------------------------------------------------------------------------------------
+
+
+def time_machine_ids(valid_frac: float = 0.1) -> tuple[Vocab, torch.Tensor, torch.Tensor]:
+    """*The Time Machine* as ids over the 27-symbol alphabet, cut into a training head and a
+    held-out tail (no shuffling, so no held-out sentence leaks into training).
+
+    Returns:
+        ``vocab`` (the four reserved tokens, then the 27 characters), ``train_ids`` (N_train,)
+        and ``valid_ids`` (N_valid,), int64.
+    """
+    valid_frac = check_number("valid_frac", valid_frac, 0.0, 1.0, low_open=True, high_open=True)
+    text = normalize_text(load_time_machine())
+    train_text, valid_text = split_text(text, valid_frac)
+    vocab = Vocab(list(train_text))
+    return (vocab, torch.tensor(vocab.encode(list(train_text)), dtype=torch.long),
+            torch.tensor(vocab.encode(list(valid_text)), dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------
+# Context windows of a token stream (chapter 1).
+# ---------------------------------------------------------------------------------------------
+
+
+def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every position of a token stream with its ``window`` neighbours on each side.
+
+    Example: ids = [a, b, c, d] and window = 1 give contexts [[a, c], [b, d]], centers [b, c].
+
+    Shape:
+        - ids: (N,)
+        - output: contexts (N - 2 * window, 2 * window) ordered left to right, centers (N - 2 * window,)
+    """
+    check_ids("ids", ids, shape=(None,), names="(N,)", nonempty=False)
+    window = check_int("window", window, 1)
+    n = ids.shape[0] - 2 * window
+    if n < 1:
+        raise ValueError(f"ids must hold more than 2 * window = {2 * window} tokens, got {ids.shape[0]}")
+    offsets = [k for k in range(-window, window + 1) if k != 0]
+    contexts = torch.stack([ids[window + k : window + k + n] for k in offsets], dim=1)  # (n, 2w)
+    return contexts, ids[window : window + n]

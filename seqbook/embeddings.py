@@ -4,8 +4,8 @@ Chapter 1 of the book uses this module. It holds
 
 - :func:`patchify` and :class:`PatchEmbedding`: cut an image into square patches and project each
   patch linearly into a token vector (the "tokens of anything" recipe of vision transformers);
-- :func:`context_windows` and :class:`CBOW`: a continuous bag-of-words model that learns word
-  vectors by predicting a word from its neighbours;
+- :class:`CBOW` (trained on :func:`seqbook.data.context_windows`): a continuous bag-of-words
+  model that learns word vectors by predicting a word from its neighbours;
 - :func:`unigram_cross_entropy`: the baseline every language model must beat;
 - :func:`nearest_neighbours` and :func:`pca`: the two ways we look at learned vectors.
 """
@@ -117,25 +117,6 @@ class PatchEmbedding(nn.Module):
 # ---------------------------------------------------------------------------------------------
 # Learned word vectors: continuous bag of words.
 # ---------------------------------------------------------------------------------------------
-
-
-def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every position of a token stream with its ``window`` neighbours on each side.
-
-    Example: ids = [a, b, c, d] and window = 1 give contexts [[a, c], [b, d]], centers [b, c].
-
-    Shape:
-        - ids: (N,)
-        - output: contexts (N - 2 * window, 2 * window) ordered left to right, centers (N - 2 * window,)
-    """
-    check_ids("ids", ids, shape=(None,), names="(N,)", nonempty=False)
-    window = check_int("window", window, 1)
-    n = ids.shape[0] - 2 * window
-    if n < 1:
-        raise ValueError(f"ids must hold more than 2 * window = {2 * window} tokens, got {ids.shape[0]}")
-    offsets = [k for k in range(-window, window + 1) if k != 0]
-    contexts = torch.stack([ids[window + k : window + k + n] for k in offsets], dim=1)  # (n, 2w)
-    return contexts, ids[window : window + n]
 
 
 class CBOW(nn.Module):

@@ -1,5 +1,5 @@
-"""Looking inside gated recurrent layers: long-range memory tasks, a "keep by default" gate
-initialisation, and the GRU update unrolled into a weighted sum of candidate states.
+"""Looking inside gated recurrent layers: a "keep by default" gate initialisation, and the GRU
+update unrolled into a weighted sum of candidate states.
 
 The GRU's new state is a convex mix of its old state and a candidate (eq. (3.4) of the book),
 
@@ -15,79 +15,21 @@ the book: the additive "shortcut" through time that A. Erdem's attention lecture
 turns into attention, and a fixed-form cousin of attention weights.
 :func:`unrolled_weights` computes the w, :func:`unroll` rebuilds h_t from them.
 
-The gates themselves come from ``seqbook.rnn.GRU(..., return_gates=True)``.
+The gates themselves come from ``seqbook.rnn.GRU(..., return_gates=True)``; the long-range memory
+tasks these layers are tested on (:func:`seqbook.data.first_token_task`,
+:func:`seqbook.data.adding_problem`) live with the other data sets.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .checks import check_finite, check_float_tensor, check_int, check_number, check_tensor, has_values
+from .checks import check_finite, check_float_tensor, check_number, check_tensor, has_values
 from .rnn import GRU, LSTM
 
-__all__ = ["first_token_task", "adding_problem", "init_keep_bias", "unrolled_weights", "unroll"]
-
-
-def _check_sizes(**sizes: int) -> list[int]:
-    return [check_int(name, value, 1) for name, value in sizes.items()]
-
-
-def _check_generator(generator) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Long-range memory tasks.
-# ---------------------------------------------------------------------------------------------
-
-
-def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int = 8,
-                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Recall the first token: a signal symbol, then ``length - 1`` noise symbols; the target is
-    the signal symbol, to be named after reading the whole sequence.
-
-    Ids ``0 .. num_symbols-1`` are signal symbols and only ever appear at position 0; ids
-    ``num_symbols .. num_symbols+num_noise-1`` are noise. A model that forgets the first token
-    is right with probability ``1 / num_symbols`` at best.
-
-    Returns:
-        ``ids`` (n, length) int64 and ``target`` (n,) int64 with ``ids[:, 0] == target``.
-    """
-    n, length, num_symbols, num_noise = _check_sizes(n=n, length=length, num_symbols=num_symbols,
-                                                     num_noise=num_noise)
-    _check_generator(generator)
-    target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
-    ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
-    ids[:, 0] = target                                                               # (n, T)
-    return ids, target
-
-
-def adding_problem(n: int, length: int, generator: torch.Generator | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The adding problem (Hochreiter and Schmidhuber, 1997): sum the two marked numbers.
-
-    Each step carries a number drawn uniformly from [0, 1) and a marker bit; exactly two markers
-    are set, one in the first half of the sequence and one in the second. The target is the sum
-    of the two marked numbers. Always predicting 1 gives a mean squared error of 1/6.
-
-    Returns:
-        ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
-    """
-    n, length = _check_sizes(n=n, length=length)
-    _check_generator(generator)
-    if length < 2:
-        raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
-    values = torch.rand(n, length, generator=generator)                              # (n, T)
-    half = length // 2
-    first = torch.randint(0, half, (n,), generator=generator)
-    second = torch.randint(half, length, (n,), generator=generator)
-    marks = torch.zeros(n, length)
-    rows = torch.arange(n)
-    marks[rows, first] = 1.0
-    marks[rows, second] = 1.0
-    target = (values * marks).sum(dim=1)                                             # (n,)
-    return torch.stack([values, marks], dim=-1), target                              # (n, T, 2)
+__all__ = [
+    "init_keep_bias", "unrolled_weights", "unroll",
+]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""Character-level language models: the data, a recurrent model, training with truncated BPTT,
-held-out perplexity, a unigram baseline and sampling.
+"""Character-level language models: a recurrent model, training with truncated BPTT, held-out
+perplexity, a unigram baseline and sampling (the data, :func:`seqbook.data.time_machine_ids`, lives
+with the other data sets).
 
 Chapters 2, 3 and 6 share these so their perplexities are measured on the same split the same way:
 
-    vocab, train_ids, valid_ids = time_machine_ids()          # 27 symbols: a-z and the space
-    x, y = lm_chunks(train_ids, batch_size=32, seq_len=64)     # (num_chunks, B, T) each
+    vocab, train_ids, valid_ids = time_machine_ids()          # 27 symbols: a-z and the space (data)
+    x, y = lm_chunks(train_ids, batch_size=32, seq_len=64)     # (num_chunks, B, T) each (data)
     model = CharLM(len(vocab), hidden_size=128, cell="gru")
     history = train_lm(model, x, y, steps=500)
     ppl = evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64))
@@ -21,30 +22,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import check_ids, check_int, check_number, check_probability, check_tensor
-from .data import RESERVED, Vocab, load_time_machine, normalize_text, split_text
+from .data import RESERVED, Vocab
 from .rnn import GRU, LSTM, RNN
 from .train import History, fit
 
-__all__ = ["CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "time_machine_ids",
-           "unigram_perplexity", "evaluate_perplexity", "train_lm", "generate"]
+__all__ = [
+    "CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "unigram_perplexity",
+    "evaluate_perplexity", "train_lm", "generate",
+]
 
 CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
-
-
-def time_machine_ids(valid_frac: float = 0.1) -> tuple[Vocab, torch.Tensor, torch.Tensor]:
-    """*The Time Machine* as ids over the 27-symbol alphabet, cut into a training head and a
-    held-out tail (no shuffling, so no held-out sentence leaks into training).
-
-    Returns:
-        ``vocab`` (the four reserved tokens, then the 27 characters), ``train_ids`` (N_train,)
-        and ``valid_ids`` (N_valid,), int64.
-    """
-    valid_frac = check_number("valid_frac", valid_frac, 0.0, 1.0, low_open=True, high_open=True)
-    text = normalize_text(load_time_machine())
-    train_text, valid_text = split_text(text, valid_frac)
-    vocab = Vocab(list(train_text))
-    return (vocab, torch.tensor(vocab.encode(list(train_text)), dtype=torch.long),
-            torch.tensor(vocab.encode(list(valid_text)), dtype=torch.long))
 
 
 def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_size: int) -> float:

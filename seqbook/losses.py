@@ -27,24 +27,12 @@ import math
 
 import torch
 
-from .checks import check_finite, check_int, check_number, check_tensor, has_values, shape_of
-from .vsa import _similarity as _fhrr_similarity  # mean cos(pi (a - b)), unchecked: x is trained freely
+from .checks import check_int, check_number, check_tensor, has_values, shape_of
 
 __all__ = [
-    "logsumexp",
-    "free_energy",
-    "log_softmax",
-    "smooth_labels",
-    "cross_entropy",
-    "entropy",
-    "kl_divergence",
-    "cross_entropy_dist",
-    "perplexity",
-    "calibration_bins",
+    "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
+    "kl_divergence", "cross_entropy_dist", "perplexity", "calibration_bins",
     "expected_calibration_error",
-    "reliability_diagram",
-    "similarity_logits",
-    "similarity_loss",
 ]
 
 INF = math.inf
@@ -435,100 +423,3 @@ def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins
 
 def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
     return float((count.double() / count.sum() * (acc - conf).abs()).sum())
-
-
-def reliability_diagram(probs: torch.Tensor, target: torch.Tensor, n_bins: int = 15, ax=None,
-                        title: str | None = None):
-    """Plot accuracy against confidence per bin, with the diagonal of perfect calibration.
-
-    Bars below the diagonal are over-confident bins, bars above it under-confident ones; the
-    legend gives the ECE. Returns the matplotlib axes. Arguments as in :func:`calibration_bins`;
-    ``title`` is a str or None.
-    """
-    if title is not None and not isinstance(title, str):
-        raise TypeError(f"title must be a str or None, got {type(title).__name__}")
-    bins = calibration_bins(probs, target, n_bins)
-    ece = _ece(*bins)
-
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    conf, acc, count = (t.cpu().numpy() for t in bins)
-    ax = ax or plt.gca()
-    width = 1.0 / n_bins
-    centers = (np.arange(n_bins) + 0.5) * width
-    filled = count > 0
-    ax.bar(centers[filled], acc[filled], width=width * 0.95, color="tab:blue", alpha=0.8,
-           label=f"accuracy (ECE = {ece:.3f})")
-    low = np.minimum(acc, conf)[filled]  # the gap bar spans accuracy..confidence, whichever is higher
-    ax.bar(centers[filled], np.abs(conf - acc)[filled], bottom=low, width=width * 0.95, color="none",
-           edgecolor="tab:red", hatch="///", lw=0.8, label="gap to mean confidence")
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("confidence (max probability)")
-    ax.set_ylabel("accuracy in bin")
-    ax.legend(loc="upper left", fontsize=8)
-    if title:
-        ax.set_title(title)
-    return ax
-
-
-# ---------------------------------------------------------------------------------------------
-# 5. The phasor-similarity loss of the VSA chapter.
-# ---------------------------------------------------------------------------------------------
-
-
-def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    r"""``scale * sim(x_i, s_k)`` for every output symbol and every class symbol.
-
-    Feeding these to :func:`cross_entropy` gives a softmax classifier over similarities, the
-    alternative to :func:`similarity_loss` that also pushes the wrong classes away.
-
-    ``scale`` is any finite number (0 gives zeros, a negative one flips the order). x is trained
-    freely and may leave [-1, 1] (the cosine is periodic); x and codebook must be finite.
-
-    Shape:
-        x: (B, n) angles in [-1, 1]; codebook: (C, n) -> (B, C)
-    """
-    _check_x_codebook(x, codebook)
-    check_number("scale", scale)
-    return scale * _fhrr_similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
-
-
-def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    r"""Mean of ``1 - sim(x_i, codebook[y_i])``: the loss of Olin-Ammentorp and Bazhenov (2022).
-
-    .. math:: \ell = 1 - \frac{1}{n} \sum_{j=1}^{n} \cos\big(\pi (x_j - s_{y,j})\big)
-
-    Only the true class's symbol enters; it lies in [0, 2] and is 0 when x equals that symbol.
-
-    Shape:
-        x: (B, n) angles in [-1, 1], B >= 1; codebook: (C, n); target: (B,) ids -> scalar
-    """
-    _check_x_codebook(x, codebook)
-    if x.shape[0] == 0:
-        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
-                         f"got shape {tuple(x.shape)}")
-    if not isinstance(target, torch.Tensor):
-        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
-    if target.shape != x.shape[:1]:
-        raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
-    _check_target_range(target, codebook.shape[0], None)
-    return (1.0 - _fhrr_similarity(x, codebook[target.long()])).mean()
-
-
-def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
-    """x: (B, n) and codebook: (C, n), finite floating-point tensors, C, n >= 1."""
-    for name, t in (("x", x), ("codebook", codebook)):
-        check_tensor(name, t, nonempty=False)
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
-    if codebook.dim() != 2 or 0 in codebook.shape:
-        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {tuple(codebook.shape)}")
-    n = codebook.shape[1]
-    if x.dim() != 2 or x.shape[1] != n:
-        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {tuple(codebook.shape)}, "
-                         f"got {tuple(x.shape)}")
-    check_finite("x", x)
-    check_finite("codebook", codebook)

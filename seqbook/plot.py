@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .checks import check_int, check_number
+from .losses import calibration_bins, expected_calibration_error
 
 
 def _as_array(name: str, values, ndim: int) -> np.ndarray:
@@ -160,3 +161,42 @@ def confusion_matrix(y_true, y_pred, labels: Sequence[str], ax=None, normalize: 
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration (chapter 9).
+# ---------------------------------------------------------------------------------------------
+
+
+def reliability_diagram(probs: torch.Tensor, target: torch.Tensor, n_bins: int = 15, ax=None,
+                        title: str | None = None):
+    """Plot accuracy against confidence per bin, with the diagonal of perfect calibration.
+
+    Bars below the diagonal are over-confident bins, bars above it under-confident ones; the
+    legend gives the ECE. Returns the matplotlib axes. Arguments as in
+    :func:`seqbook.losses.calibration_bins`;
+    ``title`` is a str or None.
+    """
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None, got {type(title).__name__}")
+    bins = calibration_bins(probs, target, n_bins)
+    ece = expected_calibration_error(probs, target, n_bins)
+    conf, acc, count = (t.cpu().numpy() for t in bins)
+    ax = ax or plt.gca()
+    width = 1.0 / n_bins
+    centers = (np.arange(n_bins) + 0.5) * width
+    filled = count > 0
+    ax.bar(centers[filled], acc[filled], width=width * 0.95, color="tab:blue", alpha=0.8,
+           label=f"accuracy (ECE = {ece:.3f})")
+    low = np.minimum(acc, conf)[filled]  # the gap bar spans accuracy..confidence, whichever is higher
+    ax.bar(centers[filled], np.abs(conf - acc)[filled], bottom=low, width=width * 0.95, color="none",
+           edgecolor="tab:red", hatch="///", lw=0.8, label="gap to mean confidence")
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (max probability)")
+    ax.set_ylabel("accuracy in bin")
+    ax.legend(loc="upper left", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax

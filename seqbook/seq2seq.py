@@ -36,8 +36,16 @@ import torch.nn.functional as F
 from torch import _VF, nn
 
 from . import rnn
-from .attention import AdditiveAttention, _check_flag, _positive_int, lengths_to_mask
-from .checks import check_float_tensor, check_ids, check_int, check_number, has_values
+from .attention import AdditiveAttention, lengths_to_mask
+from .checks import (
+    check_flag,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_number,
+    check_positive_int,
+    has_values,
+)
 from .data import Vocab, make_dates, pad_sequences
 from .train import History, fit
 
@@ -343,8 +351,8 @@ class Encoder(nn.Module):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
                             ("hidden_size", hidden_size)):
-            _positive_int(name, value)
-        _check_flag("fast", fast)
+            check_positive_int(name, value)
+        check_flag("fast", fast)
         self.hidden_size = hidden_size
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.forward_rnn = rnn.GRU(embed_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
@@ -409,8 +417,8 @@ class _Decoder(nn.Module):
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
                             ("hidden_size", hidden_size),
                             ("annotation_dim", annotation_dim)):
-            _positive_int(name, value)
-        _check_flag("fast", fast)
+            check_positive_int(name, value)
+        check_flag("fast", fast)
         self.vocab_size, self.hidden_size, self.fast = vocab_size, hidden_size, fast
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.init = nn.Linear(annotation_dim, hidden_size)                       # W_s
@@ -510,7 +518,7 @@ class AttentionDecoder(_Decoder):
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, annotation_dim: int,
                  attention_dim: int, fast: bool = False):
-        _positive_int("attention_dim", attention_dim)
+        check_positive_int("attention_dim", attention_dim)
         super().__init__(vocab_size, embed_dim, hidden_size, annotation_dim, fast)
         self.attention = AdditiveAttention(hidden_size, annotation_dim, attention_dim)
 
@@ -562,11 +570,11 @@ class Seq2Seq(nn.Module):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
                             ("embed_dim", embed_dim), ("hidden_size", hidden_size)):
-            _positive_int(name, value)
-        _check_flag("attention", attention)
-        _check_flag("fast", fast)
+            check_positive_int(name, value)
+        check_flag("attention", attention)
+        check_flag("fast", fast)
         if attention_dim is not None:
-            _positive_int("attention_dim", attention_dim)
+            check_positive_int("attention_dim", attention_dim)
         self.attention = attention
         self.encoder = Encoder(src_vocab_size, embed_dim, hidden_size, fast)
         if attention:
@@ -596,7 +604,7 @@ class Seq2Seq(nn.Module):
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
             raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
         check_ids("tgt_in", tgt_in, self.decoder.vocab_size)
-        _check_flag("return_attention", return_attention)
+        check_flag("return_attention", return_attention)
         logits, weights = self.decoder(tgt_in, self.encode(src, src_lengths))
         return (logits, weights) if return_attention else logits
 
@@ -651,7 +659,7 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
 def _check_decode_args(model, src, src_lengths, max_len: int) -> None:
     if not isinstance(model, Seq2Seq):
         raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
-    _positive_int("max_len", max_len)
+    check_positive_int("max_len", max_len)
     _check_source(src, src_lengths, model.encoder.embedding.num_embeddings)
 
 
@@ -667,7 +675,7 @@ def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, 
         (B, L, S), zero after a row's ``<eos>`` (None for a model without attention).
     """
     _check_decode_args(model, src, src_lengths, max_len)
-    _check_flag("return_attention", return_attention)
+    check_flag("return_attention", return_attention)
     memory = model.encode(src, src_lengths)
     s = model.decoder.init_state(memory)
     B = src.shape[0]
@@ -707,8 +715,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, be
         log-probability of each returned sequence (B,).
     """
     _check_decode_args(model, src, src_lengths, max_len)
-    beam_width = _positive_int("beam_width", beam_width)
-    _check_flag("return_scores", return_scores)
+    beam_width = check_positive_int("beam_width", beam_width)
+    check_flag("return_scores", return_scores)
     B, K, dev = src.shape[0], beam_width, src.device
     memory = model.encode(src, src_lengths)
     dtype = torch.float64 if memory.final.dtype == torch.float64 else torch.float32  # of the scores
@@ -752,9 +760,9 @@ def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_voca
         raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
     _check_vocab("src_vocab", src_vocab)
     _check_vocab("tgt_vocab", tgt_vocab)
-    _positive_int("max_len", max_len)
-    _positive_int("beam_width", beam_width)
-    batch_size = _positive_int("batch_size", batch_size)
+    check_positive_int("max_len", max_len)
+    check_positive_int("beam_width", beam_width)
+    batch_size = check_positive_int("batch_size", batch_size)
     model.eval()
     device = next(model.parameters()).device
     out: list[str] = []

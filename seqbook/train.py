@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .checks import check_int, check_number
-from .utils import _as_device, get_device, seed_everything
+from .checks import check_int, check_number, check_positive_int
+from .utils import as_device, get_device, seed_everything
 
 
 @dataclass
@@ -109,7 +109,7 @@ def fit(
         raise TypeError(f"desc must be a str, got {type(desc).__name__}")
     if optimizer is None and not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"model has no trainable parameters to optimise ({type(model).__name__})")
-    device = _as_device("device", device) if device is not None else get_device()
+    device = as_device("device", device) if device is not None else get_device()
     if seed is not None:
         seed_everything(seed)
     model.to(device)
@@ -212,3 +212,76 @@ def _random_batches(tensors, n: int, batch_size: int, generator):
         for start in range(0, n - batch_size + 1, batch_size):
             idx = order[start : start + batch_size]
             yield tuple(t[idx] for t in tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning-rate schedules: the warm-up of Vaswani et al. (2017) and its variants.
+# ---------------------------------------------------------------------------------------------
+
+
+def noam_lr(step: int, embed_dim: int, warmup_steps: int) -> float:
+    """The learning rate of Vaswani et al. (2017), section 5.3::
+
+        lr(step) = embed_dim^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+
+    It grows linearly for ``warmup_steps`` steps, peaks at ``(embed_dim * warmup_steps)^-0.5`` and
+    then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
+    """
+    step = check_int("step", step, minimum=None)
+    embed_dim = check_positive_int("embed_dim", embed_dim)
+    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+    step = max(int(step), 1)
+    return embed_dim**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def warmup_factor(step: int, warmup_steps: int, total_steps: int | None = None, kind: str = "cosine",
+                  min_factor: float = 0.0) -> float:
+    """The multiplier of the peak learning rate at optimiser step ``step`` (counting from 0).
+
+    Linear warm-up from ``1/warmup_steps`` to 1 over the first ``warmup_steps`` steps, then
+
+    - ``"inverse_sqrt"``: ``sqrt(warmup_steps / (step + 1))``, the shape of :func:`noam_lr`;
+    - ``"cosine"``: half a cosine from 1 down to ``min_factor`` at ``total_steps``;
+    - ``"linear"``: a straight line from 1 down to ``min_factor`` at ``total_steps``;
+    - ``"constant"``: 1.
+
+    ``warmup_steps=0`` skips the warm-up. ``min_factor`` is in [0, 1].
+    """
+    step = check_int("step", step, minimum=0)
+    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
+    if total_steps is not None:
+        total_steps = check_int("total_steps", total_steps)
+    min_factor = check_number("min_factor", min_factor, 0.0, 1.0)
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    if kind not in ("inverse_sqrt", "cosine", "linear", "constant"):
+        raise ValueError(f"kind must be 'inverse_sqrt', 'cosine', 'linear' or 'constant', got {kind!r}")
+    if kind in ("cosine", "linear") and (total_steps is None or total_steps <= warmup_steps):
+        raise ValueError(f"kind={kind!r} needs total_steps > warmup_steps, got {total_steps}")
+    s = step + 1  # the number of steps taken once this one is done
+    if s <= warmup_steps:
+        return s / warmup_steps
+    if kind == "inverse_sqrt":
+        return math.sqrt(warmup_steps / s) if warmup_steps else 1.0 / math.sqrt(s)
+    if kind == "constant":
+        return 1.0
+    progress = min(1.0, (s - warmup_steps) / (total_steps - warmup_steps))
+    decay = 0.5 * (1 + math.cos(math.pi * progress)) if kind == "cosine" else 1 - progress
+    return min_factor + (1 - min_factor) * decay
+
+
+def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int | None = None,
+                    kind: str = "cosine", min_factor: float = 0.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that multiplies the optimiser's learning rate by :func:`warmup_factor`.
+
+    Step it once per optimiser step (``seqbook.train.fit`` does). With ``kind="inverse_sqrt"`` and
+    a peak learning rate of ``(embed_dim * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    warmup_factor(0, warmup_steps, total_steps, kind, min_factor)  # validate the arguments now
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_factor(step, warmup_steps, total_steps, kind, min_factor)
+    )

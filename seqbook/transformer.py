@@ -35,33 +35,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import (
-    MultiHeadAttention,
-    _check_attn_masks,
-    _check_flag,
-    _check_same_dtype,
-    _positive_int,
+from .attention import MultiHeadAttention, check_attn_masks
+from .checks import (
+    check_flag,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_probability,
+    check_same_dtype,
+    has_values,
 )
-from .checks import check_float_tensor, check_ids, check_int, check_number, check_probability, has_values
 
 __all__ = [
-    "positional_frequencies",
-    "positional_encoding",
-    "relative_position_matrix",
-    "PositionalEncoding",
-    "LayerNorm",
-    "FeedForward",
-    "EncoderLayer",
-    "DecoderLayer",
-    "set_fast",
-    "Seq2SeqTransformer",
-    "GPTConfig",
-    "GPT",
-    "PretrainedUnavailable",
-    "load_pretrained_gpt2",
-    "noam_lr",
-    "warmup_factor",
-    "warmup_schedule",
+    "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
+    "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "set_fast", "Seq2SeqTransformer",
+    "GPTConfig", "GPT", "PretrainedUnavailable", "load_pretrained_gpt2",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -185,9 +175,9 @@ class LayerNorm(nn.Module):
 
     def __init__(self, embed_dim: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        embed_dim = _positive_int("embed_dim", embed_dim)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
         self.eps = check_number("eps", eps, low=0.0)
-        _check_flag("bias", bias)
+        check_flag("bias", bias)
         self.weight = nn.Parameter(torch.ones(embed_dim))  # the gain a
         self.bias = nn.Parameter(torch.zeros(embed_dim)) if bias else None  # the bias b
 
@@ -245,10 +235,10 @@ class FeedForward(nn.Module):
     def __init__(self, embed_dim: int, d_ff: int, dropout: float = 0.0, activation: str = "relu",
                  bias: bool = True):
         super().__init__()
-        embed_dim, d_ff = _positive_int("embed_dim", embed_dim), _positive_int("d_ff", d_ff)
+        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), check_positive_int("d_ff", d_ff)
         dropout = check_probability("dropout", dropout)
         _check_activation(activation)
-        _check_flag("bias", bias)
+        check_flag("bias", bias)
         self.activation = activation
         self.linear1 = nn.Linear(embed_dim, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, embed_dim, bias=bias)
@@ -259,7 +249,7 @@ class FeedForward(nn.Module):
         check_float_tensor("x", x, nonempty=False)
         if x.dim() == 0 or x.shape[-1] != d:
             raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
-        _check_same_dtype("x", x, self.linear1.weight.dtype)
+        check_same_dtype("x", x, self.linear1.weight.dtype)
         return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
 
 
@@ -276,24 +266,25 @@ def _check_x(x: torch.Tensor, embed_dim: int, name: str = "x", dtype: torch.dtyp
         raise ValueError(f"{name} must not be empty: shape (B, T, {embed_dim}) with B, T >= 1, "
                          f"got {tuple(x.shape)}")
     if dtype is not None:
-        _check_same_dtype(name, x, dtype)
+        check_same_dtype(name, x, dtype)
 
 
 def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast,
                       norm_first=True) -> None:
     """The constructor arguments of the encoder and decoder layers, named as the layers name them."""
-    embed_dim, num_heads = _positive_int("embed_dim", embed_dim), _positive_int("num_heads", num_heads)
+    embed_dim = check_positive_int("embed_dim", embed_dim)
+    num_heads = check_positive_int("num_heads", num_heads)
     if embed_dim % num_heads:
         raise ValueError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim}, "
                          f"num_heads={num_heads}")
     if d_ff is not None:
-        _positive_int("d_ff", d_ff)
+        check_positive_int("d_ff", d_ff)
     check_probability("dropout", dropout)
     _check_activation(activation)
     check_number("eps", eps, low=0.0)
-    _check_flag("bias", bias)
-    _check_flag("fast", fast)
-    _check_flag("norm_first", norm_first)
+    check_flag("bias", bias)
+    check_flag("fast", fast)
+    check_flag("norm_first", norm_first)
 
 
 def _check_token_ids(name: str, ids, vocab_size: int) -> None:
@@ -381,9 +372,9 @@ class EncoderLayer(nn.Module):
                 need_weights: bool = False) -> torch.Tensor:
         _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         B, T, _ = x.shape
-        _check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
-        _check_flag("is_causal", is_causal)
-        _check_flag("need_weights", need_weights)
+        check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
+        check_flag("is_causal", is_causal)
+        check_flag("need_weights", need_weights)
         def attend(h):  # (B, T, D) -> (B, T, D)
             a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                                   need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
@@ -457,11 +448,11 @@ class DecoderLayer(nn.Module):
                 f"memory must have shape ({x.shape[0]}, S, {self.embed_dim}), got {tuple(memory.shape)}"
             )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
-        _check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
-        _check_attn_masks(memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask",
+        check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
+        check_attn_masks(memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask",
                           "memory_mask")
-        _check_flag("tgt_is_causal", tgt_is_causal)
-        _check_flag("need_weights", need_weights)
+        check_flag("tgt_is_causal", tgt_is_causal)
+        check_flag("need_weights", need_weights)
         def self_attend(h):  # (B, T, D) -> (B, T, D)
             a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
                                   need_weights=need_weights, is_causal=tgt_is_causal,
@@ -502,7 +493,7 @@ def set_fast(model: nn.Module, fast: bool) -> nn.Module:
     (``fast=True``) or the readable (``fast=False``) attention; returns ``model``."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    _check_flag("fast", fast)
+    check_flag("fast", fast)
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             m.fast = fast
@@ -538,10 +529,10 @@ class Seq2SeqTransformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
                  fast: bool = True, norm_first: bool = True):
         super().__init__()
-        src_vocab_size = _positive_int("src_vocab_size", src_vocab_size)
-        tgt_vocab_size = _positive_int("tgt_vocab_size", tgt_vocab_size)
-        _positive_int("num_encoder_layers", num_encoder_layers)
-        _positive_int("num_decoder_layers", num_decoder_layers)
+        src_vocab_size = check_positive_int("src_vocab_size", src_vocab_size)
+        tgt_vocab_size = check_positive_int("tgt_vocab_size", tgt_vocab_size)
+        check_positive_int("num_encoder_layers", num_encoder_layers)
+        check_positive_int("num_decoder_layers", num_decoder_layers)
         _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, 1e-5, True, fast, norm_first)
         pad_id = check_int("pad_id", pad_id, minimum=0, maximum=min(src_vocab_size, tgt_vocab_size) - 1)
         self.embed_dim, self.pad_id = embed_dim, pad_id
@@ -631,7 +622,7 @@ class Seq2SeqTransformer(nn.Module):
                                  f"padding_idx, got padding_idx {src_embedding.padding_idx} and "
                                  f"{tgt_embedding.padding_idx}")
             pad_id = given.pop()
-        _check_flag("fast", fast)
+        check_flag("fast", fast)
         ours = cls(src_embedding.num_embeddings, tgt_embedding.num_embeddings, D, first.self_attn.num_heads,
                    len(enc.layers), len(dec.layers), first.linear1.out_features, first.dropout.p, max_len,
                    pad_id, _torch_activation(first), fast, first.norm_first)
@@ -659,7 +650,7 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the encoder. Returns ``memory`` (B, S, embed_dim) and the source padding mask (B, S)."""
         self._check_ids("src", src, self.src_embed)
-        _check_flag("need_weights", need_weights)
+        check_flag("need_weights", need_weights)
         return self._encode(src, need_weights)
 
     def _encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -680,7 +671,7 @@ class Seq2SeqTransformer(nn.Module):
         if not isinstance(src_pad, torch.Tensor) or src_pad.dtype != torch.bool or src_pad.shape != (B, S):
             got = f"{src_pad.dtype} {tuple(src_pad.shape)}" if isinstance(src_pad, torch.Tensor) else src_pad
             raise ValueError(f"src_pad must be a bool tensor of shape ({B}, {S}), got {got}")
-        _check_flag("need_weights", need_weights)
+        check_flag("need_weights", need_weights)
         return self._decode(tgt, memory, src_pad, need_weights)
 
     def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
@@ -701,7 +692,7 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(
                 f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
-        _check_flag("need_weights", need_weights)
+        check_flag("need_weights", need_weights)
         memory, src_pad = self._encode(src, need_weights)
         return self._decode(tgt, memory, src_pad, need_weights)
 
@@ -735,7 +726,7 @@ class Seq2SeqTransformer(nn.Module):
         Returns:
             ids (B, <= max_len), without the leading ``<sos>``; ``<eos>`` kept where generated.
         """
-        max_len, longest = _positive_int("max_len", max_len), self.pos.pe.shape[0] - 1
+        max_len, longest = check_positive_int("max_len", max_len), self.pos.pe.shape[0] - 1
         if max_len > longest:
             raise ValueError(f"max_len must be <= {longest} (the model's max_len, less one for <sos>), "
                              f"got {max_len}")
@@ -789,16 +780,16 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            setattr(self, name, _positive_int(name, getattr(self, name)))
+            setattr(self, name, check_positive_int(name, getattr(self, name)))
         if self.d_ff is not None:
-            self.d_ff = _positive_int("d_ff", self.d_ff)
+            self.d_ff = check_positive_int("d_ff", self.d_ff)
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"n_embd must be divisible by n_head, got n_embd={self.n_embd}, n_head={self.n_head}"
             )
         self.dropout = check_probability("dropout", self.dropout)
         for name in ("bias", "tie_weights", "fast"):
-            _check_flag(name, getattr(self, name))
+            check_flag(name, getattr(self, name))
         if not isinstance(self.positional, str) or self.positional not in ("learned", "sinusoidal"):
             raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
         if self.positional == "sinusoidal" and self.n_embd % 2:
@@ -881,7 +872,7 @@ class GPT(nn.Module):
             GPT2LMHeadModel = None
         if GPT2LMHeadModel is None or not isinstance(model, GPT2LMHeadModel):
             raise TypeError(f"model must be a transformers GPT2LMHeadModel, got {type(model).__name__}")
-        _check_flag("fast", fast)
+        check_flag("fast", fast)
         hf, t = model.config, model.transformer
         if getattr(hf, "model_type", None) != "gpt2":
             raise ValueError(f"model must have a GPT2Config, got config.model_type={hf.model_type!r}")
@@ -948,7 +939,7 @@ class GPT(nn.Module):
             if has_values(targets) and not bool((targets != -100).any()):
                 raise ValueError("targets must hold at least one id that is not -100 (ignored): "
                                  "the mean loss over no token is undefined")
-        _check_flag("need_weights", need_weights)
+        check_flag("need_weights", need_weights)
         label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
         return self._forward(idx, targets, need_weights, label_smoothing)
 
@@ -1089,76 +1080,3 @@ def load_pretrained_gpt2(name: str = "gpt2", timeout: float = 3.0):
     except Exception as error:
         why = f"{type(error).__name__}: {error}"
         raise PretrainedUnavailable(f"the download of {name} failed ({why})") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# 6. Learning-rate schedules with warm-up.
-# ---------------------------------------------------------------------------------------------
-
-
-def noam_lr(step: int, embed_dim: int, warmup_steps: int) -> float:
-    """The learning rate of Vaswani et al. (2017), section 5.3::
-
-        lr(step) = embed_dim^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
-
-    It grows linearly for ``warmup_steps`` steps, peaks at ``(embed_dim * warmup_steps)^-0.5`` and
-    then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
-    """
-    step = check_int("step", step, minimum=None)
-    embed_dim = _positive_int("embed_dim", embed_dim)
-    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
-    if warmup_steps < 1:
-        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
-    step = max(int(step), 1)
-    return embed_dim**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
-
-
-def warmup_factor(step: int, warmup_steps: int, total_steps: int | None = None, kind: str = "cosine",
-                  min_factor: float = 0.0) -> float:
-    """The multiplier of the peak learning rate at optimiser step ``step`` (counting from 0).
-
-    Linear warm-up from ``1/warmup_steps`` to 1 over the first ``warmup_steps`` steps, then
-
-    - ``"inverse_sqrt"``: ``sqrt(warmup_steps / (step + 1))``, the shape of :func:`noam_lr`;
-    - ``"cosine"``: half a cosine from 1 down to ``min_factor`` at ``total_steps``;
-    - ``"linear"``: a straight line from 1 down to ``min_factor`` at ``total_steps``;
-    - ``"constant"``: 1.
-
-    ``warmup_steps=0`` skips the warm-up. ``min_factor`` is in [0, 1].
-    """
-    step = check_int("step", step, minimum=0)
-    warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
-    if total_steps is not None:
-        total_steps = check_int("total_steps", total_steps)
-    min_factor = check_number("min_factor", min_factor, 0.0, 1.0)
-    if warmup_steps < 0:
-        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
-    if kind not in ("inverse_sqrt", "cosine", "linear", "constant"):
-        raise ValueError(f"kind must be 'inverse_sqrt', 'cosine', 'linear' or 'constant', got {kind!r}")
-    if kind in ("cosine", "linear") and (total_steps is None or total_steps <= warmup_steps):
-        raise ValueError(f"kind={kind!r} needs total_steps > warmup_steps, got {total_steps}")
-    s = step + 1  # the number of steps taken once this one is done
-    if s <= warmup_steps:
-        return s / warmup_steps
-    if kind == "inverse_sqrt":
-        return math.sqrt(warmup_steps / s) if warmup_steps else 1.0 / math.sqrt(s)
-    if kind == "constant":
-        return 1.0
-    progress = min(1.0, (s - warmup_steps) / (total_steps - warmup_steps))
-    decay = 0.5 * (1 + math.cos(math.pi * progress)) if kind == "cosine" else 1 - progress
-    return min_factor + (1 - min_factor) * decay
-
-
-def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int | None = None,
-                    kind: str = "cosine", min_factor: float = 0.0) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` that multiplies the optimiser's learning rate by :func:`warmup_factor`.
-
-    Step it once per optimiser step (``seqbook.train.fit`` does). With ``kind="inverse_sqrt"`` and
-    a peak learning rate of ``(embed_dim * warmup_steps)^-0.5`` it reproduces :func:`noam_lr`.
-    """
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    warmup_factor(0, warmup_steps, total_steps, kind, min_factor)  # validate the arguments now
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_factor(step, warmup_steps, total_steps, kind, min_factor)
-    )

@@ -15,7 +15,7 @@ from .checks import check_int
 _SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
 
 
-def _as_device(name: str, device) -> torch.device:
+def as_device(name: str, device) -> torch.device:
     """``torch.device(device)``, with a clear error for a bad name or an absent accelerator."""
     if not isinstance(device, (str, torch.device)):
         raise TypeError(f"{name} must be a str or torch.device such as 'cpu' or 'cuda', "
@@ -39,7 +39,7 @@ def get_device() -> torch.device:
     """
     forced = os.environ.get("SEQBOOK_DEVICE")
     if forced:
-        return _as_device("SEQBOOK_DEVICE", forced)
+        return as_device("SEQBOOK_DEVICE", forced)
     if torch.cuda.is_available():
         return torch.device("cuda")
     mps = getattr(torch.backends, "mps", None)

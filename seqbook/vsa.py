@@ -37,16 +37,25 @@ import numbers
 import torch
 from torch import nn
 
-from .checks import check_bool_mask, check_float_tensor, check_ids, check_int, check_like, check_number
+from .checks import (
+    check_bool_mask,
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_like,
+    check_number,
+    check_tensor,
+)
 
 __all__ = [
-    "wrap", "to_complex", "from_complex", "random_symbols",
-    "similarity", "bundle", "bind", "unbind", "fractional_power", "generalized_bundle",
-    "PhasorLinear", "PhasorMLP", "ResidualBlock", "vsa_attention",
-    "to_phasor", "from_phasor", "bind_phasor", "unbind_phasor", "bundle_phasor", "similarity_phasor",
-    "vsa_attention_phasor",
-    "SelfAttentionBlock", "CrossAttentionBlock", "SymbolProjection", "Codebook", "codebook_loss",
-    "VSAResNet", "VSAAttentionClassifier", "MoleculeEncoder",
+    "wrap", "to_complex", "from_complex", "random_symbols", "similarity", "bundle", "bind", "unbind",
+    "fractional_power", "generalized_bundle", "PhasorLinear", "PhasorMLP", "ResidualBlock",
+    "vsa_attention", "to_phasor", "from_phasor", "bind_phasor", "unbind_phasor", "bundle_phasor",
+    "similarity_phasor", "vsa_attention_phasor", "SelfAttentionBlock", "CrossAttentionBlock",
+    "SymbolProjection", "Codebook", "codebook_loss", "VSAResNet", "VSAAttentionClassifier",
+    "MoleculeEncoder", "similarity_logits", "similarity_loss",
 ]
 
 _TOL = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
@@ -157,12 +166,6 @@ def _check_mask(mask, target: tuple[int, ...], names: str) -> None:
         fits = False
     if not fits:
         raise ValueError(f"mask must broadcast to {names} = {tuple(target)}, got {tuple(mask.shape)}")
-
-
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
 
 
 def _check_size(name: str, value, minimum: int = 1) -> int:
@@ -292,7 +295,7 @@ def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torc
         pairwise=False: a (..., D), b (..., D) -> (...) (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) -> (..., M, N).
     """
-    _check_flag("pairwise", pairwise)
+    check_flag("pairwise", pairwise)
     min_dim = 2 if pairwise else 1
     _check_tensor("a", a, min_dim)
     _check_tensor("b", b, min_dim)
@@ -504,7 +507,7 @@ class PhasorLinear(nn.Module):
         super().__init__()
         in_features = _check_size("in_features", in_features)
         out_features = _check_size("out_features", out_features)
-        _check_flag("bias", bias)
+        check_flag("bias", bias)
         if isinstance(bias_init, torch.Tensor) and bias_init.numel() == 1:
             bias_init = bias_init.item()
         if isinstance(bias_init, bool) or not isinstance(bias_init, numbers.Number):
@@ -593,7 +596,7 @@ class ResidualBlock(nn.Module):
     def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
         super().__init__()
         embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        _check_flag("skip", skip)
+        check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
         self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
         self.skip = skip
@@ -638,7 +641,7 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
     """
-    _check_flag("fast", fast)
+    check_flag("fast", fast)
     target = _check_qkv(q, k, v, _check_symbols)
     if mask is not None:
         _check_mask(mask, target, "(..., Tq, Tk)")
@@ -792,7 +795,7 @@ def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> to
     """
     _check_phasors("z", z, 2)
     dim = check_int("dim", dim, minimum=None)
-    _check_flag("normalize", normalize)
+    check_flag("normalize", normalize)
     nd = z.dim()
     if not -nd <= dim < nd or dim % nd == nd - 1:
         raise ValueError(f"dim must name a set dimension of z {tuple(z.shape)} "
@@ -822,7 +825,7 @@ def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) 
         pairwise=False: a (..., D), b (..., D) complex -> (...) real (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) complex -> (..., M, N) real.
     """
-    _check_flag("pairwise", pairwise)
+    check_flag("pairwise", pairwise)
     min_dim = 2 if pairwise else 1
     _check_phasors("a", a, min_dim)
     _check_phasors("b", b, min_dim)
@@ -1060,7 +1063,7 @@ class VSAResNet(nn.Module):
         embed_dim, in_features = _check_size("embed_dim", embed_dim), _check_size("in_features", in_features)
         num_layers = _check_size("num_layers", num_layers, minimum=0)
         num_classes, d_ff = _check_size("num_classes", num_classes), _check_optional_size("d_ff", d_ff)
-        _check_flag("skip", skip)
+        check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
         self.embed = SymbolProjection(in_features, embed_dim)
         self.blocks = nn.Sequential(*[ResidualBlock(embed_dim, d_ff, skip, out_scale)
@@ -1209,3 +1212,63 @@ class MoleculeEncoder(nn.Module):
         for i, s in enumerate(sets):
             symbols[i, :len(s)], mask[i, :len(s)] = s, True
         return symbols, mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Similarity losses for training against a codebook of class symbols (chapters 8 and 9).
+# ---------------------------------------------------------------------------------------------
+
+
+def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    r"""``scale * sim(x_i, s_k)`` for every output symbol and every class symbol.
+
+    Feeding these to :func:`cross_entropy` gives a softmax classifier over similarities, the
+    alternative to :func:`similarity_loss` that also pushes the wrong classes away.
+
+    ``scale`` is any finite number (0 gives zeros, a negative one flips the order). x is trained
+    freely and may leave [-1, 1] (the cosine is periodic); x and codebook must be finite.
+
+    Shape:
+        x: (B, n) angles in [-1, 1]; codebook: (C, n) -> (B, C)
+    """
+    _check_x_codebook(x, codebook)
+    check_number("scale", scale)
+    return scale * _similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
+
+
+def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    r"""Mean of ``1 - sim(x_i, codebook[y_i])``: the loss of Olin-Ammentorp and Bazhenov (2022).
+
+    .. math:: \ell = 1 - \frac{1}{n} \sum_{j=1}^{n} \cos\big(\pi (x_j - s_{y,j})\big)
+
+    Only the true class's symbol enters; it lies in [0, 2] and is 0 when x equals that symbol.
+
+    Shape:
+        x: (B, n) angles in [-1, 1], B >= 1; codebook: (C, n); target: (B,) ids -> scalar
+    """
+    _check_x_codebook(x, codebook)
+    if x.shape[0] == 0:
+        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
+                         f"got shape {tuple(x.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
+    if target.shape != x.shape[:1]:
+        raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
+    check_ids("target", target, codebook.shape[0])
+    return (1.0 - _similarity(x, codebook[target.long()])).mean()
+
+
+def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
+    """x: (B, n) and codebook: (C, n), finite floating-point tensors, C, n >= 1."""
+    for name, t in (("x", x), ("codebook", codebook)):
+        check_tensor(name, t, nonempty=False)
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
+    if codebook.dim() != 2 or 0 in codebook.shape:
+        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {tuple(codebook.shape)}")
+    n = codebook.shape[1]
+    if x.dim() != 2 or x.shape[1] != n:
+        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {tuple(codebook.shape)}, "
+                         f"got {tuple(x.shape)}")
+    check_finite("x", x)
+    check_finite("codebook", codebook)

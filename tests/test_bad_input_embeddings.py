@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch import nn
 
+from seqbook.data import context_windows
 from seqbook.embeddings import (
     CBOW,
     PatchEmbedding,
-    context_windows,
     nearest_neighbours,
     patchify,
     pca,

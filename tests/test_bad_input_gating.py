@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from seqbook.gating import adding_problem, first_token_task, init_keep_bias, unroll, unrolled_weights
+from seqbook.data import adding_problem, first_token_task
+from seqbook.gating import init_keep_bias, unroll, unrolled_weights
 from seqbook.rnn import GRU, LSTM, RNN
 from tests.badinput import assert_clear_error_in_time
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqbook import lm
+from seqbook import data
 from seqbook.data import Vocab, lm_chunks
 from seqbook.lm import (
     CharLM,
@@ -57,10 +57,10 @@ def run(**kwargs):
 
 REJECTED = {
     # --- time_machine_ids(valid_frac): checked before the text is read
-    "time_machine_ids-valid_frac-0": (lambda: lm.time_machine_ids(0.0), "valid_frac", "> 0"),
-    "time_machine_ids-valid_frac-1": (lambda: lm.time_machine_ids(1.0), "valid_frac", "< 1"),
-    "time_machine_ids-valid_frac-nan": (lambda: lm.time_machine_ids(math.nan), "valid_frac", "nan"),
-    "time_machine_ids-valid_frac-str": (lambda: lm.time_machine_ids("0.1"), "valid_frac", "str"),
+    "time_machine_ids-valid_frac-0": (lambda: data.time_machine_ids(0.0), "valid_frac", "> 0"),
+    "time_machine_ids-valid_frac-1": (lambda: data.time_machine_ids(1.0), "valid_frac", "< 1"),
+    "time_machine_ids-valid_frac-nan": (lambda: data.time_machine_ids(math.nan), "valid_frac", "nan"),
+    "time_machine_ids-valid_frac-str": (lambda: data.time_machine_ids("0.1"), "valid_frac", "str"),
     # --- unigram_perplexity(train_ids, eval_ids, vocab_size)
     "unigram_perplexity-2d": (lambda: unigram_perplexity(IDS[None], IDS, V), "train_ids", "(N,)"),
     "unigram_perplexity-eval-2d": (lambda: unigram_perplexity(IDS, IDS[None], V), "eval_ids", "(N,)"),

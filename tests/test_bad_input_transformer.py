@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from seqbook import train
 from seqbook import transformer as tf
 from seqbook.transformer import (
     GPT,
@@ -304,22 +305,22 @@ case("GPT-generate-forbid-all-greedy", lambda: GPT_.generate(IDX, 3, temperature
 case("GPT-generate-forbid-all-sampled", lambda: GPT_.generate(IDX, 3, forbid=tuple(range(12))), "forbid")
 
 # schedules
-case("noam_lr-warmup_steps-0", lambda: tf.noam_lr(1, 512, 0), "warmup_steps", ">= 1", "0")
-case("noam_lr-embed_dim-0", lambda: tf.noam_lr(1, 0, 10), "embed_dim", "0")
-case("noam_lr-step-float", lambda: tf.noam_lr(1.5, 512, 10), "step", "float")
-case("warmup_factor-step-negative", lambda: tf.warmup_factor(-1, 10, 100), "step", "-1")
-case("warmup_factor-warmup_steps-negative", lambda: tf.warmup_factor(0, -1, 100), "warmup_steps", "-1")
-case("warmup_factor-total_steps-missing", lambda: tf.warmup_factor(0, 10), "needs total_steps", "None")
-case("warmup_factor-total_steps-not-above", lambda: tf.warmup_factor(0, 10, 10, "linear"), "total_steps",
+case("noam_lr-warmup_steps-0", lambda: train.noam_lr(1, 512, 0), "warmup_steps", ">= 1", "0")
+case("noam_lr-embed_dim-0", lambda: train.noam_lr(1, 0, 10), "embed_dim", "0")
+case("noam_lr-step-float", lambda: train.noam_lr(1.5, 512, 10), "step", "float")
+case("warmup_factor-step-negative", lambda: train.warmup_factor(-1, 10, 100), "step", "-1")
+case("warmup_factor-warmup_steps-negative", lambda: train.warmup_factor(0, -1, 100), "warmup_steps", "-1")
+case("warmup_factor-total_steps-missing", lambda: train.warmup_factor(0, 10), "needs total_steps", "None")
+case("warmup_factor-total_steps-not-above", lambda: train.warmup_factor(0, 10, 10, "linear"), "total_steps",
      "10")
-case("warmup_factor-total_steps-float", lambda: tf.warmup_factor(0, 10, 100.0), "total_steps", "float")
-case("warmup_factor-kind", lambda: tf.warmup_factor(0, 10, 100, "step"), "kind must be", "'step'")
-case("warmup_factor-min_factor-above-1", lambda: tf.warmup_factor(0, 10, 100, min_factor=1.5), "min_factor",
-     "1.5")
-case("warmup_factor-min_factor-nan", lambda: tf.warmup_factor(0, 10, 100, min_factor=NAN), "min_factor",
+case("warmup_factor-total_steps-float", lambda: train.warmup_factor(0, 10, 100.0), "total_steps", "float")
+case("warmup_factor-kind", lambda: train.warmup_factor(0, 10, 100, "step"), "kind must be", "'step'")
+case("warmup_factor-min_factor-above-1", lambda: train.warmup_factor(0, 10, 100, min_factor=1.5),
+     "min_factor", "1.5")
+case("warmup_factor-min_factor-nan", lambda: train.warmup_factor(0, 10, 100, min_factor=NAN), "min_factor",
      "nan")
-case("warmup_schedule-optimizer-list", lambda: tf.warmup_schedule([], 10, 100), "optimizer", "list")
-case("warmup_schedule-kind", lambda: tf.warmup_schedule(OPT, 10, 100, kind="exp"), "kind", "'exp'")
+case("warmup_schedule-optimizer-list", lambda: train.warmup_schedule([], 10, 100), "optimizer", "list")
+case("warmup_schedule-kind", lambda: train.warmup_schedule(OPT, 10, 100, kind="exp"), "kind", "'exp'")
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # nn.Transformer, norm_first=True
@@ -337,7 +338,7 @@ def test_numpy_sizes_are_accepted():
     assert EncoderLayer(np.int64(8), np.int64(2))(X).shape == X.shape
     assert tf.positional_encoding(np.int64(4), np.int64(8)).shape == (4, 8)
     assert LayerNorm(np.int64(8))(X).shape == X.shape
-    assert tf.noam_lr(np.int64(5), 512, np.int64(10)) > 0
+    assert train.noam_lr(np.int64(5), 512, np.int64(10)) > 0
 
 
 def test_layernorm_follows_the_input_dtype():
@@ -361,8 +362,8 @@ def test_generate_leaves_one_id_allowed():
 
 
 def test_warmup_zero_steps_and_step_zero_are_legal():
-    assert tf.warmup_factor(0, 0, 10, "linear") == pytest.approx(0.9)
-    assert tf.noam_lr(0, 512, 10) == tf.noam_lr(1, 512, 10)
+    assert train.warmup_factor(0, 0, 10, "linear") == pytest.approx(0.9)
+    assert train.noam_lr(0, 512, 10) == train.noam_lr(1, 512, 10)
 
 
 def test_fully_padded_source_row_gives_finite_logits():

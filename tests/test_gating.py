@@ -7,7 +7,8 @@ import torch
 from tolerance import assert_close, assert_same_math
 from torch import nn
 
-from seqbook.gating import adding_problem, first_token_task, init_keep_bias, unroll, unrolled_weights
+from seqbook.data import adding_problem, first_token_task
+from seqbook.gating import init_keep_bias, unroll, unrolled_weights
 from seqbook.rnn import GRU, LSTM, RNN
 
 # ---------------------------------------------------------------------------------------------

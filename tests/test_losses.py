@@ -16,10 +16,9 @@ from seqbook.losses import (
     log_softmax,
     logsumexp,
     perplexity,
-    similarity_logits,
-    similarity_loss,
     smooth_labels,
 )
+from seqbook.vsa import similarity_logits, similarity_loss
 
 
 def _torch_ce(logits, target, **kw):

@@ -10,6 +10,7 @@ from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
 from seqbook.attention import causal_mask
+from seqbook.train import noam_lr, warmup_factor, warmup_schedule
 from seqbook.transformer import (
     GPT,
     DecoderLayer,
@@ -19,13 +20,10 @@ from seqbook.transformer import (
     LayerNorm,
     PositionalEncoding,
     Seq2SeqTransformer,
-    noam_lr,
     positional_encoding,
     positional_frequencies,
     relative_position_matrix,
     set_fast,
-    warmup_factor,
-    warmup_schedule,
 )
 
 F64 = torch.float64
