@@ -13,10 +13,10 @@ The model of Bahdanau et al. (2014), eqs. (4.4)-(4.9) of the book, in three part
 :class:`Seq2Seq` joins an encoder and a decoder, trains with teacher forcing (the decoder reads
 the true previous character) and predicts with :func:`greedy_decode` or :func:`beam_search`.
 
-The data side: :func:`date_dataset` (human-written dates -> ISO dates, split by date) and
-:func:`copy_dataset` (random strings of many lengths, to measure the bottleneck), both as a
-:class:`TranslationData` of string pairs with character vocabularies; :func:`encode_pairs`,
-:func:`bucket_batches`, :func:`translate` and :func:`exact_match` move between strings and tensors.
+The data sets live in :mod:`seqbook.data` (:func:`~seqbook.data.date_dataset`,
+:func:`~seqbook.data.copy_dataset`, :class:`~seqbook.data.TranslationData`,
+:func:`~seqbook.data.bucket_batches`); :func:`translate` and :func:`exact_match` go from a trained
+model back to strings and scores.
 
 All recurrent parts are ``seqbook.rnn`` modules. ``fast=True`` runs them through PyTorch's fused
 GRU kernels on the same parameters (same values, chapter 3); the tests check both paths agree.
@@ -24,10 +24,7 @@ GRU kernels on the same parameters (same values, chapter 3); the tests check bot
 
 from __future__ import annotations
 
-import random
-import string
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -46,28 +43,12 @@ from .checks import (
     check_positive_int,
     has_values,
 )
-from .data import Vocab, make_dates, pad_sequences
+from .data import TranslationData, Vocab, bucket_batches, check_vocab, decode_ids, encode_pairs
 from .train import History, fit
 
 __all__ = [
-    "TranslationData",
-    "encode_pairs",
-    "decode_ids",
-    "date_dataset",
-    "copy_dataset",
-    "bucket_batches",
-    "reverse_padded",
-    "EncoderOutput",
-    "Encoder",
-    "AttentionDecoder",
-    "PlainDecoder",
-    "Seq2Seq",
-    "fit_seq2seq",
-    "greedy_decode",
-    "beam_search",
-    "translate",
-    "exact_match",
-    "exact_match_by_length",
+    "reverse_padded", "EncoderOutput", "Encoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
+    "fit_seq2seq", "greedy_decode", "beam_search", "translate", "exact_match", "exact_match_by_length",
 ]
 
 PAD_ID, SOS_ID, EOS_ID = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
@@ -75,215 +56,6 @@ PAD_ID, SOS_ID, EOS_ID = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
 
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
-
-
-# ---------------------------------------------------------------------------------------------
-# Data: string pairs, character vocabularies, padded id tensors.
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TranslationData:
-    """Training and test pairs ``(source, target)`` of strings, with character vocabularies.
-
-    ``tensors(split)`` encodes a split with :func:`encode_pairs`.
-    """
-
-    train: list[tuple[str, str]]
-    test: list[tuple[str, str]]
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-
-    def tensors(self, split: str = "train") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-        return encode_pairs(getattr(self, split), self.src_vocab, self.tgt_vocab)
-
-    @property
-    def max_target_len(self) -> int:
-        """Characters in the longest target of either split, plus one for ``<eos>``."""
-        return max(len(t) for _, t in self.train + self.test) + 1
-
-    def __repr__(self) -> str:
-        return (f"TranslationData(train={len(self.train)}, test={len(self.test)}, "
-                f"src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)})")
-
-
-def encode_pairs(
-    pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Encode string pairs character by character and pad them.
-
-    A source is its characters followed by ``<eos>`` (so even an empty string has length 1); a
-    target is ``<sos>``, its characters, ``<eos>``. Unknown characters become ``<unk>``.
-
-    Returns:
-        ``src`` (N, S) int64, ``src_lengths`` (N,) int64 and ``tgt`` (N, T) int64, padded with
-        ``<pad>`` = 0.
-    """
-    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
-        raise TypeError(f"pairs must be a list of (source, target) string pairs, got {type(pairs).__name__}")
-    if len(pairs) == 0:
-        raise ValueError("pairs is empty: need at least one (source, target) pair")
-    _check_vocab("src_vocab", src_vocab)
-    _check_vocab("tgt_vocab", tgt_vocab)
-    for i, pair in enumerate(pairs):
-        if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-            raise TypeError(f"pairs[{i}] must be a (source, target) pair of strings, got {pair!r}")
-    src, src_lengths = pad_sequences([src_vocab.encode(list(s), add_eos=True) for s, _ in pairs])
-    tgt, _ = pad_sequences([tgt_vocab.encode(list(t), add_sos=True, add_eos=True) for _, t in pairs])
-    return src, src_lengths, tgt
-
-
-def _check_vocab(name: str, vocab) -> None:
-    if not isinstance(vocab, Vocab):
-        raise TypeError(f"{name} must be a seqbook.data.Vocab, got {type(vocab).__name__}")
-
-
-def decode_ids(ids: Sequence[int] | torch.Tensor, vocab: Vocab) -> str:
-    """Ids -> string: stops at the first ``<eos>`` and skips ``<pad>`` and ``<sos>``."""
-    _check_vocab("vocab", vocab)
-    if isinstance(ids, torch.Tensor):
-        if ids.dim() != 1:
-            raise ValueError(f"ids must have shape (T,), got {_shape(ids)}")
-        check_ids("ids", ids, nonempty=False)
-        ids = ids.tolist()
-    if isinstance(ids, str) or not isinstance(ids, Sequence):
-        raise TypeError(f"ids must be a 1-D tensor or a list of ints, got {type(ids).__name__}")
-    for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < len(vocab):
-            raise ValueError(f"ids must hold ints in [0, {len(vocab) - 1}], found {i!r}")
-    chars = []
-    for i in ids:
-        if i == EOS_ID:
-            break
-        if i in (PAD_ID, SOS_ID):
-            continue
-        chars.append(vocab.itos[i])
-    return "".join(chars)
-
-
-def date_dataset(n_train: int, n_test: int, seed: int = 0) -> TranslationData:
-    """Dates in human formats -> ISO ``YYYY-MM-DD``, from :func:`seqbook.data.make_dates`.
-
-    The test pairs come from ``make_dates(n_test, seed)``; the training pairs are drawn from
-    other seeds and never share a calendar date with a test pair, so a correct test answer cannot
-    be a remembered training answer. The vocabularies hold the characters of the training pairs.
-    The same arguments always give the same data.
-    """
-    for name, value in (("n_train", n_train), ("n_test", n_test)):
-        check_int(name, value)
-    seed = check_int("seed", seed, minimum=None)
-    test = make_dates(n_test, seed=seed)
-    held_out = {iso for _, iso in test}
-    train: list[tuple[str, str]] = []
-    draw = 0
-    while len(train) < n_train:
-        draw += 1
-        fresh = make_dates(2 * n_train, seed=seed + 7919 * draw)  # another seed per draw
-        train += [p for p in fresh if p[1] not in held_out][: n_train - len(train)]
-    src_vocab, tgt_vocab = Vocab([list(s) for s, _ in train]), Vocab([list(t) for _, t in train])
-    return TranslationData(train, test, src_vocab, tgt_vocab)
-
-
-def copy_dataset(
-    n_train: int,
-    max_len: int,
-    n_test_per_length: int,
-    test_max_len: int | None = None,
-    seed: int = 0,
-    alphabet: str = string.ascii_lowercase,
-) -> TranslationData:
-    """Copy random strings: the source and the target are the same string.
-
-    Training lengths are uniform in ``1..max_len``; the test set holds ``n_test_per_length``
-    strings of every length ``1..test_max_len`` (default ``max_len``; larger values test lengths
-    never seen in training). Characters are uniform over ``alphabet``, so a string of length L
-    carries L log2(len(alphabet)) bits that the decoder must recover. Train and test strings are
-    drawn independently (they coincide only by chance, for very short lengths).
-    """
-    test_max_len = max_len if test_max_len is None else test_max_len
-    for name, value in (("n_train", n_train), ("max_len", max_len), ("n_test_per_length", n_test_per_length),
-                        ("test_max_len", test_max_len)):
-        check_int(name, value)
-    seed = check_int("seed", seed, minimum=None)
-    if not isinstance(alphabet, str):
-        raise TypeError(f"alphabet must be a str, got {type(alphabet).__name__}")
-    if len(set(alphabet)) < 2:
-        raise ValueError(f"alphabet must hold at least 2 distinct characters, got {alphabet!r}")
-    rng = random.Random(seed)
-
-    def draw(length: int) -> tuple[str, str]:
-        s = "".join(rng.choices(alphabet, k=length))
-        return s, s
-
-    train = [draw(rng.randint(1, max_len)) for _ in range(n_train)]
-    test = [draw(length) for length in range(1, test_max_len + 1) for _ in range(n_test_per_length)]
-    vocab = Vocab(list(alphabet))
-    return TranslationData(train, test, vocab, vocab)
-
-
-def bucket_batches(
-    src: torch.Tensor,
-    src_lengths: torch.Tensor,
-    tgt: torch.Tensor,
-    batch_size: int,
-    generator: torch.Generator | None = None,
-    pool: int = 20,
-) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """An endless stream of shuffled mini-batches of sequences of similar length.
-
-    Every epoch shuffles the data, sorts each pool of ``pool * batch_size`` sequences by source
-    length, cuts it into batches and yields the batches in random order. Each batch is trimmed
-    to its longest source and target, so little time goes into padding.
-
-    The arguments are checked when it is called, before the first batch. The tensors may live on
-    any one device; the shuffling runs on the CPU (with ``generator``) and the batches are cut on
-    the data's device.
-
-    Yields:
-        ``(src (B, S_b), src_lengths (B,), tgt (B, T_b))``.
-    """
-    for name, t in (("src", src), ("src_lengths", src_lengths), ("tgt", tgt)):
-        check_ids(name, t, nonempty=False)
-    n = src.shape[0] if src.dim() else 0
-    if src.dim() != 2 or _shape(src_lengths) != (n,) or tgt.dim() != 2 or tgt.shape[0] != n:
-        raise ValueError(f"need src (N, S), src_lengths (N,), tgt (N, T) with one N, got "
-                         f"{_shape(src)}, {_shape(src_lengths)}, {_shape(tgt)}")
-    if n == 0 or src.shape[1] == 0 or tgt.shape[1] == 0:
-        raise ValueError(f"src and tgt must hold at least one sequence and one position, got "
-                         f"{_shape(src)} and {_shape(tgt)}")
-    if not src.device == src_lengths.device == tgt.device:
-        raise ValueError(f"src, src_lengths and tgt must be on one device, got {src.device}, "
-                         f"{src_lengths.device}, {tgt.device}")
-    batch_size = check_int("batch_size", batch_size)
-    if not 1 <= batch_size <= n:
-        raise ValueError(f"batch_size must be in [1, {n}], got {batch_size}")
-    pool = check_int("pool", pool)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    if has_values(src):
-        lo, hi = int(src_lengths.min()), int(src_lengths.max())
-        if lo < 1 or hi > src.shape[1]:
-            raise ValueError(f"src_lengths must lie in [1, {src.shape[1]}] (the width of src), got values "
-                             f"in [{lo}, {hi}]")
-    return _bucket_batches(src, src_lengths, tgt, batch_size, generator, pool)
-
-
-def _bucket_batches(src, src_lengths, tgt, batch_size, generator, pool):
-    n = src.shape[0]
-    tgt_lengths = (tgt != PAD_ID).sum(1)
-    while True:
-        order = torch.randperm(n, generator=generator).to(src.device)  # drawn on the CPU, used on the data's
-        batches = []
-        for start in range(0, n, pool * batch_size):
-            chunk = order[start : start + pool * batch_size]
-            chunk = chunk[torch.argsort(src_lengths[chunk], stable=True)]
-            batches += [chunk[i : i + batch_size] for i in range(0, len(chunk) - batch_size + 1, batch_size)]
-        for b in torch.randperm(len(batches), generator=generator).tolist():
-            idx = batches[b]
-            S, T = int(src_lengths[idx].max()), int(tgt_lengths[idx].max())
-            yield src[idx, :S], src_lengths[idx], tgt[idx, :T]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -758,8 +530,8 @@ def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_voca
         raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
     if not isinstance(sources, Sequence) or not all(isinstance(x, str) for x in sources):
         raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
-    _check_vocab("src_vocab", src_vocab)
-    _check_vocab("tgt_vocab", tgt_vocab)
+    check_vocab("src_vocab", src_vocab)
+    check_vocab("tgt_vocab", tgt_vocab)
     check_positive_int("max_len", max_len)
     check_positive_int("beam_width", beam_width)
     batch_size = check_positive_int("batch_size", batch_size)

@@ -12,11 +12,12 @@ import pytest
 import torch
 from torch import nn
 
+from seqbook import data as dt
 from seqbook import seq2seq as s2s
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
 from tests.badinput import assert_clear_error, assert_clear_error_in_time
 
-DATA = s2s.copy_dataset(8, 4, 1, seed=0)
+DATA = dt.copy_dataset(8, 4, 1, seed=0)
 V = len(DATA.src_vocab)
 SRC, LEN, TGT = DATA.tensors("train")
 MODEL = Seq2Seq(V, V, 4, 6).eval()
@@ -39,43 +40,43 @@ def loop(id_, fn, *words):
 
 # data
 case("tensors-split", lambda: DATA.tensors("dev"), "split must be", "'dev'")
-case("encode_pairs-empty", lambda: s2s.encode_pairs([], DATA.src_vocab, DATA.tgt_vocab), "pairs is empty")
-case("encode_pairs-str", lambda: s2s.encode_pairs("ab", DATA.src_vocab, DATA.tgt_vocab), "pairs", "str")
-case("encode_pairs-not-pairs", lambda: s2s.encode_pairs([("a",)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
-case("encode_pairs-int-items", lambda: s2s.encode_pairs([(1, 2)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
-case("encode_pairs-vocab-dict", lambda: s2s.encode_pairs([("a", "a")], {}, DATA.tgt_vocab), "src_vocab",
+case("encode_pairs-empty", lambda: dt.encode_pairs([], DATA.src_vocab, DATA.tgt_vocab), "pairs is empty")
+case("encode_pairs-str", lambda: dt.encode_pairs("ab", DATA.src_vocab, DATA.tgt_vocab), "pairs", "str")
+case("encode_pairs-not-pairs", lambda: dt.encode_pairs([("a",)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
+case("encode_pairs-int-items", lambda: dt.encode_pairs([(1, 2)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
+case("encode_pairs-vocab-dict", lambda: dt.encode_pairs([("a", "a")], {}, DATA.tgt_vocab), "src_vocab",
      "Vocab")
-case("decode_ids-rank2", lambda: s2s.decode_ids(TGT, DATA.tgt_vocab), "ids must have shape (T,)")
-case("decode_ids-float", lambda: s2s.decode_ids(TGT[0].float(), DATA.tgt_vocab), "ids", "float32")
-case("decode_ids-out-of-range", lambda: s2s.decode_ids([4, 99], DATA.tgt_vocab), "ids", "99")
-case("decode_ids-negative", lambda: s2s.decode_ids(torch.tensor([4, -1]), DATA.tgt_vocab), "ids", "-1")
-case("decode_ids-str", lambda: s2s.decode_ids("abc", DATA.tgt_vocab), "ids", "str")
-case("decode_ids-vocab-none", lambda: s2s.decode_ids([4], None), "vocab", "NoneType")
-case("date_dataset-n_train-0", lambda: s2s.date_dataset(0, 5), "n_train", "0")
-case("date_dataset-n_test-float", lambda: s2s.date_dataset(5, 2.5), "n_test", "float")
-case("date_dataset-seed-str", lambda: s2s.date_dataset(5, 5, seed="0"), "seed", "str")
-case("copy_dataset-n_train-negative", lambda: s2s.copy_dataset(-1, 4, 1), "n_train", "-1")
-case("copy_dataset-max_len-0", lambda: s2s.copy_dataset(4, 0, 1), "max_len", "0")
-case("copy_dataset-n_test_per_length-bool", lambda: s2s.copy_dataset(4, 3, True), "n_test_per_length", "bool")
-case("copy_dataset-test_max_len-0", lambda: s2s.copy_dataset(4, 3, 1, test_max_len=0), "test_max_len", "0")
-case("copy_dataset-alphabet-short", lambda: s2s.copy_dataset(4, 3, 1, alphabet="aa"), "alphabet", "'aa'")
-case("copy_dataset-alphabet-list", lambda: s2s.copy_dataset(4, 3, 1, alphabet=["a", "b"]), "alphabet", "list")
+case("decode_ids-rank2", lambda: dt.decode_ids(TGT, DATA.tgt_vocab), "ids must have shape (T,)")
+case("decode_ids-float", lambda: dt.decode_ids(TGT[0].float(), DATA.tgt_vocab), "ids", "float32")
+case("decode_ids-out-of-range", lambda: dt.decode_ids([4, 99], DATA.tgt_vocab), "ids", "99")
+case("decode_ids-negative", lambda: dt.decode_ids(torch.tensor([4, -1]), DATA.tgt_vocab), "ids", "-1")
+case("decode_ids-str", lambda: dt.decode_ids("abc", DATA.tgt_vocab), "ids", "str")
+case("decode_ids-vocab-none", lambda: dt.decode_ids([4], None), "vocab", "NoneType")
+case("date_dataset-n_train-0", lambda: dt.date_dataset(0, 5), "n_train", "0")
+case("date_dataset-n_test-float", lambda: dt.date_dataset(5, 2.5), "n_test", "float")
+case("date_dataset-seed-str", lambda: dt.date_dataset(5, 5, seed="0"), "seed", "str")
+case("copy_dataset-n_train-negative", lambda: dt.copy_dataset(-1, 4, 1), "n_train", "-1")
+case("copy_dataset-max_len-0", lambda: dt.copy_dataset(4, 0, 1), "max_len", "0")
+case("copy_dataset-n_test_per_length-bool", lambda: dt.copy_dataset(4, 3, True), "n_test_per_length", "bool")
+case("copy_dataset-test_max_len-0", lambda: dt.copy_dataset(4, 3, 1, test_max_len=0), "test_max_len", "0")
+case("copy_dataset-alphabet-short", lambda: dt.copy_dataset(4, 3, 1, alphabet="aa"), "alphabet", "'aa'")
+case("copy_dataset-alphabet-list", lambda: dt.copy_dataset(4, 3, 1, alphabet=["a", "b"]), "alphabet", "list")
 
 # bucket_batches: refused when called, never an endless loop
-loop("bucket_batches-batch_size-0", lambda: s2s.bucket_batches(SRC, LEN, TGT, 0), "batch_size", ">= 1", "0")
-loop("bucket_batches-batch_size-above-N", lambda: s2s.bucket_batches(SRC, LEN, TGT, 9), "batch_size", "9")
-loop("bucket_batches-batch_size-float", lambda: s2s.bucket_batches(SRC, LEN, TGT, 2.0), "batch_size", "float")
-loop("bucket_batches-pool-0", lambda: s2s.bucket_batches(SRC, LEN, TGT, 2, pool=0), "pool", "0")
-loop("bucket_batches-pool-negative", lambda: s2s.bucket_batches(SRC, LEN, TGT, 2, pool=-3), "pool", "-3")
-loop("bucket_batches-N0", lambda: s2s.bucket_batches(SRC[:0], LEN[:0], TGT[:0], 1), "src", "(0, 5)")
-loop("bucket_batches-length-mismatch", lambda: s2s.bucket_batches(SRC, LEN[:3], TGT, 2), "src_lengths",
+loop("bucket_batches-batch_size-0", lambda: dt.bucket_batches(SRC, LEN, TGT, 0), "batch_size", ">= 1", "0")
+loop("bucket_batches-batch_size-above-N", lambda: dt.bucket_batches(SRC, LEN, TGT, 9), "batch_size", "9")
+loop("bucket_batches-batch_size-float", lambda: dt.bucket_batches(SRC, LEN, TGT, 2.0), "batch_size", "float")
+loop("bucket_batches-pool-0", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, pool=0), "pool", "0")
+loop("bucket_batches-pool-negative", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, pool=-3), "pool", "-3")
+loop("bucket_batches-N0", lambda: dt.bucket_batches(SRC[:0], LEN[:0], TGT[:0], 1), "src", "(0, 5)")
+loop("bucket_batches-length-mismatch", lambda: dt.bucket_batches(SRC, LEN[:3], TGT, 2), "src_lengths",
      "(3,)")
-loop("bucket_batches-tgt-batch", lambda: s2s.bucket_batches(SRC, LEN, TGT[:3], 2), "tgt (N, T)", "(3, 6)")
-loop("bucket_batches-src-float", lambda: s2s.bucket_batches(SRC.float(), LEN, TGT, 2), "src", "float32")
-loop("bucket_batches-lengths-float", lambda: s2s.bucket_batches(SRC, LEN.float(), TGT, 2), "src_lengths",
+loop("bucket_batches-tgt-batch", lambda: dt.bucket_batches(SRC, LEN, TGT[:3], 2), "tgt (N, T)", "(3, 6)")
+loop("bucket_batches-src-float", lambda: dt.bucket_batches(SRC.float(), LEN, TGT, 2), "src", "float32")
+loop("bucket_batches-lengths-float", lambda: dt.bucket_batches(SRC, LEN.float(), TGT, 2), "src_lengths",
      "float32")
-loop("bucket_batches-lengths-0", lambda: s2s.bucket_batches(SRC, LEN * 0, TGT, 2), "src_lengths", "[1, 5]")
-loop("bucket_batches-generator-int", lambda: s2s.bucket_batches(SRC, LEN, TGT, 2, generator=0), "generator")
+loop("bucket_batches-lengths-0", lambda: dt.bucket_batches(SRC, LEN * 0, TGT, 2), "src_lengths", "[1, 5]")
+loop("bucket_batches-generator-int", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, generator=0), "generator")
 loop("fit_seq2seq-steps-0", lambda: s2s.fit_seq2seq(MODEL, DATA, 0, progress=False), "steps", "0")
 loop("fit_seq2seq-batch_size-above-N", lambda: s2s.fit_seq2seq(MODEL, DATA, 2, batch_size=9, progress=False),
      "batch_size", "<= 8", "9")
@@ -194,7 +195,7 @@ def test_bad_sizes_of_loops_are_refused_in_time(fn, words):
 def test_numpy_sizes_are_accepted():
     m = Seq2Seq(np.int64(V), np.int64(V), np.int64(4), np.int32(6))
     assert m(SRC, LEN, TGT).shape == (B, TGT.shape[1], V)
-    batch = next(s2s.bucket_batches(SRC, LEN, TGT, np.int64(2), pool=np.int64(1)))
+    batch = next(dt.bucket_batches(SRC, LEN, TGT, np.int64(2), pool=np.int64(1)))
     assert batch[0].shape[0] == 2
     ys = s2s.beam_search(MODEL, SRC, LEN, np.int64(2), np.int64(3))
     assert ys.shape[0] == B
@@ -215,7 +216,7 @@ def test_beam_wider_than_the_vocabulary_is_legal():
 
 def test_translate_empty_list_and_decode_empty_ids():
     assert s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5) == []
-    assert s2s.decode_ids(torch.zeros(0, dtype=torch.long), DATA.tgt_vocab) == ""
+    assert dt.decode_ids(torch.zeros(0, dtype=torch.long), DATA.tgt_vocab) == ""
 
 
 def test_reverse_padded_zero_length_row_stays_in_place():
@@ -230,5 +231,5 @@ def test_plain_decoder_model_decodes():
 def test_bucket_batches_index_tensors_follow_the_data_device():
     # On CUDA the shuffled order must be moved to the data's device before it indexes; here the same
     # path runs on the CPU and must give batches drawn from the data.
-    src, lengths, tgt = next(s2s.bucket_batches(SRC, LEN, TGT, 3, torch.Generator().manual_seed(0)))
+    src, lengths, tgt = next(dt.bucket_batches(SRC, LEN, TGT, 3, torch.Generator().manual_seed(0)))
     assert src.device == SRC.device and src.shape[0] == 3 and int(lengths.max()) == src.shape[1]

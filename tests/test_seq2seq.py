@@ -7,16 +7,11 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
-from seqbook.data import Vocab
+from seqbook.data import Vocab, bucket_batches, copy_dataset, date_dataset, decode_ids, encode_pairs
 from seqbook.seq2seq import (
     Encoder,
     Seq2Seq,
     beam_search,
-    bucket_batches,
-    copy_dataset,
-    date_dataset,
-    decode_ids,
-    encode_pairs,
     exact_match,
     exact_match_by_length,
     greedy_decode,
