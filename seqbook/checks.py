@@ -22,9 +22,10 @@ import numbers
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 __all__ = [
-    "check_positive_int", "check_flag", "check_same_dtype",
+    "check_lm_chunks",    "check_positive_int", "check_flag", "check_same_dtype",
     "shape_of",
     "has_values",
     "autocast_enabled",
@@ -243,3 +244,20 @@ def check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
     if x.dtype != dtype and not autocast_enabled(x):
         raise TypeError(f"{name} must have the dtype of the module's weights, {dtype}, got {x.dtype} "
                         f"(convert the module with .to({dtype}) or the input with .to(...))")
+
+
+def check_lm_chunks(inputs: torch.Tensor, targets: torch.Tensor, model: nn.Module) -> None:
+    """(num_chunks, B, T) integer ids, not empty; in range when the model states its vocab_size."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
+    check_tensor("inputs", inputs, nonempty=False)
+    check_tensor("targets", targets, nonempty=False)
+    if inputs.dim() != 3 or inputs.shape != targets.shape:
+        raise ValueError("inputs and targets must both have shape (num_chunks, B, T), got "
+                         f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
+    size = getattr(model, "vocab_size", None)
+    size = size if isinstance(size, int) else None
+    check_ids("inputs", inputs, size)
+    check_ids("targets", targets, size)

@@ -15,20 +15,18 @@ Chapters 2, 3 and 6 share these so their perplexities are measured on the same s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_ids, check_int, check_number, check_probability, check_tensor
+from .checks import check_ids, check_int, check_lm_chunks, check_number, check_probability, check_tensor
 from .data import RESERVED, Vocab
 from .rnn import GRU, LSTM, RNN
-from .train import History, fit
 
 __all__ = [
     "CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "unigram_perplexity",
-    "evaluate_perplexity", "train_lm", "generate",
+    "evaluate_perplexity", "generate",
 ]
 
 CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
@@ -208,27 +206,6 @@ def sample_sequence(model: ConditionalCharLM, vocab: Vocab, cond: int, max_len: 
     return "".join(out)
 
 
-def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def _check_chunks(inputs: torch.Tensor, targets: torch.Tensor, model: nn.Module) -> None:
-    """(num_chunks, B, T) integer ids, not empty; in range when the model states its vocab_size."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if next(model.parameters(), None) is None:
-        raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
-    check_tensor("inputs", inputs, nonempty=False)
-    check_tensor("targets", targets, nonempty=False)
-    if inputs.dim() != 3 or inputs.shape != targets.shape:
-        raise ValueError("inputs and targets must both have shape (num_chunks, B, T), got "
-                         f"{tuple(inputs.shape)} and {tuple(targets.shape)}")
-    size = getattr(model, "vocab_size", None)
-    size = size if isinstance(size, int) else None
-    check_ids("inputs", inputs, size)
-    check_ids("targets", targets, size)
-
-
 @torch.no_grad()
 def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
                         carry_state: bool = True) -> float:
@@ -240,7 +217,7 @@ def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.T
     return the logits or a tuple whose first item is the logits (e.g. a transformer). The sum is
     taken in float64 (a Python float).
     """
-    _check_chunks(inputs, targets, model)
+    check_lm_chunks(inputs, targets, model)
     if not isinstance(carry_state, bool):
         raise TypeError(f"carry_state must be a bool, got {type(carry_state).__name__}")
     was_training = model.training
@@ -264,57 +241,6 @@ def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.T
         count += y.numel()
     model.train(was_training)
     return math.exp(total / count)
-
-
-def _ordered_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> Iterator[tuple[int, torch.Tensor,
-                                                                                   torch.Tensor]]:
-    """One pass over the chunks in order, each tagged with its index (0 starts a new pass)."""
-    for k in range(inputs.shape[0]):
-        yield k, inputs[k], targets[k]
-
-
-class _Epochs:
-    """Re-iterable wrapper so :func:`seqbook.train.fit` can cycle through the passes."""
-
-    def __init__(self, inputs, targets):
-        self.inputs, self.targets = inputs, targets
-
-    def __iter__(self):
-        return _ordered_chunks(self.inputs, self.targets)
-
-
-def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int, lr: float = 3e-3,
-             clip: float | None = 1.0, device: torch.device | str | None = None, seed: int | None = 0,
-             eval_fn=None, eval_every: int = 0, progress: bool = True, desc: str = "lm",
-             optimizer: torch.optim.Optimizer | None = None) -> History:
-    """Train a recurrent language model with truncated backpropagation through time.
-
-    The chunks are visited in order, so row b of chunk k continues row b of chunk k-1 and the final
-    state of one chunk is the initial state of the next: the model sees the whole text as one long
-    sequence. Before each chunk the state is detached (gradients flow back at most T steps), and
-    at the start of every pass over the text it is reset to zeros. Gradients are clipped to
-    global norm ``clip``. The optimiser is AdamW (or ``optimizer``); the loop is
-    :func:`seqbook.train.fit`.
-
-    Args:
-        model: ``model(ids, state) -> (logits, state)``, e.g. :class:`CharLM`.
-        inputs, targets: (num_chunks, B, T) from :func:`seqbook.data.lm_chunks`.
-        steps: optimiser steps (one chunk each).
-
-    Returns:
-        The :class:`seqbook.train.History` of per-step losses (mean cross-entropy in nats).
-    """
-    _check_chunks(inputs, targets, model)
-    carried = {"state": None}
-
-    def loss_fn(model, batch):
-        k, x, y = batch
-        state = None if k == 0 else detach_state(carried["state"])
-        logits, carried["state"] = model(x, state)
-        return _lm_loss(logits, y)
-
-    return fit(model, loss_fn, _Epochs(inputs, targets), steps=steps, lr=lr, optimizer=optimizer, clip=clip,
-               device=device, seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
 
 
 @torch.no_grad()

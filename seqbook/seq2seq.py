@@ -38,17 +38,14 @@ from .checks import (
     check_flag,
     check_float_tensor,
     check_ids,
-    check_int,
-    check_number,
     check_positive_int,
     has_values,
 )
-from .data import TranslationData, Vocab, bucket_batches, check_vocab, decode_ids, encode_pairs
-from .train import History, fit
+from .data import Vocab, check_vocab, decode_ids, encode_pairs
 
 __all__ = [
     "reverse_padded", "EncoderOutput", "Encoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
-    "fit_seq2seq", "greedy_decode", "beam_search", "translate", "exact_match", "exact_match_by_length",
+    "greedy_decode", "beam_search", "translate", "exact_match", "exact_match_by_length",
 ]
 
 PAD_ID, SOS_ID, EOS_ID = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
@@ -394,33 +391,6 @@ class Seq2Seq(nn.Module):
                              "token is undefined")
         logits = self(src, src_lengths, tgt[:, :-1])                   # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
-
-
-def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size: int = 128,
-                lr: float = 5e-3, seed: int = 0, device=None, progress: bool = True,
-                desc: str = "seq2seq") -> History:
-    """Train ``model`` (anything with ``loss(src, src_lengths, tgt)``) on ``data.train``.
-
-    Adam with a one-cycle learning-rate schedule (warm up to ``lr`` over the first 10% of the
-    steps, then anneal), gradient clipping at 1, length-bucketed batches; see
-    :func:`seqbook.train.fit`. Deterministic for a given ``seed``.
-    """
-    if not callable(getattr(model, "loss", None)) or not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module with a loss(src, src_lengths, tgt) method, got "
-                        f"{type(model).__name__}")
-    if not isinstance(data, TranslationData):
-        raise TypeError(f"data must be a TranslationData, got {type(data).__name__}")
-    steps, seed = check_int("steps", steps), check_int("seed", seed, minimum=None)
-    batch_size = check_int("batch_size", batch_size, maximum=len(data.train))
-    lr = check_number("lr", lr, low=0.0, low_open=True)
-    generator = torch.Generator().manual_seed(seed)
-    src, src_lengths, tgt = data.tensors("train")
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
-    return fit(model, lambda m, batch: m.loss(*batch),
-               bucket_batches(src, src_lengths, tgt, batch_size, generator),
-               steps=steps, optimizer=optimizer, scheduler=schedule, clip=1.0, device=device, seed=seed,
-               progress=progress, desc=desc)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
-"""One small training loop that every chapter reuses.
+"""Training: one small loop that every chapter reuses, the learning-rate schedules, and the
+training functions of the chapters' models built on the loop.
 
-The loop is deliberately plain: the chapters show what a model computes; this file only moves
-batches to the device, steps the optimiser, clips gradients and records the losses.
+The loop, :func:`fit`, is deliberately plain: the chapters show what a model computes; this file
+only moves batches to the device, steps the optimiser, clips gradients and records the losses.
+:func:`train_lm` (truncated backpropagation through time, chapters 2, 3 and 6) and
+:func:`fit_seq2seq` (translation, chapters 4 and 6) are thin wrappers around it;
+:func:`warmup_schedule` gives the warm-up schedules of chapter 6.
 """
 
 from __future__ import annotations
@@ -9,14 +13,17 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .checks import check_int, check_number, check_positive_int
+from .checks import check_int, check_lm_chunks, check_number, check_positive_int
+from .data import TranslationData, bucket_batches
+from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
 
 
@@ -285,3 +292,90 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_factor(step, warmup_steps, total_steps, kind, min_factor)
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Training loops of the chapters' models: truncated BPTT for language models, and translation.
+# ---------------------------------------------------------------------------------------------
+
+
+def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _ordered_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> Iterator[tuple[int, torch.Tensor,
+                                                                                   torch.Tensor]]:
+    """One pass over the chunks in order, each tagged with its index (0 starts a new pass)."""
+    for k in range(inputs.shape[0]):
+        yield k, inputs[k], targets[k]
+
+
+class _Epochs:
+    """Re-iterable wrapper so :func:`seqbook.train.fit` can cycle through the passes."""
+
+    def __init__(self, inputs, targets):
+        self.inputs, self.targets = inputs, targets
+
+    def __iter__(self):
+        return _ordered_chunks(self.inputs, self.targets)
+
+
+def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int, lr: float = 3e-3,
+             clip: float | None = 1.0, device: torch.device | str | None = None, seed: int | None = 0,
+             eval_fn=None, eval_every: int = 0, progress: bool = True, desc: str = "lm",
+             optimizer: torch.optim.Optimizer | None = None) -> History:
+    """Train a recurrent language model with truncated backpropagation through time.
+
+    The chunks are visited in order, so row b of chunk k continues row b of chunk k-1 and the final
+    state of one chunk is the initial state of the next: the model sees the whole text as one long
+    sequence. Before each chunk the state is detached (gradients flow back at most T steps), and
+    at the start of every pass over the text it is reset to zeros. Gradients are clipped to
+    global norm ``clip``. The optimiser is AdamW (or ``optimizer``); the loop is
+    :func:`seqbook.train.fit`.
+
+    Args:
+        model: ``model(ids, state) -> (logits, state)``, e.g. :class:`CharLM`.
+        inputs, targets: (num_chunks, B, T) from :func:`seqbook.data.lm_chunks`.
+        steps: optimiser steps (one chunk each).
+
+    Returns:
+        The :class:`seqbook.train.History` of per-step losses (mean cross-entropy in nats).
+    """
+    check_lm_chunks(inputs, targets, model)
+    carried = {"state": None}
+
+    def loss_fn(model, batch):
+        k, x, y = batch
+        state = None if k == 0 else detach_state(carried["state"])
+        logits, carried["state"] = model(x, state)
+        return _lm_loss(logits, y)
+
+    return fit(model, loss_fn, _Epochs(inputs, targets), steps=steps, lr=lr, optimizer=optimizer, clip=clip,
+               device=device, seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
+
+
+def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size: int = 128,
+                lr: float = 5e-3, seed: int = 0, device=None, progress: bool = True,
+                desc: str = "seq2seq") -> History:
+    """Train ``model`` (anything with ``loss(src, src_lengths, tgt)``) on ``data.train``.
+
+    Adam with a one-cycle learning-rate schedule (warm up to ``lr`` over the first 10% of the
+    steps, then anneal), gradient clipping at 1, length-bucketed batches; see
+    :func:`seqbook.train.fit`. Deterministic for a given ``seed``.
+    """
+    if not callable(getattr(model, "loss", None)) or not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module with a loss(src, src_lengths, tgt) method, got "
+                        f"{type(model).__name__}")
+    if not isinstance(data, TranslationData):
+        raise TypeError(f"data must be a TranslationData, got {type(data).__name__}")
+    steps, seed = check_int("steps", steps), check_int("seed", seed, minimum=None)
+    batch_size = check_int("batch_size", batch_size, maximum=len(data.train))
+    lr = check_number("lr", lr, low=0.0, low_open=True)
+    generator = torch.Generator().manual_seed(seed)
+    src, src_lengths, tgt = data.tensors("train")
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    return fit(model, lambda m, batch: m.loss(*batch),
+               bucket_batches(src, src_lengths, tgt, batch_size, generator),
+               steps=steps, optimizer=optimizer, scheduler=schedule, clip=1.0, device=device, seed=seed,
+               progress=progress, desc=desc)

@@ -702,7 +702,7 @@ class Seq2SeqTransformer(nn.Module):
 
         ``tgt`` is ``<sos> y_1 .. y_T <eos>``, padded. The signature matches
         :meth:`seqbook.seq2seq.Seq2Seq.loss` (``src_lengths`` is not needed: padding is found from
-        ``pad_id``), so :func:`seqbook.seq2seq.fit_seq2seq` trains this model too.
+        ``pad_id``), so :func:`seqbook.train.fit_seq2seq` trains this model too.
         """
         if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
             got = tuple(tgt.shape) if isinstance(tgt, torch.Tensor) else type(tgt).__name__

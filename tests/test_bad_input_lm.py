@@ -22,9 +22,9 @@ from seqbook.lm import (
     evaluate_perplexity,
     generate,
     sample_sequence,
-    train_lm,
     unigram_perplexity,
 )
+from seqbook.train import train_lm
 from tests.badinput import assert_clear_error_in_time
 
 VOCAB = Vocab(list("the cat sat"))  # 4 reserved + 6 characters = 10

@@ -15,6 +15,7 @@ from torch import nn
 from seqbook import data as dt
 from seqbook import seq2seq as s2s
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
+from seqbook.train import fit_seq2seq as fit_s2s
 from tests.badinput import assert_clear_error, assert_clear_error_in_time
 
 DATA = dt.copy_dataset(8, 4, 1, seed=0)
@@ -77,15 +78,15 @@ loop("bucket_batches-lengths-float", lambda: dt.bucket_batches(SRC, LEN.float(),
      "float32")
 loop("bucket_batches-lengths-0", lambda: dt.bucket_batches(SRC, LEN * 0, TGT, 2), "src_lengths", "[1, 5]")
 loop("bucket_batches-generator-int", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, generator=0), "generator")
-loop("fit_seq2seq-steps-0", lambda: s2s.fit_seq2seq(MODEL, DATA, 0, progress=False), "steps", "0")
-loop("fit_seq2seq-batch_size-above-N", lambda: s2s.fit_seq2seq(MODEL, DATA, 2, batch_size=9, progress=False),
+loop("fit_seq2seq-steps-0", lambda: fit_s2s(MODEL, DATA, 0, progress=False), "steps", "0")
+loop("fit_seq2seq-batch_size-above-N", lambda: fit_s2s(MODEL, DATA, 2, batch_size=9, progress=False),
      "batch_size", "<= 8", "9")
-loop("fit_seq2seq-batch_size-0", lambda: s2s.fit_seq2seq(MODEL, DATA, 2, batch_size=0, progress=False),
+loop("fit_seq2seq-batch_size-0", lambda: fit_s2s(MODEL, DATA, 2, batch_size=0, progress=False),
      "batch_size", "0")
-loop("fit_seq2seq-lr-0", lambda: s2s.fit_seq2seq(MODEL, DATA, 2, batch_size=2, lr=0.0, progress=False), "lr",
+loop("fit_seq2seq-lr-0", lambda: fit_s2s(MODEL, DATA, 2, batch_size=2, lr=0.0, progress=False), "lr",
      "0.0")
-loop("fit_seq2seq-data-tuple", lambda: s2s.fit_seq2seq(MODEL, (SRC, LEN, TGT), 2), "data", "TranslationData")
-loop("fit_seq2seq-model-linear", lambda: s2s.fit_seq2seq(nn.Linear(2, 2), DATA, 2), "model", "loss")
+loop("fit_seq2seq-data-tuple", lambda: fit_s2s(MODEL, (SRC, LEN, TGT), 2), "data", "TranslationData")
+loop("fit_seq2seq-model-linear", lambda: fit_s2s(nn.Linear(2, 2), DATA, 2), "model", "loss")
 loop("translate-batch_size-0", lambda: s2s.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
      batch_size=0), "batch_size", "0")
 loop("translate-batch_size-negative", lambda: s2s.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,

@@ -14,9 +14,9 @@ from seqbook.lm import (
     evaluate_perplexity,
     generate,
     sample_sequence,
-    train_lm,
     unigram_perplexity,
 )
+from seqbook.train import train_lm
 
 TEXT = "the cat sat on the mat " * 40
 VOCAB = Vocab(list(TEXT))
