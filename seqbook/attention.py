@@ -269,7 +269,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         kdim: int | None = None,
         vdim: int | None = None,
-        fast: bool = True,
+        fast: bool = False,
         device=None,
         dtype=None,
     ):
@@ -313,7 +313,7 @@ class MultiHeadAttention(nn.Module):
         )
 
     @classmethod
-    def from_torch(cls, m: nn.MultiheadAttention, fast: bool = True) -> MultiHeadAttention:
+    def from_torch(cls, m: nn.MultiheadAttention, fast: bool = False) -> MultiHeadAttention:
         """Copy the weights of an ``nn.MultiheadAttention`` so that ours computes the same function.
 
         Handles both the packed ``in_proj_weight`` (q, k, v stacked, when kdim = vdim = embed_dim)

@@ -56,15 +56,20 @@ def _check_bool(name: str, value) -> bool:
 
 
 class _Cell(nn.Module):
-    """Shared bookkeeping of the three cells: ``gates`` row blocks of size ``hidden_size``."""
+    """Shared bookkeeping of the three cells: ``gates`` row blocks of size ``hidden_size``.
+
+    ``fast=True`` makes ``forward`` call PyTorch's fused cell on the same parameters (same values;
+    the gates are not returned on that path). The layers below loop over ``step`` and have their
+    own switch."""
 
     gates = 1
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, fast: bool = False):
         super().__init__()
         input_size = _check_positive("input_size", input_size)
         hidden_size = _check_positive("hidden_size", hidden_size)
         bias = _check_bool("bias", bias)
+        self.fast = _check_bool("fast", fast)
         self.input_size, self.hidden_size = input_size, hidden_size
         G = self.gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(G, input_size))
@@ -122,10 +127,11 @@ class RNNCell(_Cell):
 
     gates = 1
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh"):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+                 fast: bool = False):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__(input_size, hidden_size, bias)
+        super().__init__(input_size, hidden_size, bias, fast)
         self.nonlinearity = nonlinearity
         self.act = torch.tanh if nonlinearity == "tanh" else torch.relu
 
@@ -136,6 +142,9 @@ class RNNCell(_Cell):
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         self._check_step_input(x, h)
+        if self.fast:
+            fused = _VF.rnn_tanh_cell if self.nonlinearity == "tanh" else _VF.rnn_relu_cell
+            return fused(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return self.step(self.project_input(x), h)
 
     def extra_repr(self) -> str:
@@ -173,6 +182,8 @@ class GRUCell(_Cell):
     def forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
         """One step; with ``return_gates`` also a dict of the gates ``r``, ``z``, ``n`` (B, H)."""
         self._check_step_input(x, h)
+        if self.fast and not return_gates:
+            return _VF.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return self.step(self.project_input(x), h, return_gates)
 
 
@@ -212,6 +223,9 @@ class LSTMCell(_Cell):
                              f"got {type(state).__name__}")
         self._check_step_input(x, state[0], "state[0]")
         self._check_step_input(x, state[1], "state[1]")
+        if self.fast and not return_gates:
+            return tuple(_VF.lstm_cell(x, tuple(state), self.weight_ih, self.weight_hh, self.bias_ih,
+                                       self.bias_hh))
         return self.step(self.project_input(x), tuple(state), return_gates)
 
 

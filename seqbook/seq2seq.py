@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import _VF, nn
+from torch import nn
 
 from . import rnn
 from .attention import AdditiveAttention, lengths_to_mask
@@ -188,10 +188,10 @@ class _Decoder(nn.Module):
                             ("annotation_dim", annotation_dim)):
             check_positive_int(name, value)
         check_flag("fast", fast)
-        self.vocab_size, self.hidden_size, self.fast = vocab_size, hidden_size, fast
+        self.vocab_size, self.hidden_size = vocab_size, hidden_size
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
         self.init = nn.Linear(annotation_dim, hidden_size)                       # W_s
-        self.cell = rnn.GRUCell(embed_dim + annotation_dim, hidden_size)
+        self.cell = rnn.GRUCell(embed_dim + annotation_dim, hidden_size, fast=fast)
         self.out = nn.Linear(hidden_size + annotation_dim + embed_dim, vocab_size)  # W_o
 
     def prepare(self, enc: EncoderOutput) -> EncoderOutput:
@@ -210,11 +210,7 @@ class _Decoder(nn.Module):
     def _update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
         c, weights = self.context(s, memory)                           # attend: (B, 2H), (B, S)
         x = torch.cat([e, c], dim=-1)                                  # (B, E + 2H)
-        if self.fast:  # PyTorch's fused GRU cell on our parameters: the same equations
-            s = _VF.gru_cell(x, s, self.cell.weight_ih, self.cell.weight_hh,
-                             self.cell.bias_ih, self.cell.bias_hh)
-        else:
-            s = self.cell(x, s)                                        # update: (B, H)
+        s = self.cell(x, s)                                            # update: (B, H)
         return s, c, weights
 
     def _check_memory(self, memory) -> int:
@@ -351,14 +347,6 @@ class Seq2Seq(nn.Module):
                                             attention_dim or hidden_size, fast)
         else:
             self.decoder = PlainDecoder(tgt_vocab_size, embed_dim, hidden_size, 2 * hidden_size, fast)
-
-    @property
-    def fast(self) -> bool:
-        return self.decoder.fast
-
-    @fast.setter
-    def fast(self, value: bool) -> None:
-        self.encoder.forward_rnn.fast = self.encoder.backward_rnn.fast = self.decoder.fast = bool(value)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         """Run the encoder and the decoder's per-source preparation."""

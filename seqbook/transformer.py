@@ -6,22 +6,25 @@ Read top to bottom, this file follows chapter 6 of the book:
    :class:`PositionalEncoding` module, and :func:`relative_position_matrix`, the rotation that
    moves a positional code ``k`` steps along the sequence;
 2. :class:`LayerNorm` written out (eq. (6.8)) and the position-wise :class:`FeedForward` network;
-3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. (6.6)), each with ``from_torch`` that
-   copies ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``norm_first=True,
-   batch_first=True``), and :func:`set_fast`;
+3. pre-LN :class:`EncoderLayer` and :class:`DecoderLayer` (eq. (6.6); post-LN with
+   ``norm_first=False``), each with ``from_torch`` that copies ``nn.TransformerEncoderLayer`` /
+   ``nn.TransformerDecoderLayer`` (``batch_first=True``);
 4. :class:`Seq2SeqTransformer`, the encoder-decoder of Vaswani et al. (2017) with source padding
-   and target causal and padding masks, teacher-forced ``loss``, greedy decoding and ``from_torch``
-   that copies ``nn.Transformer(norm_first=True, batch_first=True)`` with embeddings and output layer;
+   and target causal and padding masks, teacher-forced ``loss``, the decoding protocol of
+   :mod:`seqbook.seq2seq` and ``from_torch`` that copies ``nn.Transformer(batch_first=True)`` with
+   embeddings and output layer;
 5. :class:`GPT`, a decoder-only language model configured by :class:`GPTConfig`, with ``generate``
    and ``from_hf`` that copies a Hugging Face GPT-2 (``transformers.GPT2LMHeadModel``);
-6. learning-rate schedules with warm-up: :func:`noam_lr`, :func:`warmup_factor` and
-   :func:`warmup_schedule`.
+The learning-rate schedules of the chapter (:func:`~seqbook.train.warmup_schedule`) live in
+:mod:`seqbook.train`.
 
-Mask conventions follow ``nn.MultiheadAttention``: a boolean ``key_padding_mask`` of shape (B, S) is
-True at padding, and a boolean ``attn_mask`` of shape (T, S) is True where attention is *not*
-allowed (float masks are added to the scores); ``is_causal=True`` blocks the future. Attention itself
-lives in :mod:`seqbook.attention`: every attention module here can run the readable
-``scaled_dot_product_attention`` or, with ``fast=True`` (the default, switched by :func:`set_fast`),
+Mask conventions follow ``nn.MultiheadAttention`` (these layers are the package's drop-in twins of
+PyTorch's, the one exception to its rule that True means "may attend"): a boolean
+``key_padding_mask`` of shape (B, S) is True at padding, and a boolean ``attn_mask`` of shape (T, S)
+is True where attention is *not* allowed (float masks are added to the scores); ``is_causal=True``
+blocks the future. Attention itself lives in :mod:`seqbook.attention`: every attention module here
+can run the readable ``scaled_dot_product_attention`` (``fast=False``, the default) or, with
+``fast=True`` (switched for a whole model by :func:`seqbook.utils.set_fast`),
 ``torch.nn.functional.scaled_dot_product_attention``. Both give the same numbers.
 """
 
@@ -50,7 +53,7 @@ from .checks import (
 
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
-    "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "set_fast", "Seq2SeqTransformer",
+    "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer",
     "GPTConfig", "GPT", "PretrainedUnavailable", "load_pretrained_gpt2",
 ]
 
@@ -354,7 +357,7 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
-                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = False,
                  norm_first: bool = True):
         super().__init__()
         _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
@@ -388,7 +391,7 @@ class EncoderLayer(nn.Module):
         return x + self.dropout2(self.ff(self.norm2(x)))  # (B, T, D)
 
     @classmethod
-    def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = True) -> EncoderLayer:
+    def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = False) -> EncoderLayer:
         """A copy of ``nn.TransformerEncoderLayer(..., batch_first=True)``, pre-LN or post-LN as ``m`` is."""
         _check_torch_layer(m, nn.TransformerEncoderLayer)
         embed_dim = m.self_attn.embed_dim
@@ -419,7 +422,7 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
-                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = True,
+                 activation: str = "relu", eps: float = 1e-5, bias: bool = True, fast: bool = False,
                  norm_first: bool = True):
         super().__init__()
         _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
@@ -476,7 +479,7 @@ class DecoderLayer(nn.Module):
         return x + self.dropout3(self.ff(self.norm3(x)))  # (B, T, D)
 
     @classmethod
-    def from_torch(cls, m: nn.TransformerDecoderLayer, fast: bool = True) -> DecoderLayer:
+    def from_torch(cls, m: nn.TransformerDecoderLayer, fast: bool = False) -> DecoderLayer:
         """A copy of ``nn.TransformerDecoderLayer(..., batch_first=True)``, pre-LN or post-LN as ``m`` is."""
         _check_torch_layer(m, nn.TransformerDecoderLayer)
         ours = cls(m.self_attn.embed_dim, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
@@ -486,18 +489,6 @@ class DecoderLayer(nn.Module):
         ours.norm1, ours.norm2, ours.norm3 = (LayerNorm.from_torch(n) for n in (m.norm1, m.norm2, m.norm3))
         _copy_ff(ours.ff, m)
         return ours.to(m.linear1.weight.device, m.linear1.weight.dtype)
-
-
-def set_fast(model: nn.Module, fast: bool) -> nn.Module:
-    """Switch every :class:`~seqbook.attention.MultiHeadAttention` inside ``model`` to the fused
-    (``fast=True``) or the readable (``fast=False``) attention; returns ``model``."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
-    check_flag("fast", fast)
-    for m in model.modules():
-        if isinstance(m, MultiHeadAttention):
-            m.fast = fast
-    return model
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +518,7 @@ class Seq2SeqTransformer(nn.Module):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 128, num_heads: int = 4,
                  num_encoder_layers: int = 2, num_decoder_layers: int = 2, d_ff: int | None = None,
                  dropout: float = 0.1, max_len: int = 256, pad_id: int = 0, activation: str = "relu",
-                 fast: bool = True, norm_first: bool = True):
+                 fast: bool = False, norm_first: bool = True):
         super().__init__()
         src_vocab_size = check_positive_int("src_vocab_size", src_vocab_size)
         tgt_vocab_size = check_positive_int("tgt_vocab_size", tgt_vocab_size)
@@ -557,7 +548,7 @@ class Seq2SeqTransformer(nn.Module):
     @classmethod
     def from_torch(cls, transformer: nn.Transformer, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding,
                    generator: nn.Linear, pad_id: int | None = None, max_len: int = 256,
-                   fast: bool = True) -> Seq2SeqTransformer:
+                   fast: bool = False) -> Seq2SeqTransformer:
         """A copy of ``nn.Transformer(..., batch_first=True)`` (pre-LN or post-LN) with its embeddings and
         output layer: ours computes the same logits as this composition of PyTorch modules::
 
@@ -776,7 +767,7 @@ class GPTConfig:
     activation: str = "gelu"  # "relu", "gelu" or "gelu_tanh" (GPT-2's tanh approximation)
     layer_norm_eps: float = 1e-5  # the eps of every LayerNorm (GPT-2: 1e-5)
     init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
-    fast: bool = True
+    fast: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -845,7 +836,7 @@ class GPT(nn.Module):
             self.lm_head.weight = self.tok_emb.weight
 
     @classmethod
-    def from_hf(cls, model, fast: bool = True) -> GPT:
+    def from_hf(cls, model, fast: bool = False) -> GPT:
         """A copy of a Hugging Face ``transformers.GPT2LMHeadModel``: the same function, in our modules.
 
         GPT-2 is this class with learned positions, ``activation="gelu_tanh"`` (Hugging Face's

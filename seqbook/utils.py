@@ -101,3 +101,34 @@ def small_model_threads(device: torch.device | str, threads: int = 1) -> None:
         raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
     if device.type == "cpu":
         torch.set_num_threads(threads)
+
+
+def set_fast(model: torch.nn.Module, fast: bool) -> torch.nn.Module:
+    """Switch every part of ``model`` that has a fused twin to the fused (``fast=True``) or the
+    readable (``fast=False``) computation, and return ``model``.
+
+    The parts with a ``fast`` switch are the recurrent cells and layers of :mod:`seqbook.rnn` (and
+    so the language models, classifiers and encoder-decoders built from them),
+    :class:`~seqbook.attention.MultiHeadAttention` (and so every transformer layer) and the VSA
+    attention blocks. Both computations use the same parameters and give the same values (the tests
+    check it), so the switch may be flipped at any time. Every such module defaults to
+    ``fast=False``: what runs is the code the chapters print, unless a chapter asks for speed.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module`` or ``fast`` is not a bool.
+        ValueError: ``model`` contains no module with a ``fast`` switch (the call would do nothing).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(fast, bool):
+        raise TypeError(f"fast must be a bool, got {type(fast).__name__} {fast!r}")
+    switched = 0
+    for m in model.modules():
+        if isinstance(getattr(m, "fast", None), bool):
+            m.fast = fast
+            switched += 1
+    if not switched:
+        raise ValueError(f"model has no module with a fast switch (a fused twin path), got "
+                         f"{type(model).__name__}")
+    return model
+

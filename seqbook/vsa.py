@@ -893,16 +893,17 @@ class SelfAttentionBlock(nn.Module):
         y = bind(h, MLP(h))
 
     ``mask`` (optional): bool, broadcastable to (B, T, T), True where a query may look at a key;
-    a fully masked row gives the angle 0 before the skip, with finite gradients.
+    a fully masked row gives the angle 0 before the skip, with finite gradients. ``fast=True``
+    computes the attention on the phasor fast path (``vsa_attention(..., fast=True)``, same values).
 
     Shape:
         Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, T, embed_dim) and (B, T, T).
     """
 
-    def __init__(self, embed_dim: int, d_ff: int | None = None):
+    def __init__(self, embed_dim: int, d_ff: int | None = None, fast: bool = False):
         super().__init__()
         embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        self.embed_dim = embed_dim
+        self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
         self.query = PhasorLinear(embed_dim, embed_dim)
         self.key = PhasorLinear(embed_dim, embed_dim)
         self.value = PhasorLinear(embed_dim, embed_dim)
@@ -915,7 +916,8 @@ class SelfAttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
-        a, scores = _vsa_attention(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
+        attend = _vsa_attention_fast if self.fast else _vsa_attention
+        a, scores = attend(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
         h = _bind(x, a)  # first skip
         return self.residual(h), scores  # bind(h, MLP(h)): second skip
 
@@ -933,17 +935,18 @@ class CrossAttentionBlock(nn.Module):
 
     ``mask`` (optional): bool, broadcastable to (B, num_queries, T). T = 0 (no input symbols) is
     allowed: every attention row is empty, and the output starts from the queries themselves.
+    ``fast`` as in :class:`SelfAttentionBlock`.
 
     Shape:
         Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, num_queries, embed_dim) and
         (B, num_queries, T).
     """
 
-    def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None):
+    def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None, fast: bool = False):
         super().__init__()
         embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         num_queries = _check_size("num_queries", num_queries)
-        self.embed_dim = embed_dim
+        self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
         self.queries = nn.Parameter(random_symbols(num_queries, embed_dim))  # inducing points
         self.key, self.value = PhasorLinear(embed_dim, embed_dim), PhasorLinear(embed_dim, embed_dim)
         self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
@@ -956,7 +959,8 @@ class CrossAttentionBlock(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         q = self.queries.expand(x.shape[0], -1, -1)  # (B, Q, D)
-        a, scores = _vsa_attention(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
+        attend = _vsa_attention_fast if self.fast else _vsa_attention
+        a, scores = attend(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
         h = _bind(q, a)  # first skip: onto the queries
         return self.residual(h), scores
 
@@ -1094,6 +1098,7 @@ class VSAAttentionClassifier(nn.Module):
     The inputs carry no position code of their own; the self-attention model still knows their
     order through the final flattening layer (its weights differ per position), while the
     cross-attention block is blind to it: permuting the rows does not change its output.
+    ``fast=True`` runs the block's attention on the phasor fast path (same values).
 
     Shape:
         Input: (B, rows, cols) images, or (B, rows, embed_dim) symbols with an optional bool mask
@@ -1103,7 +1108,7 @@ class VSAAttentionClassifier(nn.Module):
 
     def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
                  cols: int | None = 28, num_classes: int = 10, d_ff: int | None = None,
-                 codebook_sparsity: float = 0.0):
+                 codebook_sparsity: float = 0.0, fast: bool = False):
         super().__init__()
         if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
@@ -1114,10 +1119,10 @@ class VSAAttentionClassifier(nn.Module):
         self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
         self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
         if kind == "self":
-            self.block = SelfAttentionBlock(embed_dim, d_ff)
+            self.block = SelfAttentionBlock(embed_dim, d_ff, fast)
             tokens = rows
         else:
-            self.block = CrossAttentionBlock(embed_dim, num_queries, d_ff)
+            self.block = CrossAttentionBlock(embed_dim, num_queries, d_ff, fast)
             tokens = num_queries
         self.reduce = PhasorLinear(tokens * embed_dim, embed_dim)
         self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)

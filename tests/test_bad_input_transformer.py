@@ -87,7 +87,7 @@ case("FeedForward-activation", lambda: FeedForward(8, 16, activation="tanh"), "a
 case("FeedForward-x-last-dim", lambda: FeedForward(8, 16)(rand(2, 7)), "x must have shape", "(..., 8)")
 case("FeedForward-x-float64", lambda: FeedForward(8, 16)(X.double()), "x", "torch.float64")
 
-# EncoderLayer, DecoderLayer, set_fast
+# EncoderLayer, DecoderLayer
 case("EncoderLayer-not-divisible", lambda: EncoderLayer(10, 3), "embed_dim must be divisible by num_heads")
 case("EncoderLayer-num_heads-0", lambda: EncoderLayer(8, 0), "num_heads", "0")
 case("EncoderLayer-embed_dim-bool", lambda: EncoderLayer(True, 1), "embed_dim", "bool")
@@ -126,8 +126,6 @@ case("DecoderLayer-tgt_key_padding_mask-uint8", lambda: DEC(X, MEM, tgt_key_padd
 case("DecoderLayer-tgt_is_causal-str", lambda: DEC(X, MEM, tgt_is_causal="no"), "tgt_is_causal", "bool")
 case("DecoderLayer-from_torch-encoder", lambda: DecoderLayer.from_torch(ENC), "m",
      "nn.TransformerDecoderLayer")
-case("set_fast-model-str", lambda: tf.set_fast("model", True), "model", "nn.Module", "str")
-case("set_fast-fast-int", lambda: tf.set_fast(ENC, 1), "fast", "bool", "int")
 
 # Seq2SeqTransformer
 case("S2S-src_vocab_size-0", lambda: Seq2SeqTransformer(0, 12, 8, 2), "src_vocab_size", "0")

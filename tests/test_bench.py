@@ -19,7 +19,8 @@ from benchmarks.__main__ import main as bench_main
 from seqbook import hopfield
 from seqbook.attention import MultiHeadAttention
 from seqbook.rnn import GRU, LSTM, RNN
-from seqbook.transformer import DecoderLayer, EncoderLayer, set_fast
+from seqbook.transformer import DecoderLayer, EncoderLayer
+from seqbook.utils import set_fast
 
 # ---------------------------------------------------------------------------------------------
 # The harness.

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from tolerance import assert_close, assert_same_math
 
 from seqbook import transformer
-from seqbook.transformer import GPT, set_fast
+from seqbook.transformer import GPT
+from seqbook.utils import set_fast
 
 transformers = pytest.importorskip("transformers")
 

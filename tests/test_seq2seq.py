@@ -18,6 +18,7 @@ from seqbook.seq2seq import (
     reverse_padded,
     translate,
 )
+from seqbook.utils import set_fast
 
 EOS, PAD = Vocab.eos_id, Vocab.pad_id
 F64 = torch.float64
@@ -162,8 +163,8 @@ def test_fast_path_equals_readable_path(device, attention):
     model, src, lengths, tgt = model_and_batch(attention, device, dtype=F64)
     loss = model.loss(src, lengths, tgt)
     grads = torch.autograd.grad(loss, list(model.parameters()))
-    model.fast = True
-    assert model.encoder.forward_rnn.fast and model.decoder.fast
+    set_fast(model, True)
+    assert model.encoder.forward_rnn.fast and model.encoder.backward_rnn.fast and model.decoder.cell.fast
     loss_fast = model.loss(src, lengths, tgt)
     grads_fast = torch.autograd.grad(loss_fast, list(model.parameters()))
     n = model_terms() + 3 * 4  # the loss: a mean over B * T

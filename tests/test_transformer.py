@@ -23,8 +23,8 @@ from seqbook.transformer import (
     positional_encoding,
     positional_frequencies,
     relative_position_matrix,
-    set_fast,
 )
+from seqbook.utils import set_fast
 
 F64 = torch.float64
 
