@@ -10,23 +10,38 @@ Chapters 2, 3 and 6 share these so their perplexities are measured on the same s
     history = train_lm(model, x, y, steps=500)
     ppl = evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64))
     print(generate(model, vocab, "the time traveller", 100, temperature=0.8))
+
+Every sampler of the book draws its next token with :func:`sample_next`: one rule for the
+temperature (``temperature=0`` takes the argmax), one for ``top_k`` and one for forbidden tokens
+(:func:`forbid_tokens`: the ids a caller lists get the logit -inf, so they are never drawn). It is
+used by :func:`generate`, :func:`sample_sequence` and :meth:`seqbook.transformer.GPT.generate`, and
+:func:`forbid_tokens` also by the decoders of :mod:`seqbook.seq2seq`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_ids, check_int, check_lm_chunks, check_number, check_probability, check_tensor
+from .checks import (
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_lm_chunks,
+    check_number,
+    check_probability,
+    check_tensor,
+)
 from .data import RESERVED, Vocab
 from .rnn import GRU, LSTM, RNN
 
 __all__ = [
     "CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "unigram_perplexity",
-    "evaluate_perplexity", "generate",
+    "evaluate_perplexity", "generate", "sample_next", "forbid_tokens", "check_sampling",
 ]
 
 CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
@@ -174,20 +189,115 @@ class ConditionalCharLM(CharLM):
         return super().forward(ids, state)
 
 
+# ---------------------------------------------------------------------------------------------
+# Sampling: one rule for every sampler of the book.
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_forbid(forbid, vocab_size: int) -> tuple[int, ...]:
+    """``forbid`` is a sequence of ids in [0, vocab_size) that leaves at least one id; returned as a tuple."""
+    if isinstance(forbid, str | bytes) or not isinstance(forbid, Sequence):
+        raise TypeError(f"forbid must be a sequence (tuple or list) of int ids, got {type(forbid).__name__} "
+                        f"{forbid!r}")
+    ids = tuple(check_int(f"forbid[{i}]", x, minimum=0, maximum=vocab_size - 1) for i, x in enumerate(forbid))
+    if len(set(ids)) >= vocab_size:
+        raise ValueError(f"forbid must leave at least one of the {vocab_size} ids to emit, got all of them")
+    return ids
+
+
+def check_sampling(vocab_size: int, temperature: float = 1.0, top_k: int | None = None,
+                   forbid: Sequence[int] = (), generator: torch.Generator | None = None
+                   ) -> tuple[float, int | None, tuple[int, ...]]:
+    """Check the arguments of :func:`sample_next` for a vocabulary of ``vocab_size`` ids.
+
+    The samplers call it before their first step, so that a bad argument is refused even when
+    nothing is sampled. Returns ``(temperature, top_k, forbid)`` as a float, an int or None, and a
+    tuple of ints. The errors are those listed in :func:`sample_next`.
+    """
+    vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+    temperature = check_number("temperature", temperature, low=0.0)
+    if top_k is not None:
+        top_k = check_int("top_k", top_k, minimum=1)
+    _check_generator(generator)
+    return temperature, top_k, _check_forbid(forbid, vocab_size)
+
+
+def forbid_tokens(logits: torch.Tensor, forbid: Sequence[int] = ()) -> torch.Tensor:
+    """The rule for tokens a model must never emit: their logits become -inf.
+
+    ``forbid`` lists the ids to block, for instance the reserved ``<pad> <unk> <sos>`` (and ``<eos>``
+    when a sample must not end); the caller decides which. A softmax then gives them probability 0,
+    an argmax never picks them and a beam never extends a prefix by them. ``logits`` is not changed:
+    the result is a new tensor (or ``logits`` itself when ``forbid`` is empty).
+
+    Shape:
+        logits: (B, V) float; forbid: ids in [0, V), at most V - 1 distinct -> (B, V)
+
+    Raises:
+        TypeError: ``forbid`` is not a sequence of ints (a single int, a string, a tensor).
+        ValueError: an id lies outside [0, V), or ``forbid`` blocks all V ids.
+    """
+    check_float_tensor("logits", logits, ndim=2, names="(B, V)")
+    forbid = _check_forbid(forbid, logits.shape[-1])
+    if not forbid:
+        return logits
+    blocked = torch.tensor(forbid, device=logits.device)
+    return logits.index_fill(-1, blocked, float("-inf"))                 # (B, V)
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                forbid: Sequence[int] = (), generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""Draw the next token of each row from its logits: the one sampling rule of the book.
+
+    In this order: the ids in ``forbid`` get the logit -inf (:func:`forbid_tokens`); then
+    ``temperature=0`` takes the argmax (greedy, no randomness); otherwise the logits are divided by
+    the temperature :math:`\tau`, all but the ``top_k`` largest are dropped (if ``top_k`` is given)
+    and one id is drawn from :math:`\mathrm{softmax}(z / \tau)`. Small :math:`\tau` sharpens the
+    distribution towards the argmax, large :math:`\tau` flattens it. The logits are used in float32,
+    or in float64 when they are float64. ``generator`` makes the draws reproducible; the
+    probabilities are moved to its device for the draw (a CPU generator for logits on a GPU).
+
+    Shape:
+        logits: (B, V) float -> ids (B,) int64 on the device of ``logits``
+
+    Raises:
+        TypeError: ``logits`` is not a float tensor, ``top_k`` is not an int, ``generator`` is not a
+            ``torch.Generator``, ``forbid`` is not a sequence of ints.
+        ValueError: ``logits`` is not (B, V); ``temperature`` is negative, NaN or infinite;
+            ``top_k < 1``; a ``forbid`` id is outside [0, V) or ``forbid`` blocks every id.
+    """
+    check_float_tensor("logits", logits, ndim=2, names="(B, V)")
+    temperature, top_k, forbid = check_sampling(logits.shape[-1], temperature, top_k, forbid, generator)
+    z = logits if logits.dtype == torch.float64 else logits.float()      # (B, V)
+    z = forbid_tokens(z, forbid)
+    if temperature == 0:
+        return z.argmax(-1)                                               # (B,)
+    z = z / temperature
+    if top_k is not None and top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[:, -1:]                 # (B, 1): the k-th largest
+        z = z.masked_fill(z < kth, float("-inf"))
+    probs = torch.softmax(z, dim=-1)                                      # (B, V)
+    draw_on = generator.device if generator is not None else probs.device
+    ids = torch.multinomial(probs.to(draw_on), 1, generator=generator)    # (B, 1)
+    return ids.squeeze(-1).to(logits.device)                              # (B,)
+
+
 @torch.no_grad()
 def sample_sequence(model: ConditionalCharLM, vocab: Vocab, cond: int, max_len: int = 20,
                     temperature: float = 1.0, generator: torch.Generator | None = None) -> str:
     """Sample one sequence for class ``cond``: feed ``<sos>``, then each sampled character, until
     the model emits ``<eos>`` (or ``max_len`` characters).
 
-    ``max_len = 0`` gives ''; ``temperature = 0`` samples at a temperature of 1e-6 (nearly greedy)."""
+    Each character is drawn by :func:`sample_next` with ``<pad> <unk> <sos>`` forbidden (``<eos>``
+    stays allowed: it ends the sequence). ``max_len = 0`` gives ''; ``temperature = 0`` takes the
+    most likely character at every step (greedy)."""
     if not isinstance(model, ConditionalCharLM):
         raise TypeError(f"model must be a ConditionalCharLM, got {type(model).__name__}")
     _check_vocab(vocab, model)
     cond = check_int("cond", cond, 0, model.num_conditions - 1)
     max_len = check_int("max_len", max_len, 0)
-    temperature = check_number("temperature", temperature, low=0.0)
-    _check_generator(generator)
+    forbid = (vocab.pad_id, vocab.unk_id, vocab.sos_id)               # <eos> stays allowed: it ends
+    temperature, _, forbid = check_sampling(len(vocab), temperature, forbid=forbid, generator=generator)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -195,10 +305,7 @@ def sample_sequence(model: ConditionalCharLM, vocab: Vocab, cond: int, max_len: 
     token, out = vocab.sos_id, []
     for _ in range(max_len):
         logits, state = model(torch.tensor([[token]], device=device), state=state)
-        z = logits[0, -1].float().cpu()
-        z[[vocab.pad_id, vocab.unk_id, vocab.sos_id]] = -math.inf      # <eos> stays allowed
-        p = F.softmax(z / max(temperature, 1e-6), dim=-1)
-        token = int(torch.multinomial(p, 1, generator=generator))
+        token = int(sample_next(logits[:, -1], temperature, forbid=forbid, generator=generator)[0])
         if token == vocab.eos_id:
             break
         out.append(vocab.itos[token])
@@ -251,7 +358,9 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
     The prefix is read first (its state is the context); then each sampled character is fed back
     as the next input. The next-character distribution is :math:`\mathrm{softmax}(z / \tau)` for
     logits :math:`z` and temperature :math:`\tau`: small :math:`\tau` sharpens it towards the most
-    likely character (``temperature=0`` takes the argmax), large :math:`\tau` flattens it.
+    likely character (``temperature=0`` takes the argmax), large :math:`\tau` flattens it. Each
+    character is drawn by :func:`sample_next` with the reserved ``<pad> <unk> <sos> <eos>``
+    forbidden: the continuation is plain text.
 
     Returns:
         ``prefix`` followed by the ``n`` generated characters.
@@ -264,8 +373,8 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     _check_vocab(vocab, model)
     n = check_int("n", n, 0)
-    temperature = check_number("temperature", temperature, low=0.0)
-    _check_generator(generator)
+    reserved = tuple(range(len(RESERVED)))                          # <pad> <unk> <sos> <eos>
+    temperature, _, reserved = check_sampling(len(vocab), temperature, forbid=reserved, generator=generator)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -276,12 +385,7 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
                          f"got {len(vocab)}")
     out = []
     for _ in range(n):
-        z = logits[0, -1].float().cpu()                            # (V,)
-        z[: len(RESERVED)] = -math.inf                              # never emit <pad> <unk> <sos> <eos>
-        if temperature == 0:
-            nxt = int(z.argmax())
-        else:
-            nxt = int(torch.multinomial(F.softmax(z / temperature, dim=-1), 1, generator=generator))
+        nxt = int(sample_next(logits[:, -1], temperature, forbid=reserved, generator=generator)[0])
         out.append(vocab.itos[nxt])
         logits, state = model(torch.tensor([[nxt]], device=device), state)
     model.train(was_training)

@@ -32,7 +32,7 @@ from .checks import check_int, check_number, check_tensor, has_values, shape_of
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
     "kl_divergence", "cross_entropy_dist", "perplexity", "calibration_bins",
-    "expected_calibration_error",
+    "expected_calibration_error", "macro_auroc",
 ]
 
 INF = math.inf
@@ -423,3 +423,17 @@ def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins
 
 def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
     return float((count.double() / count.sum() * (acc - conf).abs()).sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranking quality: the area under the ROC curve, one class against the rest.
+# ---------------------------------------------------------------------------------------------
+
+
+def macro_auroc(similarities: torch.Tensor, labels: torch.Tensor) -> float:
+    """The area under the ROC curve of each class against the rest, scored by its similarity,
+    averaged over the classes (one-vs-rest macro AUROC)."""
+    from sklearn.metrics import roc_auc_score
+
+    sims, labels = similarities.detach().cpu().numpy(), labels.cpu().numpy()
+    return float(sum(roc_auc_score(labels == c, sims[:, c]) for c in range(sims.shape[1])) / sims.shape[1])

@@ -13,6 +13,23 @@ The model of Bahdanau et al. (2014), eqs. (4.4)-(4.9) of the book, in three part
 :class:`Seq2Seq` joins an encoder and a decoder, trains with teacher forcing (the decoder reads
 the true previous character) and predicts with :func:`greedy_decode` or :func:`beam_search`.
 
+**The decoding protocol.** :func:`greedy_decode`, :func:`beam_search` and :func:`translate` work
+for any encoder-decoder with two methods, here :class:`Seq2Seq` and chapter 6's
+:class:`seqbook.transformer.Seq2SeqTransformer`:
+
+* ``encode(src, src_lengths) -> memory``, run once per batch of sources: a tensor or a tuple of
+  batch-first tensors (None allowed), which beam search repeats row by row for its beams;
+* ``decode_step(prev_tokens, state, memory, need_weights=False) -> (logits, state)``: read the
+  previous token of each row (B,) and the decoder state, return the next-token logits (B, V) and the
+  new state, a batch-first tensor that beam search reorders by rows. ``state`` is None before the
+  first step, whose ``prev_tokens`` is ``<sos>``. With ``need_weights`` a third item is the step's
+  attention over the source (B, S), or None for a model without attention.
+
+:class:`Seq2Seq`'s state is the decoder's GRU state (B, H); the transformer's is the target prefix
+so far (B, t), over which it reruns its decoder at every step (no cache). Token ids follow
+:class:`seqbook.data.Vocab`: ``<pad>`` 0, ``<sos>`` 2, ``<eos>`` 3. Both decoders take ``forbid``,
+ids never to emit, blocked by the rule of the samplers (:func:`seqbook.lm.forbid_tokens`).
+
 The data sets live in :mod:`seqbook.data` (:func:`~seqbook.data.date_dataset`,
 :func:`~seqbook.data.copy_dataset`, :class:`~seqbook.data.TranslationData`,
 :func:`~seqbook.data.bucket_batches`); :func:`translate` and :func:`exact_match` go from a trained
@@ -24,6 +41,7 @@ GRU kernels on the same parameters (same values, chapter 3); the tests check bot
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -38,10 +56,12 @@ from .checks import (
     check_flag,
     check_float_tensor,
     check_ids,
+    check_number,
     check_positive_int,
     has_values,
 )
 from .data import Vocab, check_vocab, decode_ids, encode_pairs
+from .lm import forbid_tokens, sample_next
 
 __all__ = [
     "reverse_padded", "EncoderOutput", "Encoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
@@ -326,8 +346,13 @@ class Seq2Seq(nn.Module):
         fast: run the GRUs through PyTorch's fused kernels (set or clear it later with
             ``model.fast = ...``; the parameters are the same).
 
+    For decoding it has the two methods of the decoding protocol (see :mod:`seqbook.seq2seq`):
+    :meth:`encode` runs the encoder once, and :meth:`decode_step` runs one decoder step, whose state
+    is the GRU state :math:`s_{i-1}`.
+
     Shape:
         forward: src (B, S), src_lengths (B,), tgt_in (B, T) -> logits (B, T, V_tgt)
+        decode_step: prev_tokens (B,), state (B, H) or None -> logits (B, V_tgt), state (B, H)
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
@@ -349,8 +374,31 @@ class Seq2Seq(nn.Module):
             self.decoder = PlainDecoder(tgt_vocab_size, embed_dim, hidden_size, 2 * hidden_size, fast)
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
-        """Run the encoder and the decoder's per-source preparation."""
+        """Run the encoder and the decoder's per-source preparation (the first method of the
+        decoding protocol).
+
+        Shape:
+            src: (B, S) int64 ids, src_lengths: (B,) in 1..S -> :class:`EncoderOutput` of batch B
+        """
         return self.decoder.prepare(self.encoder(src, src_lengths))
+
+    def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None, memory: EncoderOutput,
+                    need_weights: bool = False):
+        """One decoder step (the second method of the decoding protocol): attend, update, predict.
+
+        ``state`` is the decoder state :math:`s_{i-1}`, or None before the first step (then
+        :math:`s_0` is computed from ``memory``). With ``need_weights`` the step also returns its
+        attention weights over the source, or None for the model without attention.
+
+        Shape:
+            prev_tokens: (B,) ids y_{i-1}; state: (B, H) or None; memory: from :meth:`encode`
+            -> logits (B, V_tgt), state s_i (B, H) [, weights (B, S) or None]
+        """
+        check_flag("need_weights", need_weights)
+        s = self.decoder.init_state(memory) if state is None else state
+        self.decoder._check_step(prev_tokens, s, memory)
+        logits, s, weights = self.decoder._step(prev_tokens, s, memory)  # (B, V), (B, H), (B, S)
+        return (logits, s, weights) if need_weights else (logits, s)
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False):
@@ -386,114 +434,195 @@ class Seq2Seq(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_decode_args(model, src, src_lengths, max_len: int) -> None:
-    if not isinstance(model, Seq2Seq):
-        raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
+def _check_model(model) -> None:
+    """``model`` follows the decoding protocol and :class:`Vocab`'s reserved ids."""
+    if not isinstance(model, nn.Module) or not all(
+            callable(getattr(model, name, None)) for name in ("encode", "decode_step")):
+        raise TypeError(f"model must be a Seq2Seq or a Seq2SeqTransformer (an nn.Module with encode and "
+                        f"decode_step), got {type(model).__name__}")
+    pad_id = getattr(model, "pad_id", PAD_ID)
+    if pad_id != PAD_ID:
+        raise ValueError(f"model.pad_id must be {PAD_ID}, the <pad> of seqbook.data.Vocab that the decoders "
+                         f"write after <eos>, got {pad_id}")
+
+
+def _check_decode_args(model, src, src_lengths, max_len: int) -> int:
+    """Check what every decoder takes; return the batch size B. ``model.encode`` checks the source."""
+    _check_model(model)
     check_positive_int("max_len", max_len)
-    _check_source(src, src_lengths, model.encoder.embedding.num_embeddings)
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
+        got = f"{src.dtype} of shape {_shape(src)}" if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"src must be an int64 tensor of shape (B, S), got {got}")
+    return src.shape[0]
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module):
+    """Run the block in eval mode (no dropout), then restore the model's train/eval mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def _rows(x, index: torch.Tensor):
+    """Index the rows (dim 0) of a tensor, or of each tensor in a (named) tuple; None stays None."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x[index]
+    items = [_rows(t, index) for t in x]
+    return x._make(items) if hasattr(x, "_make") else type(x)(items)
 
 
 @torch.no_grad()
-def greedy_decode(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
-                  return_attention: bool = False):
-    """Feed back the most probable character at every step, until ``<eos>`` or ``max_len``.
+def greedy_decode(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
+                  return_attention: bool = False, forbid: Sequence[int] = ()):
+    """Feed back the most probable token at every step, until ``<eos>`` or ``max_len``.
+
+    ``model`` is a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer` (any model
+    with the decoding protocol of this module); it runs in eval mode, and its mode is restored
+    after. Ids in ``forbid`` are never emitted (:func:`seqbook.lm.forbid_tokens`); the argmax is
+    :func:`seqbook.lm.sample_next` at temperature 0.
+
+    Shape:
+        src: (B, S) int64 ids, src_lengths: (B,) -> ys (B, L) with L <= max_len
+        [, attention (B, L, S) or None]
 
     Returns:
-        ``ys`` (B, L) int64 with L <= ``max_len``: each row's characters, its ``<eos>`` (if it
+        ``ys`` (B, L) int64 with L <= ``max_len``: each row's tokens, its ``<eos>`` (if it
         emitted one within ``max_len`` steps) and ``<pad>`` after it. Decoding stops as soon as
         every row has emitted ``<eos>``. With ``return_attention`` also the attention weights
-        (B, L, S), zero after a row's ``<eos>`` (None for a model without attention).
+        (B, L, S), zero after a row's ``<eos>`` (None for a model without attention; for the
+        transformer, the last decoder layer's cross-attention averaged over its heads).
     """
-    _check_decode_args(model, src, src_lengths, max_len)
+    B = _check_decode_args(model, src, src_lengths, max_len)
     check_flag("return_attention", return_attention)
-    memory = model.encode(src, src_lengths)
-    s = model.decoder.init_state(memory)
-    B = src.shape[0]
-    y = torch.full((B,), SOS_ID, dtype=torch.long, device=src.device)
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    ys, attention = [], []
-    for _ in range(max_len):
-        logits, s, weights = model.decoder._step(y, s, memory)        # (B, V)
-        y = logits.argmax(-1).masked_fill(done, PAD_ID)                # (B,)
-        ys.append(y)
-        if weights is not None:
-            attention.append(weights.masked_fill(done[:, None], 0.0))
-        done = done | (y == EOS_ID)
-        if bool(done.all()):
-            break
+    with _eval_mode(model):
+        memory = model.encode(src, src_lengths)
+        state, y = None, torch.full((B,), SOS_ID, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        ys, attention = [], []
+        for _ in range(max_len):
+            logits, state, *weights = model.decode_step(y, state, memory, need_weights=return_attention)
+            y = sample_next(logits, temperature=0.0, forbid=forbid).masked_fill(done, PAD_ID)  # (B,)
+            ys.append(y)
+            if weights and weights[0] is not None:
+                attention.append(weights[0].masked_fill(done[:, None], 0.0))  # (B, S)
+            done = done | (y == EOS_ID)
+            if bool(done.all()):
+                break
     ys = torch.stack(ys, 1)                                            # (B, L)
     if return_attention:
-        return ys, (torch.stack(attention, 1) if attention else None)
+        return ys, (torch.stack(attention, 1) if attention else None)  # (B, L, S)
     return ys
 
 
-@torch.no_grad()
-def beam_search(model: Seq2Seq, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,
-                max_len: int, return_scores: bool = False):
-    """Keep the ``beam_width`` most probable prefixes at every step; return the best sequence.
+def _length_penalty(lengths: torch.Tensor, alpha: float, dtype: torch.dtype) -> torch.Tensor:
+    """lp(y) = ((5 + |y|) / 6) ** alpha of Wu et al. (2016); exactly 1 for alpha = 0."""
+    return ((5.0 + lengths.to(dtype)) / 6.0) ** alpha
 
-    A prefix scores the sum of the log-probabilities of its characters. At each step every live
-    prefix is extended by every character, and the ``beam_width`` best extensions per source
+
+@torch.no_grad()
+def beam_search(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,
+                max_len: int, return_scores: bool = False, length_penalty: float = 0.0,
+                forbid: Sequence[int] = ()):
+    r"""Keep the ``beam_width`` most probable prefixes at every step; return the best sequence.
+
+    A prefix scores the sum of the log-probabilities of its tokens. At each step every live
+    prefix is extended by every token, and the ``beam_width`` best extensions per source
     survive. A prefix that emitted ``<eos>`` is finished: it keeps its score (later steps
     append ``<pad>`` at no cost), so it competes fairly with the live ones, whose scores can
     only fall. The search stops when every kept prefix has finished, or after ``max_len`` steps.
     ``beam_width=1`` is greedy decoding; a ``beam_width`` above the vocabulary size is legal (the
     extra beams stay at -inf). Scores are float32, or float64 for a float64 model.
 
+    **Length normalisation.** With ``length_penalty`` :math:`\alpha > 0`, prefixes are ranked (and
+    the best one chosen) by :math:`\log p(y \mid x) / \mathrm{lp}(y)` with
+    :math:`\mathrm{lp}(y) = ((5 + |y|) / 6)^\alpha` (Wu et al., 2016), :math:`|y|` the tokens written,
+    ``<eos>`` included. Live prefixes all have the same length, so it changes only how finished
+    prefixes compare with live ones and with each other; larger :math:`\alpha` favours longer
+    outputs. ``length_penalty=0`` (the default) ranks by the raw sum.
+
+    ``model`` is a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer` (any model
+    with the decoding protocol of this module), run in eval mode (its mode is restored after). Ids in
+    ``forbid`` never extend a prefix (:func:`seqbook.lm.forbid_tokens`).
+
+    Shape:
+        src: (B, S) int64 ids, src_lengths: (B,) -> ys (B, L) with L <= max_len [, scores (B,)]
+
     Returns:
         ``ys`` (B, L), laid out as in :func:`greedy_decode`; with ``return_scores`` also the
-        log-probability of each returned sequence (B,).
+        log-probability of each returned sequence (B,), the raw sum, whatever ``length_penalty``.
     """
-    _check_decode_args(model, src, src_lengths, max_len)
-    beam_width = check_positive_int("beam_width", beam_width)
+    B = _check_decode_args(model, src, src_lengths, max_len)
+    K = check_positive_int("beam_width", beam_width)
     check_flag("return_scores", return_scores)
-    B, K, dev = src.shape[0], beam_width, src.device
-    memory = model.encode(src, src_lengths)
-    dtype = torch.float64 if memory.final.dtype == torch.float64 else torch.float32  # of the scores
-    memory = EncoderOutput(*(t.repeat_interleave(K, 0) if t is not None else None for t in memory))
-    s = model.decoder.init_state(memory)                               # (B*K, H), beams of a source adjacent
-    y = torch.full((B * K,), SOS_ID, dtype=torch.long, device=dev)
-    scores = torch.full((B, K), float("-inf"), dtype=dtype, device=dev)
-    scores[:, 0] = 0.0                                                 # the K start beams are one beam
-    done = torch.zeros(B * K, dtype=torch.bool, device=dev)
-    ys = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
+    alpha = check_number("length_penalty", length_penalty, low=0.0)
+    dev = src.device
+    param = next(model.parameters(), None)
+    dtype = torch.float64 if param is not None and param.dtype == torch.float64 else torch.float32  # scores
     offset = torch.arange(B, device=dev)[:, None] * K                  # (B, 1): first beam of each source
-    for _ in range(max_len):
-        logits, s, _ = model.decoder._step(y, s, memory)
-        logp = torch.log_softmax(logits.to(dtype), dim=-1)             # (B*K, V)
-        V = logp.shape[-1]
-        finished = torch.full_like(logp, float("-inf"))
-        finished[:, PAD_ID] = 0.0                                      # a finished beam only pads, for free
-        logp = torch.where(done[:, None], finished, logp)
-        candidates = (scores.view(B * K, 1) + logp).view(B, K * V)     # every beam times every character
-        scores, index = candidates.topk(K, dim=-1)                     # (B, K)
-        parent = (index // V + offset).view(-1)                        # (B*K,) the beam each one extends
-        y = (index % V).view(-1)                                       # (B*K,) the character it appends
-        s, done, ys = s[parent], done[parent], torch.cat([ys[parent], y[:, None]], 1)
-        done = done | (y == EOS_ID)
-        if bool(done.all()):
-            break
-    best = scores.argmax(-1)                                           # (B,)
+    with _eval_mode(model):
+        memory = _rows(model.encode(src, src_lengths), torch.arange(B, device=dev).repeat_interleave(K))
+        y = torch.full((B * K,), SOS_ID, dtype=torch.long, device=dev)  # the beams of a source side by side
+        state = None
+        scores = torch.full((B, K), float("-inf"), dtype=dtype, device=dev)
+        scores[:, 0] = 0.0                                             # the K start beams are one beam
+        lengths = torch.zeros(B * K, dtype=torch.long, device=dev)     # tokens written, <eos> included
+        done = torch.zeros(B * K, dtype=torch.bool, device=dev)
+        ys = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
+        for _ in range(max_len):
+            logits, state = model.decode_step(y, state, memory)
+            logp = torch.log_softmax(forbid_tokens(logits.to(dtype), forbid), dim=-1)  # (B*K, V)
+            V = logp.shape[-1]
+            finished = torch.full_like(logp, float("-inf"))
+            finished[:, PAD_ID] = 0.0                                  # a finished beam only pads, for free
+            logp = torch.where(done[:, None], finished, logp)
+            candidates = (scores.view(B * K, 1) + logp).view(B, K * V)  # every beam times every token
+            grown = (lengths + ~done).view(B, K, 1).expand(B, K, V).reshape(B, K * V)  # their lengths
+            ranks, index = (candidates / _length_penalty(grown, alpha, dtype)).topk(K, dim=-1)  # (B, K)
+            scores = candidates.gather(1, index)                       # (B, K): the raw sums
+            parent = (index // V + offset).view(-1)                    # (B*K,) the beam each one extends
+            y = (index % V).view(-1)                                   # (B*K,) the token it appends
+            state, done, ys = _rows(state, parent), done[parent], torch.cat([ys[parent], y[:, None]], 1)
+            lengths = grown.gather(1, index).view(-1)
+            done = done | (y == EOS_ID)
+            if bool(done.all()):
+                break
+    best = ranks.argmax(-1)                                            # (B,)
     ys = ys[best + offset.squeeze(1)]                                  # (B, L)
     return (ys, scores.gather(1, best[:, None]).squeeze(1)) if return_scores else ys
 
 
 @torch.no_grad()
-def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab, max_len: int,
-              beam_width: int = 1, batch_size: int = 512) -> list[str]:
-    """Translate strings: greedy decoding (``beam_width=1``) or beam search, in batches."""
+def translate(model: nn.Module, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab, max_len: int,
+              beam_width: int = 1, batch_size: int = 512, length_penalty: float = 0.0,
+              forbid: Sequence[int] = ()) -> list[str]:
+    """Translate strings with a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer`:
+    greedy decoding (``beam_width=1``) or beam search (with ``length_penalty``), in batches.
+
+    The sources are encoded with ``src_vocab`` (:func:`~seqbook.data.encode_pairs`), decoded with
+    :func:`greedy_decode` or :func:`beam_search` on the model's device (in eval mode; the mode is
+    restored after), and read back with ``tgt_vocab`` up to the first ``<eos>``
+    (:func:`~seqbook.data.decode_ids`). Ids in ``forbid`` are never emitted.
+
+    Returns:
+        one string per source, in order.
+    """
     if isinstance(sources, str):
         raise ValueError("sources must be a list of strings, got one string")
-    if not isinstance(model, Seq2Seq):
-        raise ValueError(f"model must be a Seq2Seq, got {type(model).__name__}")
+    _check_model(model)
     if not isinstance(sources, Sequence) or not all(isinstance(x, str) for x in sources):
         raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
     check_vocab("src_vocab", src_vocab)
     check_vocab("tgt_vocab", tgt_vocab)
     check_positive_int("max_len", max_len)
-    check_positive_int("beam_width", beam_width)
+    beam_width = check_positive_int("beam_width", beam_width)
     batch_size = check_positive_int("batch_size", batch_size)
-    model.eval()
+    check_number("length_penalty", length_penalty, low=0.0)
     device = next(model.parameters()).device
     out: list[str] = []
     for start in range(0, len(sources), batch_size):
@@ -501,9 +630,10 @@ def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_voca
         src, src_lengths, _ = encode_pairs(chunk, src_vocab, tgt_vocab)
         src, src_lengths = src.to(device), src_lengths.to(device)
         if beam_width == 1:
-            ys = greedy_decode(model, src, src_lengths, max_len)
+            ys = greedy_decode(model, src, src_lengths, max_len, forbid=forbid)
         else:
-            ys = beam_search(model, src, src_lengths, beam_width, max_len)
+            ys = beam_search(model, src, src_lengths, beam_width, max_len, length_penalty=length_penalty,
+                             forbid=forbid)
         out += [decode_ids(row, tgt_vocab) for row in ys.cpu()]
     return out
 

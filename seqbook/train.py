@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from .checks import check_int, check_lm_chunks, check_number, check_positive_int
 from .data import TranslationData, bucket_batches
 from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
+from .vsa import codebook_loss
 
 
 @dataclass
@@ -123,7 +125,7 @@ def fit(
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=lr)
     history = History()
 
-    def evaluate(step: int) -> None:
+    def evaluate_vsa(step: int) -> None:
         model.eval()
         with torch.no_grad():
             history.eval_step.append(step)
@@ -174,11 +176,11 @@ def fit(
         history.step_loss.append(loss.item())
         history.grad_norm.append(float(norm))
         if eval_fn is not None and eval_every and step % eval_every == 0 and step != steps:
-            evaluate(step)
+            evaluate_vsa(step)
         if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     if eval_fn is not None:
-        evaluate(steps)
+        evaluate_vsa(steps)
     model.eval()
     return history
 
@@ -379,3 +381,93 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
                bucket_batches(src, src_lengths, tgt, batch_size, generator),
                steps=steps, optimizer=optimizer, scheduler=schedule, clip=1.0, device=device, seed=seed,
                progress=progress, desc=desc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training the VSA classifiers of chapter 8 (RMSprop, as the authors' code).
+# ---------------------------------------------------------------------------------------------
+
+
+def _similarities(model: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
+    out = model(*inputs)
+    return out[0] if isinstance(out, tuple) else out  # attention models also return their scores
+
+
+def vsa_loss(model: nn.Module, batch) -> torch.Tensor:
+    """``loss_fn`` for :func:`seqbook.train.fit`: mean(1 - similarity to the true class symbol).
+
+    ``batch`` is ``(*inputs, labels)``: ``(images, labels)``, or ``(symbols, mask, labels)``."""
+    *inputs, labels = batch
+    return codebook_loss(_similarities(model, *inputs), labels)
+
+
+@torch.no_grad()
+def predict_similarities(model: nn.Module, *inputs: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+    """The similarities to every class symbol (N, C) for a whole split, in eval mode, on the CPU."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sims = [_similarities(model, *(x[start:start + batch_size].to(device) for x in inputs)).cpu()
+            for start in range(0, len(inputs[0]), batch_size)]
+    model.train(was_training)
+    return torch.cat(sims)
+
+
+@torch.no_grad()
+def evaluate_vsa(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) -> tuple[float, float]:
+    """Accuracy (nearest class symbol) and mean loss over a whole split ``(*inputs, labels)``;
+    returns ``(accuracy, loss)``."""
+    *inputs, labels = data
+    sims = predict_similarities(model, *inputs, batch_size=batch_size)
+    labels = labels.cpu()
+    correct = int((sims.argmax(-1) == labels).sum())
+    return correct / len(labels), float(codebook_loss(sims, labels))
+
+
+@dataclass
+class VSARun:
+    """What one training run returns: the history, evaluations along the way and the test result."""
+
+    history: History
+    eval_steps: list[int] = field(default_factory=list)
+    eval_accuracy: list[float] = field(default_factory=list)
+    test_accuracy: float = float("nan")
+    test_loss: float = float("nan")
+    seconds: float = 0.0
+
+
+def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
+              test: tuple[torch.Tensor, ...], steps: int, batch_size: int = 128,
+              lr: float = 1e-3, alpha: float = 0.9, eps: float = 1e-8, clip: float | None = None,
+              device: torch.device | str | None = None, seed: int = 0, eval_every: int = 0,
+              eval_size: int = 1000, progress: bool = True, desc: str = "vsa") -> VSARun:
+    """Train with RMSprop (the optimiser of the authors' code: learning rate ``lr``, smoothing
+    ``alpha``) on random mini-batches of ``train`` and measure accuracy on the whole of ``test`` at
+    the end. ``train`` and ``test`` are ``(*inputs, labels)``: ``(images, labels)``, or
+    ``(symbols, mask, labels)`` for encoded molecules.
+
+    Every ``eval_every`` steps (0: never) the accuracy on the first ``eval_size`` test images is
+    recorded, for learning curves.
+    """
+    device = torch.device(device) if device is not None else get_device()
+    generator = seed_everything(seed)
+    model.to(device)
+    # Shuffling uses a seeded CPU generator: the same batches on every device.
+    batches = random_batches(*(t.to(device) for t in train), batch_size=batch_size, generator=generator)
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=lr, alpha=alpha, eps=eps)
+    run = VSARun(history=History())
+    held_out = [t[:eval_size] for t in test]
+
+    def eval_fn(m: nn.Module) -> float:
+        acc, loss = evaluate_vsa(m, *held_out)
+        run.eval_accuracy.append(acc)
+        return loss
+
+    start = time.perf_counter()
+    run.history = fit(model, vsa_loss, batches, steps, optimizer=optimizer, clip=clip, device=device,
+                      seed=None, eval_fn=eval_fn if eval_every else None, eval_every=eval_every,
+                      progress=progress, desc=desc)
+    run.eval_steps = list(run.history.eval_step)
+    run.test_accuracy, run.test_loss = evaluate_vsa(model, *test)
+    run.seconds = time.perf_counter() - start
+    return run

@@ -31,6 +31,7 @@ can run the readable ``scaled_dot_product_attention`` (``fast=False``, the defau
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +51,7 @@ from .checks import (
     check_same_dtype,
     has_values,
 )
+from .lm import check_sampling, sample_next
 
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
@@ -509,10 +511,17 @@ class Seq2SeqTransformer(nn.Module):
     ``nn.Transformer`` with its embeddings and output layer.
 
     Training uses teacher forcing: ``forward(src, tgt_in)`` with ``tgt_in = <sos> y_1 .. y_{T-1}``
-    predicts ``y_1 .. y_T`` at once. :meth:`greedy_decode` generates one token at a time.
+    predicts ``y_1 .. y_T`` at once. For decoding it has the two methods of the decoding protocol of
+    :mod:`seqbook.seq2seq`, as the recurrent :class:`seqbook.seq2seq.Seq2Seq` does, so that
+    :func:`~seqbook.seq2seq.greedy_decode`, :func:`~seqbook.seq2seq.beam_search` and
+    :func:`~seqbook.seq2seq.translate` work for both: :meth:`encode` runs the encoder once, and
+    :meth:`decode_step` predicts the next token. Its state is the target prefix written so far; each
+    step reruns the decoder over the whole prefix (no cache of keys and values: simple, and fast
+    enough for short outputs).
 
     Shape:
         src: (B, S) ids; tgt: (B, T) ids. Output of ``forward``: logits (B, T, tgt_vocab_size).
+        decode_step: prev_tokens (B,), state (B, t) or None -> logits (B, tgt_vocab_size), state (B, t + 1).
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 128, num_heads: int = 4,
@@ -638,9 +647,20 @@ class Seq2SeqTransformer(nn.Module):
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
         return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
-    def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the encoder. Returns ``memory`` (B, S, embed_dim) and the source padding mask (B, S)."""
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
+               need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.seq2seq`).
+
+        ``src_lengths`` is not needed, since padding is found from ``pad_id``; it is accepted (and
+        its shape checked) so that this model is called as :meth:`seqbook.seq2seq.Seq2Seq.encode` is.
+
+        Shape:
+            src: (B, S) ids, src_lengths: (B,) or None -> ``(memory, src_pad)``: memory
+            (B, S, embed_dim) and the source padding mask (B, S), True at padding
+        """
         self._check_ids("src", src, self.src_embed)
+        if src_lengths is not None:
+            check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
         check_flag("need_weights", need_weights)
         return self._encode(src, need_weights)
 
@@ -707,38 +727,48 @@ class Seq2SeqTransformer(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=self.pad_id,
                                label_smoothing=label_smoothing)
 
-    @torch.no_grad()
-    def greedy_decode(self, src: torch.Tensor, max_len: int, sos_id: int, eos_id: int) -> torch.Tensor:
-        """Generate the most likely next token, one step at a time, until ``<eos>`` or ``max_len``.
+    def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None,
+                    memory: tuple[torch.Tensor, torch.Tensor], need_weights: bool = False):
+        """One step of the decoding protocol of :mod:`seqbook.seq2seq`: append ``prev_tokens`` to the
+        target prefix ``state`` and predict the token after it.
 
-        The encoder runs once; the decoder reruns over the growing prefix (no cache: simple, and
-        fast enough for short outputs). Rows that have emitted ``<eos>`` are padded afterwards.
+        The state is the prefix itself, ``<sos> y_1 .. y_{i-1}`` (None before the first step, whose
+        ``prev_tokens`` is ``<sos>``). There is no cache: the decoder reruns over the whole prefix
+        at every step, so writing T tokens costs T decoder passes over up to T positions. With
+        ``need_weights`` the step also returns the cross-attention of the last decoder layer from
+        the new position, averaged over its heads (as ``nn.MultiheadAttention`` reports weights).
 
-        Returns:
-            ids (B, <= max_len), without the leading ``<sos>``; ``<eos>`` kept where generated.
+        Shape:
+            prev_tokens: (B,) ids; state: (B, t) ids or None; memory: ``encode``'s pair
+            (B, S, embed_dim) and (B, S) -> logits (B, tgt_vocab_size), state (B, t + 1)
+            [, weights (B, S)]
+
+        Raises:
+            TypeError: ``memory`` is not the pair returned by :meth:`encode`.
+            ValueError: ``prev_tokens`` or ``state`` have the wrong shape or ids outside the target
+                vocabulary, or the prefix would grow past the model's ``max_len`` positions.
         """
-        max_len, longest = check_positive_int("max_len", max_len), self.pos.pe.shape[0] - 1
-        if max_len > longest:
-            raise ValueError(f"max_len must be <= {longest} (the model's max_len, less one for <sos>), "
-                             f"got {max_len}")
-        V = self.generator.out_features
-        sos_id = check_int("sos_id", sos_id, minimum=0, maximum=V - 1)
-        eos_id = check_int("eos_id", eos_id, minimum=0, maximum=V - 1)
-        was_training = self.training
-        self.eval()
-        memory, src_pad = self.encode(src)
-        B = src.shape[0]
-        ys = torch.full((B, 1), sos_id, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        for _ in range(max_len):
-            next_id = self._decode(ys, memory, src_pad)[:, -1].argmax(-1)  # (B,)
-            next_id = next_id.masked_fill(done, self.pad_id)
-            ys = torch.cat([ys, next_id[:, None]], dim=1)
-            done |= next_id == eos_id
-            if done.all():
-                break
-        self.train(was_training)
-        return ys[:, 1:]
+        if not isinstance(memory, tuple) or len(memory) != 2:
+            raise TypeError(f"memory must be the pair (memory, src_pad) returned by encode, got "
+                            f"{type(memory).__name__}")
+        states, src_pad = memory
+        _check_x(states, self.embed_dim, "memory", dtype=self.generator.weight.dtype)
+        B, V = states.shape[0], self.tgt_embed.num_embeddings
+        check_ids("prev_tokens", prev_tokens, V, shape=(B,))
+        prefix = prev_tokens[:, None]                                           # (B, 1)
+        if state is not None:
+            check_ids("state", state, V, shape=(B, None), names=f"({B}, t)")
+            prefix = torch.cat([state, prefix], dim=1)                          # (B, t + 1)
+        longest = self.pos.pe.shape[0]
+        if prefix.shape[1] > longest:
+            raise ValueError(f"the target prefix would grow to {prefix.shape[1]} positions, past the model's "
+                             f"max_len={longest}: decode at most {longest} tokens (max_len <= {longest})")
+        check_flag("need_weights", need_weights)
+        logits = self.decode(prefix, states, src_pad, need_weights)[:, -1]      # (B, V)
+        if not need_weights:
+            return logits, prefix
+        weights = self.decoder[-1].cross_attn_weights[:, :, -1].mean(1)        # (B, H, S) -> (B, S)
+        return logits, prefix, weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -954,52 +984,34 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,
-                 forbid: tuple[int, ...] = ()) -> torch.Tensor:
+                 forbid: Sequence[int] = ()) -> torch.Tensor:
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
 
-        Each step feeds the last ``block_size`` tokens, divides the final logits by ``temperature``,
-        keeps the ``top_k`` largest (optional) and samples from the softmax; ids in ``forbid`` (e.g.
-        the reserved ``<pad> <unk> <sos> <eos>``) are never drawn. ``temperature=0`` picks the most
-        likely token (greedy). ``generator`` (a CPU generator) makes the samples reproducible.
-        ``max_new_tokens=0`` returns ``idx`` unchanged. Logits are sampled in float32, or in float64
-        for a float64 model. ``idx`` may be longer than ``block_size``: only its end is read.
+        Each step feeds the last ``block_size`` tokens and draws the next token from the final logits
+        with :func:`seqbook.lm.sample_next`, the sampling rule of every language model of the book:
+        ids in ``forbid`` (e.g. the reserved ``<pad> <unk> <sos> <eos>``) are never drawn,
+        ``temperature=0`` picks the most likely token (greedy), otherwise the logits are divided by
+        ``temperature``, cut to the ``top_k`` largest (optional) and sampled from the softmax.
+        ``generator`` makes the samples reproducible. ``max_new_tokens=0`` returns ``idx`` unchanged.
+        Logits are sampled in float32, or in float64 for a float64 model. ``idx`` may be longer than
+        ``block_size``: only its end is read.
+
+        Shape:
+            idx: (B, T) ids with T >= 1 -> (B, T + max_new_tokens)
         """
         if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.shape[1] < 1:
             got = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
             raise ValueError(f"idx must have shape (B, T) with T >= 1, got {got}")
         _check_token_ids("idx", idx, self.config.vocab_size)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
-        temperature = check_number("temperature", temperature, low=0.0)
         V = self.config.vocab_size
-        if top_k is not None:
-            top_k = check_int("top_k", top_k, minimum=1)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        if isinstance(forbid, int | str) or not all(
-                isinstance(i, int | np.integer) and not isinstance(i, bool) for i in forbid):
-            raise TypeError(f"forbid must be a tuple of int ids, got {forbid!r}")
-        forbid = tuple(check_int("forbid", i, minimum=0, maximum=V - 1) for i in forbid)
-        if len(set(forbid)) == V:
-            raise ValueError(f"forbid must leave at least one id to sample, got all {V} ids")
+        temperature, top_k, forbid = check_sampling(V, temperature, top_k, forbid, generator)
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
-            logits, _ = self._forward(idx[:, -self.config.block_size:])
-            logits = logits[:, -1]  # (B, V)
-            logits = logits if logits.dtype == torch.float64 else logits.float()
-            if forbid:
-                logits[:, list(forbid)] = float("-inf")
-            if temperature == 0:
-                next_id = logits.argmax(-1, keepdim=True)
-            else:
-                logits = logits / temperature
-                if top_k is not None:
-                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
-                    logits = logits.masked_fill(logits < kth, float("-inf"))
-                probs = torch.softmax(logits, dim=-1)
-                next_id = torch.multinomial(probs.cpu() if generator is not None else probs, 1,
-                                            generator=generator).to(idx.device)
-            idx = torch.cat([idx, next_id], dim=1)
+            logits, _ = self._forward(idx[:, -self.config.block_size:])         # (B, T, V)
+            next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
         self.train(was_training)
         return idx
 

@@ -1,10 +1,14 @@
-"""Small helpers every chapter uses: pick a device, seed every random generator."""
+"""Small helpers every chapter uses: pick a device, seed every random generator, switch the fused
+paths (:func:`set_fast`) and print the package's code (:func:`show_source`)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import platform
 import random
+import textwrap
 
 import numpy as np
 import torch
@@ -132,3 +136,48 @@ def set_fast(model: torch.nn.Module, fast: bool) -> torch.nn.Module:
                          f"{type(model).__name__}")
     return model
 
+
+
+def show_source(obj, start: str | None = None, docstring: bool = True) -> None:
+    """Print the source code of a function, method or class, the way the chapters show the package.
+
+    Args:
+        obj: a function, method or class (of seqbook or anything else with Python source).
+        start: print the definition line (up to the colon that ends the signature), then ``...``,
+            then the body from the first line that contains ``start``: the way to skip a function's
+            input checks and show only its mathematics. The marker is matched as text, so it must
+            be a piece of one line of the body that does not depend on how the code is wrapped.
+        docstring: ``False`` leaves the docstring out.
+
+    Raises:
+        TypeError: ``obj`` has no source (a built-in, a lambda defined in a notebook cell, ...).
+        ValueError: ``start`` occurs in no line of the body.
+    """
+    print(_source_text(obj, start, docstring), end="")
+
+
+def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
+    if start is not None and not isinstance(start, str):
+        raise TypeError(f"start must be a str or None, got {type(start).__name__}")
+    if not isinstance(docstring, bool):
+        raise TypeError(f"docstring must be a bool, got {type(docstring).__name__}")
+    try:
+        source = textwrap.dedent(inspect.getsource(obj))
+    except (TypeError, OSError) as err:
+        raise TypeError(f"obj must be a function, method or class with Python source, got {obj!r}") from err
+    lines = source.splitlines(keepends=True)
+    node = ast.parse(source).body[0]
+    first = node.body[0]
+    has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+        first.value.value, str)
+    head = lines[: first.lineno - 1]  # decorators and the signature
+    doc = lines[first.lineno - 1 : first.end_lineno] if has_doc else []
+    body = lines[first.end_lineno :] if has_doc else lines[first.lineno - 1 :]
+    if start is not None:
+        hits = [i for i, line in enumerate(body) if start in line]
+        if not hits:
+            name = getattr(obj, "__qualname__", repr(obj))
+            raise ValueError(f"start {start!r} occurs in no line of the body of {name}")
+        line = body[hits[0]]
+        body = [line[: len(line) - len(line.lstrip())] + "...\n"] + body[hits[0] :]
+    return "".join(head + (doc if docstring else []) + body)

@@ -1,4 +1,7 @@
-"""Train the VSA networks of chapter 8 on Fashion-MNIST or on molecules; also a command-line entry point.
+"""The command line for the longer runs of chapter 8: train a VSA network on Fashion-MNIST or on
+molecules and record the result. The work is done by library functions
+(:func:`seqbook.vsa.build_classifier`, :func:`seqbook.vsa.encode_solubility`,
+:func:`seqbook.train.train_vsa`); this module only reads the arguments and writes the JSON.
 
 The paper's full-scale runs (symbol dimension 1024, 2000 steps of batch 128; RMSprop with learning
 rate 1e-3 and smoothing 0.9, the optimiser of the authors' code) on a GPU::
@@ -22,137 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from .data import ATOM_FEATURES, BOND_FEATURES, load_fashion_mnist, load_solubility
-from .train import History, fit, random_batches
-from .utils import cpu_name, get_device, seed_everything
-from .vsa import MoleculeEncoder, VSAAttentionClassifier, VSAResNet, codebook_loss
-
-PAPER_ACCURACY = {"self": 0.886, "cross": 0.855, "resnet": 0.858}
-
-
-def _similarities(model: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
-    out = model(*inputs)
-    return out[0] if isinstance(out, tuple) else out  # attention models also return their scores
-
-
-def vsa_loss(model: nn.Module, batch) -> torch.Tensor:
-    """``loss_fn`` for :func:`seqbook.train.fit`: mean(1 - similarity to the true class symbol).
-
-    ``batch`` is ``(*inputs, labels)``: ``(images, labels)``, or ``(symbols, mask, labels)``."""
-    *inputs, labels = batch
-    return codebook_loss(_similarities(model, *inputs), labels)
-
-
-@torch.no_grad()
-def predict(model: nn.Module, *inputs: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
-    """The similarities to every class symbol (N, C) for a whole split, in eval mode, on the CPU."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    sims = [_similarities(model, *(x[start:start + batch_size].to(device) for x in inputs)).cpu()
-            for start in range(0, len(inputs[0]), batch_size)]
-    model.train(was_training)
-    return torch.cat(sims)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) -> tuple[float, float]:
-    """Accuracy (nearest class symbol) and mean loss over a whole split ``(*inputs, labels)``;
-    returns ``(accuracy, loss)``."""
-    *inputs, labels = data
-    sims = predict(model, *inputs, batch_size=batch_size)
-    labels = labels.cpu()
-    correct = int((sims.argmax(-1) == labels).sum())
-    return correct / len(labels), float(codebook_loss(sims, labels))
-
-
-def encode_solubility(embed_dim: int,
-                      seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """The solubility molecules as padded FHRR symbol sets: ``(symbols, mask, labels)`` for the
-    training and the test split, both padded to the largest bond count of either (50)."""
-    seed_everything(seed)
-    train, test = load_solubility("train"), load_solubility("test")
-    encoder = MoleculeEncoder(len(ATOM_FEATURES), len(BOND_FEATURES), embed_dim)
-    longest = max(len(b) for b in train.bonds + test.bonds)
-    return ((*encoder.encode(train, longest), train.labels), (*encoder.encode(test, longest), test.labels))
-
-
-def macro_auroc(similarities: torch.Tensor, labels: torch.Tensor) -> float:
-    """The area under the ROC curve of each class against the rest, scored by its similarity,
-    averaged over the classes (one-vs-rest macro AUROC)."""
-    from sklearn.metrics import roc_auc_score
-
-    sims, labels = similarities.detach().cpu().numpy(), labels.cpu().numpy()
-    return float(sum(roc_auc_score(labels == c, sims[:, c]) for c in range(sims.shape[1])) / sims.shape[1])
-
-
-def build_model(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True, num_queries: int = 32,
-                out_scale: float = 0.25, d_ff: int | None = None,
-                codebook_sparsity: float = 0.0) -> nn.Module:
-    """``kind`` in {"self", "cross", "resnet"}: the paper's two attention classifiers or the deep
-    residual network of its figure 3 (``out_scale``: initial scale of each block's last layer;
-    ``d_ff``: hidden width of the attention blocks' MLP, default ``embed_dim`` as in the authors'
-    code; ``codebook_sparsity``: share of each class symbol's angles set to 0)."""
-    if kind == "resnet":
-        return VSAResNet(embed_dim, num_layers=num_layers, skip=skip, out_scale=out_scale,
-                         codebook_sparsity=codebook_sparsity)
-    return VSAAttentionClassifier(embed_dim, kind=kind, num_queries=num_queries, d_ff=d_ff,
-                                  codebook_sparsity=codebook_sparsity)
-
-
-@dataclass
-class VSARun:
-    """What one training run returns: the history, evaluations along the way and the test result."""
-
-    history: History
-    eval_steps: list[int] = field(default_factory=list)
-    eval_accuracy: list[float] = field(default_factory=list)
-    test_accuracy: float = float("nan")
-    test_loss: float = float("nan")
-    seconds: float = 0.0
-
-
-def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
-              test: tuple[torch.Tensor, ...], steps: int, batch_size: int = 128,
-              lr: float = 1e-3, alpha: float = 0.9, eps: float = 1e-8, clip: float | None = None,
-              device: torch.device | str | None = None, seed: int = 0, eval_every: int = 0,
-              eval_size: int = 1000, progress: bool = True, desc: str = "vsa") -> VSARun:
-    """Train with RMSprop (the optimiser of the authors' code: learning rate ``lr``, smoothing
-    ``alpha``) on random mini-batches of ``train`` and measure accuracy on the whole of ``test`` at
-    the end. ``train`` and ``test`` are ``(*inputs, labels)``: ``(images, labels)``, or
-    ``(symbols, mask, labels)`` for encoded molecules.
-
-    Every ``eval_every`` steps (0: never) the accuracy on the first ``eval_size`` test images is
-    recorded, for learning curves.
-    """
-    device = torch.device(device) if device is not None else get_device()
-    generator = seed_everything(seed)
-    model.to(device)
-    # Shuffling uses a seeded CPU generator: the same batches on every device.
-    batches = random_batches(*(t.to(device) for t in train), batch_size=batch_size, generator=generator)
-    optimizer = torch.optim.RMSprop(model.parameters(), lr=lr, alpha=alpha, eps=eps)
-    run = VSARun(history=History())
-    held_out = [t[:eval_size] for t in test]
-
-    def eval_fn(m: nn.Module) -> float:
-        acc, loss = evaluate(m, *held_out)
-        run.eval_accuracy.append(acc)
-        return loss
-
-    start = time.perf_counter()
-    run.history = fit(model, vsa_loss, batches, steps, optimizer=optimizer, clip=clip, device=device,
-                      seed=None, eval_fn=eval_fn if eval_every else None, eval_every=eval_every,
-                      progress=progress, desc=desc)
-    run.eval_steps = list(run.history.eval_step)
-    run.test_accuracy, run.test_loss = evaluate(model, *test)
-    run.seconds = time.perf_counter() - start
-    return run
+from .data import load_fashion_mnist
+from .losses import macro_auroc
+from .train import predict_similarities, train_vsa
+from .utils import cpu_name, seed_everything
+from .vsa import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier, encode_solubility
 
 
 def _device_name(model: nn.Module) -> str:
@@ -201,8 +82,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         seed_everything(args.seed)
         train, test = load_fashion_mnist("train"), load_fashion_mnist("test")
-        model = build_model(args.model, args.dim, args.blocks, not args.no_skip, args.queries, args.out_scale,
-                            args.mlp_hidden, args.codebook_sparsity)
+        model = build_classifier(args.model, args.dim, args.blocks, not args.no_skip, args.queries,
+                                 args.out_scale, args.mlp_hidden, args.codebook_sparsity)
     if args.train_size:
         train = tuple(t[:args.train_size] for t in train)
     run = train_vsa(model, train, test, args.steps, args.batch, args.lr, args.alpha, device=args.device,
@@ -218,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds": round(run.seconds, 1),
     }
     if args.data == "solubility":
-        auroc = macro_auroc(predict(model, *test[:-1]), test[-1])
+        auroc = macro_auroc(predict_similarities(model, *test[:-1]), test[-1])
         result.update(data="solubility", test_macro_auroc=round(auroc, 4))
     else:
         chance = args.model == "resnet" and args.no_skip

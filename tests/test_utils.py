@@ -52,3 +52,52 @@ def test_small_model_threads_sets_cpu_threads_only():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def _example(x, y=1):
+    """Add, then scale.
+
+    Shape: anything that broadcasts.
+    """
+    if x is None:
+        raise ValueError("x")
+    total = x + y  # the teaching line
+    return 2 * total
+
+
+def test_show_source_prints_whole_without_docstring_or_from_a_marker(capsys):
+    from seqbook.utils import show_source
+
+    show_source(_example)
+    whole = capsys.readouterr().out
+    assert whole.startswith("def _example(x, y=1):\n") and '"""Add, then scale.' in whole
+    assert whole.endswith("    return 2 * total\n")
+    show_source(_example, docstring=False)
+    bare = capsys.readouterr().out
+    assert "Add, then scale" not in bare and "if x is None" in bare
+    show_source(_example, start="total = x + y", docstring=False)
+    assert capsys.readouterr().out == (
+        "def _example(x, y=1):\n    ...\n    total = x + y  # the teaching line\n    return 2 * total\n"
+    )
+
+
+def test_show_source_methods_are_dedented(capsys):
+    from seqbook.rnn import GRUCell
+    from seqbook.utils import show_source
+
+    show_source(GRUCell.step, start="z = torch.sigmoid")
+    out = capsys.readouterr().out
+    assert out.startswith("def step(self, xw") and "\n    ...\n    z = torch.sigmoid" in out
+
+
+def test_show_source_bad_input():
+    from seqbook.utils import show_source
+
+    with pytest.raises(ValueError, match="start 'no such line' occurs in no line of the body of _example"):
+        show_source(_example, start="no such line")
+    with pytest.raises(TypeError, match="obj must be a function, method or class with Python source"):
+        show_source(len)
+    with pytest.raises(TypeError, match="start must be a str or None, got int"):
+        show_source(_example, start=3)
+    with pytest.raises(TypeError, match="docstring must be a bool, got str"):
+        show_source(_example, docstring="no")

