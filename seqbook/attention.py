@@ -407,12 +407,17 @@ class MultiHeadAttention(nn.Module):
                 f"value must have shape ({B}, {S}, {self.vdim}) to match key, got {shape_of(value)}"
             )
         if B == 0 or L == 0 or S == 0:
-            raise ValueError(f"query and key must not be empty (B, L, S >= 1), got query {shape_of(query)} "
-                             f"and key {shape_of(key)}")
+            raise ValueError(
+                f"query and key must not be empty (B, L, S >= 1), got query {shape_of(query)} "
+                f"and key {shape_of(key)}"
+            )
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_same_dtype(name, t, self.q_proj.weight.dtype)
-        for name, flag in (("need_weights", need_weights), ("is_causal", is_causal),
-                           ("average_attn_weights", average_attn_weights)):
+        for name, flag in (
+            ("need_weights", need_weights),
+            ("is_causal", is_causal),
+            ("average_attn_weights", average_attn_weights),
+        ):
             check_flag(name, flag)
         mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
 

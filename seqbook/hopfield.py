@@ -56,6 +56,8 @@ __all__ = [
     "dense_energy",
     "dense_update_sync",
     "dense_update_async",
+    "async_sweep",
+    "dense_async_sweep",
     "dense_recall",
     "continuous_energy",
     "retrieve",
@@ -223,7 +225,9 @@ def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     return _update_sync(W, state)
 
 
-def _update_async(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch.Tensor:
+def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """One asynchronous sweep in the given ``order``, without input checks: the loop of
+    :func:`update_async`, which checks its arguments and draws the order first."""
     state = state.clone()
     for i in order:
         h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
@@ -258,7 +262,7 @@ def update_async(
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
     _check_generator(generator)
-    return _update_async(W, state, _update_order(order, N, generator))
+    return async_sweep(W, state, _update_order(order, N, generator))
 
 
 def recall(
@@ -292,7 +296,7 @@ def recall(
     energies = [_energy(W, state)]
     for _ in range(max_sweeps):
         if mode == "async":
-            new = _update_async(W, state, _update_order(None, N, generator))
+            new = async_sweep(W, state, _update_order(None, N, generator))
         else:
             new = _update_sync(W, state)
         energies.append(_energy(W, new))
@@ -395,7 +399,9 @@ def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator
     return F, N
 
 
-def _dense_update_async(patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]) -> torch.Tensor:
+def dense_async_sweep(patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]) -> torch.Tensor:
+    """One asynchronous sweep of the dense network, without input checks: the loop of
+    :func:`dense_update_async`, which checks its arguments and draws the order first."""
     patterns = patterns.to(state.dtype)
     state = state.clone()
     overlaps = state @ patterns.T  # (..., P)
@@ -435,7 +441,7 @@ def dense_update_async(
         Output: like state.
     """
     F, N = _check_dense_async(patterns, state, F, generator)
-    return _dense_update_async(patterns, state, F, _update_order(order, N, generator))
+    return dense_async_sweep(patterns, state, F, _update_order(order, N, generator))
 
 
 def dense_recall(
@@ -455,7 +461,7 @@ def dense_recall(
     max_sweeps = check_int("max_sweeps", max_sweeps, 1)
     F, N = _check_dense_async(patterns, state, F, generator)
     for _ in range(max_sweeps):
-        new = _dense_update_async(patterns, state, F, _update_order(None, N, generator))
+        new = dense_async_sweep(patterns, state, F, _update_order(None, N, generator))
         if torch.equal(new, state):
             break
         state = new

@@ -201,7 +201,7 @@ def _check_forbid(forbid, vocab_size: int) -> tuple[int, ...]:
                         f"{forbid!r}")
     ids = tuple(check_int(f"forbid[{i}]", x, minimum=0, maximum=vocab_size - 1) for i, x in enumerate(forbid))
     if len(set(ids)) >= vocab_size:
-        raise ValueError(f"forbid must leave at least one of the {vocab_size} ids to emit, got all of them")
+        raise ValueError(f"forbid must leave at least one id to emit, got all {vocab_size} ids")
     return ids
 
 

@@ -199,8 +199,9 @@ def cross_entropy(
     if C < 1:
         raise ValueError(f"logits must have at least one class, got shape {tuple(logits.shape)}")
     if logits.numel() == 0:
-        raise ValueError(f"logits must not be empty (B, T >= 1: no positions to average), "
-                         f"got shape {tuple(logits.shape)}")
+        raise ValueError(
+            f"logits must not be empty (B, T >= 1: no positions to average), got shape {tuple(logits.shape)}"
+        )
     if not isinstance(target, torch.Tensor):
         raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
     if tuple(target.shape) != tuple(logits.shape[:-1]):
@@ -221,8 +222,10 @@ def cross_entropy(
         if bad:
             raise ValueError("logits must not hold NaN or +inf (-inf is allowed: a masked class)")
         if dead:
-            raise ValueError("logits must have a finite entry at every position that is not ignored, "
-                             "got a row of -inf only (every class masked) whose target is not ignore_index")
+            raise ValueError(
+                "logits must have a finite entry at every position that is not ignored, "
+                "got a row of -inf only (every class masked) whose target is not ignore_index"
+            )
 
     z = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     if ignore_index is not None:  # ignored rows become 0: a finite log-softmax and a zero gradient

@@ -127,8 +127,14 @@ class RNNCell(_Cell):
 
     gates = 1
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
-                 fast: bool = False):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        fast: bool = False,
+    ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, bias, fast)
@@ -304,7 +310,7 @@ class _RecurrentLayer(nn.Module):
         """The part of a cell state that is the output: ``h`` (the LSTM's state is ``(h, c)``)."""
         return state[0] if isinstance(state, tuple) else state
 
-    def _run(self, x: torch.Tensor, states: list, return_gates: bool = False):
+    def loop(self, x: torch.Tensor, states: list, return_gates: bool = False):
         """Run every layer and direction; ``states[k]`` is the initial state of ``self.cells[k]``.
 
         Returns the top layer's outputs (B, T, D*H), the final states (one per cell) and, with
@@ -459,7 +465,7 @@ class RNN(_RecurrentLayer):
         h0 = self._initial_state(x, h0)
         if self.fast:
             return self._run_fast(x, h0)
-        output, finals, _ = self._run(x, list(h0.unbind(0)))
+        output, finals, _ = self.loop(x, list(h0.unbind(0)))
         return output, torch.stack(finals)
 
     def extra_repr(self) -> str:
@@ -497,7 +503,7 @@ class GRU(_RecurrentLayer):
         h0 = self._initial_state(x, h0)
         if self.fast and not return_gates:
             return self._run_fast(x, h0)
-        output, finals, gates = self._run(x, list(h0.unbind(0)), return_gates)
+        output, finals, gates = self.loop(x, list(h0.unbind(0)), return_gates)
         h_n = torch.stack(finals)
         return (output, h_n, gates) if return_gates else (output, h_n)
 
@@ -541,7 +547,7 @@ class LSTM(_RecurrentLayer):
             output, h_n, c_n = self._run_fast(x, (h0, c0))
             return output, (h_n, c_n)
         states = list(zip(h0.unbind(0), c0.unbind(0), strict=True))
-        output, finals, gates = self._run(x, states, return_gates)
+        output, finals, gates = self.loop(x, states, return_gates)
         h_n = torch.stack([h for h, _ in finals])
         c_n = torch.stack([c for _, c in finals])
         return (output, (h_n, c_n), gates) if return_gates else (output, (h_n, c_n))

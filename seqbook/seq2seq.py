@@ -395,9 +395,13 @@ class Seq2Seq(nn.Module):
             -> logits (B, V_tgt), state s_i (B, H) [, weights (B, S) or None]
         """
         check_flag("need_weights", need_weights)
-        s = self.decoder.init_state(memory) if state is None else state
-        self.decoder._check_step(prev_tokens, s, memory)
-        logits, s, weights = self.decoder._step(prev_tokens, s, memory)  # (B, V), (B, H), (B, S)
+        B = self.decoder._check_memory(memory)
+        check_ids("prev_tokens", prev_tokens, self.decoder.vocab_size, shape=(B,))
+        if state is None:
+            state = self.decoder.init_state(memory)                    # s_0 (B, H)
+        else:
+            check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
+        logits, s, weights = self.decoder._step(prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,

@@ -322,10 +322,21 @@ class _Epochs:
         return _ordered_chunks(self.inputs, self.targets)
 
 
-def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, steps: int, lr: float = 3e-3,
-             clip: float | None = 1.0, device: torch.device | str | None = None, seed: int | None = 0,
-             eval_fn=None, eval_every: int = 0, progress: bool = True, desc: str = "lm",
-             optimizer: torch.optim.Optimizer | None = None) -> History:
+def train_lm(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    steps: int,
+    lr: float = 3e-3,
+    clip: float | None = 1.0,
+    device: torch.device | str | None = None,
+    seed: int | None = 0,
+    eval_fn=None,
+    eval_every: int = 0,
+    progress: bool = True,
+    desc: str = "lm",
+    optimizer: torch.optim.Optimizer | None = None,
+) -> History:
     """Train a recurrent language model with truncated backpropagation through time.
 
     The chunks are visited in order, so row b of chunk k continues row b of chunk k-1 and the final
@@ -352,8 +363,21 @@ def train_lm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, step
         logits, carried["state"] = model(x, state)
         return _lm_loss(logits, y)
 
-    return fit(model, loss_fn, _Epochs(inputs, targets), steps=steps, lr=lr, optimizer=optimizer, clip=clip,
-               device=device, seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=progress, desc=desc)
+    return fit(
+        model,
+        loss_fn,
+        _Epochs(inputs, targets),
+        steps=steps,
+        lr=lr,
+        optimizer=optimizer,
+        clip=clip,
+        device=device,
+        seed=seed,
+        eval_fn=eval_fn,
+        eval_every=eval_every,
+        progress=progress,
+        desc=desc,
+    )
 
 
 def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size: int = 128,

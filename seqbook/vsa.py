@@ -55,6 +55,7 @@ from .utils import seed_everything
 PAPER_ACCURACY = {"self": 0.886, "cross": 0.855, "resnet": 0.858}
 
 __all__ = [
+    "fhrr_similarity", "fhrr_bundle", "fhrr_bind", "fhrr_generalized_bundle", "fhrr_attention",
     "PAPER_ACCURACY", "wrap", "to_complex", "from_complex", "random_symbols", "similarity", "bundle", "bind",
     "unbind",
     "fractional_power", "generalized_bundle", "PhasorLinear", "PhasorMLP", "ResidualBlock",
@@ -276,7 +277,10 @@ def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = N
     return x.to(device) if device is not None else x
 
 
-def _similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+def fhrr_similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    """Eqn. 1 without input checks: :func:`similarity` calls it once its arguments are checked, and
+    the layers call it directly. The ``fhrr_*`` functions are the formulas on angles; use the
+    checked ones unless your code has validated its tensors itself."""
     if not pairwise:
         return torch.cos(math.pi * (a - b)).mean(-1)
     # cos(x - y) = cos x cos y + sin x sin y: two matrix products instead of an (M, N, D) tensor.
@@ -308,10 +312,11 @@ def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torc
     _check_pair(a, b, min_dim, same_dtype=pairwise)
     _check_range("a", a)
     _check_range("b", b)
-    return _similarity(a, b, pairwise)
+    return fhrr_similarity(a, b, pairwise)
 
 
-def _bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
+def fhrr_bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    """Eqn. 2 without input checks (see :func:`bundle`)."""
     re = torch.cos(math.pi * symbols).sum(dim)
     im = torch.sin(math.pi * symbols).sum(dim)
     return torch.atan2(im, re) / math.pi
@@ -340,10 +345,11 @@ def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     if symbols.shape[dim] == 0:
         raise ValueError(f"cannot bundle an empty set: symbols has shape {tuple(symbols.shape)} "
                          f"with size 0 along dim={dim}")
-    return _bundle(symbols, dim)
+    return fhrr_bundle(symbols, dim)
 
 
-def _bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
+def fhrr_bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """Eqn. 3 without input checks (see :func:`bind`)."""
     return torch.remainder(a + power * b + 1.0, 2.0) - 1.0
 
 
@@ -377,7 +383,7 @@ def bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) ->
                             f"{power!r}")
         if not math.isfinite(power):
             raise ValueError(f"power must be finite, got {power}")
-    return _bind(a, b, power)
+    return fhrr_bind(a, b, power)
 
 
 def unbind(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -418,7 +424,8 @@ def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _generalized_bundle(a, w_r=None, w_p=None, bias_real=None, bias_imag=None) -> torch.Tensor:
+def fhrr_generalized_bundle(a, w_r=None, w_p=None, bias_real=None, bias_imag=None) -> torch.Tensor:
+    """Eqn. 4 without input checks (see :func:`generalized_bundle`)."""
     re, im = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, N) each: exp(i pi A)
     if w_r is not None:
         re, im = w_r @ re, w_r @ im  # (..., R, N): mix the symbols of the set
@@ -484,7 +491,7 @@ def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: to
         _check_finite("bias", bias)
         bias_real = bias.real.to(a.dtype)
         bias_imag = bias.imag.to(a.dtype) if bias.is_complex() else None
-    return _generalized_bundle(a, w_r, w_p, bias_real, bias_imag)
+    return fhrr_generalized_bundle(a, w_r, w_p, bias_real, bias_imag)
 
 
 class PhasorLinear(nn.Module):
@@ -541,7 +548,7 @@ class PhasorLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self._check_input(x)
-        return _generalized_bundle(x, None, self.weight, self.bias_real, self.bias_imag)
+        return fhrr_generalized_bundle(x, None, self.weight, self.bias_real, self.bias_imag)
 
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         """The complex value ``exp(i pi x) W + b`` before its angle is taken (for plots).
@@ -609,7 +616,7 @@ class ResidualBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.mlp(x)  # (..., D)
-        return _bind(x, h) if self.skip else h
+        return fhrr_bind(x, h) if self.skip else h
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,8 +624,9 @@ class ResidualBlock(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _vsa_attention(q, k, v, mask=None):
-    scores = _similarity(q, k, pairwise=True)  # (..., Tq, Tk), in [-1, 1]: no scaling, no softmax
+def fhrr_attention(q, k, v, mask=None):
+    """Eqn. 6 without input checks (see :func:`vsa_attention`)."""
+    scores = fhrr_similarity(q, k, pairwise=True)  # (..., Tq, Tk), in [-1, 1]: no scaling, no softmax
     if mask is not None:
         scores = scores.masked_fill(~mask, 0.0)  # a masked key contributes nothing
     re = scores @ torch.cos(math.pi * v)  # (..., Tq, Dv): Re(sim(Q, K) exp(i pi V))
@@ -651,7 +659,7 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     target = _check_qkv(q, k, v, _check_symbols)
     if mask is not None:
         _check_mask(mask, target, "(..., Tq, Tk)")
-    return _vsa_attention_fast(q, k, v, mask) if fast else _vsa_attention(q, k, v, mask)
+    return _vsa_attention_fast(q, k, v, mask) if fast else fhrr_attention(q, k, v, mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -922,9 +930,9 @@ class SelfAttentionBlock(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
-        attend = _vsa_attention_fast if self.fast else _vsa_attention
+        attend = _vsa_attention_fast if self.fast else fhrr_attention
         a, scores = attend(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
-        h = _bind(x, a)  # first skip
+        h = fhrr_bind(x, a)  # first skip
         return self.residual(h), scores  # bind(h, MLP(h)): second skip
 
 
@@ -965,9 +973,9 @@ class CrossAttentionBlock(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         q = self.queries.expand(x.shape[0], -1, -1)  # (B, Q, D)
-        attend = _vsa_attention_fast if self.fast else _vsa_attention
+        attend = _vsa_attention_fast if self.fast else fhrr_attention
         a, scores = attend(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
-        h = _bind(q, a)  # first skip: onto the queries
+        h = fhrr_bind(q, a)  # first skip: onto the queries
         return self.residual(h), scores
 
 
@@ -1032,7 +1040,7 @@ class Codebook(nn.Module):
         _check_module_input("y", y, self.codes, shape)
         if y.shape[-1] != self.codes.shape[-1]:
             raise ValueError(f"y must have shape {shape}, got {tuple(y.shape)}")
-        return _similarity(y, self.codes, pairwise=True)
+        return fhrr_similarity(y, self.codes, pairwise=True)
 
 
 def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -1190,10 +1198,10 @@ class MoleculeEncoder(nn.Module):
 
     def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
         a = self.atom(atoms)  # (A, D)
-        edges = _bind(_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
+        edges = fhrr_bind(fhrr_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
         t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
         position = _wrap(t[:, None] * self.position_base)  # (E, D): base ** t
-        return _bundle(torch.stack([edges, position]), dim=0)  # (E, D)
+        return fhrr_bundle(torch.stack([edges, position]), dim=0)  # (E, D)
 
     def __call__(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor):
         _check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
@@ -1244,7 +1252,7 @@ def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.
     """
     _check_x_codebook(x, codebook)
     check_number("scale", scale)
-    return scale * _similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
+    return scale * fhrr_similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
 
 
 def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -1266,7 +1274,7 @@ def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tenso
     if target.shape != x.shape[:1]:
         raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
     check_ids("target", target, codebook.shape[0])
-    return (1.0 - _similarity(x, codebook[target.long()])).mean()
+    return (1.0 - fhrr_similarity(x, codebook[target.long()])).mean()
 
 
 def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:

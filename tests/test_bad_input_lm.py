@@ -18,9 +18,12 @@ from seqbook.data import Vocab, lm_chunks
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,
+    check_sampling,
     detach_state,
     evaluate_perplexity,
+    forbid_tokens,
     generate,
+    sample_next,
     sample_sequence,
     unigram_perplexity,
 )
@@ -35,6 +38,7 @@ MODEL = CharLM(V, hidden_size=4, embed_dim=3)
 LSTM_LM = CharLM(V, hidden_size=4, embed_dim=3, cell="lstm")
 COND = ConditionalCharLM(V, 3, hidden_size=4, embed_dim=3)
 SMALL = Vocab(list("ab"))  # 6 tokens: not the model's 10
+LOGITS = torch.randn(3, V, generator=torch.Generator().manual_seed(0))  # (B, V)
 
 
 class Flat(nn.Module):
@@ -183,6 +187,27 @@ REJECTED = {
                                      "reserved"),
     "generate-model-None": (lambda: generate(None, VOCAB, "the", 5), "model", "NoneType"),
     "generate-generator-int": (lambda: generate(MODEL, VOCAB, "the", 5, generator=0), "generator", "int"),
+    # --- sample_next(logits, temperature, top_k, forbid, generator), forbid_tokens, check_sampling
+    "sample_next-logits-rank1": (lambda: sample_next(LOGITS[0]), "logits", "(B, V)", f"({V},)"),
+    "sample_next-logits-rank3": (lambda: sample_next(LOGITS[None]), "logits", "(B, V)", f"(1, 3, {V})"),
+    "sample_next-logits-int": (lambda: sample_next(LOGITS.long()), "logits", "floating", "int64"),
+    "sample_next-logits-list": (lambda: sample_next([[0.0, 1.0]]), "logits", "list"),
+    "sample_next-temperature-negative": (lambda: sample_next(LOGITS, -0.5), "temperature", ">= 0", "-0.5"),
+    "sample_next-temperature-nan": (lambda: sample_next(LOGITS, math.nan), "temperature", "nan"),
+    "sample_next-top_k-0": (lambda: sample_next(LOGITS, top_k=0), "top_k", ">= 1", "0"),
+    "sample_next-top_k-float": (lambda: sample_next(LOGITS, top_k=2.0), "top_k", "float"),
+    "sample_next-forbid-int": (lambda: sample_next(LOGITS, forbid=1), "forbid", "sequence", "int"),
+    "sample_next-forbid-tensor": (lambda: sample_next(LOGITS, forbid=torch.tensor([1])), "forbid", "Tensor"),
+    "sample_next-forbid-out-of-range": (lambda: sample_next(LOGITS, forbid=(0, V)), "forbid[1]",
+                                        f"<= {V - 1}", str(V)),
+    "sample_next-forbid-float": (lambda: sample_next(LOGITS, forbid=[1.0]), "forbid[0]", "float"),
+    "sample_next-forbid-all": (lambda: sample_next(LOGITS, 0.0, forbid=range(V)), "forbid", "at least one id",
+                               str(V)),
+    "sample_next-generator-int": (lambda: sample_next(LOGITS, generator=1), "generator", "int"),
+    "forbid_tokens-logits-rank1": (lambda: forbid_tokens(LOGITS[0], (1,)), "logits", "(B, V)"),
+    "forbid_tokens-forbid-str": (lambda: forbid_tokens(LOGITS, "ab"), "forbid", "str"),
+    "check_sampling-vocab_size-0": (lambda: check_sampling(0), "vocab_size", ">= 1", "0"),
+    "check_sampling-forbid-negative": (lambda: check_sampling(V, forbid=(-1,)), "forbid[0]", ">= 0", "-1"),
 }
 
 
@@ -211,12 +236,18 @@ def test_legal_edge_inputs():
     assert isinstance(ppl, float) and 1 < ppl < 100
     # clip=0 means no clipping; steps as a NumPy int
     assert len(run(clip=0, steps=np.int64(3)).step_loss) == 3
-    # max_len=0 gives ''; temperature 0 is nearly greedy; n=0 returns the prefix
+    # max_len=0 gives ''; temperature 0 is greedy (the same every time); n=0 returns the prefix
     assert sample_sequence(COND, VOCAB, np.int64(2), max_len=0) == ""
     g = torch.Generator().manual_seed(0)
-    assert len(sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0, generator=g)) <= 4
+    greedy = sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0, generator=g)
+    assert len(greedy) <= 4 and greedy == sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0)
     assert generate(MODEL, VOCAB, "the", 0) == "the"
     assert generate(MODEL, VOCAB, "zzz", 2, temperature=0)[:3] == "zzz"  # unknown characters read as <unk>
+    # sample_next: NumPy ints and a range as forbid, a top_k above V, one id left to draw, float64 logits
+    assert (sample_next(LOGITS, 1.0, top_k=np.int64(V + 5), forbid=range(1, V)) == 0).all()
+    last = sample_next(LOGITS.double(), np.float64(0.0), forbid=[np.int64(i) for i in range(V - 1)])
+    assert (last == V - 1).all()
+    assert check_sampling(np.int64(V), 1, None, [np.int64(2)]) == (1.0, None, (2,))
     # ConditionalCharLM: a state continues a sequence without cond
     logits, state = COND(X[0], torch.tensor([0, 2]))
     assert COND(X[1], state=state)[0].shape == (2, 5, V)

@@ -16,6 +16,7 @@ from seqbook import data as dt
 from seqbook import seq2seq as s2s
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
 from seqbook.train import fit_seq2seq as fit_s2s
+from seqbook.transformer import Seq2SeqTransformer
 from tests.badinput import assert_clear_error, assert_clear_error_in_time
 
 DATA = dt.copy_dataset(8, 4, 1, seed=0)
@@ -27,6 +28,8 @@ MEM = MODEL.encode(SRC, LEN)
 B = SRC.shape[0]
 Y = torch.full((B,), 1, dtype=torch.long)
 S0 = MODEL.decoder.init_state(MEM)
+TF = Seq2SeqTransformer(V, V, 8, 2, 1, 1, dropout=0.0, max_len=8).eval()
+NAN, EOS = float("nan"), dt.Vocab.eos_id
 
 ERRORS, LOOPS = [], []
 
@@ -172,6 +175,50 @@ case("translate-max_len-0", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, 
      "max_len", "0")
 case("translate-beam_width-0", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
      beam_width=0), "beam_width", "0")
+case("translate-length_penalty-negative", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab,
+     5, beam_width=2, length_penalty=-0.5), "length_penalty", ">= 0", "-0.5")
+case("translate-forbid-out-of-range", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
+     forbid=(V,)), "forbid[0]", f"<= {V - 1}", str(V))
+case("greedy-forbid-out-of-range", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=(1, V)), "forbid[1]",
+     f"<= {V - 1}", str(V))
+case("greedy-forbid-int", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=3), "forbid", "sequence",
+     "int")
+case("greedy-forbid-all", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=range(V)), "forbid",
+     "at least one id", str(V))
+case("beam-forbid-str", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, forbid="ab"), "forbid", "str")
+case("beam-forbid-negative", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, forbid=[-1]), "forbid[0]", "-1")
+case("beam-length_penalty-negative", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=-1.0),
+     "length_penalty", ">= 0", "-1.0")
+case("beam-length_penalty-nan", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=NAN),
+     "length_penalty", "nan")
+case("beam-length_penalty-str", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty="1"),
+     "length_penalty", "str")
+# the decoding protocol of Seq2Seq: decode_step(prev_tokens, state, memory, need_weights)
+case("decode_step-memory-tuple", lambda: MODEL.decode_step(Y, None, tuple(MEM)), "memory", "EncoderOutput",
+     "tuple")
+case("decode_step-prev_tokens-batch", lambda: MODEL.decode_step(Y[:2], S0, MEM), "prev_tokens", f"({B},)",
+     "(2,)")
+case("decode_step-prev_tokens-out-of-range", lambda: MODEL.decode_step(Y + V, None, MEM), "prev_tokens",
+     f"[0, {V - 1}]")
+case("decode_step-prev_tokens-float", lambda: MODEL.decode_step(Y.float(), None, MEM), "prev_tokens",
+     "float32")
+case("decode_step-state-shape", lambda: MODEL.decode_step(Y, S0[:, :5], MEM), "state", f"({B}, 6)",
+     f"({B}, 5)")
+case("decode_step-state-int", lambda: MODEL.decode_step(Y, S0.long(), MEM), "state", "torch.int64")
+case("decode_step-need_weights-int", lambda: MODEL.decode_step(Y, None, MEM, need_weights=1), "need_weights",
+     "bool")
+# the transformer through the same decoders
+case("greedy-transformer-pad_id", lambda: s2s.greedy_decode(Seq2SeqTransformer(V, V, 8, 2, pad_id=1), SRC,
+     LEN, 3), "model.pad_id", "0", "1")
+case("greedy-transformer-src-float", lambda: s2s.greedy_decode(TF, SRC.float(), LEN, 3), "src", "float32")
+case("greedy-transformer-src-out-of-range", lambda: s2s.greedy_decode(TF, SRC + V, LEN, 3), "src",
+     f"[0, {V - 1}]")
+case("greedy-transformer-src_lengths-shape", lambda: s2s.greedy_decode(TF, SRC, LEN[:2], 3), "src_lengths",
+     f"({B},)", "(2,)")
+case("greedy-transformer-max_len-too-long", lambda: s2s.greedy_decode(TF, SRC, LEN, 9, forbid=[EOS]),
+     "max_len=8", "max_len <= 8", "9 positions")
+case("beam-transformer-max_len-too-long", lambda: s2s.beam_search(TF, SRC, LEN, 2, 9, forbid=[EOS]),
+     "max_len=8", "max_len <= 8")
 case("exact_match-lengths", lambda: s2s.exact_match(["a"], ["a", "b"]), "equally many", "1 and 2")
 case("exact_match-empty", lambda: s2s.exact_match([], []), "equally many")
 case("exact_match-str", lambda: s2s.exact_match("ab", "ab"), "predictions", "list of strings")
@@ -227,6 +274,16 @@ def test_reverse_padded_zero_length_row_stays_in_place():
 
 def test_plain_decoder_model_decodes():
     assert s2s.greedy_decode(PLAIN, SRC, LEN, 3).shape[0] == B
+
+
+def test_forbid_may_leave_one_id_and_length_penalty_may_be_an_int():
+    allowed = 5
+    forbid = [i for i in range(V) if i != allowed]
+    for ys in (s2s.greedy_decode(MODEL, SRC, LEN, 3, forbid=forbid),
+               s2s.beam_search(MODEL, SRC, LEN, 2, 3, forbid=tuple(forbid), length_penalty=np.int64(1))):
+        assert ys.shape == (B, 3) and (ys == allowed).all()
+    ys = s2s.greedy_decode(TF, SRC, LEN, 8, forbid=np.arange(4).tolist())  # 8 = the model's max_len: legal
+    assert ys.shape[0] == B and ys.shape[1] <= 8
 
 
 def test_bucket_batches_index_tensors_follow_the_data_device():

@@ -38,6 +38,9 @@ S2S = Seq2SeqTransformer(10, 12, 8, 2, 1, 1, dropout=0.0, max_len=16)
 SRC = torch.tensor([[3, 4, 5, 2], [6, 7, 2, 0]])
 TGT = torch.tensor([[1, 4, 5, 2], [1, 8, 2, 0]])
 GPT_ = GPT(GPTConfig(12, 8, 1, 2, 8, dropout=0.0))
+LEN = (SRC != 0).sum(1)
+ENCODED = S2S.encode(SRC, LEN)  # (memory (2, 4, 8), src_pad (2, 4))
+Y = torch.tensor([2, 2])  # <sos>
 S2S_PARTS = lambda: (nn.Embedding(10, 8, padding_idx=0), nn.Embedding(12, 8, padding_idx=0), nn.Linear(8, 12))
 IDX = torch.tensor([[5, 6, 7], [8, 9, 10]])
 OPT = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
@@ -162,11 +165,26 @@ case("S2S-loss-tgt-all-pad", lambda: S2S.loss(SRC, None, torch.tensor([[1, 0, 0]
      "padding")
 case("S2S-loss-label_smoothing-2", lambda: S2S.loss(SRC, None, TGT, label_smoothing=2.0), "label_smoothing",
      "2.0")
-case("S2S-greedy-max_len-0", lambda: S2S.greedy_decode(SRC, 0, 1, 2), "max_len", "positive int", "0")
-case("S2S-greedy-max_len-too-long", lambda: S2S.greedy_decode(SRC, 16, 1, 2), "max_len", "<= 15", "16")
-case("S2S-greedy-sos_id-out", lambda: S2S.greedy_decode(SRC, 5, 12, 2), "sos_id", "<= 11", "12")
-case("S2S-greedy-eos_id-negative", lambda: S2S.greedy_decode(SRC, 5, 1, -1), "eos_id", "-1")
-case("S2S-greedy-src-float", lambda: S2S.greedy_decode(SRC.float(), 5, 1, 2), "src", "float32")
+case("S2S-encode-src_lengths-shape", lambda: S2S.encode(SRC, LEN[:1]), "src_lengths", "(2,)", "(1,)")
+case("S2S-encode-src_lengths-float", lambda: S2S.encode(SRC, LEN.float()), "src_lengths", "float32")
+# the decoding protocol: decode_step(prev_tokens, state, memory, need_weights)
+case("S2S-decode_step-memory-list", lambda: S2S.decode_step(Y, None, list(ENCODED)), "memory", "pair", "list")
+case("S2S-decode_step-memory-rank2", lambda: S2S.decode_step(Y, None, (rand(2, 8), ENCODED[1])), "memory",
+     "(B, T, 8)", "(2, 8)")
+case("S2S-decode_step-src_pad-int", lambda: S2S.decode_step(Y, None, (ENCODED[0], SRC)), "src_pad", "bool",
+     "torch.int64")
+case("S2S-decode_step-prev_tokens-batch", lambda: S2S.decode_step(Y[:1], None, ENCODED), "prev_tokens",
+     "(2,)", "(1,)")
+case("S2S-decode_step-prev_tokens-out-of-range", lambda: S2S.decode_step(Y + 12, None, ENCODED),
+     "prev_tokens", "[0, 11]", "14")
+case("S2S-decode_step-prev_tokens-float", lambda: S2S.decode_step(Y.float(), None, ENCODED), "prev_tokens",
+     "float32")
+case("S2S-decode_step-state-batch", lambda: S2S.decode_step(Y, TGT[:1], ENCODED), "state", "(2, t)", "(1, 4)")
+case("S2S-decode_step-state-out-of-range", lambda: S2S.decode_step(Y, TGT + 12, ENCODED), "state", "[0, 11]")
+case("S2S-decode_step-state-too-long", lambda: S2S.decode_step(Y, torch.ones(2, 16, dtype=torch.long),
+     ENCODED), "max_len=16", "17 positions", "max_len <= 16")
+case("S2S-decode_step-need_weights-int", lambda: S2S.decode_step(Y, None, ENCODED, need_weights=1),
+     "need_weights", "bool")
 
 
 def s2s_from_torch(*replace, pad_id=None, max_len=16, fast=True, **transformer_kw):
@@ -362,6 +380,15 @@ def test_generate_leaves_one_id_allowed():
 def test_warmup_zero_steps_and_step_zero_are_legal():
     assert train.warmup_factor(0, 0, 10, "linear") == pytest.approx(0.9)
     assert train.noam_lr(0, 512, 10) == train.noam_lr(1, 512, 10)
+
+
+def test_decode_step_from_no_state_and_to_the_longest_prefix():
+    logits, state = S2S.decode_step(Y, None, ENCODED)
+    assert logits.shape == (2, 12) and state.tolist() == [[2], [2]]
+    longest = torch.ones(2, 15, dtype=torch.long)
+    logits, state, weights = S2S.decode_step(Y, longest, ENCODED, need_weights=True)
+    assert state.shape == (2, 16) and weights.shape == (2, 4)  # max_len=16 positions: the longest legal
+    assert S2S.encode(SRC)[0].shape == (2, 4, 8)  # src_lengths may be left out
 
 
 def test_fully_padded_source_row_gives_finite_logits():

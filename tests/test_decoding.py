@@ -233,7 +233,7 @@ def test_translate_takes_both_models(kind):
     greedy = translate(model, test, data.src_vocab, data.tgt_vocab, max_len=11, batch_size=3)
     assert model.training  # the mode is restored
     assert greedy == translate(model, test, data.src_vocab, data.tgt_vocab, max_len=11, beam_width=1)
-    beam = translate(model, test, data.src_vocab, data.tgt_vocab, max_len=11, beam_width=3, length_penalty=0.6)
+    beam = translate(model, test, data.src_vocab, data.tgt_vocab, 11, beam_width=3, length_penalty=0.6)
     assert len(greedy) == len(beam) == 8 and all(isinstance(p, str) for p in beam)
     # the strings are the greedy ids read back with the target vocabulary
     src, lengths, _ = data.tensors("test")

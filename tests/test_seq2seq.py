@@ -337,7 +337,7 @@ def test_bad_input_raises_clear_errors():
         greedy_decode(model, src, lengths, max_len=0)
     with pytest.raises(ValueError, match="beam_width must be a positive int"):
         beam_search(model, src, lengths, beam_width=0, max_len=5)
-    with pytest.raises(ValueError, match="model must be a Seq2Seq"):
+    with pytest.raises(TypeError, match="model must be a Seq2Seq or a Seq2SeqTransformer"):
         greedy_decode(nn.Linear(2, 2), src, lengths, max_len=5)
     with pytest.raises(ValueError, match="hidden_size must be a positive int"):
         Seq2Seq(5, 5, hidden_size=0)

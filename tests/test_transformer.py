@@ -10,6 +10,7 @@ from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
 from seqbook.attention import causal_mask
+from seqbook.seq2seq import greedy_decode
 from seqbook.train import noam_lr, warmup_factor, warmup_schedule
 from seqbook.transformer import (
     GPT,
@@ -363,7 +364,7 @@ def test_seq2seq_fast_path_equals_readable_path(device):
 def test_seq2seq_greedy_decode_is_consistent_with_forward(device):
     model = _seq2seq(device)
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], device=device)
-    out = model.greedy_decode(src, max_len=6, sos_id=2, eos_id=3)
+    out = greedy_decode(model, src, (src != 0).sum(1), max_len=6)  # <sos> = 2, <eos> = 3 as in Vocab
     assert out.shape[0] == 2 and 1 <= out.shape[1] <= 6
     prefix = torch.cat([torch.full((2, 1), 2, device=device), out[:, :-1]], dim=1)
     expected = model(src, prefix).argmax(-1)
