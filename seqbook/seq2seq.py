@@ -21,9 +21,9 @@ for any encoder-decoder with two methods, here :class:`Seq2Seq` and chapter 6's
   batch-first tensors (None allowed), which beam search repeats row by row for its beams;
 * ``decode_step(prev_tokens, state, memory, need_weights=False) -> (logits, state)``: read the
   previous token of each row (B,) and the decoder state, return the next-token logits (B, V) and the
-  new state, a batch-first tensor that beam search reorders by rows. ``state`` is None before the
-  first step, whose ``prev_tokens`` is ``<sos>``. With ``need_weights`` a third item is the step's
-  attention over the source (B, S), or None for a model without attention.
+  new state, a batch-first tensor (or a tuple of them) whose rows beam search reorders. ``state`` is
+  None before the first step, whose ``prev_tokens`` is ``<sos>``. With ``need_weights`` a third item
+  is the step's attention over the source (B, S), or None for a model without attention.
 
 :class:`Seq2Seq`'s state is the decoder's GRU state (B, H); the transformer's is the target prefix
 so far (B, t), over which it reruns its decoder at every step (no cache). Token ids follow
@@ -64,7 +64,7 @@ from .data import Vocab, check_vocab, decode_ids, encode_pairs
 from .lm import forbid_tokens, sample_next
 
 __all__ = [
-    "reverse_padded", "EncoderOutput", "Encoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
+    "reverse_padded", "EncoderOutput", "Encoder", "Decoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
     "greedy_decode", "beam_search", "translate", "exact_match", "exact_match_by_length",
 ]
 
@@ -188,7 +188,7 @@ def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int)
 # ---------------------------------------------------------------------------------------------
 
 
-class _Decoder(nn.Module):
+class Decoder(nn.Module):
     r"""One decoder step: attend, update, predict, eq. (4.9) of the book:
 
     .. math::
@@ -197,7 +197,7 @@ class _Decoder(nn.Module):
         p(y_i \mid y_{<i}, x) = \mathrm{softmax}(W_o [s_i; c_i; E y_{i-1}] + b_o),
 
     starting from :math:`s_0 = \tanh(W_s [\overrightarrow{h}_S; \overleftarrow{h}_1] + b_s)`.
-    Subclasses define ``context``.
+    The base class of :class:`AttentionDecoder` and :class:`PlainDecoder`, which define ``context``.
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_size: int, annotation_dim: int,
@@ -227,7 +227,9 @@ class _Decoder(nn.Module):
         self._check_memory(memory)
         return torch.tanh(self.init(memory.final))
 
-    def _update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
+    def update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
+        """Attend and update, unchecked: ``(s_i (B, H), c_i (B, 2H), weights (B, S) or None)`` from the
+        embedded previous token ``e`` (B, E) and the previous state ``s`` (B, H)."""
         c, weights = self.context(s, memory)                           # attend: (B, 2H), (B, S)
         x = torch.cat([e, c], dim=-1)                                  # (B, E + 2H)
         s = self.cell(x, s)                                            # update: (B, H)
@@ -261,7 +263,7 @@ class _Decoder(nn.Module):
 
     def _step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
         e = self.embedding(y_prev)                                     # (B, E)
-        s, c, weights = self._update(e, s, memory)
+        s, c, weights = self.update(e, s, memory)
         logits = self.out(torch.cat([s, c, e], dim=-1))                # predict: (B, V)
         return logits, s, weights
 
@@ -277,7 +279,7 @@ class _Decoder(nn.Module):
         s = self.init_state(memory)
         states, contexts, weights = [], [], []
         for i in range(tgt_in.shape[1]):
-            s, c, w = self._update(E[:, i], s, memory)
+            s, c, w = self.update(E[:, i], s, memory)
             states.append(s)
             contexts.append(c)
             weights.append(w)
@@ -286,7 +288,7 @@ class _Decoder(nn.Module):
         return logits, (torch.stack(weights, 1) if weights[0] is not None else None)
 
 
-class AttentionDecoder(_Decoder):
+class AttentionDecoder(Decoder):
     r"""The decoder of Bahdanau et al. (2014): a fresh context at every step, eqs. (4.5)-(4.8) of the book.
 
     .. math::
@@ -315,7 +317,7 @@ class AttentionDecoder(_Decoder):
         return self.attention(s, memory.annotations, mask=memory.mask, projected_keys=memory.keys)
 
 
-class PlainDecoder(_Decoder):
+class PlainDecoder(Decoder):
     r"""The decoder without attention: every step reads the same context, the encoder's final
     states :math:`c = [\overrightarrow{h}_S; \overleftarrow{h}_1]` (Cho et al., 2014). Everything
     the decoder learns about the source must pass through this one fixed-size vector.

@@ -372,17 +372,31 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
-                attn_mask: torch.Tensor | None = None, is_causal: bool = False,
-                need_weights: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
         _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         B, T, _ = x.shape
         check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
         check_flag("is_causal", is_causal)
         check_flag("need_weights", need_weights)
+
         def attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                                  need_weights=need_weights, is_causal=is_causal, average_attn_weights=False)
+            a, w = self.self_attn(
+                h,
+                h,
+                h,
+                key_padding_mask=key_padding_mask,
+                attn_mask=attn_mask,
+                need_weights=need_weights,
+                is_causal=is_causal,
+                average_attn_weights=False,
+            )
             self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
             return self.dropout1(a)
 
@@ -441,11 +455,17 @@ class DecoderLayer(nn.Module):
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-                tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, tgt_is_causal: bool = False,
-                need_weights: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
         _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         _check_x(memory, self.embed_dim, "memory", dtype=self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
@@ -454,21 +474,36 @@ class DecoderLayer(nn.Module):
             )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
         check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
-        check_attn_masks(memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask",
-                          "memory_mask")
+        check_attn_masks(
+            memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask", "memory_mask"
+        )
         check_flag("tgt_is_causal", tgt_is_causal)
         check_flag("need_weights", need_weights)
+
         def self_attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
-                                  need_weights=need_weights, is_causal=tgt_is_causal,
-                                  average_attn_weights=False)
+            a, w = self.self_attn(
+                h,
+                h,
+                h,
+                key_padding_mask=tgt_key_padding_mask,
+                attn_mask=tgt_mask,
+                need_weights=need_weights,
+                is_causal=tgt_is_causal,
+                average_attn_weights=False,
+            )
             self.self_attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
             return self.dropout1(a)
 
         def cross_attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                   attn_mask=memory_mask, need_weights=need_weights,
-                                   average_attn_weights=False)
+            a, w = self.cross_attn(
+                h,
+                memory,
+                memory,
+                key_padding_mask=memory_key_padding_mask,
+                attn_mask=memory_mask,
+                need_weights=need_weights,
+                average_attn_weights=False,
+            )
             self.cross_attn_weights = w.detach() if w is not None else None  # (B, H, T, S)
             return self.dropout2(a)
 
@@ -949,8 +984,13 @@ class GPT(nn.Module):
                 ours.lm_head.weight.copy_(model.lm_head.weight)
         return ours.train(model.training)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, need_weights: bool = False,
-                label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        need_weights: bool = False,
+        label_smoothing: float = 0.0,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._check_idx(idx)
         if targets is not None:
             if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
@@ -958,8 +998,10 @@ class GPT(nn.Module):
                 raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
             check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
             if has_values(targets) and not bool((targets != -100).any()):
-                raise ValueError("targets must hold at least one id that is not -100 (ignored): "
-                                 "the mean loss over no token is undefined")
+                raise ValueError(
+                    "targets must hold at least one id that is not -100 (ignored): "
+                    "the mean loss over no token is undefined"
+                )
         check_flag("need_weights", need_weights)
         label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
         return self._forward(idx, targets, need_weights, label_smoothing)

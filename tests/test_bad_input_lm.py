@@ -1,7 +1,7 @@
 """Bad input for every public callable of ``seqbook.lm``: a clear error in time, or a correct edge result.
 
-Cases: 91 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
-under a timeout) and 14 legal edge checks in ``test_legal_edge_inputs``.
+Cases: 109 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
+under a timeout) and 17 legal edge checks in ``test_legal_edge_inputs``.
 """
 
 from __future__ import annotations

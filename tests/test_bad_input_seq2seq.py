@@ -1,5 +1,5 @@
-# 110 cases: 103 bad inputs that must end in a clear error (22 of them generators and loops, under a
-# timeout), 7 legal edge inputs checked for a correct result.
+# 134 cases: 126 bad inputs that must end in a clear error (22 of them generators and loops, under a
+# timeout), 8 legal edge inputs checked for a correct result.
 """Bad input to seqbook.seq2seq: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the

@@ -1,4 +1,4 @@
-# 188 cases: 182 bad inputs that must end in a clear error, 6 legal edge inputs checked for a correct result.
+# 195 cases: 188 bad inputs that must end in a clear error, 7 legal edge inputs checked for a correct result.
 """Bad input to seqbook.transformer: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
