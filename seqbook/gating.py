@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from .attention import causal_mask
 from .checks import check_finite, check_float_tensor, check_number, check_tensor, has_values
 from .rnn import GRU, LSTM
 
@@ -106,7 +107,7 @@ def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # prod_{j=k+1..t} z_j = exp(L_t - L_k) for k <= t: rows t, columns k.
     keep = (cum[:, :, None, :] - cum[:, None, :, :]).clamp_max(0.0).exp()  # (B, T, T, H)
     T = z.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool, device=z.device).tril()  # k <= t
+    causal = causal_mask(T, device=z.device)  # (T, T), True where k <= t
     weights = torch.where(causal[None, :, :, None], keep * (1 - zd)[:, None, :, :], 0.0)
     initial = cum.exp()                                                 # (B, T, H)
     return weights.to(z.dtype), initial.to(z.dtype)

@@ -365,15 +365,15 @@ case("vsa_attention_phasor-mask-list", lambda: vsa.vsa_attention_phasor(ZQ, ZK, 
 
 case("SelfAttentionBlock-dim-0", lambda: SelfAttentionBlock(0), "dim", "positive int", "0")
 case("SelfAttentionBlock-dim-float", lambda: SelfAttentionBlock(8.0), "dim", "float")
-case("SelfAttentionBlock-mlp_hidden-0", lambda: SelfAttentionBlock(8, d_ff=0),
+case("SelfAttentionBlock-d_ff-0", lambda: SelfAttentionBlock(8, d_ff=0),
      "d_ff", "positive int")
-case("SelfAttentionBlock-mlp_hidden-negative", lambda: SelfAttentionBlock(8, d_ff=-4),
+case("SelfAttentionBlock-d_ff-negative", lambda: SelfAttentionBlock(8, d_ff=-4),
      "d_ff", "-4")
 case("CrossAttentionBlock-dim-0", lambda: CrossAttentionBlock(0), "dim", "positive int", "0")
 case("CrossAttentionBlock-num_queries-0", lambda: CrossAttentionBlock(8, num_queries=0), "num_queries", "0")
 case("CrossAttentionBlock-num_queries-float", lambda: CrossAttentionBlock(8, num_queries=2.0),
      "num_queries", "float")
-case("CrossAttentionBlock-mlp_hidden-0", lambda: CrossAttentionBlock(8, d_ff=0),
+case("CrossAttentionBlock-d_ff-0", lambda: CrossAttentionBlock(8, d_ff=0),
      "d_ff", "positive int")
 
 for cls, q in ((SelfAttentionBlock, None), (CrossAttentionBlock, 2)):
@@ -462,8 +462,8 @@ case("codebook_loss-labels-too-big", lambda: vsa.codebook_loss(SIMS, torch.tenso
 case("codebook_loss-labels-negative", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, -1])), "labels", "-1")
 
 case("VSAResNet-dim-0", lambda: VSAResNet(0, 1, in_features=12), "dim", "positive int")
-case("VSAResNet-num_blocks-negative", lambda: VSAResNet(8, -1, in_features=12), "num_layers", ">= 0", "-1")
-case("VSAResNet-num_blocks-float", lambda: VSAResNet(8, 2.5, in_features=12), "num_layers", "float")
+case("VSAResNet-num_layers-negative", lambda: VSAResNet(8, -1, in_features=12), "num_layers", ">= 0", "-1")
+case("VSAResNet-num_layers-float", lambda: VSAResNet(8, 2.5, in_features=12), "num_layers", "float")
 case("VSAResNet-skip-str", lambda: VSAResNet(8, 1, skip="yes", in_features=12), "skip", "bool")
 case("VSAResNet-in_features-0", lambda: VSAResNet(8, 1, in_features=0), "in_features", "positive int")
 case("VSAResNet-num_classes-0", lambda: VSAResNet(8, 1, in_features=12, num_classes=0),
@@ -491,7 +491,7 @@ case("VSAAttentionClassifier-num_queries-0", lambda: VSAAttentionClassifier(8, "
 case("VSAAttentionClassifier-rows-0", lambda: VSAAttentionClassifier(8, rows=0), "rows", "positive int")
 case("VSAAttentionClassifier-cols-negative", lambda: VSAAttentionClassifier(8, cols=-1), "cols", "-1")
 case("VSAAttentionClassifier-num_classes-0", lambda: VSAAttentionClassifier(8, num_classes=0), "num_classes")
-case("VSAAttentionClassifier-mlp_hidden-0", lambda: VSAAttentionClassifier(8, d_ff=0), "d_ff")
+case("VSAAttentionClassifier-d_ff-0", lambda: VSAAttentionClassifier(8, d_ff=0), "d_ff")
 for kind in ("self", "cross"):
     def classifier(kind=kind):
         return VSAAttentionClassifier(8, kind, num_queries=2, rows=3, cols=4)

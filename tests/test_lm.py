@@ -107,3 +107,18 @@ def test_conditional_lm_starts_from_condition_and_stops():
         model(ids, torch.tensor([0]))
     with pytest.raises(ValueError, match="cell must be one of"):
         CharLM(10, cell="transformer")
+
+
+def test_conditional_lm_starts_from_the_class_state():
+    """Eq. (2.4) of the book: the condition enters once, through h_0 = tanh(W_c onehot(c) + b_c)."""
+    from seqbook.lm import ConditionalCharLM
+
+    torch.manual_seed(0)
+    model = ConditionalCharLM(12, 3, hidden_size=5, embed_dim=4).double()
+    cond = torch.tensor([2, 0])
+    expected = torch.tanh(model.init.weight[cond])  # the embedding row is W_c onehot(c) + b_c
+    assert torch.equal(model.initial_state(cond)[0], expected)
+    ids = torch.randint(0, 12, (2, 6))
+    logits, _ = model(ids, cond)
+    ref, _ = CharLM.forward(model, ids, model.initial_state(cond))  # the plain LM from that state
+    assert torch.equal(logits, ref)

@@ -149,7 +149,7 @@ def test_feedforward_shape_and_bad_activation():
 # Encoder and decoder layers against nn.TransformerEncoderLayer / nn.TransformerDecoderLayer.
 # ---------------------------------------------------------------------------------------------
 
-SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, embed_dim, n_heads)
+SHAPES = [(1, 1, 8, 1), (2, 5, 16, 4), (3, 9, 24, 3)]  # (B, T, embed_dim, num_heads)
 
 
 def _encoder_masks(B, T, device, dtype=F64):
