@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import (
+    INTEGER_DTYPES,
     autocast_enabled,
     check_flag,
     check_float_tensor,
@@ -88,7 +89,7 @@ def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.
         lengths: (B,) integers. Output: (B, T).
     """
     check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
-    if lengths.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+    if lengths.dtype not in INTEGER_DTYPES:
         raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
     if max_len is not None:
         max_len = check_int("max_len", max_len, minimum=0)

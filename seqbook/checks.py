@@ -25,7 +25,11 @@ import torch
 from torch import nn
 
 __all__ = [
-    "check_lm_chunks",    "check_positive_int", "check_flag", "check_same_dtype",
+    "INTEGER_DTYPES",
+    "check_lm_chunks",
+    "check_positive_int",
+    "check_flag",
+    "check_same_dtype",
     "shape_of",
     "has_values",
     "autocast_enabled",
@@ -147,7 +151,8 @@ def check_float_tensor(name: str, x, **kwargs) -> torch.Tensor:
     return x
 
 
-_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+# The integer dtypes a tensor of ids or lengths may have (what nn.Embedding and indexing accept).
+INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
 def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int | None = None,
@@ -158,7 +163,7 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
     :func:`check_tensor` (rank and shape). Reads the values, so it synchronises with a GPU.
     """
     check_tensor(name, ids, **kwargs)
-    if ids.dtype not in _INTEGER_DTYPES:
+    if ids.dtype not in INTEGER_DTYPES:
         raise TypeError(f"{name} must be an integer tensor (token ids), got {ids.dtype}")
     if ids.numel() and num_classes is not None and has_values(ids):
         valid = ids if ignore_index is None else ids[ids != ignore_index]

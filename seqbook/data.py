@@ -41,7 +41,7 @@ import numpy as np
 import pooch
 import torch
 
-from .checks import check_ids, check_int, check_number, has_values
+from .checks import INTEGER_DTYPES, check_ids, check_int, check_number, has_values
 
 __all__ = [
     "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch", "PAD", "UNK", "SOS",
@@ -57,8 +57,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Small argument checks of this module.
 # ---------------------------------------------------------------------------------------------
-
-_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
 def _check_bool(name: str, value) -> bool:
@@ -344,7 +342,7 @@ class Vocab:
         if isinstance(ids, (torch.Tensor, np.ndarray)):
             if ids.ndim != 1:
                 raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
-            integer = ids.dtype in _INT_DTYPES if isinstance(ids, torch.Tensor) else ids.dtype.kind in "iu"
+            integer = ids.dtype in INTEGER_DTYPES if isinstance(ids, torch.Tensor) else ids.dtype.kind in "iu"
             if not integer:
                 raise TypeError(f"ids must be an integer tensor or array, got {ids.dtype}")
             ids = ids.tolist()
@@ -879,7 +877,7 @@ def _id_row(seq, i: int) -> torch.Tensor:
                         f"({type(exc).__name__}: {exc})") from None
     if row.dim() != 1:
         raise ValueError(f"sequences[{i}] must be a flat sequence of ids, got shape {tuple(row.shape)}")
-    if row.numel() and row.dtype not in _INT_DTYPES:
+    if row.numel() and row.dtype not in INTEGER_DTYPES:
         raise TypeError(f"sequences[{i}] must hold int ids, got {row.dtype} (floats would be truncated)")
     return row
 

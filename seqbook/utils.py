@@ -168,8 +168,7 @@ def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
     lines = source.splitlines(keepends=True)
     node = ast.parse(source).body[0]
     first = node.body[0]
-    has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-        first.value.value, str)
+    has_doc = ast.get_docstring(node, clean=False) is not None
     head = lines[: first.lineno - 1]  # decorators and the signature
     doc = lines[first.lineno - 1 : first.end_lineno] if has_doc else []
     body = lines[first.end_lineno :] if has_doc else lines[first.lineno - 1 :]
