@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a terminal
 
 from .checks import check_int, check_lm_chunks, check_number, check_positive_int
 from .data import TranslationData, bucket_batches
