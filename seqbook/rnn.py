@@ -28,6 +28,7 @@ and to look inside (``return_gates``), the fast one to train.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -359,8 +360,13 @@ class _RecurrentLayer(nn.Module):
         """
         kinds = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
         flat = [getattr(cell, k) for cell in self.cells for k in kinds if getattr(cell, k) is not None]
-        return self._fused_kernel()(x, hx, flat, self.bias, self.num_layers, self.dropout, self.training,
-                                    self.bidirectional, True)  # batch_first=True
+        with warnings.catch_warnings():
+            # On CUDA, cuDNN wants every weight in one buffer and warns that it copies them there at
+            # each call. Ours live in separate cells by design (that is what keeps them readable);
+            # the copy is part of what the fast path costs, so the warning is not news.
+            warnings.filterwarnings("ignore", message="RNN module weights are not part of single")
+            return self._fused_kernel()(x, hx, flat, self.bias, self.num_layers, self.dropout,
+                                        self.training, self.bidirectional, True)  # batch_first=True
 
     # --- PyTorch interoperability ------------------------------------------------------------
 

@@ -1,5 +1,7 @@
 """seqbook.rnn: our RNN, GRU and LSTM equal PyTorch's built-ins, values and gradients."""
 
+import warnings
+
 import pytest
 import torch
 from tolerance import assert_close, assert_same_math
@@ -275,3 +277,13 @@ def test_sequence_classifier_pools_the_right_states(cell, device):
     assert mean(ids).shape == (3, 4)
     with pytest.raises(ValueError, match=r"ids must have shape \(B, T\), got \(6,\)"):
         mean(ids[0])
+
+
+@pytest.mark.parametrize("cls", [RNN, GRU, LSTM])
+def test_fast_path_is_silent(cls, device):
+    """The fused kernel gets our separate weights; on CUDA cuDNN would warn about that at each call."""
+    model = cls(3, 4, num_layers=2, bidirectional=True, fast=True).to(device)
+    x = torch.randn(2, 5, 3, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x)[0].sum().backward()
