@@ -1,0 +1,261 @@
+"""The chapters as JupyterLab shows them, with jupyterlab-myst (see README, "Running the notebooks yourself").
+
+Two kinds of check:
+
+* without a browser: every chapter carries what ``tools/jupyterlab_notebooks.py`` adds (the
+  frontmatter cell that makes jupyterlab-myst number equations and exercises as the book does, no
+  unlabelled ``$$`` block, collapsed solution cells);
+* in a real JupyterLab (headless Chromium, a server on 127.0.0.1 that serves a copy of chapter 1, so
+  that JupyterLab's autosave cannot touch the repository): equations and exercises carry the book's
+  numbers, references to exercises further down resolve, citations are rendered by MyST (as their keys:
+  jupyterlab-myst reads no bibliography), no raw MyST markup is left, and the solution cells are
+  collapsed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+CHAPTER = ROOT / "chapters" / "01_embeddings.ipynb"
+
+TOOL = ROOT / "tools" / "jupyterlab_notebooks.py"
+_spec = importlib.util.spec_from_file_location("jupyterlab_notebooks", TOOL)
+tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tool)
+
+
+def numbered_chapters() -> dict[str, int]:
+    """Chapter file stem -> its number in the book: the order of the numbered part of _toc.yml."""
+    stems, numbered = [], False
+    for line in (ROOT / "_toc.yml").read_text().splitlines():
+        if re.match(r"\s*- caption:", line):
+            numbered = False
+        elif re.match(r"\s*numbered:\s*true", line):
+            numbered = True
+        elif numbered and (m := re.match(r"\s*- file:\s*chapters/(\S+)", line)):
+            stems.append(m.group(1))
+    return {stem: i for i, stem in enumerate(stems, start=1)}
+
+
+# ------------------------------------------------------------------ without a browser
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_is_prepared_for_jupyterlab(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    changes = tool.apply(nb, path.stem)
+    assert not changes, (
+        f"{path.name} lacks what JupyterLab needs ({'; '.join(changes)}): "
+        "run `python tools/jupyterlab_notebooks.py chapters`"
+    )
+
+
+def test_frontmatter_numbers_match_the_table_of_contents():
+    numbers = numbered_chapters()
+    assert numbers, "no numbered chapters found in _toc.yml"
+    for path in CHAPTERS:
+        first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]
+        if path.stem in numbers:
+            assert first.get("id") == tool.FRONTMATTER_ID, path.name
+            assert f'enumerator: "{numbers[path.stem]}.%s"' in "".join(first["source"]), path.name
+            assert "remove-cell" in first["metadata"].get("tags", []), path.name
+        else:
+            assert first.get("id") != tool.FRONTMATTER_ID, f"{path.name} is not numbered in the book"
+
+
+def test_only_solution_cells_are_collapsed():
+    for path in CHAPTERS:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        inside = [c.get("id") for c in tool.solution_cells(cells)]
+        hidden = [c.get("id") for c in cells if c["metadata"].get("jupyter", {}).get("source_hidden")]
+        assert hidden == inside, f"{path.name}: collapsed cells {hidden}, solution cells {inside}"
+
+
+# ------------------------------------------------------------------ in JupyterLab
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def expected_numbers(nb: dict, chapter: int) -> tuple[dict[str, str], dict[str, str]]:
+    """The numbers the book gives chapter 1's labelled equations and exercises, in order."""
+    equations, exercises = {}, {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown" or "remove-cell" in cell["metadata"].get("tags", []):
+            continue
+        source = "".join(cell["source"])
+        for label in re.findall(r"^\$\$[ \t]*\(([\w-]+)\)", source, re.MULTILINE):
+            equations[label] = f"({chapter}.{len(equations) + 1})"
+        for block in re.findall(r"```\{exercise\}[^\n]*\n((?::[^\n]*\n)*)", source):
+            if m := re.search(r":label:\s*(\S+)", block):
+                exercises[m.group(1)] = f"{chapter}.{len(exercises) + 1}"
+    return equations, exercises
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1, serving a copy of chapter 1 with fresh settings."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        if os.environ.get("CI"):
+            raise RuntimeError("CI must install Chromium and ChromeDriver (Debian: chromium chromium-driver)")
+        pytest.skip("Chromium and ChromeDriver are not installed")
+    pytest.importorskip("selenium.webdriver")
+    pytest.importorskip("jupyterlab")
+    pytest.importorskip("jupyterlab_myst")
+    root = tmp_path_factory.mktemp("lab")
+    (root / "chapters").mkdir()
+    shutil.copy(CHAPTER, root / "chapters" / CHAPTER.name)
+    port = free_port()
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
+           "JUPYTER_RUNTIME_DIR": str(root / ".runtime")}
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", f"--port={port}",
+               "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.port_retries=0",
+               f"--ServerApp.root_dir={root}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = open(root / "server.log", "w")  # closed in the finally below
+    server = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert server.poll() is None, (root / "server.log").read_text()[-3000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not start: " + (root / "server.log").read_text()[-3000:])
+        yield url, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+# Everything read from the rendered notebook in one go.
+READ = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const myst = [...panel.querySelectorAll('.jp-MarkdownCell .myst')];
+const equations = {}, exercises = {};
+panel.querySelectorAll('.jp-MarkdownCell a[title="Link to this Equation"]')
+     .forEach(a => { equations[a.getAttribute('href').slice(1)] = a.textContent.trim(); });
+panel.querySelectorAll('.jp-MarkdownCell [id^="ex-"]').forEach(e => {
+  const m = e.textContent.match(/Exercise\\s*([\\d.]+)/); if (m) exercises[e.id] = m[1]; });
+const notFound = [...panel.querySelectorAll('.jp-MarkdownCell .myst [title$="Not Found"]')]
+  .map(e => [e.getAttribute('title'), e.textContent.trim()]);
+const references = [...panel.querySelectorAll('.jp-MarkdownCell .myst a[href^="#ex-"]')]
+  .map(a => [a.getAttribute('href').slice(1), a.textContent.replace(/\\s+/g, ' ').trim()]);
+return {equations, exercises, notFound, references,
+        text: myst.map(m => m.textContent).join('\\n'),
+        inputPlaceholders: panel.querySelectorAll('.jp-InputPlaceholder').length,
+        outputPlaceholders: panel.querySelectorAll('.jp-OutputPlaceholder').length};
+"""
+
+
+def read_rendered(url: str, profile: Path) -> tuple[dict, dict, dict, list]:
+    """Chapter 1 opened in JupyterLab, read once every markdown cell has rendered and settled."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic", "--window-size=1280,1600", f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(120)
+    nb = json.loads(CHAPTER.read_text(encoding="utf-8"))
+    equations, exercises = expected_numbers(nb, 1)
+    collapsed = tool.solution_cells(nb["cells"])
+    try:
+        driver.get(f"{url}/lab/tree/chapters/{CHAPTER.name}?reset")
+        # jupyterlab-myst renders the cells one by one and re-resolves the whole notebook's references
+        # after each, and JupyterLab collapses cells as it reaches them: wait until every equation,
+        # exercise and collapsed cell is there and nothing changes for 3 s (the checks below then
+        # also catch a wrong count, since the wait ends at the deadline).
+        deadline, last, quiet = time.time() + 150, None, 0
+        while time.time() < deadline:
+            try:
+                state = driver.execute_script(READ)
+            except Exception:  # the notebook panel is not there yet
+                state = None
+            complete = state and (len(state["equations"]) >= len(equations)
+                                  and len(state["exercises"]) >= len(exercises)
+                                  and state["inputPlaceholders"] >= len(collapsed))
+            if complete:
+                quiet = quiet + 1 if state == last else 0
+                if quiet >= 6:
+                    break
+            last = state
+            time.sleep(0.5)
+    finally:
+        driver.quit()
+    assert last, "the notebook never rendered"
+    return last, equations, exercises, collapsed
+
+
+def test_chapter_1_in_jupyterlab(lab, tmp_path_factory):
+    """One test, so that pytest-xdist starts one JupyterLab and one browser, not one per check."""
+    url, _ = lab
+    state, equations, exercises, collapsed = read_rendered(url, tmp_path_factory.mktemp("chromium-profile"))
+    problems = []
+
+    # equations and exercises carry the book's numbers, (1.1) and 1.1, not (1) and 1
+    assert equations and exercises and collapsed, "chapter 1 lacks what this test checks"
+    if state["equations"] != equations:
+        problems.append(f"equation numbers {state['equations']}, the book's {equations}")
+    if state["exercises"] != exercises:
+        problems.append(f"exercise numbers {state['exercises']}, the book's {exercises}")
+
+    # the text refers to exercises further down the notebook before they appear
+    if not state["references"]:
+        problems.append("no reference to an exercise found")
+    for label, text in state["references"]:
+        if text != f"Exercise {exercises.get(label)}":
+            problems.append(f"reference to {label} reads {text!r}")
+    problems += [f"unresolved: {key}" for title, key in state["notFound"] if key.startswith("ex-")]
+
+    # citations: jupyterlab-myst 2.7 reads no bibliography, so each shows its key, marked "Citation
+    # Not Found" (what the README says); should a later version resolve them, update the README.
+    cites = [key for title, key in state["notFound"] if title.startswith("Citation")]
+    resolved = "Zipf" in state["text"] and "zipf1949human" not in state["text"]
+    if not (resolved or "zipf1949human" in cites):
+        problems.append(f"the citation of zipf1949human is not rendered by MyST: {cites[:5]}")
+
+    for raw in ["```{", "{cite", "{eq}`", "{ref}`", "{numref}`", ":label:", "$$"]:
+        if raw in state["text"]:
+            problems.append(f"raw markup {raw!r} in the rendered notebook")
+
+    # solutions: every solution cell collapsed, with its output
+    if state["inputPlaceholders"] != len(collapsed):
+        problems.append(f"{state['inputPlaceholders']} collapsed cells, {len(collapsed)} solution cells")
+    code = sum(c["cell_type"] == "code" for c in collapsed)
+    if state["outputPlaceholders"] != code:
+        problems.append(f"{state['outputPlaceholders']} collapsed outputs, {code} solution code cells")
+
+    assert not problems, "\n".join(problems)
