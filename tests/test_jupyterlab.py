@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,19 @@ def lab(tmp_path_factory):
                 time.sleep(0.5)
         else:
             pytest.fail("JupyterLab did not start: " + (root / "server.log").read_text()[-3000:])
+        # The page lists the prebuilt extensions the server found in its data path (jupyter --paths).
+        # A virtual environment made with --system-site-packages imports jupyterlab_myst from the
+        # base Python but does not look in that Python's share/jupyter for its labextension.
+        page = ""
+        for _ in range(20):
+            try:
+                page = urllib.request.urlopen(f"{url}/lab", timeout=10).read().decode()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert '"name": "jupyterlab-myst"' in page, (
+            "JupyterLab does not load the jupyterlab-myst labextension: it is not in any folder of "
+            "`jupyter --paths` (data)")
         yield url, root
     finally:
         server.terminate()
