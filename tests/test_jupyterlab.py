@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser import chromium, require_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
@@ -87,8 +88,6 @@ def test_only_solution_cells_are_collapsed():
 
 # ------------------------------------------------------------------ in JupyterLab
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def expected_numbers(nb: dict, chapter: int) -> tuple[dict[str, str], dict[str, str]]:
@@ -115,10 +114,7 @@ def free_port() -> int:
 @pytest.fixture
 def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1, serving a copy of chapter 1 with fresh settings."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("CI"):
-            raise RuntimeError("CI must install Chromium and ChromeDriver (Debian: chromium chromium-driver)")
-        pytest.skip("Chromium and ChromeDriver are not installed")
+    require_chromium()
     pytest.importorskip("selenium.webdriver")
     pytest.importorskip("jupyterlab")
     pytest.importorskip("jupyterlab_myst")
@@ -193,15 +189,7 @@ return {equations, exercises, notFound, references,
 
 def read_rendered(url: str, profile: Path) -> tuple[dict, dict, dict, list]:
     """Chapter 1 opened in JupyterLab, read once every markdown cell has rendered and settled."""
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--disable-quic", "--window-size=1280,1600", f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    driver = chromium(profile, 1280, 1600)
     driver.set_page_load_timeout(120)
     nb = json.loads(CHAPTER.read_text(encoding="utf-8"))
     equations, exercises = expected_numbers(nb, 1)
