@@ -41,6 +41,8 @@ from .checks import (
     check_tensor,
     shape_of,
 )
+from .kv_cache import KVCache
+from .rope import apply_rope
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -388,10 +390,18 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
         is_causal: bool = False,
         average_attn_weights: bool = True,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes and masks.
 
         ``is_causal=True`` blocks keys after each query (combined with ``attn_mask`` if given).
+        ``rotary``: the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the positions of the
+        L queries (self-attention: the keys sit at the same positions); the queries and keys are
+        rotated (RoPE) before they meet. ``cache``: a :class:`~seqbook.kv_cache.KVCache` that keeps
+        the keys and values of earlier calls; the new ones are appended and attended to with them.
+        A cached call either fills an empty cache (a prompt, causal if asked) or adds one token,
+        which may attend to every key kept (so ``is_causal`` has nothing to block).
         Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
         """
         E, H, Dh = self.embed_dim, self.num_heads, self.head_dim
@@ -420,12 +430,32 @@ class MultiHeadAttention(nn.Module):
             ("average_attn_weights", average_attn_weights),
         ):
             check_flag(name, flag)
+        if rotary is not None and (S != L or not isinstance(rotary, tuple) or len(rotary) != 2):
+            raise ValueError(
+                "rotary must be a (cos, sin) pair for self-attention (key as long as "
+                f"query), got {type(rotary).__name__} with query length {L}, key length {S}"
+            )
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+            if cache.length and L != 1:
+                raise ValueError(
+                    f"a cache that holds {cache.length} positions takes one new token "
+                    f"at a time, got query length {L}"
+                )
+            if key_padding_mask is not None or attn_mask is not None:
+                raise ValueError("cache takes no key_padding_mask or attn_mask (no padding)")
         mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
 
         # Project, then split the embedding into H heads of Dh dims each.
         q = self.q_proj(query).view(B, L, H, Dh).transpose(1, 2)  # (B, H, L, Dh)
         k = self.k_proj(key).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
         v = self.v_proj(value).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
+        if rotary is not None:  # RoPE: turn queries and keys by their positions' angles
+            q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
+        if cache is not None:  # keep the new keys and values, attend over all kept so far
+            is_causal = is_causal and cache.length == 0
+            k, v = cache.append(k, v)  # (B, H, S_kept, Dh)
         dropout_p = self.dropout if self.training else 0.0
 
         if self.fast and not need_weights:

@@ -51,7 +51,9 @@ from .checks import (
     check_same_dtype,
     has_values,
 )
+from .kv_cache import KVCache
 from .lm import check_sampling, sample_next
+from .rope import rope_angles
 
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
@@ -356,6 +358,8 @@ class EncoderLayer(nn.Module):
         x: (B, T, embed_dim); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
         where attention is blocked (or additive floats). Output: (B, T, embed_dim). After a call with
         ``need_weights=True`` the per-head weights (B, num_heads, T, T) are kept in ``attn_weights``.
+        ``rotary`` and ``cache`` go to the self-attention (:class:`~seqbook.attention.MultiHeadAttention`):
+        rotary position angles (RoPE) and a key-value cache for generation.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
@@ -379,6 +383,8 @@ class EncoderLayer(nn.Module):
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         B, T, _ = x.shape
@@ -396,6 +402,8 @@ class EncoderLayer(nn.Module):
                 need_weights=need_weights,
                 is_causal=is_causal,
                 average_attn_weights=False,
+                rotary=rotary,
+                cache=cache,
             )
             self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
             return self.dropout1(a)
@@ -811,6 +819,9 @@ class Seq2SeqTransformer(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
+POSITIONAL = ("learned", "sinusoidal", "rope")
+
+
 @dataclass
 class GPTConfig:
     """The sizes of a :class:`GPT` model (names as in nanoGPT).
@@ -828,7 +839,7 @@ class GPTConfig:
     dropout: float = 0.1
     bias: bool = True
     tie_weights: bool = True  # share the token embedding with the output layer
-    positional: str = "learned"  # "learned" (GPT-2) or "sinusoidal" (eqs. (6.1)-(6.2))
+    positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (eqs. (6.1)-(6.2)) or "rope"
     activation: str = "gelu"  # "relu", "gelu" or "gelu_tanh" (GPT-2's tanh approximation)
     layer_norm_eps: float = 1e-5  # the eps of every LayerNorm (GPT-2: 1e-5)
     init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
@@ -846,10 +857,15 @@ class GPTConfig:
         self.dropout = check_probability("dropout", self.dropout)
         for name in ("bias", "tie_weights", "fast"):
             check_flag(name, getattr(self, name))
-        if not isinstance(self.positional, str) or self.positional not in ("learned", "sinusoidal"):
-            raise ValueError(f"positional must be 'learned' or 'sinusoidal', got {self.positional!r}")
+        if not isinstance(self.positional, str) or self.positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
         if self.positional == "sinusoidal" and self.n_embd % 2:
             raise ValueError(f"n_embd must be even for positional='sinusoidal', got {self.n_embd}")
+        if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(
+                "n_embd // n_head must be even for positional='rope' (dimensions turn in pairs), "
+                f"got {self.n_embd} // {self.n_head} = {self.n_embd // self.n_head}"
+            )
         _check_activation(self.activation)
         self.layer_norm_eps = check_number("layer_norm_eps", self.layer_norm_eps, low=0.0)
         self.init_std = check_number("init_std", self.init_std, low=0.0)
@@ -864,7 +880,13 @@ class GPT(nn.Module):
 
     Token and position embeddings, ``n_layer`` pre-LN :class:`EncoderLayer` blocks with causal
     self-attention (no cross-attention: there is no encoder), a final LayerNorm and a linear head
-    over the vocabulary, optionally tied to the token embedding.
+    over the vocabulary, optionally tied to the token embedding. Positions are learned (GPT-2),
+    sinusoidal (eqs. (6.1)-(6.2)) or rotary (``positional="rope"``, :mod:`seqbook.rope`: queries
+    and keys are rotated by their positions inside every attention layer).
+
+    ``forward(idx, caches=...)`` with one :class:`~seqbook.kv_cache.KVCache` per block continues a
+    sequence whose earlier tokens are in the caches: ``idx`` holds the new tokens only, at positions
+    ``caches[0].length`` onwards (how :meth:`generate` runs with ``use_cache=True``).
 
     Shape:
         idx: (B, T) ids with T <= block_size. ``forward`` returns logits (B, T, vocab_size) and,
@@ -879,8 +901,9 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
         if c.positional == "learned":
             self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
-        else:
+        elif c.positional == "sinusoidal":
             self.register_buffer("pos_code", positional_encoding(c.block_size, c.n_embd), persistent=False)
+        # "rope": no code is added to the tokens; the blocks rotate queries and keys instead
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
             EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, c.layer_norm_eps, c.bias,
@@ -990,8 +1013,20 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         need_weights: bool = False,
         label_smoothing: float = 0.0,
+        caches: Sequence[KVCache] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._check_idx(idx)
+        if caches is not None:
+            n = len(self.blocks)
+            if not isinstance(caches, Sequence) or len(caches) != n:
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if not all(isinstance(c, KVCache) for c in caches):
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if caches[0].length + idx.shape[1] > self.config.block_size:
+                raise ValueError(
+                    f"the caches hold {caches[0].length} positions: with idx's "
+                    f"{idx.shape[1]} more the sequence passes block_size={self.config.block_size}"
+                )
         if targets is not None:
             if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
                 got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
@@ -1004,19 +1039,32 @@ class GPT(nn.Module):
                 )
         check_flag("need_weights", need_weights)
         label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
-        return self._forward(idx, targets, need_weights, label_smoothing)
+        return self._forward(idx, targets, need_weights, label_smoothing, caches)
 
     def _check_idx(self, idx) -> None:
         _check_token_ids("idx", idx, self.config.vocab_size)
         if idx.shape[1] > self.config.block_size:
             raise ValueError(f"idx has length {idx.shape[1]} > block_size={self.config.block_size}")
 
-    def _forward(self, idx, targets=None, need_weights: bool = False, label_smoothing: float = 0.0):
+    def _forward(self, idx, targets=None, need_weights: bool = False, label_smoothing: float = 0.0,
+                 caches=None):
+        c = self.config
+        start = caches[0].length if caches else 0  # positions already in the caches
         T = idx.shape[1]
-        pos = self.pos_emb.weight[:T] if hasattr(self, "pos_emb") else self.pos_code[:T]  # (T, D)
-        x = self.drop(self.tok_emb(idx) + pos)  # (B, T, D)
-        for block in self.blocks:
-            x = block(x, is_causal=True, need_weights=need_weights)
+        x = self.tok_emb(idx)  # (B, T, D)
+        rotary = None
+        if c.positional == "learned":
+            x = x + self.pos_emb.weight[start:start + T]  # (T, D) broadcast over the batch
+        elif c.positional == "sinusoidal":
+            x = x + self.pos_code[start:start + T]
+        else:  # RoPE: the angles of positions start .. start + T - 1, for every block
+            exact = torch.float64 if x.dtype == torch.float64 else torch.long
+            positions = torch.arange(start, start + T, dtype=exact, device=idx.device)
+            rotary = rope_angles(positions, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            cache = caches[i] if caches else None
+            x = block(x, is_causal=True, need_weights=need_weights, rotary=rotary, cache=cache)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
@@ -1026,7 +1074,7 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,
-                 forbid: Sequence[int] = ()) -> torch.Tensor:
+                 forbid: Sequence[int] = (), use_cache: bool = False) -> torch.Tensor:
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
 
         Each step feeds the last ``block_size`` tokens and draws the next token from the final logits
@@ -1038,6 +1086,12 @@ class GPT(nn.Module):
         Logits are sampled in float32, or in float64 for a float64 model. ``idx`` may be longer than
         ``block_size``: only its end is read.
 
+        ``use_cache=True`` keeps every layer's keys and values in a :class:`~seqbook.kv_cache.KVCache`:
+        the prompt runs once, then each step runs the one new token (O(T) work per token instead of
+        a whole forward pass over the prefix), with the same tokens as without the cache. Once the
+        sequence outgrows ``block_size`` the window slides, every position changes, and the steps
+        run without the cache, as they would with ``use_cache=False``.
+
         Shape:
             idx: (B, T) ids with T >= 1 -> (B, T + max_new_tokens)
         """
@@ -1046,12 +1100,20 @@ class GPT(nn.Module):
             raise ValueError(f"idx must have shape (B, T) with T >= 1, got {got}")
         _check_token_ids("idx", idx, self.config.vocab_size)
         max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        check_flag("use_cache", use_cache)
         V = self.config.vocab_size
         temperature, top_k, forbid = check_sampling(V, temperature, top_k, forbid, generator)
         was_training = self.training
         self.eval()
+        block_size, caches = self.config.block_size, None
         for _ in range(max_new_tokens):
-            logits, _ = self._forward(idx[:, -self.config.block_size:])         # (B, T, V)
+            if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
+                logits, _ = self._forward(idx[:, -block_size:])  # (B, T, V)
+            elif caches is None:  # the prompt fills the caches
+                caches = [KVCache(block_size) for _ in self.blocks]
+                logits, _ = self._forward(idx, caches=caches)  # (B, T, V)
+            else:  # only the newest token runs; the earlier ones are in the caches
+                logits, _ = self._forward(idx[:, -1:], caches=caches)  # (B, 1, V)
             next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
             idx = torch.cat([idx, next_id[:, None]], dim=1)
         self.train(was_training)

@@ -55,6 +55,55 @@ def test_smoke_run_writes_valid_json_and_table(tmp_path):
     assert "ratio" in table and "LSTM fast=True" in table and "scaling, recurrent" in table
 
 
+def test_results_record_the_commit_of_the_measured_code(monkeypatch):
+    commit = report.code_commit()
+    assert commit is not None and len(commit.split("+")[0]) == 40  # this checkout is a git repository
+    assert report.machine_info("cpu")["commit"] == commit
+    monkeypatch.setattr(report.subprocess, "run", _no_git)  # a copy without .git: the variable says
+    monkeypatch.setenv("SEQBOOK_COMMIT", "0" * 40)
+    assert report.code_commit() == "0" * 40
+
+
+def _no_git(*args, **kwargs):
+    raise OSError("no git here")
+
+
+def test_gpt_throughput_measures_the_fused_path_and_a_peer():
+    from benchmarks.gpu import gpt_throughput
+
+    result = gpt_throughput.main(["--dry", "--peer", "hf"] if _has_transformers() else ["--dry"])
+    assert result["attention_layers"] == 2 and result["readable_attention_calls"] == 0
+    assert result["attention"].startswith("F.scaled_dot_product_attention")
+    assert result["meta"]["commit"] and result["tokens_per_s"] > 0
+    if "peer" in result:
+        assert result["peer"]["name"] == "transformers.GPT2LMHeadModel"
+        assert result["peer"]["attention"] == "sdpa"
+        ratio = result["tokens_per_s"] / result["peer"]["tokens_per_s"]
+        assert result["ratio_to_peer"] == pytest.approx(ratio, rel=1e-2)
+        # the same FLOPs per token: the same sizes, one count for both
+        assert result["peer"]["flops_per_token"] == pytest.approx(result["flops_per_token"], rel=0.05)
+
+
+def test_gpt_throughput_refuses_a_model_on_the_readable_path(monkeypatch):
+    from benchmarks.gpu import gpt_throughput
+    from seqbook.transformer import GPT
+
+    config = gpt_throughput.gpt_config(dry=True)
+    idx = torch.zeros(1, config.block_size, dtype=torch.long)
+    assert gpt_throughput.readable_attention_calls(GPT(config), idx) == config.n_layer
+    monkeypatch.setattr(gpt_throughput, "set_fast", lambda model, fast: model)  # the old regression
+    with pytest.raises(RuntimeError, match="fused path only"):
+        gpt_throughput.seqbook_gpt(config, torch.device("cpu"))
+
+
+def _has_transformers() -> bool:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_missing_torchhd_gives_skipped_rows(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchhd", None)  # import torchhd -> ImportError
     rows = layers.run_pairs(("smoke",), "cpu", ("vsa",), repeats=1, warmup=0, budget_s=0.0)

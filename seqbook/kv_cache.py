@@ -1,0 +1,73 @@
+"""A key-value cache for generation (Pope et al., 2022; Shazeer, 2019).
+
+A decoder-only model generates one token at a time. Without a cache, every step runs the whole
+prefix through every layer again, although the keys and values of the earlier tokens have not
+changed: step t costs a full forward pass over t tokens. With a cache, each attention layer keeps
+the keys and values it has computed, and a step only projects the one new token and attends from
+it to everything kept so far. The cache of one layer holds two tensors of shape
+(B, H, T_max, D_h), so a model of ``n_layer`` layers and width ``D = H * D_h`` keeps::
+
+    2 * n_layer * B * T_max * D  numbers                                  (the cache's memory)
+
+:class:`KVCache` allocates that memory once, for ``max_len`` positions, and fills it as the
+sequence grows (:meth:`KVCache.append` writes into it and returns views, no copies of the past).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .checks import check_positive_int, check_tensor
+
+__all__ = ["KVCache"]
+
+
+class KVCache:
+    """The keys and values one attention layer has computed so far, for up to ``max_len`` positions.
+
+    :class:`~seqbook.attention.MultiHeadAttention` takes it as ``cache``: it appends the keys and
+    values of the new tokens and attends over all of them. :meth:`seqbook.transformer.GPT.generate`
+    makes one per layer (``use_cache=True``).
+
+    Shape:
+        keys, values: (B, H, max_len, D_h), of which the first ``length`` positions are filled.
+    """
+
+    def __init__(self, max_len: int):
+        self.max_len = check_positive_int("max_len", max_len)
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+        self.length = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keep the keys ``k`` and values ``v`` of the new positions; return those of all positions.
+
+        Shape:
+            k, v: (B, H, T, D_h) -> (B, H, length + T, D_h), views of the cache's memory.
+        """
+        check_tensor("k", k, ndim=4)
+        check_tensor("v", v, ndim=4)
+        B, H, T, _ = k.shape
+        if self.keys is None:  # the first call fixes B, H, D_h, the dtype and the device
+            self.keys = k.new_empty(B, H, self.max_len, k.shape[-1])
+            self.values = v.new_empty(B, H, self.max_len, v.shape[-1])
+        elif k.shape[:2] != self.keys.shape[:2] or k.shape[-1] != self.keys.shape[-1] \
+                or v.shape[-1] != self.values.shape[-1]:
+            raise ValueError(f"k must have shape ({self.keys.shape[0]}, {self.keys.shape[1]}, T, "
+                             f"{self.keys.shape[-1]}) like the cached keys, got {tuple(k.shape)}")
+        if v.shape[:3] != k.shape[:3]:
+            raise ValueError(f"v must have shape ({B}, {H}, {T}, D_v) to match k, got {tuple(v.shape)}")
+        if self.length + T > self.max_len:
+            raise ValueError(f"the cache holds max_len={self.max_len} positions: "
+                             f"{self.length} kept + {T} new is too many")
+        end = self.length + T
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def nbytes(self) -> int:
+        """The memory the cache has allocated, in bytes (0 before the first :meth:`append`)."""
+        if self.keys is None:
+            return 0
+        return self.keys.nbytes + self.values.nbytes

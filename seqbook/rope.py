@@ -1,0 +1,77 @@
+"""Rotary position embeddings, RoPE (Su et al., 2021, RoFormer).
+
+Chapter 6 shows that a shift of the sinusoidal code by ``k`` positions is a rotation of each of its
+(sin, cos) pairs by the angle ``k w_i``. RoPE puts that rotation where attention can use it: it
+rotates the query and the key of the token at position ``m`` by the angles ``m w_i`` (pair ``i``
+of their dimensions turns with frequency ``w_i = base^(-2i/d)``) instead of adding a code to the
+token. Since ``R(m w)^T R(n w) = R((n - m) w)``, the score of query ``m`` and key ``n``::
+
+    (R_m q)^T (R_n k) = q^T R_(n - m) k
+
+depends on the tokens and on the offset ``n - m`` only, never on ``m`` and ``n`` themselves.
+
+The pairs are (``x[i]``, ``x[i + d/2]``), the first half of the dimensions rotated against the
+second half, as in most implementations (Hugging Face's Llama, GPT-NeoX); RoFormer's paper pairs
+neighbours (``x[2i]``, ``x[2i + 1]``). A fixed permutation of the projections' output columns turns
+one convention into the other, so the two give the same models.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .checks import check_float_tensor, check_number, check_positive_int, check_tensor
+
+__all__ = ["rope_angles", "rotate_half", "apply_rope"]
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cosines and sines of the angles ``m w_i`` that rotate the token at position ``m``.
+
+    ``w_i = base^(-2i/head_dim)`` for i = 0 .. head_dim/2 - 1 (the frequencies of eqs. (6.1)-(6.2)
+    with ``head_dim`` for the width); each angle is repeated for both halves of the dimensions.
+    Computed in float64, returned in float32 (float64 for float64 positions).
+
+    Shape:
+        positions: (T,) -> cos, sin: (T, head_dim)
+    """
+    check_tensor("positions", positions, ndim=1, nonempty=False)
+    head_dim = check_positive_int("head_dim", head_dim)
+    if head_dim % 2:
+        raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
+    base = check_number("base", base, low=1.0)
+    i = torch.arange(head_dim // 2, dtype=torch.float64, device=positions.device)
+    w = torch.exp(-math.log(base) * 2 * i / head_dim)  # (D_h/2,)
+    angle = positions.double()[:, None] * w  # (T, D_h/2)
+    angle = torch.cat([angle, angle], dim=-1)  # (T, D_h)
+    dtype = torch.float64 if positions.dtype == torch.float64 else torch.float32
+    return angle.cos().to(dtype), angle.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn of each pair.
+
+    Shape:
+        x: (..., D) with D even -> (..., D)
+    """
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (``x[i]``, ``x[i + D/2]``) of the token at position ``m`` by ``m w_i``.
+
+    In two dimensions, a rotation by angle ``a`` is ``x cos a + rotate_half(x) sin a``.
+
+    Shape:
+        x: (B, H, T, D_h) queries or keys; cos, sin: (T, D_h) from :func:`rope_angles`.
+        Output: (B, H, T, D_h)
+    """
+    check_float_tensor("x", x, ndim=4, nonempty=False)
+    T, D = x.shape[-2:]
+    check_tensor("cos", cos, shape=(T, D), names=f"({T}, {D})", nonempty=False)
+    check_tensor("sin", sin, shape=(T, D), names=f"({T}, {D})", nonempty=False)
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)

@@ -1,0 +1,94 @@
+"""The key-value cache (seqbook.kv_cache) and cached generation: the same logits and the same
+tokens as without the cache, the memory formula, and bad input."""
+
+import pytest
+import torch
+from tolerance import assert_same_math
+
+from seqbook.attention import MultiHeadAttention
+from seqbook.kv_cache import KVCache
+from seqbook.transformer import GPT, GPTConfig
+from seqbook.utils import set_fast
+
+POSITIONAL = ["learned", "sinusoidal", "rope"]
+
+
+def small_gpt(positional: str, block_size: int = 24, device="cpu") -> GPT:
+    config = GPTConfig(vocab_size=30, block_size=block_size, n_layer=2, n_head=2, n_embd=16,
+                       dropout=0.0, positional=positional)
+    return GPT(config).double().to(device).eval()
+
+
+@pytest.mark.parametrize("positional", POSITIONAL)
+@pytest.mark.parametrize("fast", [False, True])
+def test_cached_logits_equal_a_full_forward_pass(positional, fast, device):
+    model = set_fast(small_gpt(positional, device=device), fast)
+    idx = torch.randint(30, (3, 20), device=device)
+    full, _ = model(idx)  # (B, T, V)
+    caches = [KVCache(24) for _ in model.blocks]
+    prompt, _ = model(idx[:, :7], caches=caches)
+    steps = [model(idx[:, t:t + 1], caches=caches)[0] for t in range(7, 20)]
+    cached = torch.cat([prompt, *steps], dim=1)
+    assert caches[0].length == 20
+    assert_same_math(cached, full, n=2 * (16 + 20))
+
+
+@pytest.mark.parametrize("positional", POSITIONAL)
+def test_generation_gives_the_same_tokens_with_and_without_the_cache(positional, device):
+    model = small_gpt(positional, device=device)
+    idx = torch.randint(30, (2, 5), device=device)
+    greedy = model.generate(idx, 30, temperature=0)  # 35 tokens: the window slides past 24
+    assert torch.equal(model.generate(idx, 30, temperature=0, use_cache=True), greedy)
+    sampled = [model.generate(idx, 30, generator=torch.Generator(device).manual_seed(7),
+                              use_cache=use_cache, top_k=10) for use_cache in (False, True)]
+    assert torch.equal(*sampled)
+
+
+def test_memory_is_two_keys_and_values_per_layer_and_position():
+    config = GPTConfig(vocab_size=30, block_size=64, n_layer=3, n_head=4, n_embd=32)
+    model = GPT(config).eval()
+    caches = [KVCache(config.block_size) for _ in model.blocks]
+    B = 5
+    model(torch.randint(30, (B, 10)), caches=caches)
+    # 2 (keys and values) x n_layer x B x T_max x D numbers of 4 bytes (float32)
+    expected = 2 * config.n_layer * B * config.block_size * config.n_embd * 4
+    assert sum(c.nbytes() for c in caches) == expected
+    assert caches[0].keys.shape == (B, config.n_head, config.block_size, config.n_embd // config.n_head)
+
+
+def test_multi_head_attention_with_a_cache_equals_causal_attention():
+    mha = MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    full, _ = mha(x, x, x, is_causal=True, need_weights=False)
+    cache = KVCache(6)
+    parts = [mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)[0]]
+    parts += [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], cache=cache)[0] for t in range(3, 6)]
+    assert_same_math(torch.cat(parts, dim=1), full, n=16)
+
+
+def test_bad_input():
+    cache = KVCache(4)
+    with pytest.raises(ValueError, match="max_len must be"):
+        KVCache(0)
+    cache.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="max_len=4 positions: 3 kept"):
+        cache.append(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 2, 4))
+    with pytest.raises(ValueError, match=r"k must have shape \(1, 2, T, 4\)"):
+        cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
+    with pytest.raises(ValueError, match="v must have shape"):
+        KVCache(4).append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 2, 4))
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(1, 2, 8)
+    with pytest.raises(TypeError, match="cache must be a KVCache"):
+        mha(x, x, x, cache=[])
+    with pytest.raises(ValueError, match="one new token at a time"):
+        mha(x, x, x, cache=cache)
+    model = small_gpt("learned", block_size=8)
+    with pytest.raises(TypeError, match="caches must be a sequence of 2 KVCache"):
+        model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)])
+    caches = [KVCache(8) for _ in model.blocks]
+    model(torch.zeros(1, 6, dtype=torch.long), caches=caches)
+    with pytest.raises(ValueError, match="passes block_size=8"):
+        model(torch.zeros(1, 3, dtype=torch.long), caches=caches)
+    with pytest.raises(TypeError, match="use_cache"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 2, use_cache=1)
