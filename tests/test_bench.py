@@ -96,6 +96,17 @@ def test_gpt_throughput_refuses_a_model_on_the_readable_path(monkeypatch):
         gpt_throughput.seqbook_gpt(config, torch.device("cpu"))
 
 
+def test_long_context_run_times_generation_with_and_without_the_cache():
+    from benchmarks.gpu import long_context
+
+    result = long_context.main(["--dry", "--generation"])
+    rows = result["generation"]["rows"]
+    assert [r["context"] for r in rows] == [16, 64] and result["meta"]["commit"]
+    for r in rows:  # the memory formula 2 * n_layer * B * T * D numbers holds (asserted inside too)
+        assert r["cache_bytes_used"] == 2 * 2 * 1 * r["context"] * 16 * 4
+        assert r["ms_per_token_with_cache"] > 0 and r["ms_per_token_without_cache"] > 0
+
+
 def _has_transformers() -> bool:
     try:
         import transformers  # noqa: F401

@@ -8,12 +8,15 @@
 #   tests      the unit tests, every device-parametrised one on CUDA too  -> gpu_logs/tests.txt
 #   notebooks  every chapter executed on CUDA under nbval (errors and asserts) -> gpu_logs/notebooks.txt
 #   bench      fast paths against built-ins, scaling with length        -> perf/cuda.txt, perf/cuda.json
-#   gpt        GPT-2-small throughput and MFU                           -> perf/cuda.json ("mfu"), perf/gpt.json
+#   gpt        GPT-2-small throughput and MFU, beside Hugging Face's GPT-2 -> perf/cuda.json ("mfu"), perf/gpt.json
+#   long       time against length up to 16k (attention, linear attention, scans, Mamba) and
+#              generation with and without the KV cache                 -> perf/long_context.json
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
 # SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540).
-# 'all' runs bench and gpt first and alone (their timings), then tests, notebooks and fhrr side by side.
+# 'all' runs bench, gpt and long first and alone (their timings), then tests, notebooks and fhrr side by side.
+# A copy of the tree without .git records the commit it measures from SEQBOOK_COMMIT (set it when copying).
 #
 # SEQBOOK_GPU_DRY=1 runs every step at toy size on the CPU, to check the programme itself.
 set -uo pipefail
@@ -35,12 +38,12 @@ export TQDM_DISABLE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
 
 if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
   perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
-  device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry)
+  device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry); long_args=(--dry)
   bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb)
   test_paths=(tests/test_utils.py)
 else
   perf=perf; results=results
-  device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=()
+  device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=(--peer hf); long_args=()
   bench_args=(--scaling); nb_filter=(${SEQBOOK_GPU_NOTEBOOKS:-chapters/[0-9]*.ipynb})
   test_paths=(tests)
 fi
@@ -99,6 +102,12 @@ step_gpt() {
   echo "gpt exit $?" >> gpu_logs/gpt.txt
 }
 
+step_long() {
+  timeout "$(left 200)" python3 -m benchmarks.gpu.long_context --device "$device" "${long_args[@]}" \
+    --json "$perf/long_context.json" > gpu_logs/long.txt 2>&1
+  echo "long exit $?" >> gpu_logs/long.txt
+}
+
 step_fhrr() {
   : > gpu_logs/fhrr.txt
   for model in self cross resnet; do
@@ -113,12 +122,20 @@ case "${1:-all}" in
     step_env
     step_bench
     step_gpt
+    step_long
     step_tests & step_notebooks & step_fhrr & wait ;;
-  env|tests|notebooks|bench|gpt|fhrr) "step_$1" ;;
+  timings)  # the measurements alone: bench, gpt, long
+    step_env
+    step_bench
+    step_gpt
+    step_long ;;
+  checks)  # the tests and the notebooks side by side
+    step_tests & step_notebooks & wait ;;
+  env|tests|notebooks|bench|gpt|long|fhrr) "step_$1" ;;
   check)  # after a first 'all': the tests, the notebooks and the GPT run again, without bench and fhrr
     step_env
     step_gpt
     step_tests & step_notebooks & wait ;;
-  *) echo "usage: run.sh [all|env|tests|notebooks|bench|gpt|fhrr]" >&2; exit 2 ;;
+  *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|fhrr]" >&2; exit 2 ;;
 esac
 tail -n 3 gpu_logs/*.txt

@@ -1,0 +1,242 @@
+"""Long sequences on one GPU: attention against its linear-time rivals, and generation with a KV cache.
+
+Two measurements, each written to one JSON file:
+
+1. ``--layers``: forward and forward+backward time against sequence length T (up to 16k tokens) of
+   PyTorch's fused ``F.scaled_dot_product_attention`` (causal), the readable softmax attention of
+   chapter 5, the tiled online-softmax attention, causal linear attention (parallel and recurrent
+   forms), the gated linear recurrence (sequential loop and parallel scan) and Mamba's selective SSM
+   block. One sequence of GPT-2-small's shape: 12 heads of 64 dims, width 768. A size that does not
+   fit in memory (or takes too long) is recorded as skipped, with the reason.
+2. ``--generation``: time per generated token against the context length, with and without the KV
+   cache, for the GPT of chapter 6 at GPT-2-small size (rotary positions, so the context can be
+   long), and the cache's memory against the formula 2 * n_layer * B * T * D numbers.
+
+Every result records the commit of the code it measured (``meta.commit``). Run it from the root of
+the repository::
+
+    python -m benchmarks.gpu.long_context --device cuda --json perf/long_context.json
+    python -m benchmarks.gpu.long_context --dry          # toy sizes on the CPU: checks the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.report import machine_info
+from seqbook.attention import scaled_dot_product_attention
+from seqbook.kv_cache import KVCache
+from seqbook.transformer import GPT, GPTConfig
+from seqbook.utils import set_fast
+
+
+def timed(fn, device: torch.device, repeats: int) -> float:
+    """Median wall time of ``fn()`` in milliseconds, after one untimed call."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(1000 * (time.perf_counter() - t0))
+    return statistics.median(times)
+
+
+def forward_backward(fn, inputs):
+    """A closure that runs ``fn(*inputs)`` and back-propagates the sum of its output."""
+    def run():
+        for x in inputs:
+            x.grad = None
+        out = fn(*inputs)
+        out = out[0] if isinstance(out, tuple) else out
+        out.float().sum().backward()
+    return run
+
+
+def layer_candidates(H: int, Dh: int, D: int, dry: bool):
+    """(name, dtype, longest T worth timing, make inputs, function) for every computation timed."""
+    long = 10**9
+    slow = 64 if dry else 4096  # Python loops over time steps: the shape of the curve is enough
+    rows = [
+        ("F.scaled_dot_product_attention (causal)", torch.bfloat16, long, "qkv",
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        ("readable softmax attention (ch. 5)", torch.bfloat16, long, "qkv",
+         lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True)[0]),
+    ]
+    try:
+        from seqbook import online_softmax
+        rows.append(("tiled online-softmax attention", torch.bfloat16, long, "qkv",
+                     lambda q, k, v: online_softmax.tiled_attention(q, k, v, tile_size=128,
+                                                                    causal=True)))
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from seqbook import linear_attention as la
+        rows.append(("linear attention, parallel (causal)", torch.bfloat16, long, "qkv",
+                     lambda q, k, v: la.linear_attention(q, k, v, causal=True)))
+        rows.append(("linear attention, recurrent", torch.float32, slow, "qkv",
+                     lambda q, k, v: la.linear_attention_recurrent(q, k, v)))
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from seqbook import scan
+        rows.append(("gated recurrence, sequential loop", torch.float32, slow, "ab",
+                     lambda a, b: scan.linear_recurrence(a, b)))
+        rows.append(("gated recurrence, parallel scan", torch.float32, long, "ab",
+                     lambda a, b: scan.parallel_scan(a, b)))
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from seqbook import ssm
+        rows.append(("Mamba block (selective SSM)", torch.float32, long, "x",
+                     ssm.MambaBlock(D, d_state=16)))
+    except (ImportError, AttributeError, TypeError):
+        pass
+    return rows
+
+
+def make_inputs(kind: str, T: int, H: int, Dh: int, D: int, dtype, device) -> list[torch.Tensor]:
+    g = torch.Generator(device=device).manual_seed(0)
+    if kind == "qkv":
+        shape = (1, H, T, Dh)
+        return [torch.randn(shape, generator=g, device=device, dtype=dtype).requires_grad_()
+                for _ in range(3)]
+    if kind == "ab":  # gates in (0, 1) and inputs, width 2 D as in a gated recurrent layer
+        a = torch.rand(1, T, 2 * D, generator=g, device=device, dtype=dtype) * 0.5 + 0.5
+        b = torch.randn(1, T, 2 * D, generator=g, device=device, dtype=dtype)
+        return [a.requires_grad_(), b.requires_grad_()]
+    return [torch.randn(1, T, D, generator=g, device=device, dtype=dtype).requires_grad_()]
+
+
+def run_layers(lengths, device, repeats: int, dry: bool) -> list[dict]:
+    H, Dh = (2, 8) if dry else (12, 64)
+    D = H * Dh
+    rows = []
+    for name, dtype, longest, kind, fn in layer_candidates(H, Dh, D, dry):
+        if isinstance(fn, torch.nn.Module):
+            fn = fn.to(device, dtype)
+        for T in lengths:
+            row = {"name": name, "T": T, "dtype": str(dtype).replace("torch.", ""),
+                   "forward_ms": None, "forward_backward_ms": None, "status": "ok"}
+            if T > longest:
+                row["status"] = f"skipped: a Python loop over T, timed up to T = {longest}"
+                rows.append(row)
+                continue
+            try:
+                inputs = make_inputs(kind, T, H, Dh, D, dtype, device)
+                with torch.no_grad():
+                    forward = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
+                    row["forward_ms"] = round(timed(forward, device, repeats), 3)
+                row["forward_backward_ms"] = round(
+                    timed(forward_backward(fn, inputs), device, repeats), 3)
+                if device.type == "cuda":
+                    row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+            except torch.OutOfMemoryError:
+                row["status"] = "skipped: out of GPU memory"
+            finally:
+                inputs = None
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                    torch.cuda.reset_peak_memory_stats(device)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+@torch.no_grad()
+def time_one_context(model: GPT, config: GPTConfig, T: int, B: int, device, repeats: int, dtype,
+                     steps: int = 8) -> dict:
+    """Milliseconds per generated token after a context of T tokens, without and with the cache."""
+    idx = torch.randint(config.vocab_size, (B, T), device=device)
+    next_token = idx[:, -1:]
+    caches = [KVCache(config.block_size) for _ in model.blocks]
+    model(idx, caches=caches)  # the prompt fills the caches once
+
+    def with_cache():  # one new token against the kept keys and values, then forget it
+        for _ in range(steps):
+            model(next_token, caches=caches)
+            for c in caches:
+                c.length -= 1
+
+    # without a cache, generate runs the whole context for every token
+    ms_without = timed(lambda: model(idx), device, repeats)
+    ms_with = timed(with_cache, device, repeats) / steps
+    cache_bytes = sum(c.nbytes() for c in caches)
+    formula = 2 * config.n_layer * B * config.block_size * config.n_embd * dtype.itemsize
+    assert cache_bytes == formula, (cache_bytes, formula)
+    return {"context": T, "ms_per_token_without_cache": round(ms_without, 3),
+            "ms_per_token_with_cache": round(ms_with, 3), "speedup": round(ms_without / ms_with, 1),
+            "cache_bytes_allocated": cache_bytes,
+            "cache_bytes_used": cache_bytes * T // config.block_size}
+
+
+def run_generation(contexts, device, repeats: int, dry: bool) -> dict:
+    if dry:
+        config = GPTConfig(vocab_size=64, block_size=max(contexts) + 8, n_layer=2, n_head=2, n_embd=16,
+                           dropout=0.0, positional="rope")
+    else:
+        config = GPTConfig(vocab_size=50304, block_size=max(contexts) + 8, n_layer=12, n_head=12,
+                           n_embd=768, dropout=0.0, positional="rope")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = set_fast(GPT(config), True).to(device, dtype).eval()
+    B = 1
+    rows = []
+    for T in contexts:
+        row = time_one_context(model, config, T, B, device, repeats, dtype)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return {"model": {"n_layer": config.n_layer, "n_head": config.n_head, "n_embd": config.n_embd,
+                      "vocab_size": config.vocab_size, "block_size": config.block_size,
+                      "positional": config.positional, "dtype": str(dtype).replace("torch.", ""),
+                      "batch": B, "fast": True},
+            "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--layers", action="store_true", help="time against sequence length")
+    p.add_argument("--generation", action="store_true", help="time per token with and without cache")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--dry", action="store_true", help="toy sizes on the CPU, to test the script")
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    if not (args.layers or args.generation):
+        args.layers = args.generation = True
+    if args.dry:
+        args.device, args.repeats = "cpu", 1
+        lengths, contexts = [16, 32, 128], [16, 64]
+    else:
+        lengths = [1024, 2048, 4096, 8192, 16384]
+        contexts = [512, 1024, 2048, 4096, 8192, 16384]
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 rows are float32
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    result = {}
+    if args.layers:
+        result["layers"] = run_layers(lengths, device, args.repeats, args.dry)
+    if args.generation:
+        result["generation"] = run_generation(contexts, device, args.repeats, args.dry)
+    result["meta"] = {**machine_info(device), "elapsed_s": round(time.perf_counter() - t0, 1),
+                      "command": "python -m benchmarks.gpu.long_context "
+                      + " ".join(sys.argv[1:] if argv is None else argv)}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
