@@ -1,0 +1,103 @@
+"""The exercise checker (seqbook.exercises): results, hints, not-attempted detection, and every
+registered exercise against a right answer, its starter and wrong answers (one test file per
+chapter's checks: tests/test_exercises_chNN.py)."""
+
+import pytest
+import torch
+
+from seqbook.exercises import EXERCISES, Wrong, call, check, close, exercise, expect, hint
+
+
+def test_results_are_one_line_and_true_only_when_passed():
+    @exercise("ex-test-square", hints=["square it", "x * x"])
+    def checker(fn):
+        expect(call(fn, 3) == 9, "3 does not give 9")
+
+    try:
+        def starter(x):
+            raise NotImplementedError
+
+        r = check("ex-test-square", starter)
+        assert not r and r.status == "not attempted" and "NotImplementedError" in repr(r)
+        r = check("ex-test-square", lambda x: x + x)
+        assert not r and r.status == "fail" and repr(r) == "✗ ex-test-square: 3 does not give 9"
+        r = check("ex-test-square", lambda x: x / 0)
+        assert r.status == "fail" and "ZeroDivisionError" in r.message  # no traceback
+        assert check("ex-test-square", lambda x: x * x) and repr(check("ex-test-square", lambda x: x * x)) \
+            == "✓ ex-test-square: correct"
+        assert check("ex-test-square", ...).status == "not attempted"
+        assert check("ex-test-square").status == "not attempted"
+        assert repr(hint("ex-test-square")) == "Hint 1/2 for ex-test-square: square it"
+        assert hint("ex-test-square").level == 2
+        assert hint("ex-test-square").level == 2  # the last one repeats
+        assert hint("ex-test-square", 1).text == "square it"
+    finally:
+        del EXERCISES["ex-test-square"]
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="no exercise is called 'ex-nope'"):
+        check("ex-nope", 1)
+    with pytest.raises(TypeError, match="name must be an exercise label"):
+        hint(3)
+    with pytest.raises(ValueError, match="name must be an exercise label"):
+        exercise("clip")
+    with pytest.raises(ValueError, match="registered twice"):
+        exercise(next(iter(EXERCISES)))
+    with pytest.raises(ValueError, match=r"level must be an int in \[1, "):
+        hint("ex-ch2-clip", 0)
+
+
+def test_close_follows_the_tolerance_policy():
+    x = torch.randn(100, dtype=torch.float64)
+    assert close(x + 1e-15, x) and not close(x + 1e-9, x)
+    assert not close(x[:50], x)  # another shape is not close
+    assert close(x.float(), x.float()) and not close("text", x)
+
+
+def test_every_exercise_has_hints():
+    for name, ex in EXERCISES.items():
+        assert 2 <= len(ex.hints) <= 3, name
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 2.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ch2_clip():
+    def starter(params, max_norm):
+        raise NotImplementedError
+
+    def right(params, max_norm):
+        params = [p for p in params if p.grad is not None]
+        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
+        for p in params:
+            p.grad.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
+        return norm
+
+    def per_parameter(params, max_norm):  # a classic mistake: each gradient clipped alone
+        norms = []
+        for p in params:
+            n = p.grad.norm()
+            p.grad.mul_(min(1.0, max_norm / (n.item() + 1e-6)))
+            norms.append(n)
+        return torch.sqrt(sum(n**2 for n in norms))
+
+    def always(params, max_norm):  # scales even short gradients up to max_norm
+        params = list(params)
+        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
+        for p in params:
+            p.grad.mul_(max_norm / norm)
+        return norm
+
+    assert check("ex-ch2-clip", right)
+    assert check("ex-ch2-clip", starter).status == "not attempted"
+    assert "not capped" in check("ex-ch2-clip", per_parameter).message
+    assert "must stay unchanged" in check("ex-ch2-clip", always).message
+    assert "returns nothing" in check("ex-ch2-clip", lambda p, m: None).message
+
+
+def test_wrong_is_an_exception_for_checkers():
+    with pytest.raises(Wrong, match="boom"):
+        expect(False, "boom")
