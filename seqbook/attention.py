@@ -30,6 +30,7 @@ from torch import nn
 
 from .checks import (
     INTEGER_DTYPES,
+    checked,
     autocast_enabled,
     check_flag,
     check_float_tensor,
@@ -49,6 +50,8 @@ __all__ = [
     "causal_mask",
     "lengths_to_mask",
     "padding_to_attn_mask",
+    "restrict_mask",
+    "fused_attention",
     "MultiHeadAttention",
     "AdditiveAttention",
 ]
@@ -129,6 +132,46 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     return attend[:, None, None, :] if heads else attend[:, None, :]
 
 
+def _check_attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_float_tensor(name, t, nonempty=False)
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v must have at least 2 dims (..., length, dim), "
+            f"got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
+        )
+    L, d_k = q.shape[-2:]
+    S = k.shape[-2]
+    if k.shape[-1] != d_k:
+        raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {shape_of(k)}")
+    if v.shape[-2] != S:
+        raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {shape_of(v)}")
+    if S == 0 or d_k == 0:
+        raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {shape_of(k)}")
+    if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
+        raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_probability("dropout_p", dropout_p, allow_one=True)
+    check_flag("is_causal", is_causal)
+    if scale is not None and not isinstance(scale, torch.Tensor):
+        check_number("scale", scale)
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError as err:
+        raise ValueError(
+            f"leading dims of q, k, v must broadcast, got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
+        ) from err
+    if mask is not None:  # the mask as given, before is_causal combines it
+        score_shape = (*batch, L, S)
+        _check_mask_dtype(mask, "mask")
+        try:
+            ok = torch.broadcast_shapes(mask.shape, score_shape) == torch.Size(score_shape)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {shape_of(mask)}")
+
+
+@checked(_check_attention)
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -164,49 +207,12 @@ def scaled_dot_product_attention(
         S = 0 or d_k = 0 is refused. ``scale=0`` is legal (uniform weights). NaN or inf in the
         inputs are not looked for (that would cost a GPU sync per call): they propagate as in PyTorch.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        check_float_tensor(name, t, nonempty=False)
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k, v must have at least 2 dims (..., length, dim), "
-            f"got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
-        )
-    L, d_k = q.shape[-2:]
-    S = k.shape[-2]
-    if k.shape[-1] != d_k:
-        raise ValueError(f"k must have shape (..., S, {d_k}) to match q, got {shape_of(k)}")
-    if v.shape[-2] != S:
-        raise ValueError(f"v must have shape (..., {S}, d_v) to match k's length, got {shape_of(v)}")
-    if S == 0 or d_k == 0:
-        raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {shape_of(k)}")
-    if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
-        raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    dropout_p = check_probability("dropout_p", dropout_p, allow_one=True)
-    check_flag("is_causal", is_causal)
-    if scale is not None and not isinstance(scale, torch.Tensor):
-        scale = check_number("scale", scale)
-    try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError as err:
-        raise ValueError(
-            f"leading dims of q, k, v must broadcast, got {shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
-        ) from err
-    score_shape = (*batch, L, S)
+    L, S, d_k = q.shape[-2], k.shape[-2], q.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
 
-    if mask is not None:  # check the mask as given, before is_causal combines it
-        _check_mask_dtype(mask, "mask")
-        try:
-            ok = torch.broadcast_shapes(mask.shape, score_shape) == torch.Size(score_shape)
-        except RuntimeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {shape_of(mask)}")
-    if is_causal:
-        causal = causal_mask(L, S, device=q.device)
-        mask = causal if mask is None else _and_masks(mask, causal)
+    if is_causal:  # also block the keys after each query
+        mask = restrict_mask(mask, causal_mask(L, S, device=q.device))
     if mask is not None:
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -216,8 +222,9 @@ def scaled_dot_product_attention(
     if mask is None:
         weights = torch.softmax(scores, dim=-1)  # (..., L, S)
     else:
-        # A row with every key blocked would be softmax(-inf, ..., -inf) = NaN. Give it finite
-        # scores and zero its weights afterwards, so neither the output nor the gradients see a NaN.
+        # A row with every key blocked would be softmax(-inf, ..., -inf) = NaN. Give it
+        # finite scores and zero its weights afterwards, so neither the output nor the
+        # gradients see a NaN.
         dead = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., L, 1)
         scores = scores.masked_fill(dead, 0.0)
         weights = torch.softmax(scores, dim=-1).masked_fill(dead, 0.0)  # (..., L, S)
@@ -226,8 +233,15 @@ def scaled_dot_product_attention(
     return attn @ v, weights  # (..., L, d_v), (..., L, S)
 
 
-def _and_masks(mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Combine a mask in the attend-convention (bool True = attend, or float) with a bool 'allowed'."""
+def restrict_mask(mask: torch.Tensor | None, allowed: torch.Tensor) -> torch.Tensor:
+    """Block, in ``mask``, every pair that ``allowed`` (bool, True = may attend) does not allow.
+
+    ``mask`` follows :func:`scaled_dot_product_attention`: None (everything allowed), bool (True =
+    may attend) or float (added to the scores). A bool mask is and-ed with ``allowed``; a float
+    one gets ``-inf`` where ``allowed`` is False.
+    """
+    if mask is None:
+        return allowed
     if mask.dtype == torch.bool:
         return mask & allowed
     return mask.masked_fill(~allowed, float("-inf"))
@@ -350,14 +364,13 @@ class MultiHeadAttention(nn.Module):
                 ours.out_proj.bias.copy_(m.out_proj.bias)
         return ours
 
-    def _merge_masks(self, key_padding_mask, attn_mask, B: int, L: int, S: int):
+    def merge_masks(self, key_padding_mask, attn_mask, B: int, L: int, S: int):
         """Combine both masks into one mask for (B, H, L, S) scores in the *attend* convention.
 
         Returns None, a bool tensor (True = attend) or a float tensor (added to the scores), each
         broadcastable to (B, H, L, S).
         """
         H = self.num_heads
-        check_attn_masks(key_padding_mask, attn_mask, B, H, L, S)
         parts = []
         if key_padding_mask is not None:
             parts.append(key_padding_mask[:, None, None, :])  # (B, 1, 1, S)
@@ -380,31 +393,10 @@ class MultiHeadAttention(nn.Module):
         ]
         return additive[0] if len(additive) == 1 else additive[0] + additive[1]
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        key_padding_mask: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        need_weights: bool = True,
-        is_causal: bool = False,
-        average_attn_weights: bool = True,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache: KVCache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes and masks.
-
-        ``is_causal=True`` blocks keys after each query (combined with ``attn_mask`` if given).
-        ``rotary``: the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the positions of the
-        L queries (self-attention: the keys sit at the same positions); the queries and keys are
-        rotated (RoPE) before they meet. ``cache``: a :class:`~seqbook.kv_cache.KVCache` that keeps
-        the keys and values of earlier calls; the new ones are appended and attended to with them.
-        A cached call either fills an empty cache (a prompt, causal if asked) or adds one token,
-        which may attend to every key kept (so ``is_causal`` has nothing to block).
-        Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
-        """
-        E, H, Dh = self.embed_dim, self.num_heads, self.head_dim
+    def _check_forward(self, query, key, value, key_padding_mask=None, attn_mask=None,
+                       need_weights=True, is_causal=False, average_attn_weights=True,
+                       rotary=None, cache=None) -> None:
+        E = self.embed_dim
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_float_tensor(name, t, nonempty=False)
         if query.dim() != 3 or query.shape[-1] != E:
@@ -445,7 +437,36 @@ class MultiHeadAttention(nn.Module):
                 )
             if key_padding_mask is not None or attn_mask is not None:
                 raise ValueError("cache takes no key_padding_mask or attn_mask (no padding)")
-        mask = self._merge_masks(key_padding_mask, attn_mask, B, L, S)
+        check_attn_masks(key_padding_mask, attn_mask, B, self.num_heads, L, S)
+
+    @checked(_check_forward)
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        is_causal: bool = False,
+        average_attn_weights: bool = True,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``; shapes and masks: see the class.
+
+        ``is_causal=True`` blocks keys after each query (with ``attn_mask`` if given).
+        ``rotary``: the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the
+        positions of the L queries (self-attention); queries and keys are rotated (RoPE)
+        before they meet. ``cache``: a :class:`~seqbook.kv_cache.KVCache` that keeps the
+        keys and values of earlier calls; the new ones are appended and attended to with
+        them. A cached call either fills an empty cache (a prompt, causal if asked) or
+        adds one token, which may attend to every key kept.
+        Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
+        """
+        B, L, E = query.shape
+        S, H, Dh = key.shape[1], self.num_heads, self.head_dim
+        mask = self.merge_masks(key_padding_mask, attn_mask, B, L, S)  # True = attend
 
         # Project, then split the embedding into H heads of Dh dims each.
         q = self.q_proj(query).view(B, L, H, Dh).transpose(1, 2)  # (B, H, L, Dh)
@@ -459,7 +480,7 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
 
         if self.fast and not need_weights:
-            out = _fused_attention(q, k, v, mask, dropout_p, is_causal)  # (B, H, L, Dh)
+            out = fused_attention(q, k, v, mask, dropout_p, is_causal)  # (B, H, L, Dh)
             weights = None
         else:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal)
@@ -491,13 +512,22 @@ def check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: int
             )
 
 
-def _fused_attention(q, k, v, mask, dropout_p: float, is_causal: bool) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` with our handling of fully masked rows (zeros, no NaN)."""
+def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool = False
+                    ) -> torch.Tensor:
+    """:func:`scaled_dot_product_attention`'s output computed by PyTorch's fused kernels.
+
+    ``F.scaled_dot_product_attention`` with the package's handling of fully masked rows (zeros,
+    no NaN); ``mask`` as in :func:`scaled_dot_product_attention` (True = may attend). Unchecked:
+    the fast path of :class:`MultiHeadAttention`, which checks its inputs.
+
+    Shape:
+        q: (B, H, L, D_h), k: (B, H, S, D_h), v: (B, H, S, D_v) -> (B, H, L, D_v)
+    """
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:  # F refuses is_causal together with a mask: fold it into the mask
-        mask = _and_masks(mask, causal_mask(L, S, device=q.device))
+        mask = restrict_mask(mask, causal_mask(L, S, device=q.device))
     if mask.dtype == torch.bool:
         dead = ~mask.any(dim=-1, keepdim=True)
         mask = mask | dead  # let dead rows attend anywhere; their output is zeroed below

@@ -17,14 +17,16 @@ checks still run there.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
 __all__ = [
+    "checked",
     "INTEGER_DTYPES",
     "check_lm_chunks",
     "check_positive_int",
@@ -44,6 +46,35 @@ __all__ = [
     "check_bool_mask",
     "check_same_batch",
 ]
+
+
+def checked(validate: Callable) -> Callable:
+    """Run ``validate`` with a function's arguments before the function: the package's one way to
+    keep argument checks out of the code the chapters print.
+
+    ``validate`` takes the same arguments as the decorated function (``self`` first for a method)
+    and raises a clear error or returns nothing; it never changes the arguments. The decorated
+    function is then the computation only, and :func:`seqbook.utils.show_source` prints it without
+    the decorator line::
+
+        def _check_forward(self, x):
+            check_float_tensor("x", x, shape=(None, None, self.embed_dim))
+
+        @checked(_check_forward)
+        def forward(self, x):
+            return self.linear2(self.activation(self.linear1(x)))  # the math only
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            validate(*args, **kwargs)
+            return fn(*args, **kwargs)
+
+        run.validate = validate
+        return run
+
+    return decorate
 
 
 def shape_of(x: torch.Tensor) -> tuple[int, ...]:

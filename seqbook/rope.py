@@ -33,7 +33,8 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
 
     ``w_i = base^(-2i/head_dim)`` for i = 0 .. head_dim/2 - 1 (the frequencies of eqs. (6.1)-(6.2)
     with ``head_dim`` for the width); each angle is repeated for both halves of the dimensions.
-    Computed in float64, returned in float32 (float64 for float64 positions).
+    Computed and returned in float64 (float32 on Apple's MPS, which has no float64);
+    :func:`apply_rope` casts them to its input's dtype.
 
     Shape:
         positions: (T,) -> cos, sin: (T, head_dim)
@@ -43,12 +44,12 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
     if head_dim % 2:
         raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
     base = check_number("base", base, low=1.0)
-    i = torch.arange(head_dim // 2, dtype=torch.float64, device=positions.device)
+    exact = torch.float32 if positions.device.type == "mps" else torch.float64  # MPS: no float64
+    i = torch.arange(head_dim // 2, dtype=exact, device=positions.device)
     w = torch.exp(-math.log(base) * 2 * i / head_dim)  # (D_h/2,)
-    angle = positions.double()[:, None] * w  # (T, D_h/2)
+    angle = positions.to(exact)[:, None] * w  # (T, D_h/2)
     angle = torch.cat([angle, angle], dim=-1)  # (T, D_h)
-    dtype = torch.float64 if positions.dtype == torch.float64 else torch.float32
-    return angle.cos().to(dtype), angle.sin().to(dtype)
+    return angle.cos(), angle.sin()
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -41,6 +41,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention, check_attn_masks
 from .checks import (
+    checked,
     check_flag,
     check_float_tensor,
     check_ids,
@@ -57,7 +58,8 @@ from .rope import rope_angles
 
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
-    "LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Seq2SeqTransformer",
+    "LayerNorm", "FeedForward", "ACTIVATIONS", "residual", "EncoderLayer", "DecoderLayer",
+    "Seq2SeqTransformer",
     "GPTConfig", "GPT", "PretrainedUnavailable", "load_pretrained_gpt2",
 ]
 
@@ -88,23 +90,31 @@ def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tenso
     return torch.exp(-math.log(base) * torch.arange(0, embed_dim, 2, dtype=torch.float64) / embed_dim).float()
 
 
-def positional_encoding(max_len: int, embed_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """Sinusoidal positional encoding of Vaswani et al. (2017), eqs. (6.1)-(6.2) of the book::
-
-        PE[pos, 2i]     = sin(pos / base^(2i/embed_dim))
-        PE[pos, 2i + 1] = cos(pos / base^(2i/embed_dim))
-
-    Even columns hold sines and odd columns cosines; column pair i turns with frequency ``w_i``
-    (:func:`positional_frequencies`), fast in the first columns and slow in the last ones.
-
-    Shape:
-        Output: (max_len, embed_dim), float32. Row ``pos`` is the code added to the token at ``pos``.
-    """
+def _check_positional_encoding(max_len: int, embed_dim: int, base: float = 10000.0) -> None:
     if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer):
         raise TypeError(f"max_len must be a positive integer, got {type(max_len).__name__} {max_len!r}")
     if max_len < 1:
         raise ValueError(f"max_len must be a positive integer, got {max_len}")
-    max_len, embed_dim = int(max_len), _check_even_dim(embed_dim)
+    _check_even_dim(embed_dim)
+    _check_base(base)
+
+
+@checked(_check_positional_encoding)
+def positional_encoding(
+    max_len: int, embed_dim: int, base: float = 10000.0
+) -> torch.Tensor:
+    """Sinusoidal positional encoding of Vaswani et al. (2017), eqs. (6.1)-(6.2)::
+
+        PE[pos, 2i]     = sin(pos / base^(2i/embed_dim))
+        PE[pos, 2i + 1] = cos(pos / base^(2i/embed_dim))
+
+    Even columns hold sines and odd columns cosines; column pair i turns with
+    frequency ``w_i`` (:func:`positional_frequencies`), fast in the first columns and
+    slow in the last.
+
+    Shape:
+        Output: (max_len, embed_dim), float32. Row ``pos`` is the code of ``pos``.
+    """
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
     w = positional_frequencies(embed_dim, base).double()[None, :]  # (1, D/2)
     pe = torch.empty(max_len, embed_dim, dtype=torch.float64)
@@ -188,11 +198,14 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(embed_dim))  # the gain a
         self.bias = nn.Parameter(torch.zeros(embed_dim)) if bias else None  # the bias b
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, x: torch.Tensor) -> None:
         d = self.weight.shape[0]
         check_float_tensor("x", x, nonempty=False)
         if x.dim() == 0 or x.shape[-1] != d:
             raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = x.mean(dim=-1, keepdim=True)
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
         y = (x - mean) / torch.sqrt(var + self.eps) * self.weight
@@ -222,12 +235,13 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
+# The activations of the feed-forward network, by name.
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
 
 
 def _check_activation(activation) -> None:
-    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
 
 
 class FeedForward(nn.Module):
@@ -251,13 +265,17 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(d_ff, embed_dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, x: torch.Tensor) -> None:
         d = self.linear1.in_features
         check_float_tensor("x", x, nonempty=False)
         if x.dim() == 0 or x.shape[-1] != d:
             raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
         check_same_dtype("x", x, self.linear1.weight.dtype)
-        return self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x))))
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
+        return self.linear2(self.dropout(h))  # (..., embed_dim)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,6 +346,21 @@ def _copy_ff(ff: FeedForward, m: nn.Module) -> None:
     ff.linear2.load_state_dict(m.linear2.state_dict())
 
 
+def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Module,
+             norm_first: bool = True) -> torch.Tensor:
+    """One sublayer of a transformer layer with its residual connection, eq. (6.6)::
+
+        pre-LN (norm_first=True):   x + Dropout(Sublayer(LayerNorm(x)))
+        post-LN (norm_first=False): LayerNorm(x + Dropout(Sublayer(x)))    (eq. (6.7))
+
+    Shape:
+        x: (B, T, D); ``sublayer`` maps (B, T, D) to (B, T, D). Output: (B, T, D).
+    """
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
+
+
 class EncoderLayer(nn.Module):
     """One pre-LN transformer encoder layer: two sublayers, each wrapped as in eq. (6.6) of the book::
 
@@ -376,6 +409,15 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
+    def _check_forward(self, x, key_padding_mask=None, attn_mask=None, is_causal=False,
+                       need_weights=False, rotary=None, cache=None) -> None:
+        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
+        B, T, _ = x.shape
+        check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
+        check_flag("is_causal", is_causal)
+        check_flag("need_weights", need_weights)
+
+    @checked(_check_forward)
     def forward(
         self,
         x: torch.Tensor,
@@ -386,33 +428,15 @@ class EncoderLayer(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         cache: KVCache | None = None,
     ) -> torch.Tensor:
-        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
-        B, T, _ = x.shape
-        check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
-        check_flag("is_causal", is_causal)
-        check_flag("need_weights", need_weights)
+        def attend(h):  # self-attention: (B, T, D) -> (B, T, D)
+            a, w = self.self_attn(h, h, h, key_padding_mask, attn_mask, need_weights,
+                                  is_causal, average_attn_weights=False, rotary=rotary,
+                                  cache=cache)
+            self.attn_weights = None if w is None else w.detach()  # (B, H, T, T)
+            return a
 
-        def attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.self_attn(
-                h,
-                h,
-                h,
-                key_padding_mask=key_padding_mask,
-                attn_mask=attn_mask,
-                need_weights=need_weights,
-                is_causal=is_causal,
-                average_attn_weights=False,
-                rotary=rotary,
-                cache=cache,
-            )
-            self.attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
-            return self.dropout1(a)
-
-        if not self.norm_first:  # post-LN: normalise after each residual sum
-            x = self.norm1(x + attend(x))
-            return self.norm2(x + self.dropout2(self.ff(x)))  # (B, T, D)
-        x = x + attend(self.norm1(x))  # (B, T, D)
-        return x + self.dropout2(self.ff(self.norm2(x)))  # (B, T, D)
+        x = residual(x, attend, self.norm1, self.dropout1, self.norm_first)
+        return residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)  # (B, T, D)
 
     @classmethod
     def from_torch(cls, m: nn.TransformerEncoderLayer, fast: bool = False) -> EncoderLayer:
@@ -463,17 +487,9 @@ class DecoderLayer(nn.Module):
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        memory: torch.Tensor,
-        tgt_mask: torch.Tensor | None = None,
-        tgt_key_padding_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        tgt_is_causal: bool = False,
-        need_weights: bool = False,
-    ) -> torch.Tensor:
+    def _check_forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None,
+                       memory_key_padding_mask=None, memory_mask=None, tgt_is_causal=False,
+                       need_weights=False) -> None:
         _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
         _check_x(memory, self.embed_dim, "memory", dtype=self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
@@ -488,40 +504,33 @@ class DecoderLayer(nn.Module):
         check_flag("tgt_is_causal", tgt_is_causal)
         check_flag("need_weights", need_weights)
 
-        def self_attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.self_attn(
-                h,
-                h,
-                h,
-                key_padding_mask=tgt_key_padding_mask,
-                attn_mask=tgt_mask,
-                need_weights=need_weights,
-                is_causal=tgt_is_causal,
-                average_attn_weights=False,
-            )
-            self.self_attn_weights = w.detach() if w is not None else None  # (B, H, T, T)
-            return self.dropout1(a)
+    @checked(_check_forward)
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        def self_attend(h):  # over the target prefix: (B, T, D) -> (B, T, D)
+            a, w = self.self_attn(h, h, h, tgt_key_padding_mask, tgt_mask, need_weights,
+                                  tgt_is_causal, average_attn_weights=False)
+            self.self_attn_weights = None if w is None else w.detach()  # (B, H, T, T)
+            return a
 
-        def cross_attend(h):  # (B, T, D) -> (B, T, D)
-            a, w = self.cross_attn(
-                h,
-                memory,
-                memory,
-                key_padding_mask=memory_key_padding_mask,
-                attn_mask=memory_mask,
-                need_weights=need_weights,
-                average_attn_weights=False,
-            )
-            self.cross_attn_weights = w.detach() if w is not None else None  # (B, H, T, S)
-            return self.dropout2(a)
+        def cross_attend(h):  # over the encoder's output: (B, T, D) -> (B, T, D)
+            a, w = self.cross_attn(h, memory, memory, memory_key_padding_mask, memory_mask,
+                                   need_weights, average_attn_weights=False)
+            self.cross_attn_weights = None if w is None else w.detach()  # (B, H, T, S)
+            return a
 
-        if not self.norm_first:  # post-LN: normalise after each residual sum
-            x = self.norm1(x + self_attend(x))
-            x = self.norm2(x + cross_attend(x))
-            return self.norm3(x + self.dropout3(self.ff(x)))  # (B, T, D)
-        x = x + self_attend(self.norm1(x))
-        x = x + cross_attend(self.norm2(x))
-        return x + self.dropout3(self.ff(self.norm3(x)))  # (B, T, D)
+        x = residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
+        x = residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
+        return residual(x, self.ff, self.norm3, self.dropout3, self.norm_first)  # (B, T, D)
 
     @classmethod
     def from_torch(cls, m: nn.TransformerDecoderLayer, fast: bool = False) -> DecoderLayer:
@@ -1007,26 +1016,9 @@ class GPT(nn.Module):
                 ours.lm_head.weight.copy_(model.lm_head.weight)
         return ours.train(model.training)
 
-    def forward(
-        self,
-        idx: torch.Tensor,
-        targets: torch.Tensor | None = None,
-        need_weights: bool = False,
-        label_smoothing: float = 0.0,
-        caches: Sequence[KVCache] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _check_forward(self, idx, targets=None, need_weights=False, label_smoothing=0.0,
+                       caches=None) -> None:
         self._check_idx(idx)
-        if caches is not None:
-            n = len(self.blocks)
-            if not isinstance(caches, Sequence) or len(caches) != n:
-                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
-            if not all(isinstance(c, KVCache) for c in caches):
-                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
-            if caches[0].length + idx.shape[1] > self.config.block_size:
-                raise ValueError(
-                    f"the caches hold {caches[0].length} positions: with idx's "
-                    f"{idx.shape[1]} more the sequence passes block_size={self.config.block_size}"
-                )
         if targets is not None:
             if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
                 got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
@@ -1038,37 +1030,55 @@ class GPT(nn.Module):
                     "the mean loss over no token is undefined"
                 )
         check_flag("need_weights", need_weights)
-        label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
-        return self._forward(idx, targets, need_weights, label_smoothing, caches)
+        check_probability("label_smoothing", label_smoothing, allow_one=True)
+        if caches is not None:
+            n = len(self.blocks)
+            if not isinstance(caches, Sequence) or len(caches) != n:
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if not all(isinstance(c, KVCache) for c in caches):
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if caches[0].length + idx.shape[1] > self.config.block_size:
+                raise ValueError(
+                    f"the caches hold {caches[0].length} positions: with idx's "
+                    f"{idx.shape[1]} more the sequence passes block_size={self.config.block_size}"
+                )
 
     def _check_idx(self, idx) -> None:
         _check_token_ids("idx", idx, self.config.vocab_size)
         if idx.shape[1] > self.config.block_size:
             raise ValueError(f"idx has length {idx.shape[1]} > block_size={self.config.block_size}")
 
-    def _forward(self, idx, targets=None, need_weights: bool = False, label_smoothing: float = 0.0,
-                 caches=None):
+    @checked(_check_forward)
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        need_weights: bool = False,
+        label_smoothing: float = 0.0,
+        caches: Sequence[KVCache] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         c = self.config
         start = caches[0].length if caches else 0  # positions already in the caches
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, D)
         rotary = None
         if c.positional == "learned":
-            x = x + self.pos_emb.weight[start:start + T]  # (T, D) broadcast over the batch
+            x = x + self.pos_emb.weight[start : start + T]  # (T, D), added to every row
         elif c.positional == "sinusoidal":
-            x = x + self.pos_code[start:start + T]
-        else:  # RoPE: the angles of positions start .. start + T - 1, for every block
-            exact = torch.float64 if x.dtype == torch.float64 else torch.long
-            positions = torch.arange(start, start + T, dtype=exact, device=idx.device)
+            x = x + self.pos_code[start : start + T]
+        else:  # RoPE: the blocks turn queries and keys by these positions' angles
+            positions = torch.arange(start, start + T, device=idx.device)
             rotary = rope_angles(positions, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
             cache = caches[i] if caches else None
-            x = block(x, is_causal=True, need_weights=need_weights, rotary=rotary, cache=cache)
+            x = block(x, is_causal=True, need_weights=need_weights, rotary=rotary,
+                      cache=cache)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), label_smoothing=label_smoothing)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten().long(),
+                                   label_smoothing=label_smoothing)
         return logits, loss
 
     @torch.no_grad()
@@ -1106,14 +1116,15 @@ class GPT(nn.Module):
         was_training = self.training
         self.eval()
         block_size, caches = self.config.block_size, None
+        forward = type(self).forward.__wrapped__  # checked once above, not at every token
         for _ in range(max_new_tokens):
             if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
-                logits, _ = self._forward(idx[:, -block_size:])  # (B, T, V)
+                logits, _ = forward(self, idx[:, -block_size:])  # (B, T, V)
             elif caches is None:  # the prompt fills the caches
                 caches = [KVCache(block_size) for _ in self.blocks]
-                logits, _ = self._forward(idx, caches=caches)  # (B, T, V)
+                logits, _ = forward(self, idx, caches=caches)  # (B, T, V)
             else:  # only the newest token runs; the earlier ones are in the caches
-                logits, _ = self._forward(idx[:, -1:], caches=caches)  # (B, 1, V)
+                logits, _ = forward(self, idx[:, -1:], caches=caches)  # (B, 1, V)
             next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
             idx = torch.cat([idx, next_id[:, None]], dim=1)
         self.train(was_training)

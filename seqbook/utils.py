@@ -170,6 +170,9 @@ def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
     first = node.body[0]
     has_doc = ast.get_docstring(node, clean=False) is not None
     head = lines[: first.lineno - 1]  # decorators and the signature
+    for deco in reversed(node.decorator_list):  # @checked(...) is not the math: leave it out
+        if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "checked":
+            del head[deco.lineno - 1 : deco.end_lineno]
     doc = lines[first.lineno - 1 : first.end_lineno] if has_doc else []
     body = lines[first.end_lineno :] if has_doc else lines[first.lineno - 1 :]
     if start is not None:
@@ -178,5 +181,6 @@ def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
             name = getattr(obj, "__qualname__", repr(obj))
             raise ValueError(f"start {start!r} occurs in no line of the body of {name}")
         line = body[hits[0]]
-        body = [line[: len(line) - len(line.lstrip())] + "...\n"] + body[hits[0] :]
+        skipped = [line[: len(line) - len(line.lstrip())] + "...\n"] if hits[0] else []
+        body = skipped + body[hits[0] :]
     return "".join(head + (doc if docstring else []) + body)

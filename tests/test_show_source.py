@@ -137,3 +137,38 @@ def test_printed_code_survives_ruff_format(formatted_package, chapter, expr, mod
     theirs = _source_text(_resolve(formatted_module, qualname), start, docstring)
     assert "".join(ours.split()) == "".join(theirs.split()), (
         f"{chapter}: show_source({expr}) prints different code once the package is formatted")
+
+
+def _problems(text: str) -> list[str]:
+    """What keeps printed code from being the math: checks, raises, private names, wide lines."""
+    import io
+    import re
+    import tokenize
+
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if len(line) > 88:
+            found.append(f"line {number} is {len(line)} columns wide (the page shows 88)")
+        if re.match(r"\s*\.\.\.\s*$", line):
+            found.append(f"line {number} is '...': something was skipped")
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type != tokenize.NAME:
+            continue
+        if tok.string == "raise":
+            found.append(f"line {tok.start[0]} raises: an argument check")
+        elif tok.string.startswith("check_") or tok.string.startswith("_check"):
+            found.append(f"line {tok.start[0]} calls {tok.string}: an argument check")
+        elif tok.string.startswith("_") and not (tok.string.startswith("__") and tok.string.endswith("__")):
+            if tok.string != "_":
+                found.append(f"line {tok.start[0]} names {tok.string}, which a reader cannot look up")
+    return found
+
+
+@pytest.mark.parametrize("chapter,expr,module,qualname,start,docstring", CALLS,
+                         ids=[f"{c[0][:2]}-{c[1]}" for c in CALLS])
+def test_printed_code_is_the_math(chapter, expr, module, qualname, start, docstring):
+    """What a chapter prints has no check, no raise, no private name, no line over 88 columns,
+    and no '...' (the checks live in validators that show_source leaves out)."""
+    text = _source_text(_resolve(module, qualname), start, docstring)
+    problems = _problems(text)
+    assert not problems, f"{chapter}: show_source({expr}):\n" + "\n".join(problems)
