@@ -30,7 +30,6 @@ from torch import nn
 
 from .checks import (
     INTEGER_DTYPES,
-    checked,
     autocast_enabled,
     check_flag,
     check_float_tensor,
@@ -40,6 +39,7 @@ from .checks import (
     check_probability,
     check_same_dtype,
     check_tensor,
+    checked,
     shape_of,
 )
 from .kv_cache import KVCache

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from .checks import check_int, check_number, check_tensor, has_values, shape_of
+from .checks import check_int, check_number, check_tensor, checked, has_values, shape_of
 
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
@@ -96,24 +96,19 @@ def free_energy(z: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
     return -logsumexp(z, beta)
 
 
+@checked(_check_z)
 def log_softmax(z: torch.Tensor) -> torch.Tensor:
     r"""``log softmax(z)_k = z_k - lse(z)`` along the last dimension.
 
-    Computed as ``(z_k - m) - log sum_j exp(z_j - m)`` with ``m = max z``: both terms are small, so
-    no precision is lost subtracting two large numbers (e.g. logits near 1e4 in float32).
-
-    A row of -inf only (every class masked) has no distribution: it gives NaN.
+    Computed as ``(z_k - m) - log sum_j exp(z_j - m)`` with ``m = max z``: both terms
+    are small, so no precision is lost subtracting two large numbers (e.g. logits near
+    1e4 in float32). A row of -inf only (every class masked) gives NaN.
 
     Shape:
         z: (..., C) -> (..., C)
     """
-    _check_z(z)
-    return _log_softmax(z)
-
-
-def _log_softmax(z: torch.Tensor) -> torch.Tensor:
-    m = z.max(dim=-1, keepdim=True).values.detach()  # (..., 1)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    m = z.max(dim=-1, keepdim=True).values.detach()  # (..., 1), a constant shift
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all -inf rows: no NaN
     shifted = z - m  # (..., C), every entry <= 0
     return shifted - torch.log(torch.exp(shifted).sum(dim=-1, keepdim=True))
 
@@ -160,35 +155,7 @@ def _check_target_range(target: torch.Tensor, num_classes: int, ignore_index: in
         raise ValueError(f"target must lie in [0, {num_classes}){extra}, got values in [{lo}, {hi}]")
 
 
-def cross_entropy(
-    logits: torch.Tensor,
-    target: torch.Tensor,
-    label_smoothing: float = 0.0,
-    ignore_index: int | None = None,
-) -> torch.Tensor:
-    r"""Mean cross-entropy between softmax(logits) and the (optionally smoothed) one-hot targets.
-
-    For one position with logits z and true class y, with q = softmax(z) and eps = label_smoothing:
-
-    .. math:: \ell = (1 - \varepsilon)\,[-\log q_y] + \frac{\varepsilon}{C} \sum_{k=1}^{C} [-\log q_k],
-              \qquad -\log q_k = \operatorname{lse}(z) - z_k
-
-    which is eq. (9.1) of the book with the target of eq. (9.7). The loss is averaged over the positions whose
-    target is not ``ignore_index`` (ignored positions count neither in the sum nor in the divisor),
-    exactly like ``torch.nn.functional.cross_entropy(..., reduction="mean")``. An ignored position
-    contributes exactly 0 and gets an exact zero gradient, even if its logits are all -inf. If every
-    position is ignored the mean is 0/0 = NaN, as in PyTorch (the gradient is zero). Half-precision
-    logits are computed in float32.
-
-    -inf logits are legal (a masked class): a true class at -inf gives a loss of +inf, and so does
-    label smoothing > 0 on a row with a -inf class, since the smoothed target puts mass on it. A
-    position that is not ignored needs at least one finite logit; NaN and +inf are refused.
-
-    Shape:
-        logits: (B, C) or (B, T, C)
-        target: (B,) or (B, T), integer ids in [0, C) or equal to ``ignore_index``
-        output: scalar
-    """
+def _check_cross_entropy(logits, target, label_smoothing=0.0, ignore_index=None) -> None:
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if logits.dim() not in (2, 3):
@@ -210,9 +177,9 @@ def cross_entropy(
             f"target must have shape {want} = {tuple(logits.shape[:-1])} to match logits "
             f"{tuple(logits.shape)}, got {tuple(target.shape)}"
         )
-    label_smoothing = check_number("label_smoothing", label_smoothing, 0.0, 1.0)
+    check_number("label_smoothing", label_smoothing, 0.0, 1.0)
     if ignore_index is not None:
-        ignore_index = check_int("ignore_index", ignore_index, minimum=None)
+        check_int("ignore_index", ignore_index, minimum=None)
     _check_target_range(target, C, ignore_index)
     keep = torch.ones_like(target, dtype=torch.bool) if ignore_index is None else target != ignore_index
     if _has_values(logits):  # one sync for both value checks
@@ -227,15 +194,50 @@ def cross_entropy(
                 "got a row of -inf only (every class masked) whose target is not ignore_index"
             )
 
+
+@checked(_check_cross_entropy)
+def cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    label_smoothing: float = 0.0,
+    ignore_index: int | None = None,
+) -> torch.Tensor:
+    r"""Mean cross-entropy between softmax(logits) and the (smoothed) one-hot targets.
+
+    For one position with logits z, true class y, q = softmax(z), eps = label_smoothing:
+
+    .. math:: \ell = (1 - \varepsilon)\,[-\log q_y]
+              + \frac{\varepsilon}{C} \sum_{k=1}^{C} [-\log q_k],
+              \qquad -\log q_k = \operatorname{lse}(z) - z_k
+
+    which is eq. (9.1) of the book with the target of eq. (9.7). The loss is averaged
+    over the positions whose target is not ``ignore_index`` (ignored positions count
+    neither in the sum nor in the divisor), exactly like ``F.cross_entropy`` with
+    ``reduction="mean"``. An ignored position contributes exactly 0 and gets an exact
+    zero gradient, even if its logits are all -inf. If every position is ignored the
+    mean is 0/0 = NaN, as in PyTorch. Half-precision logits are computed in float32.
+
+    -inf logits are legal (a masked class): a true class at -inf gives a loss of +inf,
+    and so does label smoothing > 0 on a row with a -inf class. A position that is not
+    ignored needs at least one finite logit; NaN and +inf are refused.
+
+    Shape:
+        logits: (B, C) or (B, T, C)
+        target: (B,) or (B, T), integer ids in [0, C) or equal to ``ignore_index``
+        output: scalar
+    """
     z = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
-    if ignore_index is not None:  # ignored rows become 0: a finite log-softmax and a zero gradient
+    C = z.shape[-1]
+    keep = torch.ones_like(target, dtype=torch.bool)  # the positions that count
+    if ignore_index is not None:  # ignored rows: logits 0, a finite log-softmax
+        keep = target != ignore_index
         z = torch.where(keep.unsqueeze(-1), z, z.new_zeros(()))
-    logq = _log_softmax(z)  # (B, [T,] C) log-probabilities, z_k - lse(z)
-    safe = torch.where(keep, target, torch.zeros_like(target)).long()  # ignored ids may be out of range
-    nll = -logq.gather(-1, safe.unsqueeze(-1)).squeeze(-1)  # (B, [T]) -log q_y
+    logq = log_softmax(z)  # (B, [T,] C) log-probabilities, z_k - lse(z)
+    y = torch.where(keep, target, torch.zeros_like(target)).long()  # ignored: any id
+    nll = -logq.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # (B, [T]) -log q_y
     loss = (1.0 - label_smoothing) * nll
-    if label_smoothing > 0:
-        loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T]) uniform part of eq. (9.7)
+    if label_smoothing > 0:  # the uniform part of eq. (9.7)
+        loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T])
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     return loss.sum() / keep.sum()
 

@@ -41,7 +41,6 @@ from torch import nn
 
 from .attention import MultiHeadAttention, check_attn_masks
 from .checks import (
-    checked,
     check_flag,
     check_float_tensor,
     check_ids,
@@ -50,6 +49,7 @@ from .checks import (
     check_positive_int,
     check_probability,
     check_same_dtype,
+    checked,
     has_values,
 )
 from .kv_cache import KVCache
