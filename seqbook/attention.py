@@ -592,34 +592,8 @@ class AdditiveAttention(nn.Module):
         check_same_dtype("keys", keys, self.U_a.weight.dtype)
         return self.U_a(keys)
 
-    def forward(
-        self,
-        query: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        projected_keys: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _check_forward(self, query, keys, values=None, mask=None, projected_keys=None) -> None:
         values = keys if values is None else values
-        self._check(query, keys, values, mask, projected_keys)
-        one_query = query.dim() == 2
-        if one_query:
-            query = query.unsqueeze(1)                                    # (B, 1, D_q)
-        uk = self.project_keys(keys) if projected_keys is None else projected_keys  # (B, S, A)
-        wq = self.W_a(query)                                              # (B, L, A)
-        energy = self.v_a(torch.tanh(wq.unsqueeze(2) + uk.unsqueeze(1))).squeeze(-1)  # (B, L, S)
-        if mask is not None:
-            mask = mask.unsqueeze(1)                                      # (B, 1, S)
-            energy = energy.masked_fill(~mask, torch.finfo(energy.dtype).min)
-        weights = torch.softmax(energy, dim=-1)                           # (B, L, S)
-        if mask is not None:
-            weights = weights.masked_fill(~mask, 0.0)  # exact zeros; an all-masked row becomes all 0
-        context = weights @ values                                        # (B, L, D_v)
-        if one_query:
-            return context.squeeze(1), weights.squeeze(1)
-        return context, weights
-
-    def _check(self, query, keys, values, mask, projected_keys) -> None:
         check_float_tensor("keys", keys, nonempty=False)
         check_float_tensor("query", query, nonempty=False)
         check_float_tensor("values", values, nonempty=False)
@@ -653,6 +627,33 @@ class AdditiveAttention(nn.Module):
         for name, t in tensors:
             if t is not None:
                 check_same_dtype(name, t, dtype)
+
+    @checked(_check_forward)
+    def forward(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        projected_keys: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        values = keys if values is None else values
+        one_query = query.dim() == 2
+        if one_query:
+            query = query.unsqueeze(1)  # (B, 1, D_q)
+        uk = self.U_a(keys) if projected_keys is None else projected_keys  # (B, S, A)
+        wq = self.W_a(query)  # (B, L, A)
+        e = self.v_a(torch.tanh(wq.unsqueeze(2) + uk.unsqueeze(1))).squeeze(-1)  # (B, L, S)
+        if mask is not None:
+            mask = mask.unsqueeze(1)  # (B, 1, S)
+            e = e.masked_fill(~mask, torch.finfo(e.dtype).min)
+        weights = torch.softmax(e, dim=-1)  # (B, L, S)
+        if mask is not None:  # exact zeros; a row with every key masked becomes all 0
+            weights = weights.masked_fill(~mask, 0.0)
+        context = weights @ values  # (B, L, D_v)
+        if one_query:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights
 
     def extra_repr(self) -> str:
         return f"query_dim={self.query_dim}, key_dim={self.key_dim}, hidden_dim={self.hidden_dim}"

@@ -58,6 +58,7 @@ from .checks import (
     check_ids,
     check_number,
     check_positive_int,
+    checked,
     has_values,
 )
 from .data import Vocab, check_vocab, decode_ids, encode_pairs
@@ -80,15 +81,7 @@ def _shape(t: torch.Tensor) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------------------------
 
 
-def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Reverse the first ``lengths[b]`` steps of each row of ``x``; the padding stays in place.
-
-    Applying it twice gives ``x`` back. A backward RNN run on the reversed rows starts at each
-    row's last real token instead of at the padding.
-
-    Shape:
-        x: (B, T, ...), lengths: (B,) with values in 0..T -> (B, T, ...)
-    """
+def _check_reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     check_ids("lengths", lengths, nonempty=False)
@@ -98,14 +91,22 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         lo, hi = int(lengths.min()), int(lengths.max())
         if lo < 0 or hi > x.shape[1]:
             raise ValueError(f"lengths must lie in [0, {x.shape[1]}] (T of x), got values in [{lo}, {hi}]")
-    return _reverse_padded(x, lengths)
 
 
-def _reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+@checked(_check_reverse_padded)
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse the first ``lengths[b]`` steps of each row of ``x``; padding stays in place.
+
+    Applying it twice gives ``x`` back. A backward RNN run on the reversed rows starts at
+    each row's last real token instead of at the padding.
+
+    Shape:
+        x: (B, T, ...), lengths: (B,) with values in 0..T -> (B, T, ...)
+    """
     B, T = x.shape[:2]
     t = torch.arange(T, device=x.device)
-    idx = lengths.to(x.device)[:, None] - 1 - t                     # (B, T): the mirrored position
-    idx = torch.where(idx >= 0, idx, t.expand(B, T))                # padding maps to itself
+    idx = lengths.to(x.device)[:, None] - 1 - t       # (B, T): the mirrored position
+    idx = torch.where(idx >= 0, idx, t.expand(B, T))  # padding maps to itself
     return x.gather(1, idx.view(B, T, *([1] * (x.dim() - 2))).expand_as(x))
 
 
@@ -147,18 +148,21 @@ class Encoder(nn.Module):
         self.forward_rnn = rnn.GRU(embed_dim, hidden_size, fast=fast)    # reads x_1 .. x_S
         self.backward_rnn = rnn.GRU(embed_dim, hidden_size, fast=fast)   # reads x_S .. x_1
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
+    def _check_forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> None:
         _check_source(src, src_lengths, self.embedding.num_embeddings)
+
+    @checked(_check_forward)
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         B, S = src.shape
         lengths = src_lengths.to(src.device)
-        x = self.embedding(src)                                        # (B, S, E)
-        fwd, _ = self.forward_rnn(x)                                   # (B, S, H)
-        bwd, _ = self.backward_rnn(_reverse_padded(x, lengths))        # (B, S, H), reversed order
-        bwd = _reverse_padded(bwd, lengths)                            # back to source order
-        mask = lengths_to_mask(lengths, S)                             # (B, S)
+        x = self.embedding(src)                                 # (B, S, E)
+        fwd, _ = self.forward_rnn(x)                            # (B, S, H)
+        bwd, _ = self.backward_rnn(reverse_padded(x, lengths))  # (B, S, H), reversed
+        bwd = reverse_padded(bwd, lengths)                      # back to source order
+        mask = lengths_to_mask(lengths, S)                      # (B, S)
         annotations = torch.cat([fwd, bwd], dim=-1) * mask[..., None]  # (B, S, 2H)
-        last = fwd[torch.arange(B, device=src.device), lengths - 1]    # (B, H): ->h at the last token
-        final = torch.cat([last, bwd[:, 0]], dim=-1)                   # (B, 2H)
+        last = fwd[torch.arange(B, device=src.device), lengths - 1]  # (B, H): last token
+        final = torch.cat([last, bwd[:, 0]], dim=-1)            # (B, 2H)
         return EncoderOutput(annotations, final, mask)
 
 
@@ -228,11 +232,15 @@ class Decoder(nn.Module):
         return torch.tanh(self.init(memory.final))
 
     def update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
-        """Attend and update, unchecked: ``(s_i (B, H), c_i (B, 2H), weights (B, S) or None)`` from the
-        embedded previous token ``e`` (B, E) and the previous state ``s`` (B, H)."""
-        c, weights = self.context(s, memory)                           # attend: (B, 2H), (B, S)
-        x = torch.cat([e, c], dim=-1)                                  # (B, E + 2H)
-        s = self.cell(x, s)                                            # update: (B, H)
+        """Attend and update, unchecked: ``(s_i, c_i, weights)``.
+
+        Shape:
+            e: (B, E) the embedded previous token, s: (B, H) the previous state
+            -> s_i: (B, H), c_i: (B, 2H), weights: (B, S) or None
+        """
+        c, weights = self.context(s, memory)  # attend: (B, 2H), (B, S)
+        x = torch.cat([e, c], dim=-1)         # (B, E + 2H)
+        s = self.cell(x, s)                   # update: (B, H)
         return s, c, weights
 
     def _check_memory(self, memory) -> int:
@@ -256,15 +264,16 @@ class Decoder(nn.Module):
         check_ids("y_prev", y_prev, self.vocab_size, shape=(B,))
         check_float_tensor("s", s, shape=(B, self.hidden_size))
 
+    @checked(_check_step)
     def step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
-        """One step: ``(logits (B, V), s_i (B, H), weights (B, S) or None)`` from y_{i-1} (B,)."""
-        self._check_step(y_prev, s, memory)
-        return self._step(y_prev, s, memory)
+        """One step: ``(logits (B, V), s_i (B, H), weights (B, S) or None)``.
 
-    def _step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
-        e = self.embedding(y_prev)                                     # (B, E)
+        Shape:
+            y_prev: (B,) the previous token y_{i-1}, s: (B, H) the previous state
+        """
+        e = self.embedding(y_prev)                       # (B, E)
         s, c, weights = self.update(e, s, memory)
-        logits = self.out(torch.cat([s, c, e], dim=-1))                # predict: (B, V)
+        logits = self.out(torch.cat([s, c, e], dim=-1))  # predict: (B, V)
         return logits, s, weights
 
     def forward(self, tgt_in: torch.Tensor, memory: EncoderOutput):
@@ -314,7 +323,8 @@ class AttentionDecoder(Decoder):
         return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
 
     def context(self, s: torch.Tensor, memory: EncoderOutput):
-        return self.attention(s, memory.annotations, mask=memory.mask, projected_keys=memory.keys)
+        keys = memory.keys  # U_a h_j, computed once by prepare
+        return self.attention(s, memory.annotations, mask=memory.mask, projected_keys=keys)
 
 
 class PlainDecoder(Decoder):
@@ -403,7 +413,8 @@ class Seq2Seq(nn.Module):
             state = self.decoder.init_state(memory)                    # s_0 (B, H)
         else:
             check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
-        logits, s, weights = self.decoder._step(prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
+        step = self.decoder.step.__wrapped__  # the unchecked step: checked above
+        logits, s, weights = step(self.decoder, prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
