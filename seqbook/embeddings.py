@@ -23,6 +23,7 @@ from .checks import (
     check_like,
     check_number,
     check_tensor,
+    checked,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -38,27 +39,32 @@ def _check_images(images) -> None:
     check_tensor("images", images)  # not empty
 
 
-def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
-    """Cut images into non-overlapping ``patch x patch`` squares and flatten each into a vector.
+def _check_patchify(images: torch.Tensor, patch: int) -> None:
+    _check_images(images)
+    patch = check_int("patch", patch, 1)
+    H, W = images.shape[-2:]
+    if H % patch or W % patch:
+        raise ValueError(
+            f"patch must divide the image height and width: got patch={patch} for images of "
+            f"shape {tuple(images.shape)}"
+        )
 
-    Patches are numbered row by row (left to right, then top to bottom). Inside a patch the values
-    are ordered (channel, row, column), the order of a ``Conv2d`` weight, so a linear map of the
-    patches equals a convolution with ``kernel_size = stride = patch``.
+
+@checked(_check_patchify)
+def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
+    """Cut images into non-overlapping ``patch x patch`` squares; flatten each to a vector.
+
+    Patches are numbered row by row (left to right, then top to bottom). Inside a patch
+    the values are ordered (channel, row, column), the order of a ``Conv2d`` weight, so a
+    linear map of the patches equals a convolution with ``kernel_size = stride = patch``.
 
     Shape:
         - images: (B, H, W) or (B, C, H, W)
         - output: (B, N, C * patch * patch) with N = (H / patch) * (W / patch)
     """
-    _check_images(images)
-    patch = check_int("patch", patch, 1)
-    shape = tuple(images.shape)
     if images.dim() == 3:
         images = images.unsqueeze(1)  # (B, 1, H, W)
     B, C, H, W = images.shape
-    if H % patch or W % patch:
-        raise ValueError(
-            f"patch must divide the image height and width: got patch={patch} for images of shape {shape}"
-        )
     h, w = H // patch, W // patch
     x = images.reshape(B, C, h, patch, w, patch)  # (B, C, h, p, w, p)
     x = x.permute(0, 2, 4, 1, 3, 5)  # (B, h, w, C, p, p)
@@ -143,8 +149,11 @@ class CBOW(nn.Module):
         self.embedding = nn.Embedding(vocab_size, embed_dim)  # E: (V, d)
         self.out = nn.Linear(embed_dim, vocab_size)  # U: (V, d), c: (V,)
 
-    def forward(self, context: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, context: torch.Tensor) -> None:
         check_ids("context", context, self.vocab_size, shape=(None, None), names="(B, K)")
+
+    @checked(_check_forward)
+    def forward(self, context: torch.Tensor) -> torch.Tensor:
         h = self.embedding(context).sum(dim=1)  # (B, K, d) -> (B, d)
         return self.out(h)  # (B, V)
 

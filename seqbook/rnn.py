@@ -33,9 +33,18 @@ import warnings
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import _VF, nn
+from torch import nn
 
-from .checks import check_ids, check_int, check_like, check_probability, check_tensor, shape_of
+from .checks import (
+    check_flag,
+    check_ids,
+    check_int,
+    check_like,
+    check_probability,
+    check_tensor,
+    checked,
+    shape_of,
+)
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell", "RNN", "GRU", "LSTM", "SequenceClassifier"]
 
@@ -56,8 +65,8 @@ def _check_bool(name: str, value) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-class _Cell(nn.Module):
-    """Shared bookkeeping of the three cells: ``gates`` row blocks of size ``hidden_size``.
+class RecurrentCell(nn.Module):
+    """What the three cells share: weights of ``gates`` row blocks of size ``hidden_size``.
 
     ``fast=True`` makes ``forward`` call PyTorch's fused cell on the same parameters (same values;
     the gates are not returned on that path). The layers below loop over ``step`` and have their
@@ -97,7 +106,8 @@ class _Cell(nn.Module):
         """``W_hh h + b_hh``: (B, H) -> (B, G*H)."""
         return F.linear(h, self.weight_hh, self.bias_hh)
 
-    def _check_step_input(self, x: torch.Tensor, h: torch.Tensor, h_name: str = "h") -> None:
+    def check_step_input(self, x: torch.Tensor, h: torch.Tensor, h_name: str = "h") -> None:
+        """Check one step's input ``x`` (B, input_size) and state ``h`` (B, hidden_size)."""
         check_tensor("x", x, shape=(None, self.input_size), names=f"(B, {self.input_size})")
         check_tensor(h_name, h, nonempty=False)
         if shape_of(h) != (x.shape[0], self.hidden_size):
@@ -110,17 +120,22 @@ class _Cell(nn.Module):
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
 
-class RNNCell(_Cell):
-    r"""One step of the Elman RNN (Elman, 1990), eq. (2.1) of the book; the read-out eq. (2.2) lives outside.
+def _check_rnn_cell(self, input_size, hidden_size, bias=True, nonlinearity="tanh", fast=False):
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+
+
+class RNNCell(RecurrentCell):
+    r"""One step of the Elman RNN (Elman, 1990), eq. (2.1) of the book.
 
     .. math::
         h_t = \sigma_h(W_{ih} x_t + b_{ih} + W_{hh} h_{t-1} + b_{hh}),
 
-    with :math:`\sigma_h` = tanh or ReLU. (The read-out :math:`y_t = \sigma_y(W_y h_t + b_y)` of
-    eq. (2.2) is an ordinary linear layer applied to the states.)
+    with :math:`\sigma_h` = tanh or ReLU. (The read-out of eq. (2.2),
+    :math:`y_t = \sigma_y(W_y h_t + b_y)`, is an ordinary linear layer on the states.)
 
-    ``forward`` checks its arguments; ``step``, ``project_input`` and ``project_hidden`` are the
-    unchecked pieces the layers call inside their time loops.
+    ``step``, ``project_input`` and ``project_hidden`` are the pieces the layers call
+    inside their time loops (unchecked); ``fast=True`` runs PyTorch's fused cell.
 
     Shape:
         x: (B, input_size), h: (B, hidden_size) -> h_t: (B, hidden_size)
@@ -128,6 +143,7 @@ class RNNCell(_Cell):
 
     gates = 1
 
+    @checked(_check_rnn_cell)
     def __init__(
         self,
         input_size: int,
@@ -136,8 +152,6 @@ class RNNCell(_Cell):
         nonlinearity: str = "tanh",
         fast: bool = False,
     ):
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__(input_size, hidden_size, bias, fast)
         self.nonlinearity = nonlinearity
         self.act = torch.tanh if nonlinearity == "tanh" else torch.relu
@@ -147,18 +161,19 @@ class RNNCell(_Cell):
         h = self.act(xw + self.project_hidden(h))  # (B, H)
         return (h, {}) if return_gates else h
 
+    @checked(RecurrentCell.check_step_input)
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        self._check_step_input(x, h)
-        if self.fast:
-            fused = _VF.rnn_tanh_cell if self.nonlinearity == "tanh" else _VF.rnn_relu_cell
-            return fused(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        if self.fast:  # PyTorch's fused cell, on the same parameters
+            fused = {"tanh": torch.rnn_tanh_cell, "relu": torch.rnn_relu_cell}
+            w = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            return fused[self.nonlinearity](x, h, *w)
         return self.step(self.project_input(x), h)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", nonlinearity={self.nonlinearity!r}"
 
 
-class GRUCell(_Cell):
+class GRUCell(RecurrentCell):
     r"""One step of the gated recurrent unit (Cho et al., 2014), eqs. (3.1)-(3.4) of the book.
 
     .. math::
@@ -186,15 +201,19 @@ class GRUCell(_Cell):
         h = (1 - z) * n + z * h                               # new state   (3.4)
         return (h, {"r": r, "z": z, "n": n}) if return_gates else h
 
+    def _check_forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
+        self.check_step_input(x, h)
+        check_flag("return_gates", return_gates)
+
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
         """One step; with ``return_gates`` also a dict of the gates ``r``, ``z``, ``n`` (B, H)."""
-        self._check_step_input(x, h)
         if self.fast and not return_gates:
-            return _VF.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            return torch.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return self.step(self.project_input(x), h, return_gates)
 
 
-class LSTMCell(_Cell):
+class LSTMCell(RecurrentCell):
     r"""One step of the long short-term memory (Hochreiter and Schmidhuber, 1997).
 
     .. math::
@@ -228,10 +247,10 @@ class LSTMCell(_Cell):
         if not isinstance(state, (tuple, list)) or len(state) != 2:
             raise ValueError("state must be a pair (h, c) of tensors of shape (B, hidden_size), "
                              f"got {type(state).__name__}")
-        self._check_step_input(x, state[0], "state[0]")
-        self._check_step_input(x, state[1], "state[1]")
+        self.check_step_input(x, state[0], "state[0]")
+        self.check_step_input(x, state[1], "state[1]")
         if self.fast and not return_gates:
-            return tuple(_VF.lstm_cell(x, tuple(state), self.weight_ih, self.weight_hh, self.bias_ih,
+            return tuple(torch.lstm_cell(x, tuple(state), self.weight_ih, self.weight_hh, self.bias_ih,
                                        self.bias_hh))
         return self.step(self.project_input(x), tuple(state), return_gates)
 
@@ -271,7 +290,7 @@ class _RecurrentLayer(nn.Module):
             for _ in range(D)
         )
 
-    def make_cell(self, input_size: int, hidden_size: int, bias: bool, **kwargs) -> _Cell:
+    def make_cell(self, input_size: int, hidden_size: int, bias: bool, **kwargs) -> RecurrentCell:
         raise NotImplementedError
 
     # --- input checks ------------------------------------------------------------------------
@@ -307,15 +326,15 @@ class _RecurrentLayer(nn.Module):
     # --- the loops ---------------------------------------------------------------------------
 
     @staticmethod
-    def _hidden(state):
-        """The part of a cell state that is the output: ``h`` (the LSTM's state is ``(h, c)``)."""
+    def output_of(state):
+        """The part of a cell's state that is its output: ``h`` (an LSTM's state is ``(h, c)``)."""
         return state[0] if isinstance(state, tuple) else state
 
     def loop(self, x: torch.Tensor, states: list, return_gates: bool = False):
-        """Run every layer and direction; ``states[k]`` is the initial state of ``self.cells[k]``.
+        """Run every layer and direction; ``states[k]`` is the first state of ``cells[k]``.
 
-        Returns the top layer's outputs (B, T, D*H), the final states (one per cell) and, with
-        ``return_gates``, ``{name: (L*D, B, T, H)}``.
+        Returns the top layer's outputs (B, T, D*H), the final states (one per cell) and,
+        with ``return_gates``, ``{name: (L*D, B, T, H)}``. Unchecked (``forward`` checks).
         """
         B, T, _ = x.shape
         D = self.num_directions
@@ -337,13 +356,14 @@ class _RecurrentLayer(nn.Module):
                         state, gs[t] = cell.step(xw[t], state, return_gates=True)
                     else:
                         state = cell.step(xw[t], state)
-                    hs[t] = self._hidden(state)                        # (B, H)
+                    hs[t] = self.output_of(state)                      # (B, H)
                 outputs.append(torch.stack(hs, dim=1))                 # (B, T, H)
                 finals.append(state)
                 if return_gates:
                     for name in gs[0]:
-                        gates.setdefault(name, []).append(torch.stack([g[name] for g in gs], dim=1))
-            layer_input = torch.cat(outputs, dim=-1) if D == 2 else outputs[0]  # (B, T, D*H)
+                        g = torch.stack([g[name] for g in gs], dim=1)  # (B, T, H)
+                        gates.setdefault(name, []).append(g)
+            layer_input = torch.cat(outputs, dim=-1)                   # (B, T, D*H)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, p=self.dropout, training=True)
         gates = {name: torch.stack(g) for name, g in gates.items()}    # (L*D, B, T, H)
@@ -460,7 +480,7 @@ class RNN(_RecurrentLayer):
         return RNNCell(input_size, hidden_size, bias, nonlinearity)
 
     def _fused_kernel(self):
-        return _VF.rnn_tanh if self.nonlinearity == "tanh" else _VF.rnn_relu
+        return torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
 
     @classmethod
     def _kwargs_from_torch(cls, m):
@@ -501,7 +521,7 @@ class GRU(_RecurrentLayer):
         return GRUCell(input_size, hidden_size, bias)
 
     def _fused_kernel(self):
-        return _VF.gru
+        return torch.gru
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None, return_gates: bool = False):
         """``(output, h_n)``, or ``(output, h_n, gates)`` with ``return_gates`` (keys r, z, n)."""
@@ -536,7 +556,7 @@ class LSTM(_RecurrentLayer):
         return LSTMCell(input_size, hidden_size, bias)
 
     def _fused_kernel(self):
-        return _VF.lstm
+        return torch.lstm
 
     def forward(self, x: torch.Tensor, h0: tuple[torch.Tensor, torch.Tensor] | None = None,
                 return_gates: bool = False):

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a terminal
 
-from .checks import check_int, check_lm_chunks, check_number, check_positive_int
+from .checks import check_int, check_lm_chunks, check_number, check_positive_int, checked
 from .data import TranslationData, bucket_batches
 from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
@@ -301,27 +301,31 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
 # ---------------------------------------------------------------------------------------------
 
 
-def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The mean cross-entropy of next-token logits (B, T, V) against targets (B, T). Unchecked."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def _ordered_chunks(inputs: torch.Tensor, targets: torch.Tensor) -> Iterator[tuple[int, torch.Tensor,
-                                                                                   torch.Tensor]]:
-    """One pass over the chunks in order, each tagged with its index (0 starts a new pass)."""
-    for k in range(inputs.shape[0]):
-        yield k, inputs[k], targets[k]
+class ChunksInOrder:
+    """The chunks of :func:`seqbook.data.lm_chunks` in order, as ``(k, inputs[k], targets[k])``.
 
+    Iterable again and again (one pass each time), so :func:`seqbook.train.fit` can cycle
+    through the text; ``k = 0`` starts a new pass.
+    """
 
-class _Epochs:
-    """Re-iterable wrapper so :func:`seqbook.train.fit` can cycle through the passes."""
-
-    def __init__(self, inputs, targets):
+    def __init__(self, inputs: torch.Tensor, targets: torch.Tensor):
         self.inputs, self.targets = inputs, targets
 
-    def __iter__(self):
-        return _ordered_chunks(self.inputs, self.targets)
+    def __iter__(self) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        for k in range(self.inputs.shape[0]):
+            yield k, self.inputs[k], self.targets[k]
 
 
+def _check_train_lm(model, inputs, targets, steps, *args, **kwargs) -> None:
+    check_lm_chunks(inputs, targets, model)
+
+
+@checked(_check_train_lm)
 def train_lm(
     model: nn.Module,
     inputs: torch.Tensor,
@@ -354,19 +358,18 @@ def train_lm(
     Returns:
         The :class:`seqbook.train.History` of per-step losses (mean cross-entropy in nats).
     """
-    check_lm_chunks(inputs, targets, model)
     carried = {"state": None}
 
     def loss_fn(model, batch):
         k, x, y = batch
         state = None if k == 0 else detach_state(carried["state"])
         logits, carried["state"] = model(x, state)
-        return _lm_loss(logits, y)
+        return lm_loss(logits, y)
 
     return fit(
         model,
         loss_fn,
-        _Epochs(inputs, targets),
+        ChunksInOrder(inputs, targets),
         steps=steps,
         lr=lr,
         optimizer=optimizer,

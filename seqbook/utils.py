@@ -167,14 +167,19 @@ def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
         raise TypeError(f"obj must be a function, method or class with Python source, got {obj!r}") from err
     lines = source.splitlines(keepends=True)
     node = ast.parse(source).body[0]
+    # @checked(validator) runs the argument checks, which are not the math: its lines are left
+    # out, on the object and on every method of a printed class.
+    skip = set()
+    for fn in ast.walk(node):
+        for deco in getattr(fn, "decorator_list", []):
+            if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "checked":
+                skip.update(range(deco.lineno - 1, deco.end_lineno))
     first = node.body[0]
     has_doc = ast.get_docstring(node, clean=False) is not None
-    head = lines[: first.lineno - 1]  # decorators and the signature
-    for deco in reversed(node.decorator_list):  # @checked(...) is not the math: leave it out
-        if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "checked":
-            del head[deco.lineno - 1 : deco.end_lineno]
+    body_start = first.end_lineno if has_doc else first.lineno - 1
+    head = [line for i, line in enumerate(lines[: first.lineno - 1]) if i not in skip]
     doc = lines[first.lineno - 1 : first.end_lineno] if has_doc else []
-    body = lines[first.end_lineno :] if has_doc else lines[first.lineno - 1 :]
+    body = [line for i, line in enumerate(lines) if i >= body_start and i not in skip]
     if start is not None:
         hits = [i for i, line in enumerate(body) if start in line]
         if not hits:
