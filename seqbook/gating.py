@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from .attention import causal_mask
-from .checks import check_finite, check_float_tensor, check_number, check_tensor, has_values
+from .checks import check_finite, check_float_tensor, check_number, check_tensor, checked, has_values
 from .rnn import GRU, LSTM
 
 __all__ = [
@@ -38,7 +38,16 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> None:
+    if not isinstance(layer, (GRU, LSTM)):
+        raise TypeError(f"layer must be a seqbook.rnn.GRU or LSTM, got {type(layer).__name__}")
+    if not layer.bias:
+        raise ValueError("layer has no biases (bias=False): nothing to initialise")
+    check_number("bias", bias)
+
+
 @torch.no_grad()
+@checked(_check_init_keep_bias)
 def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
     r"""Set the gate biases so that, before training, a gated layer mostly keeps its state.
 
@@ -56,21 +65,16 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
     Returns:
         ``layer`` (changed in place).
     """
-    if not isinstance(layer, (GRU, LSTM)):
-        raise ValueError(f"layer must be a seqbook.rnn.GRU or LSTM, got {type(layer).__name__}")
-    if not layer.bias:
-        raise ValueError("layer has no biases (bias=False): nothing to initialise")
-    bias = check_number("bias", bias)
     H = layer.hidden_size
     for cell in layer.cells:
         if isinstance(layer, GRU):          # rows stacked (r, z, n)
-            cell.bias_ih[H:2 * H] = bias
-            cell.bias_hh[H:2 * H] = 0.0
+            cell.bias_ih[H:2 * H].fill_(bias)
+            cell.bias_hh[H:2 * H].fill_(0.0)
         else:                               # rows stacked (i, f, g, o)
-            cell.bias_ih[:H] = -bias
-            cell.bias_hh[:H] = 0.0
-            cell.bias_ih[H:2 * H] = bias
-            cell.bias_hh[H:2 * H] = 0.0
+            cell.bias_ih[:H].fill_(-bias)
+            cell.bias_hh[:H].fill_(0.0)
+            cell.bias_ih[H:2 * H].fill_(bias)
+            cell.bias_hh[H:2 * H].fill_(0.0)
     return layer
 
 
@@ -79,6 +83,13 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_unrolled_weights(z: torch.Tensor) -> None:
+    check_float_tensor("z", z, shape=(None, None, None), names="(B, T, H)")
+    if has_values(z) and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
+        raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
+
+
+@checked(_check_unrolled_weights)
 def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The weights of the unrolled GRU update, from its update gates.
 
@@ -87,29 +98,29 @@ def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         w_{t,k} = 0 \quad (k > t), \qquad
         w_{t,0} = \prod_{j=1}^{t} z_j,
 
-    so that :math:`h_t = \sum_{k=1}^{t} w_{t,k} \odot n_k + w_{t,0} \odot h_0`. For every t and
-    unit the weights are non-negative and :math:`w_{t,0} + \sum_k w_{t,k} = 1`.
+    so that :math:`h_t = \sum_{k=1}^{t} w_{t,k} \odot n_k + w_{t,0} \odot h_0`. For
+    every t and unit the weights are non-negative and :math:`w_{t,0} + \sum_k w_{t,k} = 1`.
 
-    Computed from cumulative sums of :math:`\log z` in float64 (products of many gates underflow
-    gracefully instead of dividing by a tiny number).
+    Computed from cumulative sums of :math:`\log z` in float64 (products of many gates
+    underflow gracefully instead of dividing by a tiny number).
 
     Shape:
-        z: (B, T, H) with values in [0, 1] -> weights: (B, T, T, H) indexed [b, t, k, unit] with
-        k = 0 .. T-1 standing for candidates n_1 .. n_T; initial: (B, T, H), the weight on h_0.
+        z: (B, T, H) with values in [0, 1] -> weights: (B, T, T, H) indexed [b, t, k, unit]
+        with k = 0 .. T-1 standing for candidates n_1 .. n_T; initial: (B, T, H), the
+        weight on h_0.
     """
-    check_float_tensor("z", z, shape=(None, None, None), names="(B, T, H)")
-    if has_values(z) and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
-        raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
     zd = z.double()
     tiny = torch.finfo(torch.float64).tiny
-    log_z = zd.clamp_min(tiny).log()                                    # (B, T, H)
-    cum = log_z.cumsum(dim=1)                                           # L_t = sum_{j<=t} log z_j
+    log_z = zd.clamp_min(tiny).log()         # (B, T, H)
+    cum = log_z.cumsum(dim=1)                # L_t = sum_{j<=t} log z_j
     # prod_{j=k+1..t} z_j = exp(L_t - L_k) for k <= t: rows t, columns k.
-    keep = (cum[:, :, None, :] - cum[:, None, :, :]).clamp_max(0.0).exp()  # (B, T, T, H)
+    log_keep = cum[:, :, None, :] - cum[:, None, :, :]  # (B, T, T, H)
+    keep = log_keep.clamp_max(0.0).exp()
     T = z.shape[1]
     causal = causal_mask(T, device=z.device)  # (T, T), True where k <= t
-    weights = torch.where(causal[None, :, :, None], keep * (1 - zd)[:, None, :, :], 0.0)
-    initial = cum.exp()                                                 # (B, T, H)
+    w = keep * (1 - zd)[:, None, :, :]       # (B, T, T, H)
+    weights = torch.where(causal[None, :, :, None], w, 0.0)
+    initial = cum.exp()                      # (B, T, H)
     return weights.to(z.dtype), initial.to(z.dtype)
 
 

@@ -91,9 +91,9 @@ def test_init_keep_bias_lstm_sets_forget_and_input(device):
 
 
 def test_init_keep_bias_rejects_other_layers():
-    with pytest.raises(ValueError, match="GRU or LSTM"):
+    with pytest.raises(TypeError, match="GRU or LSTM"):
         init_keep_bias(RNN(2, 3))
-    with pytest.raises(ValueError, match="GRU or LSTM"):
+    with pytest.raises(TypeError, match="GRU or LSTM"):
         init_keep_bias(nn.GRU(2, 3))
     with pytest.raises(ValueError, match="no biases"):
         init_keep_bias(GRU(2, 3, bias=False))
