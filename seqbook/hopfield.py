@@ -39,10 +39,12 @@ from .attention import scaled_dot_product_attention
 from .checks import (
     autocast_enabled,
     check_finite,
+    check_flag,
     check_float_tensor,
     check_int,
     check_number,
     check_tensor,
+    checked,
     has_values,
     shape_of,
 )
@@ -153,8 +155,12 @@ def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]
     return [int(i) for i in order]
 
 
-def _sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """sign(h), except that h == 0 keeps the old value (so states stay in {-1, +1})."""
+def sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """sign(h), except that h == 0 keeps the old value (so states stay in {-1, +1}).
+
+    Shape:
+        h, old: the same shape -> that shape, in ``old``'s dtype
+    """
     return torch.where(h > 0, 1.0, torch.where(h < 0, -1.0, old)).to(old.dtype)
 
 
@@ -209,7 +215,7 @@ def energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
 def _update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     Wp, statep = _promoted(W, state)
     h = (Wp @ statep.unsqueeze(-1)).squeeze(-1)  # (..., N) local fields
-    return _sign_keep(h, state)
+    return sign_keep(h, state)
 
 
 def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -231,7 +237,7 @@ def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch
     state = state.clone()
     for i in order:
         h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
-        state[..., i] = _sign_keep(h, state[..., i])
+        state[..., i] = sign_keep(h, state[..., i])
     return state
 
 
@@ -334,8 +340,12 @@ def _check_F_range(F, P: int, N: int, dtype: torch.dtype) -> None:
         )
 
 
-def _sum_F(overlaps: torch.Tensor, F) -> torch.Tensor:
-    """sum_mu F(overlap_mu) over the last dim, for F(z) = z^n; for 'exp' its logarithm (lse)."""
+def sum_F(overlaps: torch.Tensor, F) -> torch.Tensor:
+    """sum_mu F(overlap_mu) over the last dim, for F(z) = z^n; for 'exp' its logarithm (lse).
+
+    Shape:
+        overlaps: (..., P) -> (...)
+    """
     if F == "exp":
         return torch.logsumexp(overlaps, dim=-1)
     return overlaps.pow(F).sum(-1)
@@ -383,9 +393,9 @@ def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch
     X = patterns.to(state.dtype).T  # (N, P)
     # overlap of every pattern with xi when bit l is left out, for every l: (..., N, P)
     rest = (state @ X).unsqueeze(-2) - X * state.unsqueeze(-1)
-    plus = _sum_F(rest + X, F)  # (..., N)  -E(xi^(l+)), or its log for exp
-    minus = _sum_F(rest - X, F)  # (..., N)  -E(xi^(l-))
-    return _sign_keep(plus - minus, state)
+    plus = sum_F(rest + X, F)  # (..., N)  -E(xi^(l+)), or its log for exp
+    minus = sum_F(rest - X, F)  # (..., N)  -E(xi^(l-))
+    return sign_keep(plus - minus, state)
 
 
 def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator) -> tuple:
@@ -399,8 +409,10 @@ def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator
     return F, N
 
 
-def dense_async_sweep(patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]) -> torch.Tensor:
-    """One asynchronous sweep of the dense network, without input checks: the loop of
+def dense_async_sweep(
+    patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]
+) -> torch.Tensor:
+    """One asynchronous sweep of the dense network, unchecked: the loop of
     :func:`dense_update_async`, which checks its arguments and draws the order first."""
     patterns = patterns.to(state.dtype)
     state = state.clone()
@@ -408,8 +420,9 @@ def dense_async_sweep(patterns: torch.Tensor, state: torch.Tensor, F, order: lis
     for i in order:
         x_i = patterns[:, i]  # (P,)
         rest = overlaps - x_i * state[..., i : i + 1]  # (..., P) overlaps without bit i
-        diff = _sum_F(rest + x_i, F) - _sum_F(rest - x_i, F)  # (...)  -E(xi^(i+)) + E(xi^(i-))
-        new = _sign_keep(diff, state[..., i])
+        # E(xi with bit i = -1) - E(xi with bit i = +1): which sign lowers the energy
+        diff = sum_F(rest + x_i, F) - sum_F(rest - x_i, F)  # (...)
+        new = sign_keep(diff, state[..., i])
         overlaps = rest + x_i * new.unsqueeze(-1)
         state[..., i] = new
     return state
@@ -508,6 +521,22 @@ def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) 
     return -lse + 0.5 * (state * state).sum(-1) + math.log(P) / beta + 0.5 * M**2
 
 
+def _check_retrieve(patterns, queries, beta, steps=1, return_weights=False) -> None:
+    _check_beta(beta)
+    check_int("steps", steps, 1)
+    check_flag("return_weights", return_weights)
+    check_float_tensor("patterns", patterns, nonempty=False)
+    if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0 or patterns.shape[-1] == 0:
+        raise ValueError(
+            f"patterns must have shape (P, d) or (B, P, d) with P, d >= 1, got {tuple(patterns.shape)}"
+        )
+    check_finite("patterns", patterns)
+    _check_state(queries, patterns.shape[-1], binary=False, name="queries")
+    xi = queries.unsqueeze(0) if queries.dim() == 1 else queries  # (..., Q, d)
+    _check_batch("queries", xi.shape[:-2], "patterns", patterns.shape[:-2])
+
+
+@checked(_check_retrieve)
 def retrieve(
     patterns: torch.Tensor,
     queries: torch.Tensor,
@@ -515,48 +544,36 @@ def retrieve(
     steps: int = 1,
     return_weights: bool = False,
 ):
-    """Continuous Hopfield retrieval, eq. (7.9) of the book, applied ``steps`` times to every query:
+    """Continuous Hopfield retrieval, eq. (7.9), applied ``steps`` times to every query:
 
         xi <- X softmax(beta X^T xi),   i.e. in rows:  xi <- softmax(beta xi X^T) X.
 
     That is scaled dot-product attention with the stored patterns as keys and values and
-    ``scale = beta``, so this calls :func:`seqbook.attention.scaled_dot_product_attention`.
+    ``scale = beta``: :func:`seqbook.attention.scaled_dot_product_attention`.
 
     Args:
-        patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element; P, d >= 1,
-            finite.
-        queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a single (d,) query is also
-            accepted and gives (d,), or (B, d) with a (B, P, d) memory.
-            Leading dims broadcast against the patterns'; finite. An empty batch (Q = 0 or B = 0)
-            gives an empty result.
-        beta: inverse temperature, a finite number > 0; small beta averages, large beta picks the
-            closest pattern.
-        steps: number of updates, an int >= 1 (one usually suffices for well-separated patterns).
+        patterns: (P, d) stored patterns, or (B, P, d) one memory per batch element;
+            P, d >= 1, finite.
+        queries: (Q, d), or (B, Q, d) with a (B, P, d) memory; a single (d,) query is
+            also accepted and gives (d,), or (B, d) with a (B, P, d) memory. Leading
+            dims broadcast against the patterns'; finite. An empty batch gives an empty
+            result.
+        beta: inverse temperature, a finite number > 0; small beta averages, large beta
+            picks the closest pattern.
+        steps: number of updates, an int >= 1 (one usually suffices).
         return_weights: also return the softmax weights of the last step.
 
     Returns:
-        The updated queries (like ``queries``, in the promoted dtype of patterns and queries), and
-        with ``return_weights`` the weights (..., Q, P).
+        The updated queries (like ``queries``, in the promoted dtype of patterns and
+        queries), and with ``return_weights`` the weights (..., Q, P).
     """
-    _check_beta(beta)
-    steps = check_int("steps", steps, 1)
-    if not isinstance(return_weights, bool):
-        raise TypeError(f"return_weights must be a bool, got {type(return_weights).__name__}")
-    check_float_tensor("patterns", patterns, nonempty=False)
-    if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0 or patterns.shape[-1] == 0:
-        raise ValueError(
-            f"patterns must have shape (P, d) or (B, P, d) with P, d >= 1, got {tuple(patterns.shape)}"
-        )
-    check_finite("patterns", patterns)
-    d = patterns.shape[-1]
-    _check_state(queries, d, binary=False, name="queries")
     single = queries.dim() == 1
     xi = queries.unsqueeze(0) if single else queries  # (..., Q, d)
-    _check_batch("queries", xi.shape[:-2], "patterns", patterns.shape[:-2])
-    patterns, xi = _promoted(patterns, xi)
+    dtype = torch.promote_types(patterns.dtype, xi.dtype)
+    patterns, xi = patterns.to(dtype), xi.to(dtype)
     for _ in range(steps):
         xi, weights = scaled_dot_product_attention(xi, patterns, patterns, scale=beta)
-    if single:  # (..., 1, d) -> (..., d): the query's own axis goes, a memory's batch stays
+    if single:  # (..., 1, d) -> (..., d): the query's axis goes, a memory's batch stays
         xi, weights = xi.squeeze(-2), weights.squeeze(-2)
     return (xi, weights) if return_weights else xi
 
