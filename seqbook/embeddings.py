@@ -52,11 +52,12 @@ def _check_patchify(images: torch.Tensor, patch: int) -> None:
 
 @checked(_check_patchify)
 def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
-    """Cut images into non-overlapping ``patch x patch`` squares; flatten each to a vector.
+    """Cut images into non-overlapping ``patch x patch`` squares, each a flat vector.
 
-    Patches are numbered row by row (left to right, then top to bottom). Inside a patch
-    the values are ordered (channel, row, column), the order of a ``Conv2d`` weight, so a
-    linear map of the patches equals a convolution with ``kernel_size = stride = patch``.
+    Patches are numbered row by row (left to right, then top to bottom). Inside a
+    patch the values are ordered (channel, row, column), the order of a ``Conv2d``
+    weight, so a linear map of the patches equals a convolution with
+    ``kernel_size = stride = patch``.
 
     Shape:
         - images: (B, H, W) or (B, C, H, W)

@@ -47,6 +47,7 @@ from .checks import (
     check_like,
     check_number,
     check_tensor,
+    checked,
 )
 from .data import ATOM_FEATURES, BOND_FEATURES, load_solubility
 from .utils import seed_everything
@@ -277,16 +278,19 @@ def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = N
     return x.to(device) if device is not None else x
 
 
-def fhrr_similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
-    """Eqn. 1 without input checks: :func:`similarity` calls it once its arguments are checked, and
-    the layers call it directly. The ``fhrr_*`` functions are the formulas on angles; use the
-    checked ones unless your code has validated its tensors itself."""
+def fhrr_similarity(
+    a: torch.Tensor, b: torch.Tensor, pairwise: bool = False
+) -> torch.Tensor:
+    """Eqn. 1 without input checks: :func:`similarity` calls it once its arguments are
+    checked, and the layers call it directly. The ``fhrr_*`` functions are the formulas on
+    angles; use the checked ones unless your code has validated its tensors itself."""
     if not pairwise:
         return torch.cos(math.pi * (a - b)).mean(-1)
-    # cos(x - y) = cos x cos y + sin x sin y: two matrix products instead of an (M, N, D) tensor.
+    # cos(x - y) = cos x cos y + sin x sin y: two matrix products, no (M, N, D) tensor
     ca, sa = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, D)
     cb, sb = torch.cos(math.pi * b), torch.sin(math.pi * b)  # (..., N, D)
-    return (ca @ cb.transpose(-2, -1) + sa @ sb.transpose(-2, -1)) / a.shape[-1]  # (..., M, N)
+    dots = ca @ cb.transpose(-2, -1) + sa @ sb.transpose(-2, -1)  # (..., M, N)
+    return dots / a.shape[-1]
 
 
 def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
@@ -348,7 +352,9 @@ def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     return fhrr_bundle(symbols, dim)
 
 
-def fhrr_bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
+def fhrr_bind(
+    a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0
+) -> torch.Tensor:
     """Eqn. 3 without input checks (see :func:`bind`)."""
     return torch.remainder(a + power * b + 1.0, 2.0) - 1.0
 
@@ -424,9 +430,11 @@ def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def fhrr_generalized_bundle(a, w_r=None, w_p=None, bias_real=None, bias_imag=None) -> torch.Tensor:
+def fhrr_generalized_bundle(
+    a, w_r=None, w_p=None, bias_real=None, bias_imag=None
+) -> torch.Tensor:
     """Eqn. 4 without input checks (see :func:`generalized_bundle`)."""
-    re, im = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, N) each: exp(i pi A)
+    re, im = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, N): exp(i pi A)
     if w_r is not None:
         re, im = w_r @ re, w_r @ im  # (..., R, N): mix the symbols of the set
     if w_p is not None:
@@ -626,7 +634,8 @@ class ResidualBlock(nn.Module):
 
 def fhrr_attention(q, k, v, mask=None):
     """Eqn. 6 without input checks (see :func:`vsa_attention`)."""
-    scores = fhrr_similarity(q, k, pairwise=True)  # (..., Tq, Tk), in [-1, 1]: no scaling, no softmax
+    # (..., Tq, Tk) in [-1, 1]: no scaling, no softmax
+    scores = fhrr_similarity(q, k, pairwise=True)
     if mask is not None:
         scores = scores.masked_fill(~mask, 0.0)  # a masked key contributes nothing
     re = scores @ torch.cos(math.pi * v)  # (..., Tq, Dv): Re(sim(Q, K) exp(i pi V))
@@ -659,7 +668,7 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     target = _check_qkv(q, k, v, _check_symbols)
     if mask is not None:
         _check_mask(mask, target, "(..., Tq, Tk)")
-    return _vsa_attention_fast(q, k, v, mask) if fast else fhrr_attention(q, k, v, mask)
+    return fhrr_attention_fast(q, k, v, mask) if fast else fhrr_attention(q, k, v, mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -855,9 +864,16 @@ def _vsa_attention_phasor(q, k, v, mask=None):
     return torch.view_as_complex(out.unflatten(-1, (-1, 2))), scores
 
 
-def _vsa_attention_fast(q, k, v, mask=None):
-    # Eqn. 6 with every phasor kept as its (cos, sin) pair: one cosine and one sine per input, none in
-    # the backward pass, and the products of vsa_attention_phasor written with real matrices.
+def fhrr_attention_fast(q, k, v, mask=None):
+    """Eqn. 6 without input checks, on the phasor fast path (the same values as
+    :func:`fhrr_attention`): every phasor kept as its (cos, sin) pair, one cosine and one sine
+    per input and none in the backward pass, the products of :func:`vsa_attention_phasor`
+    written with real matrices.
+
+    Shape:
+        q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv), mask: bool (..., Tq, Tk)
+        -> ``(output, scores)``: (..., Tq, Dv) angles and (..., Tq, Tk)
+    """
     (cq, sq), (ck, sk), (cv, sv) = _cos_sin(q), _cos_sin(k), _cos_sin(v)  # (..., T, D) each
     scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1]  # (..., Tq, Tk)
     if mask is not None:
@@ -923,15 +939,14 @@ class SelfAttentionBlock(nn.Module):
         self.value = PhasorLinear(embed_dim, embed_dim)
         self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
-    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        _check_block_input(self, x, mask, num_queries=None)  # forward, shown in chapter 8, stays short
-        return super().__call__(x, mask)
+    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        _check_block_input(self, x, mask, num_queries=None)
 
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
-        attend = _vsa_attention_fast if self.fast else fhrr_attention
-        a, scores = attend(self.query(x), self.key(x), self.value(x), mask)  # (B, T, D), (B, T, T)
+        attend = fhrr_attention_fast if self.fast else fhrr_attention
+        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, D) each
+        a, scores = attend(q, k, v, mask)  # (B, T, D), (B, T, T)
         h = fhrr_bind(x, a)  # first skip
         return self.residual(h), scores  # bind(h, MLP(h)): second skip
 
@@ -965,15 +980,13 @@ class CrossAttentionBlock(nn.Module):
         self.key, self.value = PhasorLinear(embed_dim, embed_dim), PhasorLinear(embed_dim, embed_dim)
         self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
-    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        _check_block_input(self, x, mask, num_queries=self.queries.shape[0])  # forward stays short
-        return super().__call__(x, mask)
+    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        _check_block_input(self, x, mask, num_queries=self.queries.shape[0])
 
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x must have shape (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         q = self.queries.expand(x.shape[0], -1, -1)  # (B, Q, D)
-        attend = _vsa_attention_fast if self.fast else fhrr_attention
+        attend = fhrr_attention_fast if self.fast else fhrr_attention
         a, scores = attend(q, self.key(x), self.value(x), mask)  # (B, Q, D), (B, Q, T)
         h = fhrr_bind(q, a)  # first skip: onto the queries
         return self.residual(h), scores
@@ -1141,10 +1154,10 @@ class VSAAttentionClassifier(nn.Module):
         self.reduce = PhasorLinear(tokens * embed_dim, embed_dim)
         self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
 
-    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        self._check_input(x, mask)  # forward, shown in chapter 8, stays short
-        return super().__call__(x, mask)
+    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        self._check_input(x, mask)
 
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if self.embed is not None:
             x = self.embed(x)  # (B, rows, cols) images -> (B, rows, D) symbols
@@ -1196,14 +1209,8 @@ class MoleculeEncoder(nn.Module):
         self.bond = SymbolProjection(bond_features, embed_dim)
         self.register_buffer("position_base", random_symbols(1, embed_dim)[0])
 
-    def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
-        a = self.atom(atoms)  # (A, D)
-        edges = fhrr_bind(fhrr_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
-        t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
-        position = _wrap(t[:, None] * self.position_base)  # (E, D): base ** t
-        return fhrr_bundle(torch.stack([edges, position]), dim=0)  # (E, D)
-
-    def __call__(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor):
+    def _check_forward(self, atoms: torch.Tensor, bonds: torch.Tensor,
+                       bond_features: torch.Tensor) -> None:
         _check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
         _check_module_input("bond_features", bond_features, self.position_base,
                             f"(E, {self.bond.in_features})", 2)
@@ -1213,7 +1220,14 @@ class MoleculeEncoder(nn.Module):
         if bond_features.shape != (len(bonds), self.bond.in_features):
             raise ValueError(f"bond_features must have shape (E, {self.bond.in_features}) with E = "
                              f"{len(bonds)} bonds, got {tuple(bond_features.shape)}")
-        return super().__call__(atoms, bonds, bond_features)
+
+    @checked(_check_forward)
+    def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
+        a = self.atom(atoms)  # (A, D)
+        edges = fhrr_bind(fhrr_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
+        t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
+        position = _wrap(t[:, None] * self.position_base)  # (E, D): base ** t
+        return fhrr_bundle(torch.stack([edges, position]), dim=0)  # (E, D)
 
     @torch.no_grad()
     def encode(self, molecules, max_bonds: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
