@@ -22,6 +22,7 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -31,6 +32,7 @@ __all__ = [
     "check_lm_chunks",
     "check_positive_int",
     "check_flag",
+    "check_generator",
     "check_same_dtype",
     "shape_of",
     "has_values",
@@ -260,19 +262,23 @@ def autocast_enabled(x: torch.Tensor) -> bool:
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> int:
-    """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
+    """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int: the package's one
+    size check (``check_int`` with a lower bound)."""
+    return check_int(name, value, minimum)
 
 
 def check_flag(name: str, value) -> bool:
-    """A flag: exactly ``True`` or ``False`` (not 0, 1 or None)."""
-    if not isinstance(value, bool):
+    """A flag: ``True`` or ``False`` (NumPy's bools too), not 0, 1, None or a string: the
+    package's one flag check. Returns a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
+    return bool(value)
+
+
+def check_generator(name: str, generator) -> None:
+    """``generator`` is None or a ``torch.Generator``."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"{name} must be a torch.Generator or None, got {type(generator).__name__}")
 
 
 def check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:

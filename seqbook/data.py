@@ -41,7 +41,15 @@ import numpy as np
 import pooch
 import torch
 
-from .checks import INTEGER_DTYPES, check_ids, check_int, check_number, has_values
+from .checks import (
+    INTEGER_DTYPES,
+    check_flag,
+    check_generator,
+    check_ids,
+    check_int,
+    check_number,
+    has_values,
+)
 
 __all__ = [
     "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch", "PAD", "UNK", "SOS",
@@ -57,12 +65,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Small argument checks of this module.
 # ---------------------------------------------------------------------------------------------
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 def _check_str(name: str, value) -> str:
@@ -194,7 +196,7 @@ def fetch(remote: RemoteFile, download: bool = True) -> Path:
     """
     if not isinstance(remote, RemoteFile):
         raise TypeError(f"remote must be a RemoteFile, got {type(remote).__name__}")
-    download = _check_bool("download", download)
+    download = check_flag("download", download)
     candidates = _local_candidates(remote)
     bad = []
     for path in candidates:
@@ -314,7 +316,7 @@ class Vocab:
         vocabulary has a token longer than one character, a string is refused (pass a list of
         tokens, e.g. ``tokenize_words(text)``).
         """
-        add_sos, add_eos = _check_bool("add_sos", add_sos), _check_bool("add_eos", add_eos)
+        add_sos, add_eos = check_flag("add_sos", add_sos), check_flag("add_eos", add_eos)
         if isinstance(tokens, str):
             longer = next((t for t in self.itos[len(RESERVED):] if len(t) > 1), None)
             if longer is not None:
@@ -338,7 +340,7 @@ class Vocab:
 
         ``ids`` is a 1-D integer tensor or array, or an iterable of ints (0-d integer tensors too).
         """
-        strip_special = _check_bool("strip_special", strip_special)
+        strip_special = check_flag("strip_special", strip_special)
         if isinstance(ids, (torch.Tensor, np.ndarray)):
             if ids.ndim != 1:
                 raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
@@ -693,7 +695,7 @@ def load_fashion_mnist(split: str = "train", download: bool = True) -> tuple[tor
     """
     if not isinstance(split, str) or split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    download = _check_bool("download", download)
+    download = check_flag("download", download)
     images_path = fetch(FASHION_MNIST[f"{split}-images"], download=download)
     labels_path = fetch(FASHION_MNIST[f"{split}-labels"], download=download)
     images, labels = _read_idx(images_path, "images"), _read_idx(labels_path, "labels")
@@ -801,7 +803,7 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
     """
     if not isinstance(split, str) or split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    download = _check_bool("download", download)
+    download = check_flag("download", download)
     try:
         from rdkit import Chem, RDLogger
     except ImportError:
@@ -919,11 +921,6 @@ def _check_sizes(**sizes: int) -> list[int]:
     return [check_int(name, value, 1) for name, value in sizes.items()]
 
 
-def _check_generator(generator) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-
-
 def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int = 8,
                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Recall the first token: a signal symbol, then ``length - 1`` noise symbols; the target is
@@ -938,7 +935,7 @@ def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int =
     """
     n, length, num_symbols, num_noise = _check_sizes(n=n, length=length, num_symbols=num_symbols,
                                                      num_noise=num_noise)
-    _check_generator(generator)
+    check_generator("generator", generator)
     target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
     ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
     ids[:, 0] = target                                                               # (n, T)
@@ -957,7 +954,7 @@ def adding_problem(n: int, length: int, generator: torch.Generator | None = None
         ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
     """
     n, length = _check_sizes(n=n, length=length)
-    _check_generator(generator)
+    check_generator("generator", generator)
     if length < 2:
         raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
     values = torch.rand(n, length, generator=generator)                              # (n, T)

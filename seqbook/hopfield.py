@@ -41,8 +41,10 @@ from .checks import (
     check_finite,
     check_flag,
     check_float_tensor,
+    check_generator,
     check_int,
     check_number,
+    check_positive_int,
     check_tensor,
     checked,
     has_values,
@@ -128,11 +130,6 @@ def _promoted(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     """``a`` and ``b`` in their promoted float dtype (unchanged when they already agree)."""
     dtype = torch.promote_types(a.dtype, b.dtype)
     return a.to(dtype), b.to(dtype)
-
-
-def _check_generator(generator) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
 def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]:
@@ -267,7 +264,7 @@ def update_async(
     N = _check_weights(W)
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
-    _check_generator(generator)
+    check_generator("generator", generator)
     return async_sweep(W, state, _update_order(order, N, generator))
 
 
@@ -298,7 +295,7 @@ def recall(
     N = _check_weights(W)
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
-    _check_generator(generator)
+    check_generator("generator", generator)
     energies = [_energy(W, state)]
     for _ in range(max_sweeps):
         if mode == "async":
@@ -405,7 +402,7 @@ def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator
     P, N = patterns.shape
     _check_state(state, N, binary=True)
     _check_F_range(F, P, N, state.dtype)
-    _check_generator(generator)
+    check_generator("generator", generator)
     return F, N
 
 
@@ -599,12 +596,7 @@ def _check_dim(name: str, value, default: int | None = None) -> int:
     """A layer size: an int >= 1, or None for ``default``."""
     if value is None and default is not None:
         return default
-    return check_int(name, value, 1)
-
-
-def _check_bias(bias) -> None:
-    if not isinstance(bias, bool):
-        raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
+    return check_positive_int(name, value)
 
 
 def _stored_mask(mask: torch.Tensor | None, B: int, S: int) -> torch.Tensor | None:
@@ -672,7 +664,7 @@ class Hopfield(nn.Module):
         key_dim = _check_dim("key_dim", key_dim, state_dim)
         value_dim = _check_dim("value_dim", value_dim, key_dim)
         steps = check_int("steps", steps, 1)
-        _check_bias(bias)
+        check_flag("bias", bias)
         self.state_dim, self.stored_dim = state_dim, stored_dim
         self.beta = _layer_beta(beta, key_dim)
         self.steps = steps
@@ -726,7 +718,7 @@ class HopfieldPooling(nn.Module):
         key_dim = _check_dim("key_dim", key_dim, input_dim)
         value_dim = _check_dim("value_dim", value_dim, key_dim)
         num_queries = check_int("num_queries", num_queries, 1)
-        _check_bias(bias)
+        check_flag("bias", bias)
         self.input_dim = input_dim
         self.beta = _layer_beta(beta, key_dim)
         self.query = nn.Parameter(torch.randn(num_queries, key_dim))  # learned Q = R W_Q, (L, d_k)
@@ -771,7 +763,7 @@ class HopfieldLayer(nn.Module):
         num_stored = check_int("num_stored", num_stored, 1)
         key_dim = _check_dim("key_dim", key_dim, input_dim)
         value_dim = _check_dim("value_dim", value_dim, key_dim)
-        _check_bias(bias)
+        check_flag("bias", bias)
         self.input_dim = input_dim
         self.beta = _layer_beta(beta, key_dim)
         self.w_q = nn.Linear(input_dim, key_dim, bias=bias)

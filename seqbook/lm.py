@@ -29,6 +29,7 @@ from torch import nn
 
 from .checks import (
     check_float_tensor,
+    check_generator,
     check_ids,
     check_int,
     check_lm_chunks,
@@ -71,11 +72,6 @@ def detach_state(state):
     if not isinstance(state, torch.Tensor):
         raise TypeError(f"state must be a tensor, a pair of tensors or None, got {type(state).__name__}")
     return state.detach()
-
-
-def _check_generator(generator) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
 
 def _check_vocab(vocab, model) -> None:
@@ -218,7 +214,7 @@ def check_sampling(vocab_size: int, temperature: float = 1.0, top_k: int | None 
     temperature = check_number("temperature", temperature, low=0.0)
     if top_k is not None:
         top_k = check_int("top_k", top_k, minimum=1)
-    _check_generator(generator)
+    check_generator("generator", generator)
     return temperature, top_k, _check_forbid(forbid, vocab_size)
 
 
@@ -380,6 +376,14 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
     device = next(model.parameters()).device
     ids = torch.tensor([vocab.encode(list(prefix))], device=device)  # (1, T)
     logits, state = model(ids)
+    if state is None:  # e.g. a GPT, whose forward returns (logits, loss): no state to carry
+        model.train(was_training)
+        raise TypeError(
+            f"model must carry a state from step to step (model(ids, state) -> (logits, state)), "
+            f"but {type(model).__name__} returned None for it; a model that reads its whole "
+            "context at every step, such as seqbook.transformer.GPT, generates with its own "
+            "GPT.generate"
+        )
     if logits.shape[-1] != len(vocab):
         raise ValueError(f"vocab must have one token per logit of the model, {logits.shape[-1]}, "
                          f"got {len(vocab)}")

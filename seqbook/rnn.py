@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -38,8 +37,8 @@ from torch import nn
 from .checks import (
     check_flag,
     check_ids,
-    check_int,
     check_like,
+    check_positive_int,
     check_probability,
     check_tensor,
     checked,
@@ -47,17 +46,6 @@ from .checks import (
 )
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell", "RNN", "GRU", "LSTM", "SequenceClassifier"]
-
-
-def _check_positive(name: str, value) -> int:
-    """A size: a Python or NumPy int >= 1 (not bool); returns it as an int."""
-    return check_int(name, value, 1)
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,10 +64,10 @@ class RecurrentCell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, fast: bool = False):
         super().__init__()
-        input_size = _check_positive("input_size", input_size)
-        hidden_size = _check_positive("hidden_size", hidden_size)
-        bias = _check_bool("bias", bias)
-        self.fast = _check_bool("fast", fast)
+        input_size = check_positive_int("input_size", input_size)
+        hidden_size = check_positive_int("hidden_size", hidden_size)
+        bias = check_flag("bias", bias)
+        self.fast = check_flag("fast", fast)
         self.input_size, self.hidden_size = input_size, hidden_size
         G = self.gates * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(G, input_size))
@@ -273,13 +261,13 @@ class _RecurrentLayer(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  dropout: float = 0.0, bidirectional: bool = False, fast: bool = False, **cell_kwargs):
         super().__init__()
-        input_size = _check_positive("input_size", input_size)
-        hidden_size = _check_positive("hidden_size", hidden_size)
-        num_layers = _check_positive("num_layers", num_layers)
+        input_size = check_positive_int("input_size", input_size)
+        hidden_size = check_positive_int("hidden_size", hidden_size)
+        num_layers = check_positive_int("num_layers", num_layers)
         dropout = check_probability("dropout", dropout)
-        bias = _check_bool("bias", bias)
-        bidirectional = _check_bool("bidirectional", bidirectional)
-        fast = _check_bool("fast", fast)
+        bias = check_flag("bias", bias)
+        bidirectional = check_flag("bidirectional", bidirectional)
+        fast = check_flag("fast", fast)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.dropout, self.bidirectional = bias, float(dropout), bool(bidirectional)
         self.num_directions = D = 2 if bidirectional else 1
@@ -412,7 +400,7 @@ class _RecurrentLayer(nn.Module):
         Our layers are batch-first; ``m`` may have either ``batch_first`` (it does not change the
         weights). The copy sits on ``m``'s device and dtype.
         """
-        ours = cls(**cls._kwargs_from_torch(m), fast=_check_bool("fast", fast))
+        ours = cls(**cls._kwargs_from_torch(m), fast=check_flag("fast", fast))
         ref = next(m.parameters())
         ours.to(device=ref.device, dtype=ref.dtype)
         with torch.no_grad():
@@ -609,9 +597,9 @@ class SequenceClassifier(nn.Module):
             raise ValueError(f"cell must be one of {sorted(layers)}, got {cell!r}")
         if pooling not in ("last", "mean"):
             raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
-        self.vocab_size = _check_positive("vocab_size", vocab_size)
-        num_classes = _check_positive("num_classes", num_classes)
-        embed_dim = _check_positive("embed_dim", embed_dim)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        num_classes = check_positive_int("num_classes", num_classes)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
         self.pooling = pooling
         self.embed = nn.Embedding(vocab_size, embed_dim)
         self.rnn = layers[cell](embed_dim, hidden_size, num_layers=num_layers, dropout=dropout,

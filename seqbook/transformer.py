@@ -34,7 +34,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -91,10 +90,7 @@ def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tenso
 
 
 def _check_positional_encoding(max_len: int, embed_dim: int, base: float = 10000.0) -> None:
-    if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer):
-        raise TypeError(f"max_len must be a positive integer, got {type(max_len).__name__} {max_len!r}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be a positive integer, got {max_len}")
+    check_positive_int("max_len", max_len)
     _check_even_dim(embed_dim)
     _check_base(base)
 

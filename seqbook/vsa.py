@@ -46,6 +46,7 @@ from .checks import (
     check_int,
     check_like,
     check_number,
+    check_positive_int,
     check_tensor,
     checked,
 )
@@ -176,17 +177,8 @@ def _check_mask(mask, target: tuple[int, ...], names: str) -> None:
         raise ValueError(f"mask must broadcast to {names} = {tuple(target)}, got {tuple(mask.shape)}")
 
 
-def _check_size(name: str, value, minimum: int = 1) -> int:
-    """A size: an int (NumPy ints too) >= ``minimum``, returned as a Python int."""
-    value = check_int(name, value, minimum=None)
-    if value < minimum:
-        raise ValueError(f"{name} must be a positive int, got {value}" if minimum == 1
-                         else f"{name} must be an int >= {minimum}, got {value}")
-    return value
-
-
 def _check_optional_size(name: str, value) -> int | None:
-    return None if value is None else _check_size(name, value)
+    return None if value is None else check_positive_int(name, value)
 
 
 def _check_module_input(name: str, x, like: torch.Tensor, shape: str, min_dim: int = 1) -> None:
@@ -261,7 +253,8 @@ def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = N
     Shape:
         Output: (n, embed_dim).
     """
-    n, embed_dim = _check_size("n", n), _check_size("embed_dim", embed_dim)
+    n = check_positive_int("n", n)
+    embed_dim = check_positive_int("embed_dim", embed_dim)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
@@ -526,8 +519,8 @@ class PhasorLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
                  init_scale: float = 1.0):
         super().__init__()
-        in_features = _check_size("in_features", in_features)
-        out_features = _check_size("out_features", out_features)
+        in_features = check_positive_int("in_features", in_features)
+        out_features = check_positive_int("out_features", out_features)
         check_flag("bias", bias)
         if isinstance(bias_init, torch.Tensor) and bias_init.numel() == 1:
             bias_init = bias_init.item()
@@ -585,7 +578,7 @@ class PhasorMLP(nn.Module):
 
     def __init__(self, embed_dim: int, d_ff: int | None = None, out_scale: float = 1.0):
         super().__init__()
-        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         check_number("out_scale", out_scale, low=0.0)
         d_ff = d_ff or 2 * embed_dim
         self.fc1 = PhasorLinear(embed_dim, d_ff)
@@ -616,7 +609,7 @@ class ResidualBlock(nn.Module):
 
     def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
         super().__init__()
-        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
         self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
@@ -932,7 +925,7 @@ class SelfAttentionBlock(nn.Module):
 
     def __init__(self, embed_dim: int, d_ff: int | None = None, fast: bool = False):
         super().__init__()
-        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
         self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
         self.query = PhasorLinear(embed_dim, embed_dim)
         self.key = PhasorLinear(embed_dim, embed_dim)
@@ -973,8 +966,8 @@ class CrossAttentionBlock(nn.Module):
 
     def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None, fast: bool = False):
         super().__init__()
-        embed_dim, d_ff = _check_size("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        num_queries = _check_size("num_queries", num_queries)
+        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+        num_queries = check_positive_int("num_queries", num_queries)
         self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
         self.queries = nn.Parameter(random_symbols(num_queries, embed_dim))  # inducing points
         self.key, self.value = PhasorLinear(embed_dim, embed_dim), PhasorLinear(embed_dim, embed_dim)
@@ -1012,7 +1005,8 @@ class SymbolProjection(nn.Module):
 
     def __init__(self, in_features: int, embed_dim: int, sigma: float = 3.0):
         super().__init__()
-        in_features, embed_dim = _check_size("in_features", in_features), _check_size("embed_dim", embed_dim)
+        in_features = check_positive_int("in_features", in_features)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
         check_number("sigma", sigma, low=0.0, low_open=True)
         self.in_features, self.sigma = in_features, sigma
         self.register_buffer("projection", torch.randn(in_features, embed_dim))
@@ -1040,7 +1034,8 @@ class Codebook(nn.Module):
 
     def __init__(self, num_classes: int, embed_dim: int, sparsity: float = 0.0):
         super().__init__()
-        num_classes, embed_dim = _check_size("num_classes", num_classes), _check_size("embed_dim", embed_dim)
+        num_classes = check_positive_int("num_classes", num_classes)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
         check_number("sparsity", sparsity, low=0.0, high=1.0, high_open=True)
         codes = random_symbols(num_classes, embed_dim)
         if sparsity > 0:
@@ -1091,9 +1086,10 @@ class VSAResNet(nn.Module):
                  num_classes: int = 10, d_ff: int | None = None, out_scale: float = 0.25,
                  codebook_sparsity: float = 0.0):
         super().__init__()
-        embed_dim, in_features = _check_size("embed_dim", embed_dim), _check_size("in_features", in_features)
-        num_layers = _check_size("num_layers", num_layers, minimum=0)
-        num_classes, d_ff = _check_size("num_classes", num_classes), _check_optional_size("d_ff", d_ff)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        in_features = check_positive_int("in_features", in_features)
+        num_layers = check_positive_int("num_layers", num_layers, minimum=0)
+        num_classes, d_ff = check_positive_int("num_classes", num_classes), _check_optional_size("d_ff", d_ff)
         check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
         self.embed = SymbolProjection(in_features, embed_dim)
@@ -1139,9 +1135,10 @@ class VSAAttentionClassifier(nn.Module):
         super().__init__()
         if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
-        embed_dim, num_queries = _check_size("embed_dim", embed_dim), _check_size("num_queries", num_queries)
-        rows, cols = _check_size("rows", rows), _check_optional_size("cols", cols)
-        num_classes = _check_size("num_classes", num_classes)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        num_queries = check_positive_int("num_queries", num_queries)
+        rows, cols = check_positive_int("rows", rows), _check_optional_size("cols", cols)
+        num_classes = check_positive_int("num_classes", num_classes)
         d_ff = _check_optional_size("d_ff", d_ff)
         self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
         self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
@@ -1202,9 +1199,9 @@ class MoleculeEncoder(nn.Module):
 
     def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
         super().__init__()
-        atom_features = _check_size("atom_features", atom_features)
-        bond_features = _check_size("bond_features", bond_features)
-        self.embed_dim = _check_size("embed_dim", embed_dim)
+        atom_features = check_positive_int("atom_features", atom_features)
+        bond_features = check_positive_int("bond_features", bond_features)
+        self.embed_dim = check_positive_int("embed_dim", embed_dim)
         self.atom = SymbolProjection(atom_features, embed_dim)
         self.bond = SymbolProjection(bond_features, embed_dim)
         self.register_buffer("position_base", random_symbols(1, embed_dim)[0])

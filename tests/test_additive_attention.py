@@ -143,5 +143,5 @@ def test_bad_values_and_projected_keys_raise():
 
 
 def test_bad_sizes_raise():
-    with pytest.raises(ValueError, match="hidden_dim must be a positive int"):
+    with pytest.raises(ValueError, match="hidden_dim must be an int"):
         AdditiveAttention(4, 4, 0)

@@ -99,7 +99,7 @@ case("sdpa-scale-inf", lambda: sdpa(Q, K, V, scale=float("inf")), "scale", "inf"
 case("sdpa-scale-str", lambda: sdpa(Q, K, V, scale="1"), "scale", "str")
 
 # MultiHeadAttention: constructor, from_torch, forward
-case("MHA-embed_dim-0", lambda: MultiHeadAttention(0, 2), "embed_dim", "positive int", "0")
+case("MHA-embed_dim-0", lambda: MultiHeadAttention(0, 2), "embed_dim", "int >= 1", "0")
 case("MHA-embed_dim-float", lambda: MultiHeadAttention(8.0, 2), "embed_dim", "float")
 case("MHA-num_heads-negative", lambda: MultiHeadAttention(8, -2), "num_heads", "-2")
 case("MHA-num_heads-bool", lambda: MultiHeadAttention(8, True), "num_heads", "bool")
@@ -141,7 +141,7 @@ case("MHA-is_causal-str", lambda: MHA(X, X, X, is_causal="True"), "is_causal", "
 case("MHA-average_attn_weights-none", lambda: MHA(X, X, X, average_attn_weights=None), "average_attn_weights")
 
 # AdditiveAttention: constructor, project_keys, forward
-case("Additive-query_dim-0", lambda: AdditiveAttention(0, 6, 7), "query_dim", "positive int", "0")
+case("Additive-query_dim-0", lambda: AdditiveAttention(0, 6, 7), "query_dim", "int >= 1", "0")
 case("Additive-key_dim-float", lambda: AdditiveAttention(5, 6.0, 7), "key_dim", "float")
 case("Additive-hidden_dim-bool", lambda: AdditiveAttention(5, 6, True), "hidden_dim", "bool")
 case("Additive-hidden_dim-negative", lambda: AdditiveAttention(5, 6, -1), "hidden_dim", "-1")

@@ -94,7 +94,7 @@ loop("translate-batch_size-0", lambda: s2s.translate(MODEL, ["ab"], DATA.src_voc
      batch_size=0), "batch_size", "0")
 loop("translate-batch_size-negative", lambda: s2s.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
      batch_size=-1), "batch_size", "-1")
-loop("greedy-max_len-0", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 0), "max_len", "positive int", "0")
+loop("greedy-max_len-0", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 0), "max_len", "int >= 1", "0")
 loop("beam-max_len-float", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 2.5), "max_len", "float")
 
 # reverse_padded
@@ -139,7 +139,7 @@ case("decoder-init_state-list", lambda: MODEL.decoder.init_state([1]), "memory",
 case("decoder-prepare-list", lambda: MODEL.decoder.prepare([1]), "memory", "EncoderOutput")
 
 # Seq2Seq
-case("Seq2Seq-hidden_size-0", lambda: Seq2Seq(5, 5, hidden_size=0), "hidden_size must be a positive int", "0")
+case("Seq2Seq-hidden_size-0", lambda: Seq2Seq(5, 5, hidden_size=0), "hidden_size must be an int", "0")
 case("Seq2Seq-src_vocab_size-float", lambda: Seq2Seq(5.0, 5), "src_vocab_size", "float")
 case("Seq2Seq-attention_dim-0", lambda: Seq2Seq(5, 5, attention_dim=-2), "attention_dim", "-2")
 case("Seq2Seq-attention-str", lambda: Seq2Seq(5, 5, attention="yes"), "attention", "bool")
@@ -160,7 +160,7 @@ case("greedy-model-linear", lambda: s2s.greedy_decode(nn.Linear(2, 2), SRC, LEN,
 case("greedy-src-float", lambda: s2s.greedy_decode(MODEL, SRC.float(), LEN, 5), "src", "float32")
 case("greedy-return_attention-str", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, return_attention="y"),
      "return_attention", "bool")
-case("beam-beam_width-0", lambda: s2s.beam_search(MODEL, SRC, LEN, 0, 5), "beam_width must be a positive int")
+case("beam-beam_width-0", lambda: s2s.beam_search(MODEL, SRC, LEN, 0, 5), "beam_width must be an int")
 case("beam-beam_width-float", lambda: s2s.beam_search(MODEL, SRC, LEN, 2.0, 5), "beam_width", "float")
 case("beam-return_scores-int", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, return_scores=1),
      "return_scores")

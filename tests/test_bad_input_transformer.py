@@ -57,7 +57,7 @@ case("positional_frequencies-odd", lambda: tf.positional_frequencies(7), "embed_
 case("positional_frequencies-float", lambda: tf.positional_frequencies(8.0), "embed_dim", "float")
 case("positional_frequencies-base-0", lambda: tf.positional_frequencies(8, base=0.0), "base", "> 1.0")
 case("positional_frequencies-base-nan", lambda: tf.positional_frequencies(8, base=NAN), "base", "nan")
-case("positional_encoding-max_len-0", lambda: tf.positional_encoding(0, 8), "max_len", "positive integer",
+case("positional_encoding-max_len-0", lambda: tf.positional_encoding(0, 8), "max_len", "int >= 1",
      "0")
 case("positional_encoding-max_len-float", lambda: tf.positional_encoding(2.5, 8), "max_len", "float")
 case("positional_encoding-max_len-bool", lambda: tf.positional_encoding(True, 8), "max_len", "bool")

@@ -83,11 +83,11 @@ case("from_complex-z-complex32", lambda: vsa.from_complex(torch.zeros(3, dtype=t
 
 # ------------------------------------------------------------------ random_symbols
 
-case("random_symbols-n-0", lambda: vsa.random_symbols(0, 4), "n", "positive int", "0")
-case("random_symbols-n-negative", lambda: vsa.random_symbols(-3, 4), "n", "positive int", "-3")
+case("random_symbols-n-0", lambda: vsa.random_symbols(0, 4), "n", "int >= 1", "0")
+case("random_symbols-n-negative", lambda: vsa.random_symbols(-3, 4), "n", "int >= 1", "-3")
 case("random_symbols-n-float", lambda: vsa.random_symbols(2.5, 4), "n", "int", "2.5")
 case("random_symbols-n-bool", lambda: vsa.random_symbols(True, 4), "n", "bool")
-case("random_symbols-dim-0", lambda: vsa.random_symbols(3, 0), "dim", "positive int", "0")
+case("random_symbols-dim-0", lambda: vsa.random_symbols(3, 0), "dim", "int >= 1", "0")
 case("random_symbols-dim-str", lambda: vsa.random_symbols(3, "4"), "dim", "str")
 case("random_symbols-generator-int", lambda: vsa.random_symbols(3, 4, generator=0), "generator", "int")
 case("random_symbols-dtype-int", lambda: vsa.random_symbols(3, 4, dtype=torch.int64), "dtype", "torch.int64")
@@ -205,11 +205,11 @@ case("generalized_bundle-bias-shape",
 
 # ------------------------------------------------------------------ PhasorLinear, PhasorMLP, ResidualBlock
 
-case("PhasorLinear-in_features-0", lambda: PhasorLinear(0, 4), "in_features", "positive int", "0")
+case("PhasorLinear-in_features-0", lambda: PhasorLinear(0, 4), "in_features", "int >= 1", "0")
 case("PhasorLinear-in_features-negative", lambda: PhasorLinear(-2, 4), "in_features", "-2")
 case("PhasorLinear-in_features-float", lambda: PhasorLinear(8.0, 4), "in_features", "int", "float")
 case("PhasorLinear-in_features-bool", lambda: PhasorLinear(True, 4), "in_features", "bool")
-case("PhasorLinear-out_features-0", lambda: PhasorLinear(8, 0), "out_features", "positive int", "0")
+case("PhasorLinear-out_features-0", lambda: PhasorLinear(8, 0), "out_features", "int >= 1", "0")
 case("PhasorLinear-out_features-str", lambda: PhasorLinear(8, "4"), "out_features", "str")
 case("PhasorLinear-bias-str", lambda: PhasorLinear(8, 4, bias="yes"), "bias", "bool", "str")
 case("PhasorLinear-bias_init-str", lambda: PhasorLinear(8, 4, bias_init="1"), "bias_init", "str")
@@ -240,16 +240,16 @@ for method in ("forward", "pre_activation"):
          "x", "torch.float32", "torch.float16")
     case(f"PhasorLinear.{method}-x-meta", lambda call=call: call(A.to("meta")), "x", "device", "meta")
 
-case("PhasorMLP-dim-0", lambda: PhasorMLP(0), "dim", "positive int", "0")
-case("PhasorMLP-hidden-0", lambda: PhasorMLP(8, d_ff=0), "d_ff", "positive int", "0")
+case("PhasorMLP-dim-0", lambda: PhasorMLP(0), "dim", "int >= 1", "0")
+case("PhasorMLP-hidden-0", lambda: PhasorMLP(8, d_ff=0), "d_ff", "int >= 1", "0")
 case("PhasorMLP-hidden-float", lambda: PhasorMLP(8, d_ff=4.5), "d_ff", "float")
 case("PhasorMLP-out_scale-negative", lambda: PhasorMLP(8, out_scale=-1), "out_scale", ">= 0.0")
 case("PhasorMLP.forward-x-last-dim", lambda: PhasorMLP(8)(A[:, :7]), "x must have shape (..., 8)", "(2, 7)")
 case("PhasorMLP.forward-x-float64", lambda: PhasorMLP(8)(A.double()), "x", "torch.float64")
 
-case("ResidualBlock-dim-0", lambda: ResidualBlock(0), "dim", "positive int", "0")
+case("ResidualBlock-dim-0", lambda: ResidualBlock(0), "dim", "int >= 1", "0")
 case("ResidualBlock-dim-negative", lambda: ResidualBlock(-8), "dim", "-8")
-case("ResidualBlock-hidden-0", lambda: ResidualBlock(8, d_ff=0), "d_ff", "positive int", "0")
+case("ResidualBlock-hidden-0", lambda: ResidualBlock(8, d_ff=0), "d_ff", "int >= 1", "0")
 case("ResidualBlock-skip-str", lambda: ResidualBlock(8, skip="no"), "skip", "bool", "str")
 case("ResidualBlock-out_scale-negative", lambda: ResidualBlock(8, out_scale=-0.5), "out_scale", ">= 0.0")
 case("ResidualBlock-out_scale-nan", lambda: ResidualBlock(8, out_scale=NAN), "out_scale", "finite")
@@ -363,18 +363,18 @@ case("vsa_attention_phasor-mask-list", lambda: vsa.vsa_attention_phasor(ZQ, ZK, 
 
 # ------------------------------------------------------------------ attention blocks
 
-case("SelfAttentionBlock-dim-0", lambda: SelfAttentionBlock(0), "dim", "positive int", "0")
+case("SelfAttentionBlock-dim-0", lambda: SelfAttentionBlock(0), "dim", "int >= 1", "0")
 case("SelfAttentionBlock-dim-float", lambda: SelfAttentionBlock(8.0), "dim", "float")
 case("SelfAttentionBlock-d_ff-0", lambda: SelfAttentionBlock(8, d_ff=0),
-     "d_ff", "positive int")
+     "d_ff", "int >= 1")
 case("SelfAttentionBlock-d_ff-negative", lambda: SelfAttentionBlock(8, d_ff=-4),
      "d_ff", "-4")
-case("CrossAttentionBlock-dim-0", lambda: CrossAttentionBlock(0), "dim", "positive int", "0")
+case("CrossAttentionBlock-dim-0", lambda: CrossAttentionBlock(0), "dim", "int >= 1", "0")
 case("CrossAttentionBlock-num_queries-0", lambda: CrossAttentionBlock(8, num_queries=0), "num_queries", "0")
 case("CrossAttentionBlock-num_queries-float", lambda: CrossAttentionBlock(8, num_queries=2.0),
      "num_queries", "float")
 case("CrossAttentionBlock-d_ff-0", lambda: CrossAttentionBlock(8, d_ff=0),
-     "d_ff", "positive int")
+     "d_ff", "int >= 1")
 
 for cls, q in ((SelfAttentionBlock, None), (CrossAttentionBlock, 2)):
     def block(cls=cls, q=q):
@@ -414,8 +414,8 @@ case("SymbolProjection-sigma-negative", lambda: SymbolProjection(4, 6, sigma=-3.
 case("SymbolProjection-sigma-nan", lambda: SymbolProjection(4, 6, sigma=NAN), "sigma", "finite")
 case("SymbolProjection-sigma-inf", lambda: SymbolProjection(4, 6, sigma=INF), "sigma", "finite")
 case("SymbolProjection-sigma-str", lambda: SymbolProjection(4, 6, sigma="3"), "sigma", "str")
-case("SymbolProjection-in_features-0", lambda: SymbolProjection(0, 6), "in_features", "positive int")
-case("SymbolProjection-dim-0", lambda: SymbolProjection(4, 0), "dim", "positive int")
+case("SymbolProjection-in_features-0", lambda: SymbolProjection(0, 6), "in_features", "int >= 1")
+case("SymbolProjection-dim-0", lambda: SymbolProjection(4, 0), "dim", "int >= 1")
 case("SymbolProjection-dim-float", lambda: SymbolProjection(4, 6.0), "dim", "float")
 case("SymbolProjection.forward-x-list", lambda: SymbolProjection(4, 6)([1.0] * 4), "x", "torch.Tensor")
 case("SymbolProjection.forward-x-int", lambda: SymbolProjection(4, 6)(torch.ones(2, 4, dtype=torch.long)),
@@ -428,9 +428,9 @@ case("SymbolProjection.forward-x-float64",
      lambda: SymbolProjection(4, 6)(torch.ones(2, 4, dtype=torch.float64)),
      "x", "torch.float64")
 
-case("Codebook-num_classes-0", lambda: Codebook(0, 8), "num_classes", "positive int", "0")
+case("Codebook-num_classes-0", lambda: Codebook(0, 8), "num_classes", "int >= 1", "0")
 case("Codebook-num_classes-float", lambda: Codebook(2.5, 8), "num_classes", "float")
-case("Codebook-dim-0", lambda: Codebook(3, 0), "dim", "positive int", "0")
+case("Codebook-dim-0", lambda: Codebook(3, 0), "dim", "int >= 1", "0")
 case("Codebook.forward-y-last-dim", lambda: Codebook(3, 8)(A[:, :7]), "y must have shape (..., 8)", "(2, 7)")
 case("Codebook.forward-y-int", lambda: Codebook(3, 8)(torch.zeros(2, 8, dtype=torch.long)),
      "y", "torch.int64")
@@ -461,14 +461,14 @@ case("codebook_loss-labels-too-big", lambda: vsa.codebook_loss(SIMS, torch.tenso
      "labels", "[0, 2]", "3")
 case("codebook_loss-labels-negative", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, -1])), "labels", "-1")
 
-case("VSAResNet-dim-0", lambda: VSAResNet(0, 1, in_features=12), "dim", "positive int")
+case("VSAResNet-dim-0", lambda: VSAResNet(0, 1, in_features=12), "dim", "int >= 1")
 case("VSAResNet-num_layers-negative", lambda: VSAResNet(8, -1, in_features=12), "num_layers", ">= 0", "-1")
 case("VSAResNet-num_layers-float", lambda: VSAResNet(8, 2.5, in_features=12), "num_layers", "float")
 case("VSAResNet-skip-str", lambda: VSAResNet(8, 1, skip="yes", in_features=12), "skip", "bool")
-case("VSAResNet-in_features-0", lambda: VSAResNet(8, 1, in_features=0), "in_features", "positive int")
+case("VSAResNet-in_features-0", lambda: VSAResNet(8, 1, in_features=0), "in_features", "int >= 1")
 case("VSAResNet-num_classes-0", lambda: VSAResNet(8, 1, in_features=12, num_classes=0),
-     "num_classes", "positive int")
-case("VSAResNet-hidden-0", lambda: VSAResNet(8, 1, in_features=12, d_ff=0), "d_ff", "positive int")
+     "num_classes", "int >= 1")
+case("VSAResNet-hidden-0", lambda: VSAResNet(8, 1, in_features=12, d_ff=0), "d_ff", "int >= 1")
 case("VSAResNet-out_scale-negative", lambda: VSAResNet(8, 1, in_features=12, out_scale=-1.0),
      "out_scale", ">= 0.0")
 case("VSAResNet.forward-images-list", lambda: VSAResNet(8, 1, in_features=12)([[0.5] * 12]),
@@ -485,10 +485,10 @@ case("VSAResNet.forward-images-float64", lambda: VSAResNet(8, 1, in_features=12)
 
 case("VSAAttentionClassifier-kind", lambda: VSAAttentionClassifier(8, kind="both"), "kind", "'both'")
 case("VSAAttentionClassifier-kind-int", lambda: VSAAttentionClassifier(8, kind=3), "kind", "3")
-case("VSAAttentionClassifier-dim-0", lambda: VSAAttentionClassifier(0), "dim", "positive int")
+case("VSAAttentionClassifier-dim-0", lambda: VSAAttentionClassifier(0), "dim", "int >= 1")
 case("VSAAttentionClassifier-num_queries-0", lambda: VSAAttentionClassifier(8, "cross", num_queries=0),
-     "num_queries", "positive int")
-case("VSAAttentionClassifier-rows-0", lambda: VSAAttentionClassifier(8, rows=0), "rows", "positive int")
+     "num_queries", "int >= 1")
+case("VSAAttentionClassifier-rows-0", lambda: VSAAttentionClassifier(8, rows=0), "rows", "int >= 1")
 case("VSAAttentionClassifier-cols-negative", lambda: VSAAttentionClassifier(8, cols=-1), "cols", "-1")
 case("VSAAttentionClassifier-num_classes-0", lambda: VSAAttentionClassifier(8, num_classes=0), "num_classes")
 case("VSAAttentionClassifier-d_ff-0", lambda: VSAAttentionClassifier(8, d_ff=0), "d_ff")

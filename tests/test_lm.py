@@ -122,3 +122,28 @@ def test_conditional_lm_starts_from_the_class_state():
     logits, _ = model(ids, cond)
     ref, _ = CharLM.forward(model, ids, model.initial_state(cond))  # the plain LM from that state
     assert torch.equal(logits, ref)
+
+
+def test_generate_refuses_a_gpt_and_names_gpt_generate():
+    from seqbook.data import Vocab
+    from seqbook.lm import generate
+    from seqbook.transformer import GPT, GPTConfig
+
+    vocab = Vocab(list("abcdefgh"))
+    model = GPT(GPTConfig(vocab_size=len(vocab), block_size=16, n_layer=1, n_head=1, n_embd=8))
+    with pytest.raises(TypeError, match="GPT.generate"):
+        generate(model, vocab, "abc", 5)
+    assert model.training  # the mode is restored
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.uint8, torch.int64])
+def test_gpt_and_cross_entropy_take_targets_of_any_integer_dtype(dtype):
+    from seqbook.losses import cross_entropy
+    from seqbook.transformer import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=1, n_embd=8, dropout=0.0))
+    idx = torch.randint(20, (2, 8))
+    logits, loss = model(idx, idx.to(dtype))
+    _, expected = model(idx, idx)
+    assert loss.item() == expected.item()
+    assert cross_entropy(logits, idx.to(dtype)).item() == pytest.approx(expected.item(), rel=1e-6)

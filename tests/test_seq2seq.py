@@ -333,11 +333,11 @@ def test_bad_input_raises_clear_errors():
         model(src, lengths, tgt[:2])
     with pytest.raises(ValueError, match=r"tgt must have shape \(B, T>=2\)"):
         model.loss(src, lengths, tgt[:, :1])
-    with pytest.raises(ValueError, match="max_len must be a positive int"):
+    with pytest.raises(ValueError, match="max_len must be an int"):
         greedy_decode(model, src, lengths, max_len=0)
-    with pytest.raises(ValueError, match="beam_width must be a positive int"):
+    with pytest.raises(ValueError, match="beam_width must be an int"):
         beam_search(model, src, lengths, beam_width=0, max_len=5)
     with pytest.raises(TypeError, match="model must be a Seq2Seq or a Seq2SeqTransformer"):
         greedy_decode(nn.Linear(2, 2), src, lengths, max_len=5)
-    with pytest.raises(ValueError, match="hidden_size must be a positive int"):
+    with pytest.raises(ValueError, match="hidden_size must be an int"):
         Seq2Seq(5, 5, hidden_size=0)

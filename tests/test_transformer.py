@@ -90,7 +90,7 @@ def test_relative_position_is_a_rotation(embed_dim, k):
 def test_positional_encoding_bad_input():
     with pytest.raises(ValueError, match="embed_dim must be a positive even integer, got 7"):
         positional_encoding(10, 7)
-    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+    with pytest.raises(ValueError, match="max_len must be an int"):
         positional_encoding(0, 8)
     pos = PositionalEncoding(8, max_len=5)
     with pytest.raises(ValueError, match="exceeds max_len=5"):

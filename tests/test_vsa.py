@@ -368,7 +368,7 @@ def test_bad_input_raises():
         bundle(torch.zeros(4))
     with pytest.raises(ValueError, match="complex"):
         similarity(torch.zeros(3, dtype=torch.complex64), torch.zeros(3, dtype=torch.complex64))
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="int >= 1"):
         random_symbols(0, 4)
     with pytest.raises(ValueError, match=r"w_p must have shape \(8, P\)"):
         generalized_bundle(a, w_p=torch.zeros(7, 3))
