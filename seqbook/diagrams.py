@@ -578,7 +578,7 @@ def draw_transformer() -> Figure:
 
 
 def draw_gpt() -> Figure:
-    r"""The decoder-only language model, as ``seqbook.transformer.GPT`` (names of ``GPTConfig``).
+    r"""The decoder-only language model, as ``seqbook.gpt.GPT`` (names of ``GPTConfig``).
 
     Token ids, token embedding plus learned position embedding, then ``n_layer`` blocks, each the
     pre-LN ``EncoderLayer`` called with ``is_causal=True``: causal self-attention and a GELU

@@ -26,7 +26,7 @@ class KVCache:
     """The keys and values one attention layer has computed so far, for up to ``max_len`` positions.
 
     :class:`~seqbook.attention.MultiHeadAttention` takes it as ``cache``: it appends the keys and
-    values of the new tokens and attends over all of them. :meth:`seqbook.transformer.GPT.generate`
+    values of the new tokens and attends over all of them. :meth:`seqbook.gpt.GPT.generate`
     makes one per layer (``use_cache=True``).
 
     Shape:

@@ -14,7 +14,7 @@ Chapters 2, 3 and 6 share these so their perplexities are measured on the same s
 Every sampler of the book draws its next token with :func:`sample_next`: one rule for the
 temperature (``temperature=0`` takes the argmax), one for ``top_k`` and one for forbidden tokens
 (:func:`forbid_tokens`: the ids a caller lists get the logit -inf, so they are never drawn). It is
-used by :func:`generate`, :func:`sample_sequence` and :meth:`seqbook.transformer.GPT.generate`, and
+used by :func:`generate`, :func:`sample_sequence` and :meth:`seqbook.gpt.GPT.generate`, and
 :func:`forbid_tokens` also by the decoders of :mod:`seqbook.seq2seq`.
 """
 
@@ -381,7 +381,7 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
         raise TypeError(
             f"model must carry a state from step to step (model(ids, state) -> (logits, state)), "
             f"but {type(model).__name__} returned None for it; a model that reads its whole "
-            "context at every step, such as seqbook.transformer.GPT, generates with its own "
+            "context at every step, such as seqbook.gpt.GPT, generates with its own "
             "GPT.generate"
         )
     if logits.shape[-1] != len(vocab):

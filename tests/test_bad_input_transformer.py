@@ -12,12 +12,11 @@ from torch import nn
 
 from seqbook import train
 from seqbook import transformer as tf
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.transformer import (
-    GPT,
     DecoderLayer,
     EncoderLayer,
     FeedForward,
-    GPTConfig,
     LayerNorm,
     PositionalEncoding,
     Seq2SeqTransformer,

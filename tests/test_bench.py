@@ -86,7 +86,7 @@ def test_gpt_throughput_measures_the_fused_path_and_a_peer():
 
 def test_gpt_throughput_refuses_a_model_on_the_readable_path(monkeypatch):
     from benchmarks.gpu import gpt_throughput
-    from seqbook.transformer import GPT
+    from seqbook.gpt import GPT
 
     config = gpt_throughput.gpt_config(dry=True)
     idx = torch.zeros(1, config.block_size, dtype=torch.long)

@@ -13,9 +13,10 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 
 from seqbook.data import Vocab, date_dataset, decode_ids
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.lm import forbid_tokens, sample_next
 from seqbook.seq2seq import Seq2Seq, beam_search, greedy_decode, translate
-from seqbook.transformer import GPT, GPTConfig, Seq2SeqTransformer
+from seqbook.transformer import Seq2SeqTransformer
 
 PAD, SOS, EOS = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
 F64 = torch.float64

@@ -7,11 +7,12 @@ import torch
 from torch import nn
 
 from seqbook.attention import MultiHeadAttention
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.hopfield import HopfieldLayer
 from seqbook.lm import CharLM, ConditionalCharLM
 from seqbook.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, SequenceClassifier
 from seqbook.seq2seq import Seq2Seq
-from seqbook.transformer import GPT, DecoderLayer, EncoderLayer, GPTConfig, Seq2SeqTransformer
+from seqbook.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 from seqbook.utils import set_fast
 from seqbook.vsa import CrossAttentionBlock, SelfAttentionBlock, VSAAttentionClassifier
 

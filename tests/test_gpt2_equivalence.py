@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from tolerance import assert_close, assert_same_math
 
-from seqbook import transformer
-from seqbook.transformer import GPT
+from seqbook import pretrained
+from seqbook.gpt import GPT
 from seqbook.utils import set_fast
 
 transformers = pytest.importorskip("transformers")
@@ -134,8 +134,8 @@ def test_load_pretrained_gpt2_offline_says_why(monkeypatch):
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     start = time.perf_counter()
-    with pytest.raises(transformer.PretrainedUnavailable, match="not in the local cache"):
-        transformer.load_pretrained_gpt2(NOT_CACHED, timeout=1.0)
+    with pytest.raises(pretrained.PretrainedUnavailable, match="not in the local cache"):
+        pretrained.load_pretrained_gpt2(NOT_CACHED, timeout=1.0)
     assert time.perf_counter() - start < 30
 
 
@@ -144,18 +144,18 @@ def test_load_pretrained_gpt2_unreachable_hub_times_out(monkeypatch):
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
-    with pytest.raises(transformer.PretrainedUnavailable, match="cannot be reached"):
-        transformer.load_pretrained_gpt2(NOT_CACHED, timeout=0.5)
+    with pytest.raises(pretrained.PretrainedUnavailable, match="cannot be reached"):
+        pretrained.load_pretrained_gpt2(NOT_CACHED, timeout=0.5)
 
 
 def test_load_pretrained_gpt2_without_transformers(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
-    with pytest.raises(transformer.PretrainedUnavailable, match="transformers is not installed"):
-        transformer.load_pretrained_gpt2()
+    with pytest.raises(pretrained.PretrainedUnavailable, match="transformers is not installed"):
+        pretrained.load_pretrained_gpt2()
 
 
 @pytest.mark.parametrize(("kwargs", "words"), [({"name": ""}, "name"), ({"name": 3}, "name"),
                                                ({"timeout": 0}, "timeout"), ({"timeout": "1"}, "timeout")])
 def test_load_pretrained_gpt2_bad_arguments(kwargs, words):
     with pytest.raises((ValueError, TypeError), match=words):
-        transformer.load_pretrained_gpt2(**kwargs)
+        pretrained.load_pretrained_gpt2(**kwargs)

@@ -6,8 +6,8 @@ import torch
 from tolerance import assert_same_math
 
 from seqbook.attention import MultiHeadAttention
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.kv_cache import KVCache
-from seqbook.transformer import GPT, GPTConfig
 from seqbook.utils import set_fast
 
 POSITIONAL = ["learned", "sinusoidal", "rope"]

@@ -126,8 +126,8 @@ def test_conditional_lm_starts_from_the_class_state():
 
 def test_generate_refuses_a_gpt_and_names_gpt_generate():
     from seqbook.data import Vocab
+    from seqbook.gpt import GPT, GPTConfig
     from seqbook.lm import generate
-    from seqbook.transformer import GPT, GPTConfig
 
     vocab = Vocab(list("abcdefgh"))
     model = GPT(GPTConfig(vocab_size=len(vocab), block_size=16, n_layer=1, n_head=1, n_embd=8))
@@ -138,8 +138,8 @@ def test_generate_refuses_a_gpt_and_names_gpt_generate():
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.uint8, torch.int64])
 def test_gpt_and_cross_entropy_take_targets_of_any_integer_dtype(dtype):
+    from seqbook.gpt import GPT, GPTConfig
     from seqbook.losses import cross_entropy
-    from seqbook.transformer import GPT, GPTConfig
 
     model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=1, n_embd=8, dropout=0.0))
     idx = torch.randint(20, (2, 8))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqbook import attention, embeddings, hopfield, lm, rnn, seq2seq, transformer, vsa
+from seqbook import attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa
 
 META = torch.device("meta")
 B, T, D = 2, 5, 8
@@ -97,7 +97,7 @@ CASES = {
         lambda: transformer.Seq2SeqTransformer(10, 12, D, 2, 1, 1, dropout=0.0),
         lambda: (ids(B, T), ids(B, T)),
     ),
-    "GPT": (lambda: transformer.GPT(transformer.GPTConfig(12, 8, 1, 2, D)), lambda: (ids(B, T),)),
+    "GPT": (lambda: gpt.GPT(gpt.GPTConfig(12, 8, 1, 2, D)), lambda: (ids(B, T),)),
     "Hopfield": (lambda: hopfield.Hopfield(D, 6, key_dim=4), lambda: (floats(B, 3, D), floats(B, T, 6))),
     "HopfieldPooling": (lambda: hopfield.HopfieldPooling(D, num_queries=2), lambda: (floats(B, T, D),)),
     "HopfieldLayer": (lambda: hopfield.HopfieldLayer(D, 7), lambda: (floats(B, T, D),)),
@@ -149,7 +149,7 @@ def test_forward_and_backward_on_meta(name):
 def test_every_public_module_has_a_meta_case():
     """A new public module must be added to CASES (variants such as ``RNN-fast`` are extra)."""
     modules = set()
-    for package in (attention, embeddings, hopfield, lm, rnn, seq2seq, transformer, vsa):
+    for package in (attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa):
         for name in dir(package):
             obj = getattr(package, name)
             if (

@@ -5,8 +5,8 @@ import pytest
 import torch
 from tolerance import assert_close, assert_same_math
 
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.rope import apply_rope, rope_angles, rotate_half
-from seqbook.transformer import GPT, GPTConfig
 
 
 def test_rotation_equals_hugging_face_llama_in_float64(device):

@@ -10,14 +10,13 @@ from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
 from seqbook.attention import causal_mask
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.seq2seq import greedy_decode
 from seqbook.train import noam_lr, warmup_factor, warmup_schedule
 from seqbook.transformer import (
-    GPT,
     DecoderLayer,
     EncoderLayer,
     FeedForward,
-    GPTConfig,
     LayerNorm,
     PositionalEncoding,
     Seq2SeqTransformer,

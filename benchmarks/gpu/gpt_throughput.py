@@ -1,6 +1,6 @@
 """Training throughput and MFU of the chapter-6 GPT scaled to GPT-2-small, on one GPU, beside a peer.
 
-The model is :class:`seqbook.transformer.GPT` at GPT-2-small size (12 layers, width 768, 12 heads,
+The model is :class:`seqbook.gpt.GPT` at GPT-2-small size (12 layers, width 768, 12 heads,
 context 1024, GPT-2's vocabulary padded to 50304), trained on random tokens (throughput does not
 depend on the data) with AdamW, bf16 autocast, ``torch.compile`` and the fused attention kernels:
 the script switches the model to its fast path (``seqbook.utils.set_fast``) and, before it times
@@ -35,7 +35,7 @@ from torch import nn
 import seqbook.attention
 from benchmarks.report import machine_info
 from seqbook.attention import MultiHeadAttention
-from seqbook.transformer import GPT, GPTConfig
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.utils import set_fast
 
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, from NVIDIA's data sheets.
@@ -97,7 +97,7 @@ def seqbook_gpt(config: GPTConfig, device: torch.device) -> tuple[nn.Module, dic
     if not layers or calls or not all(m.fast for m in layers):
         raise RuntimeError(f"the measured GPT must attend on the fused path only: {len(layers)} "
                            f"attention layers, {calls} calls of the readable attention")
-    info = {"name": "seqbook.transformer.GPT", "attention": "F.scaled_dot_product_attention (fast=True)",
+    info = {"name": "seqbook.gpt.GPT", "attention": "F.scaled_dot_product_attention (fast=True)",
             "attention_layers": len(layers), "readable_attention_calls": calls}
     return model, info
 

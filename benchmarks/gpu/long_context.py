@@ -33,8 +33,8 @@ import torch.nn.functional as F
 
 from benchmarks.report import machine_info
 from seqbook.attention import scaled_dot_product_attention
+from seqbook.gpt import GPT, GPTConfig
 from seqbook.kv_cache import KVCache
-from seqbook.transformer import GPT, GPTConfig
 from seqbook.utils import set_fast
 
 

@@ -1,0 +1,344 @@
+"""A decoder-only (GPT-style) language model, nanoGPT style (Radford et al., 2019).
+
+:class:`GPTConfig` holds the sizes (nanoGPT's names); :class:`GPT` is token and position
+embeddings, ``n_layer`` pre-LN :class:`~seqbook.transformer.EncoderLayer` blocks with causal
+self-attention, a final LayerNorm and a linear head, with ``generate`` (optionally with a
+:class:`~seqbook.kv_cache.KVCache`) and ``from_hf``, which copies a Hugging Face GPT-2
+(``transformers.GPT2LMHeadModel``). Positions are learned, sinusoidal or rotary
+(:mod:`seqbook.rope`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .checks import (
+    check_flag,
+    check_ids,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_probability,
+    checked,
+    has_values,
+)
+from .kv_cache import KVCache
+from .lm import check_sampling, sample_next
+from .rope import rope_angles
+from .transformer import (
+    EncoderLayer,
+    LayerNorm,
+    check_activation,
+    check_token_ids,
+    positional_encoding,
+)
+
+__all__ = ["POSITIONAL", "GPTConfig", "GPT"]
+
+POSITIONAL = ("learned", "sinusoidal", "rope")
+
+
+@dataclass
+class GPTConfig:
+    """The sizes of a :class:`GPT` model (names as in nanoGPT).
+
+    Sizes are ints >= 1 (NumPy ints are accepted and stored as ``int``), ``dropout`` is in [0, 1).
+    ``init_std=0`` is legal (every weight starts at zero) but rarely useful.
+    """
+
+    vocab_size: int
+    block_size: int = 128  # longest context the model sees
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    d_ff: int | None = None  # default 4 * n_embd
+    dropout: float = 0.1
+    bias: bool = True
+    tie_weights: bool = True  # share the token embedding with the output layer
+    positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (eqs. (6.1)-(6.2)) or "rope"
+    activation: str = "gelu"  # "relu", "gelu" or "gelu_tanh" (GPT-2's tanh approximation)
+    layer_norm_eps: float = 1e-5  # the eps of every LayerNorm (GPT-2: 1e-5)
+    init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
+    fast: bool = False
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            setattr(self, name, check_positive_int(name, getattr(self, name)))
+        if self.d_ff is not None:
+            self.d_ff = check_positive_int("d_ff", self.d_ff)
+        if self.n_embd % self.n_head:
+            raise ValueError(
+                f"n_embd must be divisible by n_head, got n_embd={self.n_embd}, n_head={self.n_head}"
+            )
+        self.dropout = check_probability("dropout", self.dropout)
+        for name in ("bias", "tie_weights", "fast"):
+            check_flag(name, getattr(self, name))
+        if not isinstance(self.positional, str) or self.positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.n_embd % 2:
+            raise ValueError(f"n_embd must be even for positional='sinusoidal', got {self.n_embd}")
+        if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(
+                "n_embd // n_head must be even for positional='rope' (dimensions turn in pairs), "
+                f"got {self.n_embd} // {self.n_head} = {self.n_embd // self.n_head}"
+            )
+        check_activation(self.activation)
+        self.layer_norm_eps = check_number("layer_norm_eps", self.layer_norm_eps, low=0.0)
+        self.init_std = check_number("init_std", self.init_std, low=0.0)
+
+
+# Hugging Face's names of the activations GPT can copy (``transformers.activations.ACT2FN``).
+_HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer language model (Radford et al., 2019), nanoGPT style.
+
+    Token and position embeddings, ``n_layer`` pre-LN :class:`EncoderLayer` blocks with causal
+    self-attention (no cross-attention: there is no encoder), a final LayerNorm and a linear head
+    over the vocabulary, optionally tied to the token embedding. Positions are learned (GPT-2),
+    sinusoidal (eqs. (6.1)-(6.2)) or rotary (``positional="rope"``, :mod:`seqbook.rope`: queries
+    and keys are rotated by their positions inside every attention layer).
+
+    ``forward(idx, caches=...)`` with one :class:`~seqbook.kv_cache.KVCache` per block continues a
+    sequence whose earlier tokens are in the caches: ``idx`` holds the new tokens only, at positions
+    ``caches[0].length`` onwards (how :meth:`generate` runs with ``use_cache=True``).
+
+    Shape:
+        idx: (B, T) ids with T <= block_size. ``forward`` returns logits (B, T, vocab_size) and,
+        when ``targets`` (B, T) are given, the mean cross-entropy (else None).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+        self.config = c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
+        if c.positional == "learned":
+            self.pos_emb = nn.Embedding(c.block_size, c.n_embd)
+        elif c.positional == "sinusoidal":
+            self.register_buffer("pos_code", positional_encoding(c.block_size, c.n_embd), persistent=False)
+        # "rope": no code is added to the tokens; the blocks rotate queries and keys instead
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList([
+            EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, c.layer_norm_eps, c.bias,
+                         c.fast)
+            for _ in range(c.n_layer)
+        ])
+        self.ln_f = LayerNorm(c.n_embd, c.layer_norm_eps, c.bias)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=c.init_std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+        for name, p in self.named_parameters():  # GPT-2: scale the projections into the residual stream
+            if name.endswith(("out_proj.weight", "linear2.weight")):
+                nn.init.normal_(p, mean=0.0, std=c.init_std / math.sqrt(2 * c.n_layer))
+        if c.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight
+
+    @classmethod
+    def from_hf(cls, model, fast: bool = False) -> GPT:
+        """A copy of a Hugging Face ``transformers.GPT2LMHeadModel``: the same function, in our modules.
+
+        GPT-2 is this class with learned positions, ``activation="gelu_tanh"`` (Hugging Face's
+        ``"gelu_new"``), biases, ``layer_norm_eps=1e-5``, a final LayerNorm and tied embeddings; the
+        sizes, the activation, the eps and the tying are read from ``model``. Hugging Face stores
+        each linear map as a ``Conv1D`` whose weight is the transpose of ``nn.Linear``'s, (in, out),
+        and packs the query, key and value projections into one ``c_attn`` of width 3 * n_embd; the
+        copy splits and transposes them. It has ``model``'s dtype, device and train/eval mode.
+
+        Dropout sits where :class:`EncoderLayer` puts it (also after the feed-forward activation,
+        which GPT-2 does not do), so the two agree exactly in eval mode or with zero dropout.
+        ``transformers`` is needed only to make ``model``; seqbook does not import it otherwise.
+
+        Raises:
+            TypeError: ``model`` is not a ``GPT2LMHeadModel`` (for instance a ``GPT2Config``, a
+                ``GPT2Model`` without the head, or another architecture).
+            ValueError: ``model`` has something this class lacks: cross-attention, attention scores
+                scaled other than by ``1/sqrt(d_k)``, another activation, or different dropout rates
+                for the embeddings, the attention weights and the residual branches.
+        """
+        try:
+            from transformers import GPT2LMHeadModel
+        except ImportError:  # without transformers there is no GPT2LMHeadModel to copy
+            GPT2LMHeadModel = None
+        if GPT2LMHeadModel is None or not isinstance(model, GPT2LMHeadModel):
+            raise TypeError(f"model must be a transformers GPT2LMHeadModel, got {type(model).__name__}")
+        check_flag("fast", fast)
+        hf, t = model.config, model.transformer
+        if getattr(hf, "model_type", None) != "gpt2":
+            raise ValueError(f"model must have a GPT2Config, got config.model_type={hf.model_type!r}")
+        if hf.add_cross_attention:
+            raise ValueError("model must have no cross-attention (GPT has no encoder to attend to), "
+                             "got config.add_cross_attention=True")
+        if not hf.scale_attn_weights or hf.scale_attn_by_inverse_layer_idx:
+            raise ValueError("model must scale attention scores by 1/sqrt(d_k) only, got config."
+                             f"scale_attn_weights={hf.scale_attn_weights}, "
+                             f"scale_attn_by_inverse_layer_idx={hf.scale_attn_by_inverse_layer_idx}")
+        activation = _HF_ACTIVATIONS.get(hf.activation_function)
+        if activation is None:
+            raise ValueError(f"model's config.activation_function must be one of {sorted(_HF_ACTIVATIONS)}, "
+                             f"got {hf.activation_function!r}")
+        rates = {"embd_pdrop": hf.embd_pdrop, "attn_pdrop": hf.attn_pdrop, "resid_pdrop": hf.resid_pdrop}
+        if len(set(rates.values())) > 1:
+            raise ValueError(f"model must use one dropout rate everywhere (GPT has one), got config {rates}")
+        wte = t.wte.weight  # (V, D)
+        D = wte.shape[1]
+        config = GPTConfig(
+            vocab_size=wte.shape[0], block_size=t.wpe.num_embeddings, n_layer=len(t.h),
+            n_head=t.h[0].attn.num_heads, n_embd=D, d_ff=t.h[0].mlp.c_fc.weight.shape[1],
+            dropout=hf.resid_pdrop, bias=True, tie_weights=model.lm_head.weight is wte,
+            positional="learned", activation=activation, layer_norm_eps=t.ln_f.eps, fast=fast,
+        )
+        ours = cls(config).to(wte.device, wte.dtype)  # the dtype first: copying into float32 would round
+
+        def linear(lin: nn.Linear, w: torch.Tensor, b: torch.Tensor) -> None:
+            lin.weight.copy_(w.T)  # Conv1D keeps (in, out), nn.Linear (out, in)
+            lin.bias.copy_(b)
+
+        def norm(ln: LayerNorm, hf_ln: nn.LayerNorm) -> None:
+            ln.weight.copy_(hf_ln.weight)
+            ln.bias.copy_(hf_ln.bias)
+
+        with torch.no_grad():
+            ours.tok_emb.weight.copy_(wte)
+            ours.pos_emb.weight.copy_(t.wpe.weight)
+            for block, h in zip(ours.blocks, t.h, strict=True):
+                norm(block.norm1, h.ln_1)
+                norm(block.norm2, h.ln_2)
+                a = block.self_attn
+                w_q, w_k, w_v = h.attn.c_attn.weight.split(D, dim=1)  # (D, 3D) -> 3 x (D, D)
+                b_q, b_k, b_v = h.attn.c_attn.bias.split(D)
+                linear(a.q_proj, w_q, b_q)
+                linear(a.k_proj, w_k, b_k)
+                linear(a.v_proj, w_v, b_v)
+                linear(a.out_proj, h.attn.c_proj.weight, h.attn.c_proj.bias)
+                linear(block.ff.linear1, h.mlp.c_fc.weight, h.mlp.c_fc.bias)
+                linear(block.ff.linear2, h.mlp.c_proj.weight, h.mlp.c_proj.bias)
+            norm(ours.ln_f, t.ln_f)
+            if not config.tie_weights:
+                ours.lm_head.weight.copy_(model.lm_head.weight)
+        return ours.train(model.training)
+
+    def _check_forward(self, idx, targets=None, need_weights=False, label_smoothing=0.0,
+                       caches=None) -> None:
+        self._check_idx(idx)
+        if targets is not None:
+            if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
+                got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
+            check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
+            if has_values(targets) and not bool((targets != -100).any()):
+                raise ValueError(
+                    "targets must hold at least one id that is not -100 (ignored): "
+                    "the mean loss over no token is undefined"
+                )
+        check_flag("need_weights", need_weights)
+        check_probability("label_smoothing", label_smoothing, allow_one=True)
+        if caches is not None:
+            n = len(self.blocks)
+            if not isinstance(caches, Sequence) or len(caches) != n:
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if not all(isinstance(c, KVCache) for c in caches):
+                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
+            if caches[0].length + idx.shape[1] > self.config.block_size:
+                raise ValueError(
+                    f"the caches hold {caches[0].length} positions: with idx's "
+                    f"{idx.shape[1]} more the sequence passes block_size={self.config.block_size}"
+                )
+
+    def _check_idx(self, idx) -> None:
+        check_token_ids("idx", idx, self.config.vocab_size)
+        if idx.shape[1] > self.config.block_size:
+            raise ValueError(f"idx has length {idx.shape[1]} > block_size={self.config.block_size}")
+
+    @checked(_check_forward)
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        need_weights: bool = False,
+        label_smoothing: float = 0.0,
+        caches: Sequence[KVCache] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        c = self.config
+        start = caches[0].length if caches else 0  # positions already in the caches
+        T = idx.shape[1]
+        x = self.tok_emb(idx)  # (B, T, D)
+        rotary = None
+        if c.positional == "learned":
+            x = x + self.pos_emb.weight[start : start + T]  # (T, D), added to every row
+        elif c.positional == "sinusoidal":
+            x = x + self.pos_code[start : start + T]
+        else:  # RoPE: the blocks turn queries and keys by these positions' angles
+            positions = torch.arange(start, start + T, device=idx.device)
+            rotary = rope_angles(positions, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            cache = caches[i] if caches else None
+            x = block(x, is_causal=True, need_weights=need_weights, rotary=rotary,
+                      cache=cache)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten().long(),
+                                   label_smoothing=label_smoothing)
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None,
+                 forbid: Sequence[int] = (), use_cache: bool = False) -> torch.Tensor:
+        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
+
+        Each step feeds the last ``block_size`` tokens and draws the next token from the final logits
+        with :func:`seqbook.lm.sample_next`, the sampling rule of every language model of the book:
+        ids in ``forbid`` (e.g. the reserved ``<pad> <unk> <sos> <eos>``) are never drawn,
+        ``temperature=0`` picks the most likely token (greedy), otherwise the logits are divided by
+        ``temperature``, cut to the ``top_k`` largest (optional) and sampled from the softmax.
+        ``generator`` makes the samples reproducible. ``max_new_tokens=0`` returns ``idx`` unchanged.
+        Logits are sampled in float32, or in float64 for a float64 model. ``idx`` may be longer than
+        ``block_size``: only its end is read.
+
+        ``use_cache=True`` keeps every layer's keys and values in a :class:`~seqbook.kv_cache.KVCache`:
+        the prompt runs once, then each step runs the one new token (O(T) work per token instead of
+        a whole forward pass over the prefix), with the same tokens as without the cache. Once the
+        sequence outgrows ``block_size`` the window slides, every position changes, and the steps
+        run without the cache, as they would with ``use_cache=False``.
+
+        Shape:
+            idx: (B, T) ids with T >= 1 -> (B, T + max_new_tokens)
+        """
+        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.shape[1] < 1:
+            got = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
+            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {got}")
+        check_token_ids("idx", idx, self.config.vocab_size)
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
+        check_flag("use_cache", use_cache)
+        V = self.config.vocab_size
+        temperature, top_k, forbid = check_sampling(V, temperature, top_k, forbid, generator)
+        was_training = self.training
+        self.eval()
+        block_size, caches = self.config.block_size, None
+        forward = type(self).forward.__wrapped__  # checked once above, not at every token
+        for _ in range(max_new_tokens):
+            if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
+                logits, _ = forward(self, idx[:, -block_size:])  # (B, T, V)
+            elif caches is None:  # the prompt fills the caches
+                caches = [KVCache(block_size) for _ in self.blocks]
+                logits, _ = forward(self, idx, caches=caches)  # (B, T, V)
+            else:  # only the newest token runs; the earlier ones are in the caches
+                logits, _ = forward(self, idx[:, -1:], caches=caches)  # (B, 1, V)
+            next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+        self.train(was_training)
+        return idx
