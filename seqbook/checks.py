@@ -33,6 +33,7 @@ __all__ = [
     "check_positive_int",
     "check_flag",
     "check_generator",
+    "check_module_input",
     "check_same_dtype",
     "shape_of",
     "has_values",
@@ -303,3 +304,15 @@ def check_lm_chunks(inputs: torch.Tensor, targets: torch.Tensor, model: nn.Modul
     size = size if isinstance(size, int) else None
     check_ids("inputs", inputs, size)
     check_ids("targets", targets, size)
+
+
+def check_module_input(name: str, x, like: torch.Tensor, shape: str, min_dim: int = 1) -> None:
+    """The input of a module: a real floating-point tensor of at least ``min_dim`` dims, on the
+    device and (autocast aside) of the dtype of the module's tensor ``like``; no value is read."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() or not x.is_floating_point():
+        raise TypeError(f"{name} must be a real floating-point tensor, got {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
+    check_like(name, x, like)

@@ -26,7 +26,7 @@ from .checks import check_int, check_lm_chunks, check_number, check_positive_int
 from .data import TranslationData, bucket_batches
 from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
-from .vsa import codebook_loss
+from .vsa_models import codebook_loss
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The command line for the longer runs of chapter 8: train a VSA network on Fashion-MNIST or on
 molecules and record the result. The work is done by library functions
-(:func:`seqbook.vsa.build_classifier`, :func:`seqbook.vsa.encode_solubility`,
+(:func:`seqbook.vsa_models.build_classifier`, :func:`seqbook.vsa_models.encode_solubility`,
 :func:`seqbook.train.train_vsa`); this module only reads the arguments and writes the JSON.
 
 The paper's full-scale runs (symbol dimension 1024, 2000 steps of batch 128; RMSprop with learning
@@ -12,7 +12,7 @@ rate 1e-3 and smoothing 0.9, the optimiser of the authors' code) on a GPU::
     python -m seqbook.vsa_train --model resnet --blocks 12 --no-skip --dim 1024 --steps 2000
 
 The same attention classifiers on molecules (the solubility data of :func:`seqbook.data.load_solubility`,
-encoded by :class:`seqbook.vsa.MoleculeEncoder`)::
+encoded by :class:`seqbook.vsa_models.MoleculeEncoder`)::
 
     python -m seqbook.vsa_train --data solubility --model self --dim 256 --steps 500 --batch 64
 
@@ -33,7 +33,7 @@ from .data import load_fashion_mnist
 from .losses import macro_auroc
 from .train import predict_similarities, train_vsa
 from .utils import cpu_name, seed_everything
-from .vsa import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier, encode_solubility
+from .vsa_models import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier, encode_solubility
 
 
 def _device_name(model: nn.Module) -> str:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from seqbook import losses as L
-from seqbook import plot, vsa
+from seqbook import plot, vsa_models
 from tests.badinput import INF, NAN, assert_clear_error, floats, with_value
 
 matplotlib.use("Agg")
@@ -186,7 +186,7 @@ case("reliability_diagram-title-int", lambda: plot.reliability_diagram(P, Y, tit
 # ------------------------------------------------------------------ similarity_logits, similarity_loss
 
 for name in ("similarity_logits", "similarity_loss"):
-    fn = getattr(vsa, name)
+    fn = getattr(vsa_models, name)
 
     def call(x=ANGLES, codebook=CODEBOOK, fn=fn, name=name):
         return fn(x, codebook) if name == "similarity_logits" else fn(x, codebook, LABELS[: len(x)])
@@ -209,9 +209,9 @@ for name in ("similarity_logits", "similarity_loss"):
 for label, scale, word in (("nan", NAN, "finite"), ("inf", INF, "finite"), ("str", "2", "str"),
                            ("vector", torch.ones(3), "Tensor")):
     case(f"similarity_logits-scale-{label}",
-         lambda scale=scale: vsa.similarity_logits(ANGLES, CODEBOOK, scale),
+         lambda scale=scale: vsa_models.similarity_logits(ANGLES, CODEBOOK, scale),
          "scale", word)
-sl = vsa.similarity_loss
+sl = vsa_models.similarity_loss
 case("similarity_loss-x-B0", lambda: sl(ANGLES[:0], CODEBOOK, LABELS[:0]), "x", "B >= 1", "(0, 8)")
 case("similarity_loss-target-list", lambda: sl(ANGLES, CODEBOOK, [0, 4, 2]), "target", "torch.Tensor", "list")
 case("similarity_loss-target-float", lambda: sl(ANGLES, CODEBOOK, LABELS.float()), "target", "torch.float32")
@@ -278,8 +278,8 @@ def test_small_integer_target_dtypes_are_accepted():
     for dtype in (torch.int32, torch.int16, torch.uint8, torch.int8):
         assert torch.equal(ce(Z, Y.to(dtype)), expected)
         assert torch.equal(L.smooth_labels(Y.to(dtype), 5), L.smooth_labels(Y, 5))
-        assert torch.equal(vsa.similarity_loss(ANGLES, CODEBOOK, LABELS.to(dtype)),
-                           vsa.similarity_loss(ANGLES, CODEBOOK, LABELS))
+        assert torch.equal(vsa_models.similarity_loss(ANGLES, CODEBOOK, LABELS.to(dtype)),
+                           vsa_models.similarity_loss(ANGLES, CODEBOOK, LABELS))
     assert L.expected_calibration_error(P, Y.to(torch.uint8)) == L.expected_calibration_error(P, Y)
 
 
@@ -308,7 +308,7 @@ def test_empty_batches_of_elementwise_functions_give_empty_results():
     assert L.smooth_labels(Y[:0], 5).shape == (0, 5)
     assert L.entropy(torch.zeros(0, 5)).shape == (0,)
     assert L.kl_divergence(torch.zeros(0, 5), torch.zeros(0, 5)).shape == (0,)
-    assert vsa.similarity_logits(ANGLES[:0], CODEBOOK).shape == (0, 5)
+    assert vsa_models.similarity_logits(ANGLES[:0], CODEBOOK).shape == (0, 5)
 
 
 def test_probabilities_tolerate_rounding_in_their_dtype():
@@ -327,12 +327,13 @@ def test_calibration_and_the_diagram_agree():
 
 
 def test_similarity_edges():
-    assert torch.equal(vsa.similarity_logits(ANGLES, CODEBOOK, 0), torch.zeros(3, 5))  # scale 0: legal
-    flipped = vsa.similarity_logits(ANGLES, CODEBOOK, -1.0)
-    assert torch.equal(flipped, -vsa.similarity_logits(ANGLES, CODEBOOK))
-    wrapped = vsa.similarity_loss(ANGLES + 2, CODEBOOK, LABELS)  # x may leave [-1, 1]: the cosine is periodic
-    assert abs(wrapped.item() - vsa.similarity_loss(ANGLES, CODEBOOK, LABELS).item()) < 1e-5
-    assert vsa.similarity_logits(ANGLES, CODEBOOK.double()).dtype == torch.float64
+    assert torch.equal(vsa_models.similarity_logits(ANGLES, CODEBOOK, 0), torch.zeros(3, 5))  # scale 0: legal
+    flipped = vsa_models.similarity_logits(ANGLES, CODEBOOK, -1.0)
+    assert torch.equal(flipped, -vsa_models.similarity_logits(ANGLES, CODEBOOK))
+    # x may leave [-1, 1]: the cosine is periodic
+    wrapped = vsa_models.similarity_loss(ANGLES + 2, CODEBOOK, LABELS)
+    assert abs(wrapped.item() - vsa_models.similarity_loss(ANGLES, CODEBOOK, LABELS).item()) < 1e-5
+    assert vsa_models.similarity_logits(ANGLES, CODEBOOK.double()).dtype == torch.float64
 
 
 def test_value_checks_pass_on_meta():
@@ -341,4 +342,4 @@ def test_value_checks_pass_on_meta():
     assert L.entropy(P.to(meta)).device == meta
     assert L.logsumexp(Z.to(meta)).device == meta
     assert L.perplexity(torch.ones(3, device=meta)).device == meta
-    assert vsa.similarity_loss(ANGLES.to(meta), CODEBOOK.to(meta), LABELS.to(meta)).device == meta
+    assert vsa_models.similarity_loss(ANGLES.to(meta), CODEBOOK.to(meta), LABELS.to(meta)).device == meta

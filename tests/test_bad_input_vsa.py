@@ -12,18 +12,9 @@ import pytest
 import torch
 from tolerance import approx, assert_close
 
-from seqbook import vsa
-from seqbook.vsa import (
-    Codebook,
-    CrossAttentionBlock,
-    PhasorLinear,
-    PhasorMLP,
-    ResidualBlock,
-    SelfAttentionBlock,
-    SymbolProjection,
-    VSAAttentionClassifier,
-    VSAResNet,
-)
+from seqbook import vsa, vsa_models
+from seqbook.vsa import CrossAttentionBlock, PhasorLinear, PhasorMLP, ResidualBlock, SelfAttentionBlock
+from seqbook.vsa_models import Codebook, SymbolProjection, VSAAttentionClassifier, VSAResNet
 from tests.badinput import assert_clear_error
 
 NAN, INF = float("nan"), float("inf")
@@ -439,27 +430,30 @@ case("Codebook.forward-y-list", lambda: Codebook(3, 8)([0.5] * 8), "y", "torch.T
 case("Codebook.forward-y-rank0", lambda: Codebook(3, 8)(torch.tensor(0.5)), "y", "(..., 8)", "()")
 
 SIMS, LABELS = torch.rand(2, 3), torch.tensor([0, 2])
-case("codebook_loss-similarities-list", lambda: vsa.codebook_loss([[0.5]], LABELS),
+case("codebook_loss-similarities-list", lambda: vsa_models.codebook_loss([[0.5]], LABELS),
      "similarities", "torch.Tensor")
-case("codebook_loss-similarities-rank1", lambda: vsa.codebook_loss(SIMS[0], LABELS),
+case("codebook_loss-similarities-rank1", lambda: vsa_models.codebook_loss(SIMS[0], LABELS),
      "similarities", "(B, C)", "(3,)")
-case("codebook_loss-similarities-rank3", lambda: vsa.codebook_loss(SIMS[None], LABELS),
+case("codebook_loss-similarities-rank3", lambda: vsa_models.codebook_loss(SIMS[None], LABELS),
      "similarities", "(1, 2, 3)")
-case("codebook_loss-similarities-int", lambda: vsa.codebook_loss(torch.ones(2, 3, dtype=torch.long), LABELS),
+case("codebook_loss-similarities-int",
+     lambda: vsa_models.codebook_loss(torch.ones(2, 3, dtype=torch.long), LABELS),
      "similarities", "floating-point", "torch.int64")
-case("codebook_loss-B0", lambda: vsa.codebook_loss(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)),
+case("codebook_loss-B0",
+     lambda: vsa_models.codebook_loss(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)),
      "similarities", "empty", "(0, 3)")
-case("codebook_loss-C0", lambda: vsa.codebook_loss(torch.zeros(2, 0), LABELS),
+case("codebook_loss-C0", lambda: vsa_models.codebook_loss(torch.zeros(2, 0), LABELS),
      "similarities", "empty", "(2, 0)")
-case("codebook_loss-labels-float", lambda: vsa.codebook_loss(SIMS, LABELS.float()),
+case("codebook_loss-labels-float", lambda: vsa_models.codebook_loss(SIMS, LABELS.float()),
      "labels", "integer", "float32")
-case("codebook_loss-labels-batch", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, 1, 2])),
+case("codebook_loss-labels-batch", lambda: vsa_models.codebook_loss(SIMS, torch.tensor([0, 1, 2])),
      "labels", "(2,)", "(3,)")
-case("codebook_loss-labels-rank2", lambda: vsa.codebook_loss(SIMS, LABELS[:, None]),
+case("codebook_loss-labels-rank2", lambda: vsa_models.codebook_loss(SIMS, LABELS[:, None]),
      "labels", "(2,)", "(2, 1)")
-case("codebook_loss-labels-too-big", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, 3])),
+case("codebook_loss-labels-too-big", lambda: vsa_models.codebook_loss(SIMS, torch.tensor([0, 3])),
      "labels", "[0, 2]", "3")
-case("codebook_loss-labels-negative", lambda: vsa.codebook_loss(SIMS, torch.tensor([0, -1])), "labels", "-1")
+case("codebook_loss-labels-negative", lambda: vsa_models.codebook_loss(SIMS, torch.tensor([0, -1])),
+     "labels", "-1")
 
 case("VSAResNet-dim-0", lambda: VSAResNet(0, 1, in_features=12), "dim", "int >= 1")
 case("VSAResNet-num_layers-negative", lambda: VSAResNet(8, -1, in_features=12), "num_layers", ">= 0", "-1")
@@ -680,9 +674,9 @@ def test_small_sigma_still_gives_symbols():
 def test_codebook_edges():
     cb = Codebook(3, 8)
     assert cb(A[0]).shape == (3,)  # one symbol
-    loss = vsa.codebook_loss(SIMS, LABELS)
+    loss = vsa_models.codebook_loss(SIMS, LABELS)
     for dtype in (torch.int32, torch.int16, torch.uint8):
-        assert torch.equal(vsa.codebook_loss(SIMS, LABELS.to(dtype)), loss)
+        assert torch.equal(vsa_models.codebook_loss(SIMS, LABELS.to(dtype)), loss)
 
 
 def test_half_precision_where_torch_supports_it():

@@ -14,7 +14,8 @@ from seqbook.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, SequenceClas
 from seqbook.seq2seq import Seq2Seq
 from seqbook.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 from seqbook.utils import set_fast
-from seqbook.vsa import CrossAttentionBlock, SelfAttentionBlock, VSAAttentionClassifier
+from seqbook.vsa import CrossAttentionBlock, SelfAttentionBlock
+from seqbook.vsa_models import VSAAttentionClassifier
 
 F64 = torch.float64
 

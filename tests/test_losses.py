@@ -18,7 +18,7 @@ from seqbook.losses import (
     perplexity,
     smooth_labels,
 )
-from seqbook.vsa import similarity_logits, similarity_loss
+from seqbook.vsa_models import similarity_logits, similarity_loss
 
 
 def _torch_ce(logits, target, **kw):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqbook import attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa
+from seqbook import attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa, vsa_models
 
 META = torch.device("meta")
 B, T, D = 2, 5, 8
@@ -101,31 +101,31 @@ CASES = {
     "Hopfield": (lambda: hopfield.Hopfield(D, 6, key_dim=4), lambda: (floats(B, 3, D), floats(B, T, 6))),
     "HopfieldPooling": (lambda: hopfield.HopfieldPooling(D, num_queries=2), lambda: (floats(B, T, D),)),
     "HopfieldLayer": (lambda: hopfield.HopfieldLayer(D, 7), lambda: (floats(B, T, D),)),
-    "Codebook": (lambda: vsa.Codebook(4, 16), lambda: (angles(B, 16),)),
+    "Codebook": (lambda: vsa_models.Codebook(4, 16), lambda: (angles(B, 16),)),
     "PhasorLinear": (lambda: vsa.PhasorLinear(16, 12), lambda: (angles(B, 16),)),
     "PhasorMLP": (lambda: vsa.PhasorMLP(16), lambda: (angles(B, 16),)),
     "ResidualBlock": (lambda: vsa.ResidualBlock(16), lambda: (angles(B, 16),)),
-    "SymbolProjection": (lambda: vsa.SymbolProjection(6, 16), lambda: (floats(B, 6),)),
+    "SymbolProjection": (lambda: vsa_models.SymbolProjection(6, 16), lambda: (floats(B, 6),)),
     "SelfAttentionBlock": (lambda: vsa.SelfAttentionBlock(16), lambda: (angles(B, T, 16),)),
     "CrossAttentionBlock": (lambda: vsa.CrossAttentionBlock(16, num_queries=3), lambda: (angles(B, T, 16),)),
     "VSAAttentionClassifier-self": (
-        lambda: vsa.VSAAttentionClassifier(16, "self", rows=6, cols=5, num_classes=3),
+        lambda: vsa_models.VSAAttentionClassifier(16, "self", rows=6, cols=5, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
     "VSAAttentionClassifier-cross": (
-        lambda: vsa.VSAAttentionClassifier(16, "cross", num_queries=3, rows=6, cols=5, num_classes=3),
+        lambda: vsa_models.VSAAttentionClassifier(16, "cross", num_queries=3, rows=6, cols=5, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
     "VSAAttentionClassifier-symbols": (
-        lambda: vsa.VSAAttentionClassifier(16, "self", rows=6, cols=None, num_classes=3),
+        lambda: vsa_models.VSAAttentionClassifier(16, "self", rows=6, cols=None, num_classes=3),
         lambda: (angles(B, 6, 16), torch.ones(B, 6, dtype=torch.bool, device="meta")),
     ),
     "MoleculeEncoder": (
-        lambda: vsa.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=16),
+        lambda: vsa_models.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=16),
         lambda: (floats(5, 4), ids(3, 2), floats(3, 2)),
     ),
     "VSAResNet": (
-        lambda: vsa.VSAResNet(16, num_layers=2, in_features=30, num_classes=3),
+        lambda: vsa_models.VSAResNet(16, num_layers=2, in_features=30, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
 }

@@ -8,19 +8,14 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math, tol
 
-from seqbook import losses, train, vsa, vsa_train
+from seqbook import losses, train, vsa, vsa_models, vsa_train
 from seqbook.vsa import (
-    Codebook,
     CrossAttentionBlock,
     PhasorLinear,
     ResidualBlock,
     SelfAttentionBlock,
-    SymbolProjection,
-    VSAAttentionClassifier,
-    VSAResNet,
     bind,
     bundle,
-    codebook_loss,
     fractional_power,
     generalized_bundle,
     random_symbols,
@@ -28,6 +23,7 @@ from seqbook.vsa import (
     unbind,
     vsa_attention,
 )
+from seqbook.vsa_models import Codebook, SymbolProjection, VSAAttentionClassifier, VSAResNet, codebook_loss
 
 F64 = torch.float64
 
@@ -400,7 +396,7 @@ def test_train_vsa_reduces_loss(device):
     torch.manual_seed(0)
     images, labels = _fake_fashion("train")
     images = images * 0.2 + (labels[:, None, None] == torch.arange(28)[None, :, None] % 10).float()
-    model = vsa.build_classifier("resnet", 32, num_layers=2)
+    model = vsa_models.build_classifier("resnet", 32, num_layers=2)
     run = train.train_vsa(model, (images, labels), (images[:64], labels[:64]), steps=30, batch_size=32,
                               lr=3e-3, device=device, eval_every=10, eval_size=64, progress=False)
     assert run.eval_steps == [10, 20, 30] and len(run.eval_accuracy) == 3
@@ -602,7 +598,7 @@ def test_classifier_on_images_is_the_same_network_class():
 
 def test_molecule_encoder_follows_its_equations():
     torch.manual_seed(0)
-    enc = vsa.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=64)
+    enc = vsa_models.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=64)
     atoms = torch.eye(4)[[0, 1, 1]]  # three atoms
     bonds = torch.tensor([[0, 1], [2, 1]])
     feats = torch.eye(2)[[0, 1]]

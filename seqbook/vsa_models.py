@@ -1,0 +1,404 @@
+"""The networks of Olin-Ammentorp and Bazhenov (2022), built from the FHRR operations and
+layers of :mod:`seqbook.vsa`.
+
+From pixels to symbols (:class:`SymbolProjection`), from symbols to classes (:class:`Codebook`
+of class symbols, :func:`codebook_loss`, :func:`similarity_logits`, :func:`similarity_loss`),
+the paper's Fashion-MNIST classifiers (:class:`VSAResNet`, :class:`VSAAttentionClassifier`,
+built by name with :func:`build_classifier`; their published accuracies in
+:data:`PAPER_ACCURACY`) and molecules as sets of bond symbols (:class:`MoleculeEncoder`,
+:func:`encode_solubility`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .checks import (
+    check_bool_mask,
+    check_finite,
+    check_flag,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_module_input,
+    check_number,
+    check_positive_int,
+    check_tensor,
+    checked,
+)
+from .data import ATOM_FEATURES, BOND_FEATURES, load_solubility
+from .utils import seed_everything
+from .vsa import (
+    CrossAttentionBlock,
+    PhasorLinear,
+    ResidualBlock,
+    SelfAttentionBlock,
+    fhrr_bind,
+    fhrr_bundle,
+    fhrr_similarity,
+    fhrr_wrap,
+    random_symbols,
+)
+
+# The Fashion-MNIST test accuracies that Olin-Ammentorp and Bazhenov (2022) report for their models.
+PAPER_ACCURACY = {"self": 0.886, "cross": 0.855, "resnet": 0.858}
+
+__all__ = [
+    "PAPER_ACCURACY", "SymbolProjection", "Codebook", "codebook_loss", "VSAResNet",
+    "VSAAttentionClassifier", "MoleculeEncoder", "similarity_logits", "similarity_loss",
+    "build_classifier", "encode_solubility",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# From pixels to symbols and from symbols to classes.
+# ---------------------------------------------------------------------------------------------
+
+
+class SymbolProjection(nn.Module):
+    """Encode real vectors as symbols: a fixed Gaussian random projection, LayerNorm, scale, wrap,
+
+    ``s = wrap(LayerNorm(x P) / sigma)``,  P ~ N(0, 1) of shape (in_features, embed_dim), not trained.
+
+    With ``sigma = 3`` almost all normalised values already lie in [-1, 1]; the wrap makes sure
+    (it does not change the phasor ``exp(i pi s)``). ``sigma`` must be finite and > 0. The forward
+    pass checks shapes and dtypes but reads no values: a NaN input gives NaN symbols.
+
+    Shape:
+        Input: (..., in_features). Output: (..., embed_dim), angles in [-1, 1).
+    """
+
+    def __init__(self, in_features: int, embed_dim: int, sigma: float = 3.0):
+        super().__init__()
+        in_features = check_positive_int("in_features", in_features)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        check_number("sigma", sigma, low=0.0, low_open=True)
+        self.in_features, self.sigma = in_features, sigma
+        self.register_buffer("projection", torch.randn(in_features, embed_dim))
+        self.norm = nn.LayerNorm(embed_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = f"(..., {self.in_features})"
+        check_module_input("x", x, self.projection, shape)
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+        return fhrr_wrap(self.norm(x @ self.projection) / self.sigma)
+
+
+class Codebook(nn.Module):
+    """A fixed random symbol per class; the forward pass returns the similarity to each of them.
+
+    ``sparsity`` in [0, 1): the share of each code's angles set to 0 (the authors' code uses 0.75 for
+    its attention classifiers). The codes then agree on those entries, so an output near angle 0
+    everywhere starts out similar to every class, and only the other entries tell classes apart.
+
+    Shape:
+        Input: (B, embed_dim) (or (embed_dim,) for one symbol).
+        Output: (B, num_classes), similarities in [-1, 1].
+    """
+
+    def __init__(self, num_classes: int, embed_dim: int, sparsity: float = 0.0):
+        super().__init__()
+        num_classes = check_positive_int("num_classes", num_classes)
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        check_number("sparsity", sparsity, low=0.0, high=1.0, high_open=True)
+        codes = random_symbols(num_classes, embed_dim)
+        if sparsity > 0:
+            codes = codes * (torch.rand(num_classes, embed_dim) >= sparsity)  # a share `sparsity` set to 0
+        self.sparsity = float(sparsity)
+        self.register_buffer("codes", codes)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        shape = f"(..., {self.codes.shape[-1]})"
+        check_module_input("y", y, self.codes, shape)
+        if y.shape[-1] != self.codes.shape[-1]:
+            raise ValueError(f"y must have shape {shape}, got {tuple(y.shape)}")
+        return fhrr_similarity(y, self.codes, pairwise=True)
+
+
+def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The paper's loss: ``mean(1 - sim(output, code of the true class))``, in [0, 2].
+
+    ``labels`` may have any integer dtype; every label must lie in [0, C). The similarities' values
+    are not read: a NaN similarity (a diverged model) gives a NaN loss, as torch's losses do.
+
+    Shape:
+        similarities (B, C) with B, C >= 1, labels (B,) int -> scalar.
+    """
+    check_float_tensor("similarities", similarities, ndim=2, names="(B, C)")
+    if similarities.is_complex():
+        raise TypeError(f"similarities must be a real floating-point tensor, got {similarities.dtype}")
+    b, c = similarities.shape
+    check_ids("labels", labels, num_classes=c, shape=(b,), names=f"({b},) (B of similarities {(b, c)})")
+    if labels.device != similarities.device:
+        raise ValueError(f"labels must be on the device of similarities, {similarities.device}, "
+                         f"got {labels.device}")
+    return (1.0 - similarities.gather(1, labels.long()[:, None]).squeeze(1)).mean()
+
+
+class VSAResNet(nn.Module):
+    """The trainability test of the paper (figures 2 and 3): a whole image as one symbol, then
+    ``num_layers`` blocks of two phasor layers (2 * num_layers layers), with or without binding
+    skips, read out by similarity to a class codebook.
+
+    ``num_layers=0`` is allowed (projection and codebook only).
+
+    Shape:
+        Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
+    """
+
+    def __init__(self, embed_dim: int = 1024, num_layers: int = 12, skip: bool = True, in_features: int = 784,
+                 num_classes: int = 10, d_ff: int | None = None, out_scale: float = 0.25,
+                 codebook_sparsity: float = 0.0):
+        super().__init__()
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        in_features = check_positive_int("in_features", in_features)
+        num_layers = check_positive_int("num_layers", num_layers, minimum=0)
+        num_classes = check_positive_int("num_classes", num_classes)
+        d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
+        check_flag("skip", skip)
+        check_number("out_scale", out_scale, low=0.0)
+        self.embed = SymbolProjection(in_features, embed_dim)
+        self.blocks = nn.Sequential(*[ResidualBlock(embed_dim, d_ff, skip, out_scale)
+                                      for _ in range(num_layers)])
+        self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        n = self.embed.in_features
+        check_module_input("images", images, self.embed.projection, f"(B, ...) with {n} values per image", 2)
+        if math.prod(images.shape[1:]) != n:
+            raise ValueError(f"images must have shape (B, ...) with {n} values per image, "
+                             f"got {tuple(images.shape)}")
+        x = self.embed(images.flatten(1))  # (B, D)
+        return self.codebook(self.blocks(x))  # (B, C)
+
+
+class VSAAttentionClassifier(nn.Module):
+    """The classifier of the paper (figure 6): a set of input symbols, one self- or cross-attention
+    block, a phasor layer that reduces the flattened output to one symbol, and a class codebook.
+
+    Only the input encoding depends on the domain. For images (``cols`` an int) every row becomes a
+    symbol through one shared fixed random projection (figure 6a). With ``cols=None`` the input is
+    already a padded set of ``rows`` symbols of dimension ``embed_dim``, for example molecules encoded by
+    :class:`MoleculeEncoder` (figure 6b), and ``mask`` (B, rows), True at real symbols, says which
+    are padding: no query looks at a padding symbol, and self-attention outputs at padding
+    positions are set to angle 0 before the reduction, so padding content cannot change the result.
+
+    The inputs carry no position code of their own; the self-attention model still knows their
+    order through the final flattening layer (its weights differ per position), while the
+    cross-attention block is blind to it: permuting the rows does not change its output.
+    ``fast=True`` runs the block's attention on the phasor fast path (same values).
+
+    Shape:
+        Input: (B, rows, cols) images, or (B, rows, embed_dim) symbols with an optional bool mask
+        (B, rows). Output: ``(similarities, scores)`` of shapes (B, num_classes) and the attention
+        scores of the block.
+    """
+
+    def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
+                 cols: int | None = 28, num_classes: int = 10, d_ff: int | None = None,
+                 codebook_sparsity: float = 0.0, fast: bool = False):
+        super().__init__()
+        if not isinstance(kind, str) or kind not in ("self", "cross"):
+            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        num_queries = check_positive_int("num_queries", num_queries)
+        rows = check_positive_int("rows", rows)
+        cols = None if cols is None else check_positive_int("cols", cols)
+        num_classes = check_positive_int("num_classes", num_classes)
+        d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
+        self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
+        self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
+        if kind == "self":
+            self.block = SelfAttentionBlock(embed_dim, d_ff, fast)
+            tokens = rows
+        else:
+            self.block = CrossAttentionBlock(embed_dim, num_queries, d_ff, fast)
+            tokens = num_queries
+        self.reduce = PhasorLinear(tokens * embed_dim, embed_dim)
+        self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
+
+    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        self._check_input(x, mask)
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        if self.embed is not None:
+            x = self.embed(x)  # (B, rows, cols) images -> (B, rows, D) symbols
+        key_mask = None if mask is None else mask[:, None, :]  # (B, 1, T): True at real symbols
+        h, scores = self.block(x, key_mask)  # (B, T, D)
+        if mask is not None and self.kind == "self":
+            h = h.masked_fill(~mask[..., None], 0.0)  # padding positions carry angle 0
+        y = self.reduce(h.flatten(1))  # (B, D)
+        return self.codebook(y), scores
+
+    def _check_input(self, x, mask) -> None:
+        last = self.cols if self.cols is not None else self.embed_dim
+        shape = f"(B, {self.rows}, {last})"
+        check_module_input("x", x, self.reduce.weight, shape, 3)
+        if x.dim() != 3 or x.shape[1:] != (self.rows, last):
+            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+        if mask is None:
+            return
+        check_bool_mask("mask", mask, shape=x.shape[:2], names=f"(B, {self.rows}) = {tuple(x.shape[:2])}")
+        if mask.device != x.device:
+            raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
+
+
+class MoleculeEncoder(nn.Module):
+    """Molecules as sets of FHRR symbols, one per bond (figure 6b of the paper); nothing is trained.
+
+    Every atom's and every bond's feature vector is projected into a symbol by a fixed random
+    projection (:class:`SymbolProjection`). A bond t between atoms i and j becomes the binding of
+    the two atom symbols and the bond's own symbol, and is then bundled with a fractional power code
+    of its position t in the molecule's bond list::
+
+        e_t = bind(bind(a_i, a_j), b_t)          binding is commutative: the bond has no direction
+        s_t = bundle(e_t, base ** t)             the position code, see :func:`fractional_power`
+
+    :meth:`encode` pads the sets of a list of molecules into one tensor for
+    :class:`VSAAttentionClassifier` (with ``cols=None``) and returns the mask of real bonds.
+
+    Shape:
+        forward: atoms (A, atom_features), bonds (E, 2) int atom indices, bond_features
+        (E, bond_features) -> (E, embed_dim) symbols.
+    """
+
+    def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
+        super().__init__()
+        atom_features = check_positive_int("atom_features", atom_features)
+        bond_features = check_positive_int("bond_features", bond_features)
+        self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        self.atom = SymbolProjection(atom_features, embed_dim)
+        self.bond = SymbolProjection(bond_features, embed_dim)
+        self.register_buffer("position_base", random_symbols(1, embed_dim)[0])
+
+    def _check_forward(self, atoms: torch.Tensor, bonds: torch.Tensor,
+                       bond_features: torch.Tensor) -> None:
+        check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
+        check_module_input("bond_features", bond_features, self.position_base,
+                            f"(E, {self.bond.in_features})", 2)
+        if atoms.dim() != 2 or atoms.shape[1] != self.atom.in_features:
+            raise ValueError(f"atoms must have shape (A, {self.atom.in_features}), got {tuple(atoms.shape)}")
+        check_ids("bonds", bonds, len(atoms), shape=(None, 2), names="(E, 2)", nonempty=False)
+        if bond_features.shape != (len(bonds), self.bond.in_features):
+            raise ValueError(f"bond_features must have shape (E, {self.bond.in_features}) with E = "
+                             f"{len(bonds)} bonds, got {tuple(bond_features.shape)}")
+
+    @checked(_check_forward)
+    def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
+        a = self.atom(atoms)  # (A, D)
+        edges = fhrr_bind(fhrr_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
+        t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
+        position = fhrr_wrap(t[:, None] * self.position_base)  # (E, D): base ** t
+        return fhrr_bundle(torch.stack([edges, position]), dim=0)  # (E, D)
+
+    @torch.no_grad()
+    def encode(self, molecules, max_bonds: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encode molecules (anything with ``atoms``, ``bonds`` and ``bond_features`` lists, such as
+        :class:`seqbook.data.Molecules`) into padded symbols (N, T, embed_dim) and a mask (N, T), True at
+        real bonds. T is ``max_bonds`` (default: the largest bond count); padding has angle 0."""
+        parts = zip(molecules.atoms, molecules.bonds, molecules.bond_features, strict=True)
+        sets = [self(atoms, bonds, features) for atoms, bonds, features in parts]
+        longest = max((len(s) for s in sets), default=0)
+        t = longest if max_bonds is None else check_int("max_bonds", max_bonds)
+        if longest > t:
+            raise ValueError(f"max_bonds must be at least the largest bond count, {longest}, got {t}")
+        symbols = self.position_base.new_zeros(len(sets), t, self.embed_dim)
+        mask = torch.zeros(len(sets), t, dtype=torch.bool, device=symbols.device)
+        for i, s in enumerate(sets):
+            symbols[i, :len(s)], mask[i, :len(s)] = s, True
+        return symbols, mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Similarity losses for training against a codebook of class symbols (chapters 8 and 9).
+# ---------------------------------------------------------------------------------------------
+
+
+def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    r"""``scale * sim(x_i, s_k)`` for every output symbol and every class symbol.
+
+    Feeding these to :func:`cross_entropy` gives a softmax classifier over similarities, the
+    alternative to :func:`similarity_loss` that also pushes the wrong classes away.
+
+    ``scale`` is any finite number (0 gives zeros, a negative one flips the order). x is trained
+    freely and may leave [-1, 1] (the cosine is periodic); x and codebook must be finite.
+
+    Shape:
+        x: (B, n) angles in [-1, 1]; codebook: (C, n) -> (B, C)
+    """
+    _check_x_codebook(x, codebook)
+    check_number("scale", scale)
+    return scale * fhrr_similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
+
+
+def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    r"""Mean of ``1 - sim(x_i, codebook[y_i])``: the loss of Olin-Ammentorp and Bazhenov (2022).
+
+    .. math:: \ell = 1 - \frac{1}{n} \sum_{j=1}^{n} \cos\big(\pi (x_j - s_{y,j})\big)
+
+    Only the true class's symbol enters; it lies in [0, 2] and is 0 when x equals that symbol.
+
+    Shape:
+        x: (B, n) angles in [-1, 1], B >= 1; codebook: (C, n); target: (B,) ids -> scalar
+    """
+    _check_x_codebook(x, codebook)
+    if x.shape[0] == 0:
+        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
+                         f"got shape {tuple(x.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
+    if target.shape != x.shape[:1]:
+        raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
+    check_ids("target", target, codebook.shape[0])
+    return (1.0 - fhrr_similarity(x, codebook[target.long()])).mean()
+
+
+def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
+    """x: (B, n) and codebook: (C, n), finite floating-point tensors, C, n >= 1."""
+    for name, t in (("x", x), ("codebook", codebook)):
+        check_tensor(name, t, nonempty=False)
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
+    if codebook.dim() != 2 or 0 in codebook.shape:
+        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {tuple(codebook.shape)}")
+    n = codebook.shape[1]
+    if x.dim() != 2 or x.shape[1] != n:
+        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {tuple(codebook.shape)}, "
+                         f"got {tuple(x.shape)}")
+    check_finite("x", x)
+    check_finite("codebook", codebook)
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's classifiers, built by name, and the molecules encoded as symbol sets.
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_solubility(embed_dim: int,
+                      seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """The solubility molecules as padded FHRR symbol sets: ``(symbols, mask, labels)`` for the
+    training and the test split, both padded to the largest bond count of either (50)."""
+    seed_everything(seed)
+    train, test = load_solubility("train"), load_solubility("test")
+    encoder = MoleculeEncoder(len(ATOM_FEATURES), len(BOND_FEATURES), embed_dim)
+    longest = max(len(b) for b in train.bonds + test.bonds)
+    return ((*encoder.encode(train, longest), train.labels), (*encoder.encode(test, longest), test.labels))
+
+
+def build_classifier(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True,
+                     num_queries: int = 32, out_scale: float = 0.25, d_ff: int | None = None,
+                     codebook_sparsity: float = 0.0) -> nn.Module:
+    """``kind`` in {"self", "cross", "resnet"}: the paper's two attention classifiers or the deep
+    residual network of its figure 3 (``out_scale``: initial scale of each block's last layer;
+    ``d_ff``: hidden width of the attention blocks' MLP, default ``embed_dim`` as in the authors'
+    code; ``codebook_sparsity``: share of each class symbol's angles set to 0)."""
+    if kind == "resnet":
+        return VSAResNet(embed_dim, num_layers=num_layers, skip=skip, out_scale=out_scale,
+                         codebook_sparsity=codebook_sparsity)
+    return VSAAttentionClassifier(embed_dim, kind=kind, num_queries=num_queries, d_ff=d_ff,
+                                  codebook_sparsity=codebook_sparsity)
