@@ -34,6 +34,7 @@ __all__ = [
     "check_flag",
     "check_generator",
     "check_module_input",
+    "check_str",
     "check_same_dtype",
     "shape_of",
     "has_values",
@@ -316,3 +317,10 @@ def check_module_input(name: str, x, like: torch.Tensor, shape: str, min_dim: in
     if x.dim() < min_dim:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
     check_like(name, x, like)
+
+
+def check_str(name: str, value) -> str:
+    """``value`` is a ``str``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value

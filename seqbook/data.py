@@ -1,44 +1,27 @@
-"""The data layer every chapter shares: vocabularies, tokenizers, loaders and batching.
+"""The data sets every chapter shares, and batching.
 
-Loaders never assume the internet. Each looks for a local copy first, in this order:
-
-1. the folder named by the environment variable ``SEQBOOK_DATA``;
-2. the user cache (``pooch.os_cache("seqbook")``, e.g. ``~/.cache/seqbook``);
-3. known system locations (for example a Debian data package);
-
-and only then downloads the file from its canonical public source into the user cache, with a
-progress bar and a SHA-256 check (done by ``pooch``). With no local copy and no network the
-loader raises one :class:`DataNotFoundError` that says where to put the file.
-
-Every local copy is checked against its known SHA-256 before it is used (once per process: the
-result is remembered by path, size and modification time). A copy that fails the check is never
-used: the next place is tried, a damaged file in the user cache is replaced by a fresh download
-when downloads are allowed, and if no good copy exists the error lists each bad copy with its
-expected and actual hash. The readers then check the contents too (gzip stream, idx header and
-counts, UTF-8), and a damaged file gives a :class:`DataFileError` that names it.
+Each loader finds its file with :func:`seqbook.fetch.fetch` (a local copy first, checked by its
+SHA-256, then a download) and reads it with checks of its own (gzip stream, idx header and
+counts, UTF-8): a damaged file gives a :class:`~seqbook.fetch.DataFileError` that names it.
+Texts become ids through the vocabularies of :mod:`seqbook.vocab`.
 """
 
 from __future__ import annotations
 
 import calendar
 import gzip
-import hashlib
 import importlib.util
-import numbers
 import os
 import random
 import re
 import string
-import warnings
 import zlib
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-import pooch
 import torch
 
 from .checks import (
@@ -48,364 +31,20 @@ from .checks import (
     check_ids,
     check_int,
     check_number,
+    check_str,
     has_values,
 )
+from .fetch import DataFileError, RemoteFile, fetch
+from .vocab import Vocab, check_vocab, normalize_text
 
 __all__ = [
-    "DataNotFoundError", "DataFileError", "RemoteFile", "cache_dir", "fetch", "PAD", "UNK", "SOS",
-    "EOS", "RESERVED", "Vocab", "tokenize_chars", "tokenize_words", "normalize_text", "TIME_MACHINE",
-    "strip_gutenberg", "load_time_machine", "split_text", "NAME_LOCALES", "load_names", "MONTHS",
-    "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates", "FASHION_MNIST", "FASHION_MNIST_CLASSES",
-    "load_fashion_mnist", "SOLUBILITY", "SOLUBILITY_CLASSES", "ATOM_FEATURES", "BOND_FEATURES",
-    "Molecules", "load_solubility", "pad_sequences", "lm_chunks", "first_token_task", "adding_problem",
-    "time_machine_ids", "context_windows", "TranslationData", "encode_pairs", "decode_ids",
-    "date_dataset", "copy_dataset", "bucket_batches", "check_vocab",
+    "TIME_MACHINE", "strip_gutenberg", "load_time_machine", "split_text", "NAME_LOCALES",
+    "load_names", "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates", "FASHION_MNIST",
+    "FASHION_MNIST_CLASSES", "load_fashion_mnist", "SOLUBILITY", "SOLUBILITY_CLASSES",
+    "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility", "pad_sequences", "lm_chunks",
+    "first_token_task", "adding_problem", "time_machine_ids", "context_windows", "TranslationData",
+    "encode_pairs", "date_dataset", "copy_dataset", "bucket_batches",
 ]
-
-# ---------------------------------------------------------------------------------------------
-# Small argument checks of this module.
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_str(name: str, value) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    return value
-
-
-# ---------------------------------------------------------------------------------------------
-# Finding files: local first, each copy checked, then a checked download.
-# ---------------------------------------------------------------------------------------------
-
-
-class DataNotFoundError(FileNotFoundError):
-    """No good copy of a data file is on disk, and it could not be downloaded."""
-
-
-class DataFileError(ValueError):
-    """A data file was found but its contents are damaged (gzip, idx header, counts, encoding)."""
-
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """A data file known by name, canonical address and SHA-256 hash.
-
-    Args:
-        fname: the file name (no folder), as it is stored in ``SEQBOOK_DATA`` and the cache.
-        url: the canonical address to download it from.
-        sha256: the SHA-256 of the canonical file (hex, 64 characters); downloads must match it.
-        system_paths: full paths where a system package may have installed the file.
-        other_sha256: hashes of other copies known to be good: the same data packaged byte for
-            byte differently (for example a re-compressed ``.gz``). Local copies may match any.
-    """
-
-    fname: str
-    url: str
-    sha256: str
-    system_paths: tuple[str, ...] = ()
-    other_sha256: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        fname = self.fname
-        if not isinstance(fname, str) or fname in ("", ".", "..") or Path(fname).name != fname:
-            raise ValueError(f"fname must be a plain file name such as 'book.txt', got {fname!r}")
-        if not isinstance(self.url, str) or not self.url:
-            raise ValueError(f"url must be a non-empty str, got {self.url!r}")
-        object.__setattr__(self, "sha256", _check_sha256("sha256", self.sha256))
-        object.__setattr__(self, "system_paths", _str_tuple("system_paths", self.system_paths))
-        hashes = _str_tuple("other_sha256", self.other_sha256)
-        object.__setattr__(self, "other_sha256", tuple(_check_sha256("other_sha256", h) for h in hashes))
-
-    @property
-    def known_hashes(self) -> tuple[str, ...]:
-        """Every SHA-256 a good copy may have: ``sha256`` first, then ``other_sha256``."""
-        return (self.sha256,) + self.other_sha256
-
-
-def _check_sha256(name: str, value) -> str:
-    if not isinstance(value, str) or not _SHA256.fullmatch(value.lower()):
-        raise ValueError(f"{name} must be a SHA-256 in hex (64 characters 0-9a-f), got {value!r}")
-    return value.lower()
-
-
-def _str_tuple(name: str, values) -> tuple[str, ...]:
-    if isinstance(values, (str, bytes, os.PathLike)) or not isinstance(values, (tuple, list)):
-        raise TypeError(f"{name} must be a tuple of str, got {type(values).__name__} {values!r}")
-    for v in values:
-        if not isinstance(v, (str, os.PathLike)):
-            raise TypeError(f"{name} must be a tuple of str, got an entry {type(v).__name__} {v!r}")
-    return tuple(str(v) for v in values)
-
-
-def cache_dir() -> Path:
-    """The user cache where downloaded files are kept."""
-    return Path(pooch.os_cache("seqbook"))
-
-
-def _local_candidates(remote: RemoteFile) -> list[Path]:
-    candidates = []
-    if os.environ.get("SEQBOOK_DATA"):
-        candidates.append(Path(os.environ["SEQBOOK_DATA"]) / remote.fname)
-    candidates.append(cache_dir() / remote.fname)
-    candidates.extend(Path(p) for p in remote.system_paths)
-    return candidates
-
-
-_HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256, once per process
-
-
-def _sha256(path: Path) -> str:
-    """SHA-256 of a file, computed once per process for each (path, size, mtime)."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _HASHES:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _HASHES[key] = h.hexdigest()
-    return _HASHES[key]
-
-
-def _known_as(sha: str) -> str:
-    """' (it is <other file>)' when ``sha`` is the hash of another file this module knows."""
-    for remote in (TIME_MACHINE, *FASHION_MNIST.values()):
-        if sha in remote.known_hashes:
-            return f" (it is {remote.fname!r})"
-    return ""
-
-
-def fetch(remote: RemoteFile, download: bool = True) -> Path:
-    """Return a local path to a good copy of ``remote``, downloading it into the user cache if needed.
-
-    Each local copy is checked against ``remote``'s known SHA-256 hashes; a copy that does not
-    match is skipped (with a warning if a good copy is found elsewhere), so a damaged file never
-    shadows a good one. A damaged copy in the user cache is replaced by the download.
-
-    Args:
-        remote: the file to find.
-        download: if False, never touch the network.
-
-    Raises:
-        DataNotFoundError: no good local copy exists and the download failed (or was not allowed).
-            The message lists the places the file may be put and every damaged copy found, with
-            its expected and actual SHA-256.
-    """
-    if not isinstance(remote, RemoteFile):
-        raise TypeError(f"remote must be a RemoteFile, got {type(remote).__name__}")
-    download = check_flag("download", download)
-    candidates = _local_candidates(remote)
-    bad = []
-    for path in candidates:
-        if not path.is_file():
-            continue
-        try:
-            actual = _sha256(path)
-        except OSError as exc:  # unreadable: try the next place
-            bad.append(f"{path}: could not be read ({exc})")
-            continue
-        if actual in remote.known_hashes:
-            if bad:
-                warnings.warn(f"skipped damaged copies of {remote.fname!r}, using {path}:\n  "
-                              + "\n  ".join(bad), stacklevel=2)
-            return path
-        expected = " or ".join(remote.known_hashes)
-        bad.append(f"{path}: sha256 {actual}, expected {expected}{_known_as(actual)}")
-    error = None
-    if download:
-        try:
-            path = pooch.retrieve(  # replaces a damaged cached copy once the new one is verified
-                url=remote.url,
-                known_hash=f"sha256:{remote.sha256}",
-                fname=remote.fname,
-                path=cache_dir(),
-                progressbar=_progressbar_wanted(),
-            )
-            if bad:
-                warnings.warn(f"found damaged copies of {remote.fname!r}, downloaded a good one to "
-                              f"{path}:\n  " + "\n  ".join(bad), stacklevel=2)
-            return Path(path)
-        except Exception as exc:  # no network, HTTP error, or a wrong checksum
-            error = exc
-    where = "\n  ".join(str(p) for p in candidates)
-    reason = f"the download from {remote.url} failed ({error})" if error else "downloads are off"
-    found = ""
-    if bad:
-        found = ("\nThese copies were found but are damaged or are a different file; delete them or replace "
-                 f"them with the original from {remote.url}:\n  " + "\n  ".join(bad))
-    what = f"no good copy of {remote.fname!r} was found" if bad else f"{remote.fname!r} was not found"
-    raise DataNotFoundError(
-        f"{what} and {reason}.{found}\n"
-        f"Put a copy in one of these places (or set SEQBOOK_DATA to its folder):\n  {where}"
-    )
-
-
-def _progressbar_wanted() -> bool:
-    if os.environ.get("TQDM_DISABLE"):
-        return False
-    try:
-        import tqdm  # noqa: F401
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------------
-# Vocabulary and tokenizers.
-# ---------------------------------------------------------------------------------------------
-
-PAD, UNK, SOS, EOS = "<pad>", "<unk>", "<sos>", "<eos>"
-RESERVED = (PAD, UNK, SOS, EOS)
-
-
-class Vocab:
-    """A two-way map between tokens and integer ids.
-
-    The ids 0, 1, 2, 3 are always ``<pad> <unk> <sos> <eos>``; the other tokens follow in order of
-    decreasing frequency (ties broken alphabetically), so the same text always gives the same ids.
-    Tokens never seen when the vocabulary was built encode to ``<unk>``.
-
-    Args:
-        tokens: the training tokens (any iterable of strings, or of lists of strings).
-        min_freq: tokens seen fewer times are left out (they become ``<unk>``).
-        max_size: keep at most this many tokens besides the reserved ones (0 keeps only those).
-
-    Example:
-        >>> v = Vocab(list("hello"))
-        >>> v.decode(v.encode(list("hello")))
-        ['h', 'e', 'l', 'l', 'o']
-    """
-
-    def __init__(self, tokens: Iterable = (), min_freq: int = 1, max_size: int | None = None):
-        min_freq = check_int("min_freq", min_freq, minimum=1)
-        if max_size is not None:
-            max_size = check_int("max_size", max_size, minimum=0)
-        if tokens is None or not isinstance(tokens, Iterable):
-            raise TypeError(f"tokens must be an iterable of str, got {type(tokens).__name__}")
-        counter = Counter(_flatten(tokens))
-        for token in RESERVED:
-            counter.pop(token, None)
-        kept = sorted((t for t, c in counter.items() if c >= min_freq), key=lambda t: (-counter[t], t))
-        if max_size is not None:
-            kept = kept[:max_size]
-        self.counts = counter
-        self.itos: list[str] = list(RESERVED) + kept
-        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
-
-    pad_id, unk_id, sos_id, eos_id = 0, 1, 2, 3
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def __contains__(self, token: str) -> bool:
-        """Whether ``token`` has its own id (anything but a str never has one)."""
-        return isinstance(token, str) and token in self.stoi
-
-    def __getitem__(self, token: str) -> int:
-        """The id of ``token``; ``<unk>``'s id if it is not in the vocabulary."""
-        return self.stoi.get(_check_str("token", token), self.unk_id)
-
-    def encode(self, tokens: Sequence[str], add_sos: bool = False, add_eos: bool = False) -> list[int]:
-        """Map tokens to ids; unknown tokens map to ``<unk>``.
-
-        A plain string is read as a sequence of characters, so ``encode("abc")`` equals
-        ``encode(list("abc"))``. That reading only makes sense for a character vocabulary: if the
-        vocabulary has a token longer than one character, a string is refused (pass a list of
-        tokens, e.g. ``tokenize_words(text)``).
-        """
-        add_sos, add_eos = check_flag("add_sos", add_sos), check_flag("add_eos", add_eos)
-        if isinstance(tokens, str):
-            longer = next((t for t in self.itos[len(RESERVED):] if len(t) > 1), None)
-            if longer is not None:
-                raise TypeError(
-                    f"tokens must be a list of tokens for this vocabulary, which has multi-character tokens "
-                    f"such as {longer!r}; got the str {tokens[:20]!r} (use e.g. tokenize_words(text))"
-                )
-            tokens = list(tokens)  # a plain string is read as a sequence of characters
-        elif tokens is None or not isinstance(tokens, Iterable):
-            raise TypeError(f"tokens must be a sequence of str, got {type(tokens).__name__}")
-        ids = []
-        for k, t in enumerate(tokens):
-            if not isinstance(t, str):
-                raise TypeError(f"tokens must hold str tokens, got {type(t).__name__} {t!r} at position {k}"
-                                " (to map ids back to tokens use decode)")
-            ids.append(self.stoi.get(t, self.unk_id))
-        return ([self.sos_id] if add_sos else []) + ids + ([self.eos_id] if add_eos else [])
-
-    def decode(self, ids: Iterable[int], strip_special: bool = False) -> list[str]:
-        """Map ids back to tokens; with ``strip_special`` drop ``<pad> <sos> <eos>``.
-
-        ``ids`` is a 1-D integer tensor or array, or an iterable of ints (0-d integer tensors too).
-        """
-        strip_special = check_flag("strip_special", strip_special)
-        if isinstance(ids, (torch.Tensor, np.ndarray)):
-            if ids.ndim != 1:
-                raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
-            integer = ids.dtype in INTEGER_DTYPES if isinstance(ids, torch.Tensor) else ids.dtype.kind in "iu"
-            if not integer:
-                raise TypeError(f"ids must be an integer tensor or array, got {ids.dtype}")
-            ids = ids.tolist()
-        elif isinstance(ids, (str, bytes)) or ids is None or not isinstance(ids, Iterable):
-            raise TypeError(f"ids must be a sequence of ints, got {type(ids).__name__}")
-        out = []
-        for k, i in enumerate(ids):
-            if isinstance(i, (torch.Tensor, np.ndarray)) and i.ndim == 0:
-                i = i.item()  # a 0-d tensor, e.g. labels[k]
-            if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral):
-                raise TypeError(f"ids must hold ints, got {type(i).__name__} {i!r} at position {k}")
-            if not 0 <= i < len(self.itos):
-                raise _IdOutOfRange(f"id {i} is outside the vocabulary of size {len(self.itos)}: ids must "
-                                    f"be in [0, {len(self.itos) - 1}]")
-            token = self.itos[i]
-            if strip_special and token in (PAD, SOS, EOS):
-                continue
-            out.append(token)
-        return out
-
-    def __repr__(self) -> str:
-        return f"Vocab(size={len(self)}, first={self.itos[4:10]})"
-
-
-class _IdOutOfRange(ValueError, IndexError):
-    """An id outside the vocabulary: a ValueError, and an IndexError as it always was."""
-
-
-def _flatten(tokens: Iterable) -> Iterable[str]:
-    for t in tokens:
-        if isinstance(t, str):
-            yield t
-        elif isinstance(t, Iterable) and not isinstance(t, (bytes, torch.Tensor, np.ndarray)):
-            for u in t:
-                if not isinstance(u, str):
-                    raise TypeError(f"tokens must hold str or lists of str, got {type(u).__name__} {u!r}")
-                yield u
-        else:
-            raise TypeError(f"tokens must hold str or lists of str, got {type(t).__name__} {t!r}")
-
-
-def tokenize_chars(text: str) -> list[str]:
-    """Split text into characters."""
-    return list(_check_str("text", text))
-
-
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-
-
-def tokenize_words(text: str) -> list[str]:
-    """Lower-case words (letters and inner apostrophes); punctuation and digits are dropped."""
-    return _WORD.findall(_check_str("text", text).lower().replace("’", "'"))
-
-
-def normalize_text(text: str) -> str:
-    """Lower-case, keep the letters a-z, and turn every other run of characters into one space.
-
-    This is the 27-symbol alphabet (26 letters and the space) the language models train on.
-    """
-    return re.sub(r"[^a-z]+", " ", _check_str("text", text).lower()).strip()
-
 
 # ---------------------------------------------------------------------------------------------
 # The Time Machine.
@@ -420,7 +59,7 @@ TIME_MACHINE = RemoteFile(
 
 def strip_gutenberg(text: str) -> str:
     """Return the body of a Project Gutenberg text, without its header and licence."""
-    _check_str("text", text)
+    check_str("text", text)
     start = re.search(r"\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK[^\n]*\*\*\*", text)
     end = re.search(r"\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK", text)
     if start is None or end is None:
@@ -458,7 +97,7 @@ def split_text(text: str, valid_frac: float = 0.1) -> tuple[str, str]:
 
     A text too short for the fraction gives an empty part (e.g. ``split_text("", 0.1) == ("", "")``).
     """
-    _check_str("text", text)
+    check_str("text", text)
     check_number("valid_frac", valid_frac)
     if not 0 < valid_frac < 1:
         raise ValueError(f"valid_frac must be in (0, 1), got {valid_frac}")
@@ -1070,34 +709,6 @@ def encode_pairs(
     src, src_lengths = pad_sequences([src_vocab.encode(list(s), add_eos=True) for s, _ in pairs])
     tgt, _ = pad_sequences([tgt_vocab.encode(list(t), add_sos=True, add_eos=True) for _, t in pairs])
     return src, src_lengths, tgt
-
-
-def check_vocab(name: str, vocab) -> None:
-    if not isinstance(vocab, Vocab):
-        raise TypeError(f"{name} must be a seqbook.data.Vocab, got {type(vocab).__name__}")
-
-
-def decode_ids(ids: Sequence[int] | torch.Tensor, vocab: Vocab) -> str:
-    """Ids -> string: stops at the first ``<eos>`` and skips ``<pad>`` and ``<sos>``."""
-    check_vocab("vocab", vocab)
-    if isinstance(ids, torch.Tensor):
-        if ids.dim() != 1:
-            raise ValueError(f"ids must have shape (T,), got {tuple(ids.shape)}")
-        check_ids("ids", ids, nonempty=False)
-        ids = ids.tolist()
-    if isinstance(ids, str) or not isinstance(ids, Sequence):
-        raise TypeError(f"ids must be a 1-D tensor or a list of ints, got {type(ids).__name__}")
-    for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= i < len(vocab):
-            raise ValueError(f"ids must hold ints in [0, {len(vocab) - 1}], found {i!r}")
-    chars = []
-    for i in ids:
-        if i == Vocab.eos_id:
-            break
-        if i in (Vocab.pad_id, Vocab.sos_id):
-            continue
-        chars.append(vocab.itos[i])
-    return "".join(chars)
 
 
 def date_dataset(n_train: int, n_test: int, seed: int = 0) -> TranslationData:

@@ -37,8 +37,8 @@ from .checks import (
     check_probability,
     check_tensor,
 )
-from .data import RESERVED, Vocab
 from .rnn import GRU, LSTM, RNN
+from .vocab import RESERVED, Vocab
 
 __all__ = [
     "CharLM", "ConditionalCharLM", "sample_sequence", "detach_state", "unigram_perplexity",

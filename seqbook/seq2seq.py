@@ -61,8 +61,9 @@ from .checks import (
     checked,
     has_values,
 )
-from .data import Vocab, check_vocab, decode_ids, encode_pairs
+from .data import encode_pairs
 from .lm import forbid_tokens, sample_next
+from .vocab import Vocab, check_vocab, decode_ids
 
 __all__ = [
     "reverse_padded", "EncoderOutput", "Encoder", "Decoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from seqbook import data
+from seqbook import data, fetch, vocab
 from seqbook.attention import lengths_to_mask
-from seqbook.data import RemoteFile, Vocab
+from seqbook.fetch import RemoteFile
+from seqbook.vocab import Vocab
 from tests.badinput import assert_clear_error, assert_clear_error_in_time
 
 V = Vocab(list("hello"))  # <pad> <unk> <sos> <eos> l e h o: a character vocabulary of size 8
@@ -80,12 +81,12 @@ REJECTED = {
     "decode-None": (lambda: V.decode(None), "ids", "NoneType"),
     "decode-strip_special-int": (lambda: V.decode([4], strip_special=1), "strip_special", "int"),
     # --- tokenizers and text helpers
-    "tokenize_chars-None": (lambda: data.tokenize_chars(None), "text", "NoneType"),
-    "tokenize_chars-list": (lambda: data.tokenize_chars(["ab"]), "text", "list"),
-    "tokenize_words-bytes": (lambda: data.tokenize_words(b"the time"), "text", "bytes"),
-    "tokenize_words-int": (lambda: data.tokenize_words(5), "text", "int"),
-    "normalize_text-None": (lambda: data.normalize_text(None), "text", "NoneType"),
-    "normalize_text-list": (lambda: data.normalize_text(["Ab"]), "text", "list"),
+    "tokenize_chars-None": (lambda: vocab.tokenize_chars(None), "text", "NoneType"),
+    "tokenize_chars-list": (lambda: vocab.tokenize_chars(["ab"]), "text", "list"),
+    "tokenize_words-bytes": (lambda: vocab.tokenize_words(b"the time"), "text", "bytes"),
+    "tokenize_words-int": (lambda: vocab.tokenize_words(5), "text", "int"),
+    "normalize_text-None": (lambda: vocab.normalize_text(None), "text", "NoneType"),
+    "normalize_text-list": (lambda: vocab.normalize_text(["Ab"]), "text", "list"),
     "strip_gutenberg-bytes": (lambda: data.strip_gutenberg(MARKED.encode()), "text", "bytes"),
     "strip_gutenberg-no-markers": (lambda: data.strip_gutenberg("no markers"), "text", "START/END"),
     "split_text-text-None": (lambda: data.split_text(None), "text", "NoneType"),
@@ -197,10 +198,10 @@ REJECTED = {
     "RemoteFile-other_sha256-bad-entry": (lambda: RemoteFile("a.txt", "u", GOOD_HASH, (), ("zz",)),
                                           "other_sha256", "'zz'"),
     # --- fetch(remote, download) and the loaders' arguments
-    "fetch-remote-str": (lambda: data.fetch("timemachine.txt"), "remote", "RemoteFile", "str"),
-    "fetch-remote-None": (lambda: data.fetch(None), "remote", "NoneType"),
-    "fetch-download-str": (lambda: data.fetch(data.TIME_MACHINE, download="no"), "download", "str"),
-    "fetch-download-int": (lambda: data.fetch(data.TIME_MACHINE, download=0), "download", "int"),
+    "fetch-remote-str": (lambda: fetch.fetch("timemachine.txt"), "remote", "RemoteFile", "str"),
+    "fetch-remote-None": (lambda: fetch.fetch(None), "remote", "NoneType"),
+    "fetch-download-str": (lambda: fetch.fetch(data.TIME_MACHINE, download="no"), "download", "str"),
+    "fetch-download-int": (lambda: fetch.fetch(data.TIME_MACHINE, download=0), "download", "int"),
     "load_time_machine-download-str": (lambda: data.load_time_machine(download="yes"), "download", "str"),
     "load_fashion_mnist-split-valid": (lambda: data.load_fashion_mnist("valid"), "split", "'valid'"),
     "load_fashion_mnist-split-None": (lambda: data.load_fashion_mnist(None), "split", "None"),
@@ -237,11 +238,11 @@ def _check_pad(out, padded, lengths):
 # Legal edge inputs: each call must give the stated, correct result.
 LEGAL = {
     "Vocab-numpy-sizes": lambda: len(Vocab(list("aaabbc"), min_freq=np.int64(2), max_size=np.int64(1))) == 5,
-    "Vocab-max_size-0-keeps-reserved": lambda: Vocab(list("abc"), max_size=0).itos == list(data.RESERVED),
+    "Vocab-max_size-0-keeps-reserved": lambda: Vocab(list("abc"), max_size=0).itos == list(vocab.RESERVED),
     "Vocab-empty": lambda: len(Vocab()) == 4 and Vocab([]).encode(["a"]) == [1],
     "Vocab-from-str-reads-chars": lambda: Vocab("aab").itos[4:] == ["a", "b"],
     "Vocab-nested-tuples": lambda: Vocab([("a", "b"), ("a",)]).itos[4:] == ["a", "b"],
-    "Vocab-reserved-tokens-not-counted": lambda: Vocab(["<pad>", "a"]).itos == list(data.RESERVED) + ["a"],
+    "Vocab-reserved-tokens-not-counted": lambda: Vocab(["<pad>", "a"]).itos == list(vocab.RESERVED) + ["a"],
     "Vocab.getitem-unknown-is-unk": lambda: V["zz"] == V.unk_id,
     "Vocab.contains-non-str-is-False": lambda: 5 not in V and ["h"] not in V and "h" in V,
     "encode-str-as-chars": lambda: V.encode("hello") == V.encode(list("hello")),
@@ -256,9 +257,9 @@ LEGAL = {
     "decode-0d-tensor-entries": lambda: V.decode([torch.tensor(4), np.int64(5)]) == ["l", "e"],
     "decode-last-id": lambda: V.decode([len(V) - 1]) == [V.itos[-1]],
     "decode-strip-all-special": lambda: V.decode([0, 2, 3], strip_special=True) == [],
-    "tokenize_chars-empty": lambda: data.tokenize_chars("") == [],
-    "tokenize_words-no-words": lambda: data.tokenize_words("42 !!") == [],
-    "normalize_text-empty": lambda: data.normalize_text("") == "",
+    "tokenize_chars-empty": lambda: vocab.tokenize_chars("") == [],
+    "tokenize_words-no-words": lambda: vocab.tokenize_words("42 !!") == [],
+    "normalize_text-empty": lambda: vocab.normalize_text("") == "",
     "strip_gutenberg-empty-body": lambda: data.strip_gutenberg(MARKED.replace("body", "")) == "",
     "split_text-empty-text": lambda: data.split_text("", 0.1) == ("", ""),
     "split_text-numpy-frac": lambda: data.split_text("abcd", np.float64(0.25)) == ("abc", "d"),
@@ -303,9 +304,9 @@ LEGAL = {
     == ("/x/a.txt",),
     "RemoteFile-known-hashes": lambda: RemoteFile("a.txt", "u", GOOD_HASH, (), ("1" * 64,)).known_hashes
     == (GOOD_HASH, "1" * 64),
-    "cache_dir-is-a-path": lambda: isinstance(data.cache_dir(), Path),
-    "errors-are-the-documented-kinds": lambda: issubclass(data.DataNotFoundError, FileNotFoundError)
-    and issubclass(data.DataFileError, ValueError),
+    "cache_dir-is-a-path": lambda: isinstance(fetch.cache_dir(), Path),
+    "errors-are-the-documented-kinds": lambda: issubclass(fetch.DataNotFoundError, FileNotFoundError)
+    and issubclass(fetch.DataFileError, ValueError),
 }
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from seqbook import data
-from seqbook.data import Vocab, lm_chunks
+from seqbook.data import lm_chunks
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,
@@ -28,6 +28,7 @@ from seqbook.lm import (
     unigram_perplexity,
 )
 from seqbook.train import train_lm
+from seqbook.vocab import Vocab
 from tests.badinput import assert_clear_error_in_time
 
 VOCAB = Vocab(list("the cat sat"))  # 4 reserved + 6 characters = 10

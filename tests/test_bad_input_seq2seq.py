@@ -14,6 +14,7 @@ from torch import nn
 
 from seqbook import data as dt
 from seqbook import seq2seq as s2s
+from seqbook import vocab
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
 from seqbook.train import fit_seq2seq as fit_s2s
 from seqbook.transformer import Seq2SeqTransformer
@@ -29,7 +30,7 @@ B = SRC.shape[0]
 Y = torch.full((B,), 1, dtype=torch.long)
 S0 = MODEL.decoder.init_state(MEM)
 TF = Seq2SeqTransformer(V, V, 8, 2, 1, 1, dropout=0.0, max_len=8).eval()
-NAN, EOS = float("nan"), dt.Vocab.eos_id
+NAN, EOS = float("nan"), vocab.Vocab.eos_id
 
 ERRORS, LOOPS = [], []
 
@@ -50,12 +51,12 @@ case("encode_pairs-not-pairs", lambda: dt.encode_pairs([("a",)], DATA.src_vocab,
 case("encode_pairs-int-items", lambda: dt.encode_pairs([(1, 2)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
 case("encode_pairs-vocab-dict", lambda: dt.encode_pairs([("a", "a")], {}, DATA.tgt_vocab), "src_vocab",
      "Vocab")
-case("decode_ids-rank2", lambda: dt.decode_ids(TGT, DATA.tgt_vocab), "ids must have shape (T,)")
-case("decode_ids-float", lambda: dt.decode_ids(TGT[0].float(), DATA.tgt_vocab), "ids", "float32")
-case("decode_ids-out-of-range", lambda: dt.decode_ids([4, 99], DATA.tgt_vocab), "ids", "99")
-case("decode_ids-negative", lambda: dt.decode_ids(torch.tensor([4, -1]), DATA.tgt_vocab), "ids", "-1")
-case("decode_ids-str", lambda: dt.decode_ids("abc", DATA.tgt_vocab), "ids", "str")
-case("decode_ids-vocab-none", lambda: dt.decode_ids([4], None), "vocab", "NoneType")
+case("decode_ids-rank2", lambda: vocab.decode_ids(TGT, DATA.tgt_vocab), "ids must have shape (T,)")
+case("decode_ids-float", lambda: vocab.decode_ids(TGT[0].float(), DATA.tgt_vocab), "ids", "float32")
+case("decode_ids-out-of-range", lambda: vocab.decode_ids([4, 99], DATA.tgt_vocab), "ids", "99")
+case("decode_ids-negative", lambda: vocab.decode_ids(torch.tensor([4, -1]), DATA.tgt_vocab), "ids", "-1")
+case("decode_ids-str", lambda: vocab.decode_ids("abc", DATA.tgt_vocab), "ids", "str")
+case("decode_ids-vocab-none", lambda: vocab.decode_ids([4], None), "vocab", "NoneType")
 case("date_dataset-n_train-0", lambda: dt.date_dataset(0, 5), "n_train", "0")
 case("date_dataset-n_test-float", lambda: dt.date_dataset(5, 2.5), "n_test", "float")
 case("date_dataset-seed-str", lambda: dt.date_dataset(5, 5, seed="0"), "seed", "str")
@@ -264,7 +265,7 @@ def test_beam_wider_than_the_vocabulary_is_legal():
 
 def test_translate_empty_list_and_decode_empty_ids():
     assert s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5) == []
-    assert dt.decode_ids(torch.zeros(0, dtype=torch.long), DATA.tgt_vocab) == ""
+    assert vocab.decode_ids(torch.zeros(0, dtype=torch.long), DATA.tgt_vocab) == ""
 
 
 def test_reverse_padded_zero_length_row_stays_in_place():

@@ -7,17 +7,11 @@ from functools import partial
 import pytest
 import torch
 
-from seqbook import data
+from seqbook import data, fetch, vocab
 from seqbook.attention import lengths_to_mask
-from seqbook.data import (
-    DataNotFoundError,
-    RemoteFile,
-    Vocab,
-    load_names,
-    load_time_machine,
-    make_dates,
-    pad_sequences,
-)
+from seqbook.data import load_names, load_time_machine, make_dates, pad_sequences
+from seqbook.fetch import DataNotFoundError, RemoteFile
+from seqbook.vocab import Vocab
 
 # --- Vocab ----------------------------------------------------------------------------------------
 
@@ -58,10 +52,10 @@ def test_vocab_bad_input():
 
 
 def test_tokenizers():
-    assert data.tokenize_chars("ab c") == ["a", "b", " ", "c"]
-    assert data.tokenize_words("The Time-Traveller's 2 machines!") == [
+    assert vocab.tokenize_chars("ab c") == ["a", "b", " ", "c"]
+    assert vocab.tokenize_words("The Time-Traveller's 2 machines!") == [
         "the", "time", "traveller's", "machines"]
-    assert data.normalize_text("Hello, World!\n42") == "hello world"
+    assert vocab.normalize_text("Hello, World!\n42") == "hello world"
 
 
 # --- The Time Machine -------------------------------------------------------------------------------
@@ -249,7 +243,7 @@ def local_server(tmp_path):
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    monkeypatch.setattr(data, "cache_dir", lambda: cache)
+    monkeypatch.setattr(fetch, "cache_dir", lambda: cache)
     monkeypatch.delenv("SEQBOOK_DATA", raising=False)
     monkeypatch.setenv("TQDM_DISABLE", "1")
     return cache
@@ -258,33 +252,33 @@ def empty_cache(tmp_path, monkeypatch):
 def test_download_with_good_checksum(local_server, empty_cache):
     good = hashlib.sha256(b"a tiny book\n").hexdigest()
     remote = RemoteFile("book.txt", f"{local_server}/book.txt", good)
-    path = data.fetch(remote)
+    path = fetch.fetch(remote)
     assert path == empty_cache / "book.txt"
     assert path.read_text() == "a tiny book\n"
     # a second call finds the cached copy without the server
-    assert data.fetch(RemoteFile("book.txt", "http://127.0.0.1:9/none", good)) == path
+    assert fetch.fetch(RemoteFile("book.txt", "http://127.0.0.1:9/none", good)) == path
 
 
 def test_download_with_bad_checksum_fails_and_keeps_nothing(local_server, empty_cache):
     remote = RemoteFile("book.txt", f"{local_server}/book.txt", "0" * 64)
     with pytest.raises(DataNotFoundError, match="Put a copy"):
-        data.fetch(remote)
+        fetch.fetch(remote)
     assert not (empty_cache / "book.txt").exists()
 
 
 def test_missing_file_and_no_network_gives_one_clear_error(empty_cache):
     remote = RemoteFile("gone.txt", "http://127.0.0.1:9/gone.txt", "0" * 64)
     with pytest.raises(DataNotFoundError) as info:
-        data.fetch(remote)
+        fetch.fetch(remote)
     message = str(info.value)
     assert "gone.txt" in message and str(empty_cache / "gone.txt") in message
     assert "SEQBOOK_DATA" in message
     with pytest.raises(DataNotFoundError, match="downloads are off"):
-        data.fetch(remote, download=False)
+        fetch.fetch(remote, download=False)
 
 
 def test_env_variable_is_searched_first(tmp_path, empty_cache, monkeypatch):
     (tmp_path / "local.txt").write_text("mine")
     monkeypatch.setenv("SEQBOOK_DATA", str(tmp_path))
     remote = RemoteFile("local.txt", "http://127.0.0.1:9/x", hashlib.sha256(b"mine").hexdigest())
-    assert data.fetch(remote, download=False) == tmp_path / "local.txt"
+    assert fetch.fetch(remote, download=False) == tmp_path / "local.txt"

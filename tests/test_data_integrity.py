@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from seqbook import data
-from seqbook.data import DataFileError, DataNotFoundError, RemoteFile
+from seqbook import data, fetch
+from seqbook.fetch import DataFileError, DataNotFoundError, RemoteFile
 
 TEXT = (b"The Project Gutenberg eBook of The Time Machine\n"
         b"*** START OF THE PROJECT GUTENBERG EBOOK THE TIME MACHINE ***\n"
@@ -45,7 +45,7 @@ def places(tmp_path, monkeypatch):
         d.mkdir()
     monkeypatch.setenv("SEQBOOK_DATA", str(dirs["env"]))
     monkeypatch.setenv("TQDM_DISABLE", "1")
-    monkeypatch.setattr(data, "cache_dir", lambda: dirs["cache"])
+    monkeypatch.setattr(fetch, "cache_dir", lambda: dirs["cache"])
     return dirs
 
 
@@ -140,7 +140,7 @@ def test_tampered_cache_and_a_bad_server_keep_the_cache_as_it_was(book, places):
 def test_good_seqbook_data_copy_wins_over_a_damaged_cache(book, places, recwarn):
     (places["env"] / "timemachine.txt").write_bytes(TEXT)
     (places["cache"] / "timemachine.txt").write_bytes(b"damaged")
-    assert data.fetch(data.TIME_MACHINE, download=False) == places["env"] / "timemachine.txt"
+    assert fetch.fetch(data.TIME_MACHINE, download=False) == places["env"] / "timemachine.txt"
     assert not recwarn.list  # the damaged cache is never looked at
 
 
@@ -191,16 +191,16 @@ def test_each_file_is_hashed_once_until_it_changes(book, places, monkeypatch):
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(data.hashlib, "sha256", counting)
+    monkeypatch.setattr(fetch.hashlib, "sha256", counting)
     for _ in range(3):
-        assert data.fetch(data.TIME_MACHINE, download=False) == path
+        assert fetch.fetch(data.TIME_MACHINE, download=False) == path
     assert len(calls) == 1
     # the same size, another content and time stamp: hashed again, and refused
     path.write_bytes(TEXT.replace(b"Time Traveller", b"Time Travellor"))
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     with pytest.raises(DataNotFoundError, match="sha256"):
-        data.fetch(data.TIME_MACHINE, download=False)
+        fetch.fetch(data.TIME_MACHINE, download=False)
     assert len(calls) == 2
 
 
@@ -339,10 +339,10 @@ def test_other_known_hash_is_accepted_for_local_copies(fmnist, places, monkeypat
     repacked = gzip.compress(gzip.decompress(fmnist["test-labels"]), mtime=12345)
     path = install(places, monkeypatch, "test-labels", repacked, trusted=False)
     with pytest.raises(DataNotFoundError):
-        data.fetch(data.FASHION_MNIST["test-labels"], download=False)
+        fetch.fetch(data.FASHION_MNIST["test-labels"], download=False)
     monkeypatch.setitem(data.FASHION_MNIST, "test-labels",
                         dataclasses.replace(remote, other_sha256=(sha(repacked),)))
-    assert data.fetch(data.FASHION_MNIST["test-labels"], download=False) == path
+    assert fetch.fetch(data.FASHION_MNIST["test-labels"], download=False) == path
 
 
 # --- the real files, where installed ----------------------------------------------------------------------

@@ -12,11 +12,12 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math
 
-from seqbook.data import Vocab, date_dataset, decode_ids
+from seqbook.data import date_dataset
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.lm import forbid_tokens, sample_next
 from seqbook.seq2seq import Seq2Seq, beam_search, greedy_decode, translate
 from seqbook.transformer import Seq2SeqTransformer
+from seqbook.vocab import Vocab, decode_ids
 
 PAD, SOS, EOS = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
 F64 = torch.float64

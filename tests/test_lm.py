@@ -6,7 +6,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math
 
-from seqbook.data import Vocab, lm_chunks
+from seqbook.data import lm_chunks
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,
@@ -17,6 +17,7 @@ from seqbook.lm import (
     unigram_perplexity,
 )
 from seqbook.train import train_lm
+from seqbook.vocab import Vocab
 
 TEXT = "the cat sat on the mat " * 40
 VOCAB = Vocab(list(TEXT))
@@ -125,9 +126,9 @@ def test_conditional_lm_starts_from_the_class_state():
 
 
 def test_generate_refuses_a_gpt_and_names_gpt_generate():
-    from seqbook.data import Vocab
     from seqbook.gpt import GPT, GPTConfig
     from seqbook.lm import generate
+    from seqbook.vocab import Vocab
 
     vocab = Vocab(list("abcdefgh"))
     model = GPT(GPTConfig(vocab_size=len(vocab), block_size=16, n_layer=1, n_head=1, n_embd=8))

@@ -7,7 +7,7 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
-from seqbook.data import Vocab, bucket_batches, copy_dataset, date_dataset, decode_ids, encode_pairs
+from seqbook.data import bucket_batches, copy_dataset, date_dataset, encode_pairs
 from seqbook.seq2seq import (
     Encoder,
     Seq2Seq,
@@ -19,6 +19,7 @@ from seqbook.seq2seq import (
     translate,
 )
 from seqbook.utils import set_fast
+from seqbook.vocab import Vocab, decode_ids
 
 EOS, PAD = Vocab.eos_id, Vocab.pad_id
 F64 = torch.float64

@@ -650,7 +650,8 @@ def test_macro_auroc_is_the_mean_of_one_vs_rest_aurocs():
 
 def test_vsa_train_command_line_on_molecules(tmp_path):
     pytest.importorskip("rdkit")
-    from seqbook.data import DataNotFoundError, load_solubility
+    from seqbook.data import load_solubility
+    from seqbook.fetch import DataNotFoundError
 
     try:
         load_solubility("test", download=False)

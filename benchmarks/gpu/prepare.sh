@@ -28,7 +28,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 python3 - <<'PY'
 import shutil
 from seqbook import data
+from seqbook.fetch import fetch
 for remote in [data.TIME_MACHINE, *data.FASHION_MNIST.values()]:
-    shutil.copy(data.fetch(remote), f".gpu_data/{remote.fname}")
+    shutil.copy(fetch(remote), f".gpu_data/{remote.fname}")
 PY
 du -sh .whl .gpu_data
