@@ -61,7 +61,7 @@ def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{name} must be a bool or floating-point torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise ValueError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
 
 
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -338,7 +338,7 @@ class MultiHeadAttention(nn.Module):
         it with (B, L, E) tensors whatever ``m.batch_first`` is.
         """
         if not isinstance(m, nn.MultiheadAttention):
-            raise ValueError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
+            raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
         if m.bias_k is not None or m.add_zero_attn:
             raise ValueError("add_bias_kv and add_zero_attn are not supported by MultiHeadAttention")
         w = m.out_proj.weight

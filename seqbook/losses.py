@@ -143,7 +143,7 @@ def _check_target_range(target: torch.Tensor, num_classes: int, ignore_index: in
     if not isinstance(target, torch.Tensor):
         raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
     if target.dtype == torch.bool or target.is_floating_point() or target.is_complex():
-        raise ValueError(f"target must hold integer class ids, got dtype {target.dtype}")
+        raise TypeError(f"target must hold integer class ids, got dtype {target.dtype}")
     if not _has_values(target):
         return
     valid = target if ignore_index is None else target[target != ignore_index]
@@ -161,7 +161,7 @@ def _check_cross_entropy(logits, target, label_smoothing=0.0, ignore_index=None)
     if logits.dim() not in (2, 3):
         raise ValueError(f"logits must have shape (B, C) or (B, T, C), got {tuple(logits.shape)}")
     if not logits.is_floating_point():
-        raise ValueError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
+        raise TypeError(f"logits must be a floating-point tensor, got dtype {logits.dtype}")
     C = logits.shape[-1]
     if C < 1:
         raise ValueError(f"logits must have at least one class, got shape {tuple(logits.shape)}")
@@ -267,7 +267,7 @@ def _check_probs(name: str, p: torch.Tensor) -> None:
     if p.dim() == 0:
         raise ValueError(f"{name} must have shape (..., C), got a scalar")
     if not p.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor, got dtype {p.dtype}")
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {p.dtype}")
     if p.shape[-1] == 0:
         raise ValueError(f"{name} must have at least one class (..., C) with C >= 1, got shape {shape_of(p)}")
     if not _has_values(p):

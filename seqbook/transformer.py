@@ -306,9 +306,12 @@ def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias
 
 def check_token_ids(name: str, ids, vocab_size: int) -> None:
     """Ids (B, T) with B, T >= 1, int64 or int32 (what nn.Embedding takes), in [0, vocab_size)."""
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
-        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(f"{name} must be an integer tensor of shape (B, T), got {got}")
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be an integer tensor of shape (B, T), got {type(ids).__name__}")
+    if ids.dtype not in (torch.int64, torch.int32):  # what nn.Embedding takes
+        raise TypeError(f"{name} must be an int64 or int32 tensor of shape (B, T), got {ids.dtype}")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must be an integer tensor of shape (B, T), got {tuple(ids.shape)}")
     if ids.numel() == 0:
         raise ValueError(f"{name} must not be empty: shape (B, T) with B, T >= 1, got {tuple(ids.shape)}")
     check_ids(name, ids, vocab_size)
@@ -327,7 +330,7 @@ def _torch_activation(m: nn.Module) -> str:
 
 def _check_torch_layer(m: nn.Module, kind: type) -> None:
     if not isinstance(m, kind):
-        raise ValueError(f"m must be an nn.{kind.__name__}, got {type(m).__name__}")
+        raise TypeError(f"m must be an nn.{kind.__name__}, got {type(m).__name__}")
     if not m.self_attn.batch_first:
         raise ValueError(f"m must be built with batch_first=True, got an nn.{kind.__name__} that is not")
 

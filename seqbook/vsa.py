@@ -156,8 +156,8 @@ def _check_mask(mask, target: tuple[int, ...], names: str) -> None:
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor (True where a query may look at a key), "
-                         f"got {mask.dtype}")
+        raise TypeError(f"mask must be a bool tensor (True where a query may look at a key), "
+                        f"got {mask.dtype}")
     try:
         fits = tuple(torch.broadcast_shapes(mask.shape, target)) == tuple(target)
     except RuntimeError:

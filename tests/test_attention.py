@@ -160,7 +160,7 @@ def test_sdpa_bad_input_raises():
     with pytest.raises(ValueError, match="mask must broadcast"):
         scaled_dot_product_attention(q, torch.randn(2, 7, 8), torch.randn(2, 7, 4),
                                      mask=torch.ones(5, 6, dtype=torch.bool))
-    with pytest.raises(ValueError, match="bool or floating"):
+    with pytest.raises(TypeError, match="bool or floating"):
         scaled_dot_product_attention(q, torch.randn(2, 7, 8), torch.randn(2, 7, 4),
                                      mask=torch.ones(5, 7, dtype=torch.long))
 
@@ -359,7 +359,7 @@ def test_mha_weights_are_a_distribution():
 def test_mha_from_torch_rejects_unsupported():
     with pytest.raises(ValueError, match="add_bias_kv"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
-    with pytest.raises(ValueError, match="nn.MultiheadAttention"):
+    with pytest.raises(TypeError, match="nn.MultiheadAttention"):
         MultiHeadAttention.from_torch(nn.Linear(8, 8))
 
 
@@ -384,5 +384,5 @@ def test_mha_bad_input_raises():
         m(q, k, v, key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="attn_mask must have shape"):
         m(q, k, v, attn_mask=torch.zeros(4, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="bool or floating"):
+    with pytest.raises(TypeError, match="bool or floating"):
         m(q, k, v, attn_mask=torch.zeros(4, 5, dtype=torch.int64))

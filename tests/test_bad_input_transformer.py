@@ -142,7 +142,7 @@ case("S2S-max_len-0", lambda: Seq2SeqTransformer(10, 12, 8, 2, max_len=0), "max_
 case("S2S-pad_id-out-of-range", lambda: Seq2SeqTransformer(10, 12, 8, 2, pad_id=10), "pad_id", "<= 9", "10")
 case("S2S-pad_id-negative", lambda: Seq2SeqTransformer(10, 12, 8, 2, pad_id=-1), "pad_id", "-1")
 case("S2S-activation", lambda: Seq2SeqTransformer(10, 12, 8, 2, activation="elu"), "activation", "elu")
-case("S2S-src-float", lambda: S2S(SRC.float(), TGT), "src must be an integer tensor of shape (B, T)",
+case("S2S-src-float", lambda: S2S(SRC.float(), TGT), "src must be an int64 or int32 tensor of shape (B, T)",
      "float32")
 case("S2S-src-rank1", lambda: S2S(SRC[0], TGT), "src", "(B, T)", "(4,)")
 case("S2S-src-uint8", lambda: S2S(SRC.to(torch.uint8), TGT), "src", "torch.uint8")
@@ -290,7 +290,7 @@ case("GPT-from_hf-scaled-by-layer", lambda: GPT.from_hf(gpt2(scale_attn_by_inver
 case("GPT-from_hf-dropouts", lambda: GPT.from_hf(gpt2(attn_pdrop=0.0)), "model", "one dropout rate",
      "'attn_pdrop': 0.0")
 case("GPT-from_hf-fast-int", lambda: GPT.from_hf(gpt2(), fast=1), "fast", "bool")
-case("GPT-idx-float", lambda: GPT_(IDX.float()), "idx must be an integer tensor", "float32")
+case("GPT-idx-float", lambda: GPT_(IDX.float()), "idx must be an int64 or int32 tensor", "float32")
 case("GPT-idx-rank1", lambda: GPT_(IDX[0]), "idx", "(B, T)", "(3,)")
 case("GPT-idx-T0", lambda: GPT_(IDX[:, :0]), "idx", "empty", "(2, 0)")
 case("GPT-idx-out-of-range", lambda: GPT_(IDX + 2), "idx", "[0, 11]", "12")

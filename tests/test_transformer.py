@@ -271,7 +271,7 @@ def test_from_torch_rejects_sequence_first():
         EncoderLayer.from_torch(nn.TransformerEncoderLayer(8, 2))
     with pytest.raises(ValueError, match="batch_first=True"):
         DecoderLayer.from_torch(nn.TransformerDecoderLayer(8, 2, norm_first=True))
-    with pytest.raises(ValueError, match="must be an nn.TransformerEncoderLayer"):
+    with pytest.raises(TypeError, match="must be an nn.TransformerEncoderLayer"):
         EncoderLayer.from_torch(nn.Linear(8, 8))
 
 

@@ -372,7 +372,7 @@ def test_bad_input_raises():
         PhasorLinear(8, 4)(b)
     with pytest.raises(ValueError, match="k and v must hold the same number"):
         vsa_attention(a, a, random_symbols(3, 8))
-    with pytest.raises(ValueError, match="mask must be a bool"):
+    with pytest.raises(TypeError, match="mask must be a bool"):
         vsa_attention(a, a, a, mask=torch.ones(2, 2))
     with pytest.raises(ValueError, match="kind must be"):
         VSAAttentionClassifier(16, kind="both")
