@@ -79,7 +79,7 @@ def test_gpt_throughput_measures_the_fused_path_and_a_peer():
         assert result["peer"]["name"] == "transformers.GPT2LMHeadModel"
         assert result["peer"]["attention"] == "sdpa"
         ratio = result["tokens_per_s"] / result["peer"]["tokens_per_s"]
-        assert result["ratio_to_peer"] == pytest.approx(ratio, rel=1e-2)
+        assert result["ratio_to_peer"] == pytest.approx(ratio, rel=1e-2, abs=1e-3)
         # the same FLOPs per token: the same sizes, one count for both
         assert result["peer"]["flops_per_token"] == pytest.approx(result["flops_per_token"], rel=0.05)
 
