@@ -94,12 +94,16 @@ def layer_candidates(H: int, Dh: int, D: int, dry: bool):
                      lambda a, b: scan.linear_recurrence(a, b)))
         rows.append(("gated recurrence, parallel scan", torch.float32, long, "ab",
                      lambda a, b: scan.parallel_scan(a, b)))
+        rows.append(("gated recurrence, log-space scan", torch.float32, long, "ab",
+                     lambda a, b: scan.log_space_scan(a.log(), b)))
     except (ImportError, AttributeError):
         pass
     try:
         from seqbook import ssm
-        rows.append(("Mamba block (selective SSM)", torch.float32, long, "x",
+        rows.append(("Mamba block, parallel scan", torch.float32, long, "x",
                      ssm.MambaBlock(D, d_state=16)))
+        rows.append(("Mamba block, sequential scan", torch.float32, slow, "x",
+                     ssm.MambaBlock(D, d_state=16, scan="loop")))
     except (ImportError, AttributeError, TypeError):
         pass
     return rows
@@ -143,6 +147,8 @@ def run_layers(lengths, device, repeats: int, dry: bool) -> list[dict]:
                     row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
             except torch.OutOfMemoryError:
                 row["status"] = "skipped: out of GPU memory"
+            except Exception as exc:  # noqa: BLE001 - one failing row must not cost the others
+                row["status"] = f"error: {type(exc).__name__}: {exc}"[:300]
             finally:
                 inputs = None
                 if device.type == "cuda":

@@ -14,7 +14,8 @@
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
-# SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540).
+# SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
+# SEQBOOK_GPU_SKIP (steps 'all' leaves out, e.g. "bench fhrr").
 # 'all' runs bench, gpt and long first and alone (their timings), then tests, notebooks and fhrr side by side.
 # A copy of the tree without .git records the commit it measures from SEQBOOK_COMMIT (set it when copying).
 #
@@ -118,12 +119,13 @@ step_fhrr() {
 }
 
 case "${1:-all}" in
-  all)
+  all)  # SEQBOOK_GPU_SKIP="bench fhrr" leaves steps out (e.g. when the device time is short)
+    skip=" ${SEQBOOK_GPU_SKIP:-} "
     step_env
-    step_bench
-    step_gpt
-    step_long
-    step_tests & step_notebooks & step_fhrr & wait ;;
+    [[ $skip == *" bench "* ]] || step_bench
+    [[ $skip == *" gpt "* ]] || step_gpt
+    [[ $skip == *" long "* ]] || step_long
+    step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
   timings)  # the measurements alone: bench, gpt, long
     step_env
     step_bench

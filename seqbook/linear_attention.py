@@ -1,0 +1,356 @@
+"""Linear attention: attention without the softmax is a recurrent network.
+
+Softmax attention weighs value v_j by exp(q_i . k_j). Linear attention (Katharopoulos
+et al., 2020, "Transformers are RNNs") replaces that similarity by a dot product of
+feature maps, phi(q_i) . phi(k_j), with phi(x) = elu(x) + 1 > 0:
+
+    out_i = sum_j phi(q_i)^T phi(k_j) v_j / sum_j phi(q_i)^T phi(k_j)
+          = phi(q_i)^T (sum_j phi(k_j) v_j^T) / phi(q_i)^T (sum_j phi(k_j)).
+
+Read left to right it is attention with T x T weights
+(:func:`linear_attention_quadratic`); grouped on the right, the sums over j are
+computed once, in O(T D^2) instead of O(T^2 D) (:func:`linear_attention`). With a
+causal mask the sums run over j <= i: they are the states of a recurrent network,
+
+    S_i = S_{i-1} + phi(k_i) v_i^T,    z_i = z_{i-1} + phi(k_i),
+    out_i = phi(q_i)^T S_i / phi(q_i)^T z_i,
+
+a matrix state of constant size, whatever the length of the context
+(:func:`linear_attention_recurrent`, :func:`linear_attention_step`).
+:func:`linear_attention_chunked` mixes the two: the quadratic form inside chunks, the
+state between them, the fast causal form for long sequences.
+
+Every form divides by the normaliser plus ``eps`` (1e-6, as the paper's code), so all
+of them compute the same numbers. Layout: heads as (B, H, T, D_h), as in
+:mod:`seqbook.attention`; the recurrent state is the pair (S, z).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import causal_mask
+from .checks import (
+    autocast_enabled,
+    check_flag,
+    check_float_tensor,
+    check_like,
+    check_number,
+    check_positive_int,
+    check_tensor,
+)
+
+__all__ = [
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_quadratic",
+    "linear_attention_chunked",
+    "linear_attention_recurrent",
+    "linear_attention_step",
+    "LinearAttention",
+]
+
+State = tuple[torch.Tensor, torch.Tensor]
+
+
+def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """phi(x) = elu(x) + 1, the feature map of Katharopoulos et al. (2020).
+
+    Positive everywhere (so every normaliser is > 0), and smooth: its gradient never
+    vanishes as relu's does for negative inputs.
+
+    Shape:
+        x: any -> output: the same.
+    """
+    return F.elu(x) + 1
+
+
+def _check_qkv(q, k, v, causal, feature_map, eps) -> None:
+    """q (B, H, T, D_k), k (B, H, S, D_k), v (B, H, S, D_v), one dtype; causal S = T."""
+    check_float_tensor("q", q, ndim=4, names="(B, H, T, D_k)")
+    B, H, T, Dk = q.shape
+    check_float_tensor("k", k, shape=(B, H, None, Dk), names=f"({B}, {H}, S, {Dk})")
+    S = k.shape[2]
+    check_float_tensor("v", v, shape=(B, H, S, None), names=f"({B}, {H}, {S}, D_v)")
+    if causal and S != T:
+        raise ValueError(f"k must have T = {T} steps like q when causal, got {S}")
+    if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
+        got = f"{q.dtype}, {k.dtype}, {v.dtype}"
+        raise TypeError(f"q, k, v must have one dtype, got {got}")
+    if not callable(feature_map):
+        got = type(feature_map).__name__
+        raise TypeError(f"feature_map must be callable, got {got}")
+    check_number("eps", eps, low=0.0)
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    feature_map: Callable = elu_feature_map,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """Linear attention in its parallel form (Katharopoulos et al., 2020).
+
+        out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / (phi(q_i)^T sum_j phi(k_j) + eps)
+
+    Non-causal: the sums run over every key, computed once: O(T D_k D_v). Causal: over
+    j <= i, as cumulative sums along time, every prefix state S_i at once (memory
+    O(T D_k D_v); :func:`linear_attention_chunked` needs far less).
+
+    Args:
+        q, k, v: queries, keys, values, heads first.
+        causal: query i sees keys j <= i only (then S = T).
+        feature_map: phi, applied to q and k; :func:`elu_feature_map` by default.
+        eps: added to the normaliser.
+
+    Shape:
+        q: (B, H, T, D_k), k: (B, H, S, D_k), v: (B, H, S, D_v) -> (B, H, T, D_v).
+    """
+    _check_qkv(q, k, v, check_flag("causal", causal), feature_map, eps)
+    q, k = feature_map(q), feature_map(k)                    # (B, H, T|S, D_k)
+    if not causal:
+        kv = k.transpose(-2, -1) @ v                         # (B, H, D_k, D_v)
+        z = k.sum(dim=-2)                                    # (B, H, D_k)
+        numerator = q @ kv                                   # (B, H, T, D_v)
+        denominator = q @ z[..., None]                       # (B, H, T, 1)
+    else:
+        kv = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(dim=2)  # (B, H, T, D_k, D_v)
+        z = k.cumsum(dim=2)                                  # (B, H, T, D_k)
+        numerator = torch.einsum("bhtk,bhtkv->bhtv", q, kv)  # (B, H, T, D_v)
+        denominator = (q * z).sum(dim=-1, keepdim=True)      # (B, H, T, 1)
+    return numerator / (denominator + eps)                   # (B, H, T, D_v)
+
+
+def linear_attention_quadratic(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    feature_map: Callable = elu_feature_map,
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Linear attention read as attention: weights phi(q_i)^T phi(k_j), normalised.
+
+        w_ij = phi(q_i)^T phi(k_j) / (sum_j' phi(q_i)^T phi(k_j') + eps),
+        out_i = sum_j w_ij v_j
+
+    Softmax attention (eq. (5.2)) with exp(q . k / sqrt(d_k)) replaced by a kernel
+    phi(q) . phi(k); the causal mask zeroes w_ij for j > i. It builds the T x S weights
+    (O(T^2) memory), which :func:`linear_attention` never forms; same numbers.
+
+    Returns:
+        ``(output, weights)``, like
+        :func:`~seqbook.attention.scaled_dot_product_attention`.
+
+    Shape:
+        q: (B, H, T, D_k), k: (B, H, S, D_k), v: (B, H, S, D_v)
+        -> output: (B, H, T, D_v), weights: (B, H, T, S).
+    """
+    _check_qkv(q, k, v, check_flag("causal", causal), feature_map, eps)
+    q, k = feature_map(q), feature_map(k)                    # (B, H, T|S, D_k)
+    scores = q @ k.transpose(-2, -1)                         # (B, H, T, S)
+    if causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[2], device=q.device), 0.0)
+    weights = scores / (scores.sum(dim=-1, keepdim=True) + eps)  # (B, H, T, S)
+    return weights @ v, weights                              # (B, H, T, D_v)
+
+
+def linear_attention_chunked(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    chunk_size: int = 64,
+    feature_map: Callable = elu_feature_map,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """Causal linear attention by chunks: quadratic inside a chunk, recurrent across.
+
+    Cut the sequence into chunks of C steps. Query i of a chunk sees the keys of the
+    earlier chunks through their summed state (S, z), taken before the chunk, and the
+    keys of its own chunk up to itself through the masked quadratic form:
+
+        out_i = (phi(q_i)^T S + sum_{j<=i in chunk} w_ij v_j)
+                / (phi(q_i)^T z + sum_{j<=i in chunk} w_ij + eps),
+
+    with w_ij = phi(q_i)^T phi(k_j).
+
+    The states before every chunk are one cumulative sum over T / C chunk sums. Memory
+    O(T (C + D_v) + (T / C) D_k D_v), every step a matrix product: the fastest causal
+    form for long sequences (the scheme of Mamba-2's and fast linear attention kernels).
+    The sequence is padded with zeros to a multiple of C; phi(0) keys in the padding
+    come after every real query, so they change nothing.
+
+    Shape:
+        q, k: (B, H, T, D_k), v: (B, H, T, D_v) -> (B, H, T, D_v).
+    """
+    _check_qkv(q, k, v, True, feature_map, eps)
+    C = check_positive_int("chunk_size", chunk_size)
+    B, H, T, _ = q.shape
+    q, k = feature_map(q), feature_map(k)                    # (B, H, T, D_k)
+    pad = (-T) % C
+    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))  # (B, H, n C, D)
+    n = (T + pad) // C
+    q, k, v = (x.reshape(B, H, n, C, -1) for x in (q, k, v))  # (B, H, n, C, D)
+
+    kv = k.transpose(-2, -1) @ v                             # (B, H, n, D_k, D_v)
+    S = torch.cat([torch.zeros_like(kv[:, :, :1]), kv[:, :, :-1]], dim=2).cumsum(dim=2)
+    z = k.sum(dim=-2)                                        # (B, H, n, D_k)
+    z = torch.cat([torch.zeros_like(z[:, :, :1]), z[:, :, :-1]], dim=2).cumsum(dim=2)
+
+    mask = causal_mask(C, device=q.device)                   # (C, C)
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, 0.0)  # (B, H, n, C, C)
+    numerator = q @ S + scores @ v                           # (B, H, n, C, D_v)
+    denominator = q @ z[..., None] + scores.sum(dim=-1, keepdim=True)  # (B, H, n, C, 1)
+    out = numerator / (denominator + eps)                    # (B, H, n, C, D_v)
+    return out.reshape(B, H, n * C, -1)[:, :, :T]            # (B, H, T, D_v)
+
+
+def linear_attention_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    state: State | None = None,
+    feature_map: Callable = elu_feature_map,
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, State]:
+    """One step of causal linear attention as a recurrent network: constant-size state.
+
+        S_t = S_{t-1} + phi(k_t) v_t^T,   z_t = z_{t-1} + phi(k_t),
+        out_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps)
+
+    For generation: feed the new token's q, k, v and the state; the state does not grow
+    with the context, unlike a KV cache. Unchecked (it runs once per token);
+    :func:`linear_attention_recurrent` checks its arguments and loops over it.
+
+    Returns:
+        ``(out, (S, z))``.
+
+    Shape:
+        q, k: (B, H, D_k), v: (B, H, D_v), state: S (B, H, D_k, D_v) and z (B, H, D_k),
+        zeros by default -> out: (B, H, D_v).
+    """
+    q, k = feature_map(q), feature_map(k)                    # (B, H, D_k)
+    if state is None:
+        S = q.new_zeros(*k.shape, v.shape[-1])               # (B, H, D_k, D_v)
+        z = torch.zeros_like(k)                              # (B, H, D_k)
+    else:
+        S, z = state
+    S = S + k[..., :, None] * v[..., None, :]                # (B, H, D_k, D_v)
+    z = z + k                                                # (B, H, D_k)
+    numerator = (q[..., None, :] @ S).squeeze(-2)            # (B, H, D_v)
+    denominator = (q * z).sum(dim=-1, keepdim=True)          # (B, H, 1)
+    return numerator / (denominator + eps), (S, z)
+
+
+def linear_attention_recurrent(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    state: State | None = None,
+    feature_map: Callable = elu_feature_map,
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, State]:
+    """Causal linear attention, one step at a time (Katharopoulos et al., 2020).
+
+    Loops :func:`linear_attention_step` over time, from ``state`` (zeros by default):
+    the same numbers as ``linear_attention(q, k, v, causal=True)`` from a zero state.
+
+    Returns:
+        ``(output, (S, z))``, the state after the last step, as a recurrent layer's
+        ``(output, h_n)``.
+
+    Shape:
+        q, k: (B, H, T, D_k), v: (B, H, T, D_v), state: S (B, H, D_k, D_v) and
+        z (B, H, D_k) -> output: (B, H, T, D_v).
+    """
+    _check_qkv(q, k, v, True, feature_map, eps)
+    if state is not None:
+        _check_state(state, q, v)
+    outputs = []
+    for t in range(q.shape[2]):
+        out, state = linear_attention_step(
+            q[:, :, t], k[:, :, t], v[:, :, t], state, feature_map, eps)
+        outputs.append(out)                                  # (B, H, D_v)
+    return torch.stack(outputs, dim=2), state                # (B, H, T, D_v)
+
+
+def _check_state(state, q, v) -> None:
+    B, H, _, Dk = q.shape
+    Dv = v.shape[-1]
+    if not isinstance(state, (tuple, list)) or len(state) != 2:
+        raise TypeError(f"state must be a pair (S, z), got {type(state).__name__}")
+    S, z = state
+    check_tensor("S", S, shape=(B, H, Dk, Dv), names=f"({B}, {H}, {Dk}, {Dv})")
+    check_tensor("z", z, shape=(B, H, Dk), names=f"({B}, {H}, {Dk})")
+    if not S.dtype == z.dtype == q.dtype:
+        raise TypeError(f"S, z must have q's dtype {q.dtype}, got {S.dtype}, {z.dtype}")
+
+
+class LinearAttention(nn.Module):
+    """Causal multi-head linear attention: projections around :func:`linear_attention`.
+
+        head_i = LinearAttention(x W_i^Q, x W_i^K, x W_i^V),
+        out = Concat(head_1, ..., head_h) W^O
+
+    as :class:`~seqbook.attention.MultiHeadAttention` (eqs. (5.10)-(5.11)) with the
+    softmax replaced by the feature map. Self-attention, causal, for language models:
+    ``forward`` runs the chunked parallel form on a whole sequence and also returns the
+    recurrent state after it, so that generation can go on one token at a time
+    (``forward(x_next, state)`` then runs the recurrent form from ``state``).
+
+    Args:
+        embed_dim: model width; divisible by ``num_heads``.
+        num_heads: number of heads, each of ``head_dim = embed_dim // num_heads``.
+        bias: whether the four projections have biases.
+        chunk_size: chunk length of :func:`linear_attention_chunked`.
+
+    Shape:
+        x: (B, T, embed_dim), state: S (B, H, D_h, D_h) and z (B, H, D_h)
+        -> output: (B, T, embed_dim), state.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True,
+                 chunk_size: int = 64):
+        super().__init__()
+        self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim must be divisible by num_heads, got "
+                             f"{embed_dim} and {num_heads}")
+        check_flag("bias", bias)
+        self.chunk_size = check_positive_int("chunk_size", chunk_size)
+        self.head_dim = embed_dim // num_heads
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None
+    ) -> tuple[torch.Tensor, State]:
+        """Returns ``(output, state)``: the chunked form from a zero state, the
+        recurrent form from a given one."""
+        E = self.embed_dim
+        check_tensor("x", x, shape=(None, None, E), names=f"(B, T, {E})")
+        check_like("x", x, self.q_proj.weight)
+        B, T, _ = x.shape
+        heads = (B, T, self.num_heads, self.head_dim)
+        q, k, v = (p(x).view(heads).transpose(1, 2)           # (B, H, T, D_h)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        if state is None:
+            out = linear_attention_chunked(q, k, v, self.chunk_size)  # (B, H, T, D_h)
+            phi_k = elu_feature_map(k)                        # (B, H, T, D_h)
+            state = (phi_k.transpose(-2, -1) @ v, phi_k.sum(dim=2))
+        else:
+            out, state = linear_attention_recurrent(q, k, v, state)
+        out = out.transpose(1, 2).reshape(B, T, E)           # (B, T, E)
+        return self.out_proj(out), state
+
+    def extra_repr(self) -> str:
+        return f"{self.embed_dim}, num_heads={self.num_heads}"

@@ -1,0 +1,523 @@
+"""State-space models: S4D's diagonal SSM, Mamba's selective SSM and Mamba-2's duality.
+
+A state-space model maps an input signal x(t) to an output y(t) through a state h(t),
+
+    h'(t) = A h(t) + B x(t),    y(t) = C h(t) + D x(t),
+
+one such system per channel, with an N-dimensional state. With a *diagonal* A (S4D;
+Gu et al., 2022) each state coordinate is a decaying memory of the input. Sampled with
+a step Delta by the zero-order hold (the input held constant over each step),
+
+    A_bar = exp(Delta A),    B_bar = (A_bar - 1) / A * B,                (ZOH)
+    h_t = A_bar h_{t-1} + B_bar x_t,    y_t = C h_t + D x_t,            (recurrence)
+
+and because A_bar, B_bar, C do not change with t, the output is also a causal
+convolution of the input with the kernel K_k = C A_bar^k B_bar (:func:`ssm_kernel`,
+:func:`ssm_convolution`): one model, a recurrent view for generation and a
+convolutional view for training.
+
+Mamba (Gu and Dao, 2023) makes Delta, B and C functions of the input, Delta =
+softplus(Linear(x) + bias), B = Linear(x), C = Linear(x): the *selective* SSM
+(:func:`selective_scan`). It is no longer a convolution, but still a gated linear
+recurrence, so it runs on the scans of :mod:`seqbook.scan`
+(:func:`selective_scan_parallel`). :class:`MambaBlock` is the mixer of a Mamba layer,
+equal to Hugging Face's ``MambaMixer`` (:meth:`MambaBlock.from_hf`).
+
+Mamba-2 (Dao and Gu, 2024) takes a scalar gate a_t per head, and the SSM becomes
+masked linear attention, Y = (L o C B^T) X with the decay mask L of
+:func:`decay_mask`: :func:`ssd_attention_form` against the loop :func:`ssd_recurrent`.
+
+Layout: batch first, (batch, T, E) for sequences of E channels; N is the state size.
+B and C name the SSM's matrices here, so the batch size is written ``batch``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import causal_mask
+from .checks import (
+    autocast_enabled,
+    check_flag,
+    check_float_tensor,
+    check_int,
+    check_like,
+    check_number,
+    check_positive_int,
+    check_tensor,
+)
+from .scan import log_space_scan, parallel_scan
+
+__all__ = [
+    "discretize_zoh",
+    "ssm_recurrent",
+    "ssm_kernel",
+    "ssm_convolution",
+    "DiagonalSSM",
+    "selective_scan",
+    "selective_scan_parallel",
+    "MambaBlock",
+    "decay_mask",
+    "ssd_attention_form",
+    "ssd_recurrent",
+]
+
+
+def _check_one_dtype(tensors: dict) -> None:
+    """Every tensor given has one dtype (autocast aside)."""
+    first = next(iter(tensors.values()))
+    if len({t.dtype for t in tensors.values()}) > 1 and not autocast_enabled(first):
+        got = ", ".join(f"{k}: {t.dtype}" for k, t in tensors.items())
+        raise TypeError(f"{', '.join(tensors)} must have one dtype, got {got}")
+
+
+# ---------------------------------------------------------------------------------
+# 1. A diagonal SSM (S4D): the recurrent and the convolutional view.
+# ---------------------------------------------------------------------------------
+
+
+def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-order-hold discretisation of a diagonal SSM (Gu et al., 2022, S4D).
+
+        A_bar = exp(Delta A),    B_bar = (A_bar - 1) / A * B
+
+    The exact solution of h' = A h + B x over one step of length Delta with x held
+    constant. A is the diagonal of the state matrix, real and negative (a decay).
+
+    Shape:
+        A, B: (E, N), delta: (E,) -> A_bar, B_bar: (E, N).
+    """
+    check_float_tensor("A", A, ndim=2, names="(E, N)")
+    E, N = A.shape
+    check_float_tensor("B", B, shape=(E, N), names=f"({E}, {N})")
+    check_float_tensor("delta", delta, shape=(E,), names=f"({E},)")
+    _check_one_dtype({"A": A, "B": B, "delta": delta})
+    A_bar = torch.exp(delta[:, None] * A)                    # (E, N)
+    B_bar = (A_bar - 1) / A * B                              # (E, N)
+    return A_bar, B_bar
+
+
+def _check_ssm(x, A_bar, B_bar, C, D) -> None:
+    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+    E = x.shape[2]
+    check_float_tensor("A_bar", A_bar, shape=(E, None), names=f"({E}, N)")
+    N = A_bar.shape[1]
+    for name, t in (("B_bar", B_bar), ("C", C)):
+        check_float_tensor(name, t, shape=(E, N), names=f"({E}, {N})")
+    tensors = {"x": x, "A_bar": A_bar, "B_bar": B_bar, "C": C}
+    if D is not None:
+        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
+    _check_one_dtype(tensors)
+
+
+def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
+                  C: torch.Tensor, D: torch.Tensor | None = None) -> torch.Tensor:
+    """A discrete diagonal SSM, step by step: the recurrent view.
+
+        h_t = A_bar h_{t-1} + B_bar x_t,    y_t = C h_t + D x_t     (h_0 = 0)
+
+    Each of the E channels has its own N-dimensional state; products are elementwise
+    because A_bar is diagonal.
+
+    Shape:
+        x: (batch, T, E), A_bar, B_bar, C: (E, N), D: (E,) -> y: (batch, T, E).
+    """
+    _check_ssm(x, A_bar, B_bar, C, D)
+    h = x.new_zeros(x.shape[0], *A_bar.shape)                # (batch, E, N)
+    ys = []
+    for t in range(x.shape[1]):
+        h = A_bar * h + B_bar * x[:, t, :, None]             # (batch, E, N)
+        ys.append((h * C).sum(dim=-1))                       # (batch, E)
+    y = torch.stack(ys, dim=1)                               # (batch, T, E)
+    return y if D is None else y + D * x
+
+
+def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
+               length: int) -> torch.Tensor:
+    """The convolution kernel of a discrete diagonal SSM: ``K_k = C A_bar^k B_bar``.
+
+    Unrolling the recurrence from h_0 = 0 gives y_t = sum_{k=0}^{t} C A_bar^k B_bar
+    x_{t-k}: the response to an impulse, k steps later, is K_k.
+
+    Shape:
+        A_bar, B_bar, C: (E, N) -> K: (E, length).
+    """
+    check_float_tensor("A_bar", A_bar, ndim=2, names="(E, N)")
+    for name, t in (("B_bar", B_bar), ("C", C)):
+        check_float_tensor(name, t, shape=A_bar.shape, names=f"{tuple(A_bar.shape)}")
+    _check_one_dtype({"A_bar": A_bar, "B_bar": B_bar, "C": C})
+    length = check_positive_int("length", length)
+    k = torch.arange(length, device=A_bar.device, dtype=A_bar.dtype)
+    powers = A_bar[..., None] ** k                           # (E, N, L)  A_bar^k
+    return ((C * B_bar)[..., None] * powers).sum(dim=1)      # (E, L)
+
+
+def ssm_convolution(x: torch.Tensor, K: torch.Tensor, D: torch.Tensor | None = None,
+                    fft: bool = False) -> torch.Tensor:
+    """The convolutional view: ``y_t = sum_{k=0}^{t} K_k x_{t-k} + D x_t``, per channel.
+
+    Causal: y_t sees x_t and the past. Direct, a depthwise ``F.conv1d`` (which
+    correlates, so the kernel is flipped) of the input padded with T - 1 zeros on the
+    left, O(T^2) per channel; with ``fft=True``, a product of Fourier transforms of
+    length 2T, O(T log T), the way S4 trains.
+
+    Shape:
+        x: (batch, T, E), K: (E, L) with L >= T (only K_0..K_{T-1} are used),
+        D: (E,) -> y: (batch, T, E).
+    """
+    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+    _, T, E = x.shape
+    check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
+    if K.shape[1] < T:
+        raise ValueError(f"K must have at least T = {T} taps, got {K.shape[1]}")
+    tensors = {"x": x, "K": K}
+    if D is not None:
+        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
+    _check_one_dtype(tensors)
+    check_flag("fft", fft)
+    K, u = K[:, :T], x.transpose(1, 2)                       # (E, T), (batch, E, T)
+    if fft:
+        n = 2 * T                                            # no wrap-around
+        y = torch.fft.irfft(torch.fft.rfft(u, n) * torch.fft.rfft(K, n), n)[..., :T]
+    else:
+        weight = K.flip(-1)[:, None, :]                      # (E, 1, T) flipped
+        y = F.conv1d(F.pad(u, (T - 1, 0)), weight, groups=E)  # (batch, E, T)
+    y = y.transpose(1, 2)                                    # (batch, T, E)
+    return y if D is None else y + D * x
+
+
+class DiagonalSSM(nn.Module):
+    """A diagonal state-space layer, S4D-style (Gu et al., 2022), with real A.
+
+    E independent channels, each an SSM with N states: A = -exp(A_log) < 0 (S4D-Real
+    initialisation, A_n = -(n + 1)), B, C, D learned, a learned step Delta per channel
+    (log-uniform in [dt_min, dt_max] at first), discretised by :func:`discretize_zoh`.
+    ``forward`` runs the convolutional view (FFT); ``ssm_recurrent(x,
+    *layer.discretize(), layer.C, layer.D)`` runs the recurrent view, with the same
+    numbers.
+
+    Shape:
+        x: (batch, T, embed_dim) -> y: (batch, T, embed_dim).
+    """
+
+    def __init__(self, embed_dim: int, d_state: int = 16, dt_min: float = 1e-3,
+                 dt_max: float = 1e-1):
+        super().__init__()
+        E = self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        N = self.d_state = check_positive_int("d_state", d_state)
+        dt_min = check_number("dt_min", dt_min, low=0.0, low_open=True)
+        dt_max = check_number("dt_max", dt_max, low=dt_min)
+        n = torch.arange(1, N + 1, dtype=torch.float32)
+        self.A_log = nn.Parameter(n.log().repeat(E, 1))          # (E, N)  A = -n
+        self.B = nn.Parameter(torch.ones(E, N))                   # (E, N)
+        self.C = nn.Parameter(torch.randn(E, N) / math.sqrt(N))   # (E, N)
+        self.D = nn.Parameter(torch.randn(E))                     # (E,)
+        lo, hi = math.log(dt_min), math.log(dt_max)
+        self.log_dt = nn.Parameter(torch.rand(E) * (hi - lo) + lo)  # (E,)
+
+    def discretize(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A_bar, B_bar)``, each (E, N), by the zero-order hold."""
+        return discretize_zoh(-torch.exp(self.A_log), self.B, self.log_dt.exp())
+
+    def kernel(self, length: int) -> torch.Tensor:
+        """The convolution kernel K_0, ..., K_{length-1}: (E, length)."""
+        return ssm_kernel(*self.discretize(), self.C, length)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        E = self.embed_dim
+        check_tensor("x", x, shape=(None, None, E), names=f"(batch, T, {E})")
+        check_like("x", x, self.B)
+        return ssm_convolution(x, self.kernel(x.shape[1]), self.D, fft=True)
+
+    def extra_repr(self) -> str:
+        return f"{self.embed_dim}, d_state={self.d_state}"
+
+
+# ---------------------------------------------------------------------------------
+# 2. Mamba's selective SSM.
+# ---------------------------------------------------------------------------------
+
+
+def _check_selective(x, delta, A, B, C, D) -> None:
+    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+    b, T, E = x.shape
+    check_float_tensor("delta", delta, shape=(b, T, E), names=f"({b}, {T}, {E})")
+    check_float_tensor("A", A, shape=(E, None), names=f"({E}, N)")
+    N = A.shape[1]
+    for name, t in (("B", B), ("C", C)):
+        check_float_tensor(name, t, shape=(b, T, N), names=f"({b}, {T}, {N})")
+    tensors = {"x": x, "delta": delta, "A": A, "B": B, "C": C}
+    if D is not None:
+        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
+    _check_one_dtype(tensors)
+
+
+def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
+                   B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+    """Mamba's selective SSM, step by step (Gu and Dao, 2023, Algorithm 2).
+
+        h_t = exp(Delta_t A) h_{t-1} + Delta_t B_t x_t,    y_t = C_t h_t + D x_t
+
+    Delta_t, B_t and C_t change with the input, so the model chooses, token by token,
+    what to write into its state and what to forget. Like Mamba's own code (and
+    Hugging Face's), B is discretised by Euler's rule, B_bar = Delta B, the first-order
+    term of the ZOH's (A_bar - 1) / A B; A_bar = exp(Delta A) is exact.
+
+    Args:
+        x: the input, E channels.
+        delta: the step sizes, > 0 (Mamba: softplus of a projection of x).
+        A: the diagonal state matrix, negative (Mamba: -exp(A_log)), not selective.
+        B, C: the input and output matrices, one per step, shared by the channels.
+        D: the skip connection, optional.
+
+    Shape:
+        x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)
+        -> y: (batch, T, E).
+    """
+    _check_selective(x, delta, A, B, C, D)
+    h = x.new_zeros(x.shape[0], *A.shape)                    # (batch, E, N)
+    ys = []
+    for t in range(x.shape[1]):
+        dt = delta[:, t, :, None]                            # (batch, E, 1)
+        A_bar = torch.exp(dt * A)                            # (batch, E, N)
+        B_bar_x = dt * B[:, t, None, :] * x[:, t, :, None]   # (batch, E, N)
+        h = A_bar * h + B_bar_x                              # (batch, E, N)
+        ys.append((h * C[:, t, None, :]).sum(dim=-1))        # (batch, E)
+    y = torch.stack(ys, dim=1)                               # (batch, T, E)
+    return y if D is None else y + D * x
+
+
+def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
+                            B: torch.Tensor, C: torch.Tensor,
+                            D: torch.Tensor | None = None, log_space: bool = False
+                            ) -> torch.Tensor:
+    """The selective SSM of :func:`selective_scan` on a parallel scan.
+
+    Every step's gate a_t = exp(Delta_t A) and input b_t = Delta_t B_t x_t are known
+    before the recurrence, so all states come from one scan over T: Hillis and
+    Steele's :func:`~seqbook.scan.parallel_scan`, or with ``log_space=True``
+    :func:`~seqbook.scan.log_space_scan`, which takes log a_t = Delta_t A directly.
+    Both materialise every state, (batch, T, E, N) numbers (Mamba's kernel keeps them
+    in on-chip memory instead); the doubling scan keeps ceil(log2 T) such tensors for
+    the backward pass, the log-space scan a few.
+
+    Shape:
+        x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)
+        -> y: (batch, T, E).
+    """
+    _check_selective(x, delta, A, B, C, D)
+    check_flag("log_space", log_space)
+    dt = delta[..., None]                                    # (batch, T, E, 1)
+    log_a = dt * A                                           # (batch, T, E, N)
+    b = dt * B[:, :, None, :] * x[..., None]                 # (batch, T, E, N)
+    h = log_space_scan(log_a, b) if log_space else parallel_scan(log_a.exp(), b)
+    y = torch.einsum("bten,btn->bte", h, C)                  # (batch, T, E)
+    return y if D is None else y + D * x
+
+
+SCANS = ("loop", "parallel", "log")
+
+
+class MambaBlock(nn.Module):
+    """The mixer of a Mamba layer (Gu and Dao, 2023): a gated selective SSM.
+
+        x, z = in_proj(u)                   two branches, E = expand * embed_dim wide
+        x = SiLU(conv1d(x))                 a causal depthwise convolution over time
+        dt, B, C = x_proj(x)                split into dt_rank, N and N features
+        Delta = softplus(dt_proj(dt))       the step, one per channel and token
+        y = selective_scan(x, Delta, -exp(A_log), B, C, D)
+        out = out_proj(y * SiLU(z))
+
+    The block Mamba stacks adds an RMSNorm before and a residual connection around it
+    (Hugging Face's ``MambaBlock``); this is what Hugging Face calls ``MambaMixer``,
+    and :meth:`from_hf` copies one. The names follow Mamba's code; the convolution is
+    padded with d_conv - 1 steps and cut to T, so it sees no future step.
+
+    Args:
+        embed_dim: width D of the input and output.
+        d_state: state size N per channel.
+        d_conv: kernel size of the depthwise convolution.
+        expand: E = expand * embed_dim channels inside.
+        dt_rank: width of the low-rank projection to Delta; "auto" is
+            ceil(embed_dim / 16), as in Mamba.
+        bias: biases of in_proj and out_proj; conv_bias: of the convolution.
+        scan: "parallel" (:func:`selective_scan_parallel`, the default), "log" (the
+            same in log space) or "loop" (:func:`selective_scan`); same numbers.
+
+    Shape:
+        u: (batch, T, embed_dim) -> (batch, T, embed_dim).
+    """
+
+    def __init__(self, embed_dim: int, d_state: int = 16, d_conv: int = 4,
+                 expand: int = 2, dt_rank: int | str = "auto", bias: bool = False,
+                 conv_bias: bool = True, scan: str = "parallel"):
+        super().__init__()
+        D = self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        N = self.d_state = check_positive_int("d_state", d_state)
+        self.d_conv = check_positive_int("d_conv", d_conv)
+        E = self.d_inner = check_positive_int("expand", expand) * D
+        if dt_rank == "auto":
+            dt_rank = math.ceil(D / 16)
+        R = self.dt_rank = check_int("dt_rank", dt_rank)
+        check_flag("bias", bias)
+        check_flag("conv_bias", conv_bias)
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        self.scan = scan
+        self.in_proj = nn.Linear(D, 2 * E, bias=bias)
+        self.conv1d = nn.Conv1d(E, E, d_conv, groups=E, padding=d_conv - 1,
+                                bias=conv_bias)
+        self.x_proj = nn.Linear(E, R + 2 * N, bias=False)
+        self.dt_proj = nn.Linear(R, E, bias=True)
+        self.A_log = nn.Parameter(torch.arange(1, N + 1.0).log().repeat(E, 1))  # (E, N)
+        self.D = nn.Parameter(torch.ones(E))                                  # (E,)
+        self.out_proj = nn.Linear(E, D, bias=bias)
+        with torch.no_grad():  # Mamba's: Delta log-uniform in [1e-3, 0.1] at first
+            nn.init.uniform_(self.dt_proj.weight, -R**-0.5, R**-0.5)
+            dt = torch.exp(torch.rand(E) * (math.log(0.1) - math.log(1e-3))
+                           + math.log(1e-3))
+            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        D = self.embed_dim
+        check_tensor("u", u, shape=(None, None, D), names=f"(batch, T, {D})")
+        check_like("u", u, self.in_proj.weight)
+        T, N = u.shape[1], self.d_state
+        x, z = self.in_proj(u).chunk(2, dim=-1)                   # (batch, T, E) each
+        x = self.conv1d(x.transpose(1, 2))[..., :T].transpose(1, 2)  # (batch, T, E)
+        x = F.silu(x)
+        dt, B, C = self.x_proj(x).split([self.dt_rank, N, N], dim=-1)  # R, N, N
+        delta = F.softplus(self.dt_proj(dt))                      # (batch, T, E)
+        A = -torch.exp(self.A_log)                                # (E, N)
+        if self.scan == "loop":
+            y = selective_scan(x, delta, A, B, C, self.D)         # (batch, T, E)
+        else:
+            y = selective_scan_parallel(x, delta, A, B, C, self.D,
+                                        log_space=self.scan == "log")
+        return self.out_proj(y * F.silu(z))                       # (batch, T, D)
+
+    @classmethod
+    def from_hf(cls, mixer, scan: str = "parallel") -> MambaBlock:
+        """A copy of a Hugging Face ``transformers`` ``MambaMixer``: the same function.
+
+        The sizes are read from ``mixer``; the copy has its dtype, device and train/eval
+        mode. ``transformers`` is needed only to make ``mixer``.
+
+        Raises:
+            TypeError: ``mixer`` is not a ``MambaMixer``.
+            ValueError: its activation is not SiLU, or its inner width is not an
+                integer multiple of its width.
+        """
+        try:
+            from transformers.models.mamba.modeling_mamba import MambaMixer
+        except ImportError:  # without transformers there is no MambaMixer to copy
+            MambaMixer = None
+        if MambaMixer is None or not isinstance(mixer, MambaMixer):
+            raise TypeError(f"mixer must be a transformers MambaMixer, "
+                            f"got {type(mixer).__name__}")
+        if mixer.activation != "silu":
+            raise ValueError(f"mixer must use the SiLU activation, got "
+                             f"config.hidden_act={mixer.activation!r}")
+        D, E = mixer.hidden_size, mixer.intermediate_size
+        if E % D:
+            raise ValueError(f"mixer's intermediate_size must be a multiple of its "
+                             f"hidden_size, got {E} and {D}")
+        weight = mixer.in_proj.weight
+        ours = cls(D, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
+                   expand=E // D, dt_rank=mixer.time_step_rank,
+                   bias=mixer.in_proj.bias is not None,
+                   conv_bias=mixer.conv1d.bias is not None, scan=scan)
+        ours = ours.to(weight.device, weight.dtype)  # the dtype first: float32 rounds
+        ours.load_state_dict(mixer.state_dict())  # the same names and shapes
+        return ours.train(mixer.training)
+
+    def extra_repr(self) -> str:
+        return (f"{self.embed_dim}, d_state={self.d_state}, d_conv={self.d_conv}, "
+                f"d_inner={self.d_inner}, dt_rank={self.dt_rank}, scan={self.scan!r}")
+
+
+# ---------------------------------------------------------------------------------
+# 3. Mamba-2's duality: a scalar-gated SSM is masked linear attention.
+# ---------------------------------------------------------------------------------
+
+
+def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
+    """The decay mask of a scalar-gated SSM: ``L[i, j] = a_{j+1} ... a_i`` for j <= i.
+
+        L[i, j] = prod_{k=j+1..i} a_k = exp(sum_{k=j+1..i} log a_k)  (j <= i),  else 0
+
+    The diagonal is 1 (an empty product). Each segment sum is a cumulative sum of
+    log a restricted to the segment (Mamba-2's ``segsum``), not a difference of two
+    long cumulative sums, which would lose digits when they are large.
+
+    Shape:
+        log_a: (..., T) -> L: (..., T, T).
+    """
+    check_float_tensor("log_a", log_a, ndim=range(1, 9), names="(..., T)")
+    T = log_a.shape[-1]
+    lower = causal_mask(T, device=log_a.device)                      # (T, T) j <= i
+    x = log_a[..., :, None].expand(*log_a.shape, T)                  # x[i, j] = log a_i
+    x = x.masked_fill(~lower.tril(-1), 0.0)                          # keep i > j
+    segsum = x.cumsum(dim=-2)                    # (..., T, T) sum_{k=j+1..i} log a_k
+    return segsum.exp().masked_fill(~lower, 0.0)                     # (..., T, T)
+
+
+def _check_ssd(x, log_a, B, C) -> None:
+    check_float_tensor("x", x, ndim=4, names="(batch, H, T, P)")
+    b, H, T, _ = x.shape
+    check_float_tensor("log_a", log_a, shape=(b, H, T), names=f"({b}, {H}, {T})")
+    check_float_tensor("B", B, shape=(b, H, T, None), names=f"({b}, {H}, {T}, N)")
+    N = B.shape[-1]
+    check_float_tensor("C", C, shape=(b, H, T, N), names=f"({b}, {H}, {T}, {N})")
+    _check_one_dtype({"x": x, "log_a": log_a, "B": B, "C": C})
+
+
+def ssd_attention_form(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
+                       C: torch.Tensor) -> torch.Tensor:
+    """A scalar-gated SSM computed as masked attention (Dao and Gu, 2024, Mamba-2).
+
+        Y = (L o C B^T) X,     L = decay_mask(log a)
+
+    The SSM h_t = a_t h_{t-1} + B_t x_t^T, y_t = C_t^T h_t unrolls to y_i =
+    sum_{j<=i} (prod_{k=j+1..i} a_k) (C_i . B_j) x_j: attention with queries C, keys
+    B, values X, no softmax, and the causal mask replaced by the decay mask L. With
+    a = 1 and B, C = phi(K), phi(Q) it is unnormalised causal linear attention.
+    O(T^2) like attention, every step a matrix product.
+
+    Shape:
+        x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
+        -> y: (batch, H, T, P).
+    """
+    _check_ssd(x, log_a, B, C)
+    L = decay_mask(log_a)                                    # (batch, H, T, T)
+    scores = C @ B.transpose(-2, -1)                         # (batch, H, T, T)
+    return (L * scores) @ x                                  # (batch, H, T, P)
+
+
+def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
+                  C: torch.Tensor) -> torch.Tensor:
+    """The same scalar-gated SSM as a recurrence with a matrix state (Mamba-2).
+
+        h_t = a_t h_{t-1} + B_t x_t^T,    y_t = h_t^T C_t        (h_0 = 0)
+
+    Per head, the state h_t is N x P and a_t is one number: Mamba's selective SSM with
+    A a scalar times the identity.
+
+    Shape:
+        x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
+        -> y: (batch, H, T, P).
+    """
+    _check_ssd(x, log_a, B, C)
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])  # (batch, H, N, P)
+    ys = []
+    for t in range(x.shape[2]):
+        a = log_a[:, :, t, None, None].exp()                 # (batch, H, 1, 1)
+        h = a * h + B[:, :, t, :, None] * x[:, :, t, None, :]  # (batch, H, N, P)
+        ys.append((C[:, :, t, None, :] @ h).squeeze(-2))     # (batch, H, P)
+    return torch.stack(ys, dim=2)                            # (batch, H, T, P)

@@ -1,0 +1,178 @@
+"""Linear attention (seqbook.linear_attention): its parallel, quadratic, chunked and
+recurrent forms compute one function in float64; the state continues a sequence; the
+module generates token by token; bad input is refused clearly."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tolerance import assert_close, assert_same_math
+
+from seqbook.linear_attention import (
+    LinearAttention,
+    elu_feature_map,
+    linear_attention,
+    linear_attention_chunked,
+    linear_attention_quadratic,
+    linear_attention_recurrent,
+    linear_attention_step,
+)
+from tests.badinput import assert_clear_error
+
+F64 = torch.float64
+
+
+def qkv(T, device, S=None, dtype=F64, D_k=4, D_v=5):
+    """Queries (2, 3, T, D_k), keys (2, 3, S, D_k), values (2, 3, S, D_v)."""
+    S = T if S is None else S
+    q = torch.randn(2, 3, T, D_k, dtype=dtype, device=device)
+    k = torch.randn(2, 3, S, D_k, dtype=dtype, device=device)
+    v = torch.randn(2, 3, S, D_v, dtype=dtype, device=device)
+    return q, k, v
+
+
+def by_definition(q, k, v, causal, eps=1e-6):
+    """out_i = sum_j w_ij v_j / (sum_j w_ij + eps), w_ij = phi(q_i).phi(k_j): loops."""
+    q, k = F.elu(q) + 1, F.elu(k) + 1
+    out = torch.empty(*q.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)
+    for i in range(q.shape[2]):
+        keys = range(i + 1) if causal else range(k.shape[2])
+        w = [(q[:, :, i] * k[:, :, j]).sum(-1, keepdim=True) for j in keys]
+        numerator = sum(wj * v[:, :, j] for wj, j in zip(w, keys, strict=True))
+        out[:, :, i] = numerator / (sum(w) + eps)
+    return out
+
+
+def test_feature_map_is_elu_plus_one_and_positive():
+    x = torch.linspace(-30, 3, 50, dtype=F64)
+    assert torch.equal(elu_feature_map(x), F.elu(x) + 1)
+    assert (elu_feature_map(x) > 0).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("T", [1, 5, 9])
+def test_parallel_and_quadratic_forms_equal_the_definition(causal, T, device):
+    q, k, v = qkv(T, device)
+    expected = by_definition(q, k, v, causal)
+    out, _ = linear_attention_quadratic(q, k, v, causal=causal)
+    assert_same_math(linear_attention(q, k, v, causal=causal), expected, n=4 * T)
+    assert_same_math(out, expected, n=4 * T)
+    _, weights = linear_attention_quadratic(q, k, v, causal=causal, eps=0.0)
+    assert_same_math(weights.sum(-1), torch.ones_like(weights[..., 0]), n=T)
+    if causal:
+        assert (weights.triu(1) == 0).all()
+
+
+def test_non_causal_keys_may_outnumber_queries(device):
+    q, k, v = qkv(4, device, S=7)
+    out = linear_attention(q, k, v)
+    assert out.shape == (2, 3, 4, 5)
+    assert_same_math(out, by_definition(q, k, v, causal=False), n=28)
+
+
+@pytest.mark.parametrize("T", [1, 2, 7, 16, 21])
+def test_recurrent_and_chunked_forms_equal_the_parallel_form(T, device):
+    q, k, v = qkv(T, device)
+    expected = linear_attention(q, k, v, causal=True)
+    out, (S, z) = linear_attention_recurrent(q, k, v)
+    assert S.shape == (2, 3, 4, 5) and z.shape == (2, 3, 4)
+    assert_same_math(out, expected, n=4 * T)
+    for chunk_size in (1, 4, 5, 64):
+        chunked = linear_attention_chunked(q, k, v, chunk_size=chunk_size)
+        assert_same_math(chunked, expected, n=4 * T)
+
+
+def test_the_state_continues_a_sequence(device):
+    q, k, v = qkv(10, device)
+    whole, state = linear_attention_recurrent(q, k, v)
+    first, mid = linear_attention_recurrent(q[:, :, :6], k[:, :, :6], v[:, :, :6])
+    rest, end = linear_attention_recurrent(q[:, :, 6:], k[:, :, 6:], v[:, :, 6:], mid)
+    assert_same_math(torch.cat([first, rest], dim=2), whole, n=40)
+    for a, b in zip(end, state, strict=True):
+        assert_same_math(a, b, n=10)
+    out, _ = linear_attention_step(q[:, :, 6], k[:, :, 6], v[:, :, 6], mid)
+    assert_same_math(out, whole[:, :, 6], n=28)
+
+
+def test_the_state_has_a_constant_size():
+    q, k, v = qkv(3, "cpu")
+    _, short = linear_attention_recurrent(q, k, v)
+    q, k, v = qkv(50, "cpu")
+    _, long = linear_attention_recurrent(q, k, v)
+    assert [t.shape for t in short] == [t.shape for t in long]
+
+
+def test_gradcheck():
+    q, k, v = (t[:1, :2].detach().requires_grad_() for t in qkv(5, "cpu", D_k=2, D_v=2))
+    for fn in (lambda q, k, v: linear_attention(q, k, v, causal=True),
+               lambda q, k, v: linear_attention_chunked(q, k, v, chunk_size=2),
+               lambda q, k, v: linear_attention_recurrent(q, k, v)[0]):
+        assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_forms_agree_in_float32(device):
+    q, k, v = qkv(40, device, dtype=torch.float32)
+    expected = linear_attention(q, k, v, causal=True)
+    assert expected.dtype == torch.float32 and expected.device.type == device.type
+    assert_close(linear_attention_chunked(q, k, v, chunk_size=16), expected, n=160)
+    assert_close(linear_attention_recurrent(q, k, v)[0], expected, n=160)
+
+
+def test_module_generates_token_by_token(device):
+    layer = LinearAttention(8, num_heads=2, chunk_size=4).to(device, F64)
+    x = torch.randn(2, 9, 8, dtype=F64, device=device)
+    out, state = layer(x)
+    assert out.shape == (2, 9, 8)
+    prefix, state_prefix = layer(x[:, :5])
+    steps = [prefix]
+    s = state_prefix
+    for t in range(5, 9):
+        y, s = layer(x[:, t:t + 1], s)
+        steps.append(y)
+    assert_same_math(torch.cat(steps, dim=1), out, n=8 * 9)
+    for a, b in zip(s, state, strict=True):
+        assert_same_math(a, b, n=9)
+
+
+def test_module_is_multi_head_linear_attention():
+    layer = LinearAttention(6, num_heads=3).double()
+    x = torch.randn(2, 5, 6, dtype=F64)
+    q, k, v = (p(x).view(2, 5, 3, 2).transpose(1, 2)
+               for p in (layer.q_proj, layer.k_proj, layer.v_proj))
+    heads = by_definition(q, k, v, causal=True).transpose(1, 2).reshape(2, 5, 6)
+    assert_same_math(layer(x)[0], layer.out_proj(heads), n=40)
+
+
+# --- bad input: ValueError/TypeError raised by seqbook, naming the argument
+Q, K, V = (torch.randn(2, 3, 5, 4) for _ in range(3))
+BAD = {
+    "q-rank": (lambda: linear_attention(Q[0], K, V), "q", "(B, H, T, D_k)",
+               "(3, 5, 4)"),
+    "k-width": (lambda: linear_attention(Q, K[..., :3], V), "k", "(2, 3, S, 4)",
+                "(2, 3, 5, 3)"),
+    "v-length": (lambda: linear_attention(Q, K, V[:, :, :4]), "v", "(2, 3, 5, D_v)",
+                 "(2, 3, 4, 4)"),
+    "causal-length": (lambda: linear_attention(Q, K[:, :, :4], V[:, :, :4],
+                                               causal=True), "k", "T = 5", "4"),
+    "dtype": (lambda: linear_attention(Q, K.double(), V), "q, k, v", "float64"),
+    "int": (lambda: linear_attention(Q.long(), K, V), "q", "int64"),
+    "causal-flag": (lambda: linear_attention(Q, K, V, causal=1), "causal", "int"),
+    "feature_map": (lambda: linear_attention(Q, K, V, feature_map="elu"), "feature_map",
+                    "str"),
+    "eps": (lambda: linear_attention(Q, K, V, eps=-1.0), "eps", "-1.0"),
+    "chunk_size": (lambda: linear_attention_chunked(Q, K, V, chunk_size=0),
+                   "chunk_size", "0"),
+    "state": (lambda: linear_attention_recurrent(Q, K, V, (torch.zeros(2, 3, 4, 4),
+                                                           torch.zeros(2, 3, 5))),
+              "z", "(2, 3, 4)", "(2, 3, 5)"),
+    "module-heads": (lambda: LinearAttention(6, num_heads=4), "embed_dim", "num_heads"),
+    "module-x": (lambda: LinearAttention(8, 2)(torch.randn(2, 5, 6)), "x", "(B, T, 8)",
+                 "(2, 5, 6)"),
+    "module-dtype": (lambda: LinearAttention(8, 2)(torch.randn(2, 5, 8, dtype=F64)),
+                     "x", "float64"),
+}
+
+
+@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
+def test_bad_input_raises_a_clear_error(case):
+    fn, *words = case
+    assert_clear_error(fn, *words)

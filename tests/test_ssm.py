@@ -1,0 +1,312 @@
+"""State-space models (seqbook.ssm): the ZOH is the exact one-step solution; a
+diagonal SSM's recurrent and convolutional views agree; the selective scan's loop and
+scans agree; Mamba-2's attention form equals its recurrence; MambaBlock.from_hf
+computes Hugging Face's MambaMixer, outputs and gradients, in float64. Every Hugging
+Face model here is small and random: nothing is downloaded, and those tests skip
+without transformers."""
+
+import importlib.util
+
+import pytest
+import torch
+from tolerance import assert_close, assert_same_math, tol
+
+from seqbook.ssm import (
+    DiagonalSSM,
+    MambaBlock,
+    decay_mask,
+    discretize_zoh,
+    selective_scan,
+    selective_scan_parallel,
+    ssd_attention_form,
+    ssd_recurrent,
+    ssm_convolution,
+    ssm_kernel,
+    ssm_recurrent,
+)
+from tests.badinput import assert_clear_error
+
+F64 = torch.float64
+
+
+def diagonal_system(E, N, device, dtype=F64):
+    """A random stable diagonal SSM with steps large enough that the state matters."""
+    A = -(torch.rand(E, N, dtype=dtype, device=device) + 0.1)
+    B = torch.randn(E, N, dtype=dtype, device=device)
+    C = torch.randn(E, N, dtype=dtype, device=device)
+    D = torch.randn(E, dtype=dtype, device=device)
+    delta = torch.rand(E, dtype=dtype, device=device) + 0.1
+    return A, B, C, D, delta
+
+
+def test_zoh_is_the_exact_solution_over_one_step(device):
+    # h' = a h + b x with x held over [0, dt]: exp([[a, b], [0, 0]] dt) is
+    # [[a_bar, b_bar], [0, 1]]: the augmented system's matrix exponential gives both.
+    A, B, _, _, delta = diagonal_system(3, 4, device)
+    A_bar, B_bar = discretize_zoh(A, B, delta)
+    M = torch.zeros(3, 4, 2, 2, dtype=F64, device=device)
+    M[..., 0, 0], M[..., 0, 1] = A * delta[:, None], B * delta[:, None]
+    exact = torch.linalg.matrix_exp(M)
+    assert_same_math(A_bar, exact[..., 0, 0], n=8)
+    assert_same_math(B_bar, exact[..., 0, 1], n=8)
+
+
+@pytest.mark.parametrize("T", [1, 6, 17])
+def test_recurrent_and_convolutional_views_agree(T, device):
+    A, B, C, D, delta = diagonal_system(3, 4, device)
+    A_bar, B_bar = discretize_zoh(A, B, delta)
+    x = torch.randn(2, T, 3, dtype=F64, device=device)
+    K = ssm_kernel(A_bar, B_bar, C, T)
+    assert K.shape == (3, T)
+    assert_same_math(K[:, 0], (C * B_bar).sum(-1), n=4)
+    for skip in (None, D):
+        expected = ssm_recurrent(x, A_bar, B_bar, C, skip)
+        assert_same_math(ssm_convolution(x, K, skip), expected, n=4 * T)
+        assert_same_math(ssm_convolution(x, K, skip, fft=True), expected, n=4 * T)
+
+
+def test_diagonal_ssm_layer_runs_both_views(device):
+    layer = DiagonalSSM(3, d_state=5, dt_min=0.1, dt_max=1.0).to(device, F64)
+    x = torch.randn(2, 11, 3, dtype=F64, device=device)
+    expected = ssm_recurrent(x, *layer.discretize(), layer.C, layer.D)
+    assert_same_math(layer(x), expected, n=55)
+
+
+def selective_inputs(b, T, E, N, device):
+    x = torch.randn(b, T, E, dtype=F64, device=device)
+    delta = torch.rand(b, T, E, dtype=F64, device=device) + 0.05
+    A = -(torch.rand(E, N, dtype=F64, device=device) + 0.1)
+    B = torch.randn(b, T, N, dtype=F64, device=device)
+    C = torch.randn(b, T, N, dtype=F64, device=device)
+    D = torch.randn(E, dtype=F64, device=device)
+    return x, delta, A, B, C, D
+
+
+@pytest.mark.parametrize("T", [1, 5, 16, 19])
+def test_selective_scan_loop_equals_the_scans(T, device):
+    x, delta, A, B, C, D = selective_inputs(2, T, 3, 4, device)
+    for skip in (None, D):
+        expected = selective_scan(x, delta, A, B, C, skip)
+        assert expected.shape == (2, T, 3)
+        assert_same_math(selective_scan_parallel(x, delta, A, B, C, skip), expected,
+                         n=4 * T)
+        # log space: rounding grows with |sum Delta A| (at most 1.1 * 1.05 * T here)
+        log_space = selective_scan_parallel(x, delta, A, B, C, skip, log_space=True)
+        assert_same_math(log_space, expected, n=4 * T * T)
+
+
+def test_selective_scan_with_constant_parameters_is_a_time_invariant_ssm(device):
+    # Delta, B, C the same at every step: the SSM of section 1, discretised with
+    # A_bar = exp(Delta A) and Mamba's Euler rule B_bar = Delta B.
+    x, delta, A, B, C, D = selective_inputs(2, 7, 3, 4, device)
+    delta = delta[:1, :1].expand(2, 7, 3)
+    B, C = B[:1, :1].expand(2, 7, 4), C[:1, :1].expand(2, 7, 4)
+    dt = delta[0, 0][:, None]                                  # (E, 1)
+    C_lti = C[0, 0].expand(3, 4)                               # (E, N)
+    expected = ssm_recurrent(x, torch.exp(dt * A), dt * B[0, 0], C_lti, D)
+    assert_same_math(selective_scan(x, delta, A, B, C, D), expected, n=28)
+
+
+def test_gradcheck_selective_scans():
+    inputs = tuple(t.requires_grad_() for t in selective_inputs(1, 4, 2, 2, "cpu"))
+    for fn in (selective_scan,
+               lambda *a: selective_scan_parallel(*a),
+               lambda *a: selective_scan_parallel(*a, log_space=True)):
+        assert torch.autograd.gradcheck(fn, inputs)
+
+
+def test_decay_mask_by_hand():
+    a = torch.tensor([0.5, 0.25, 2.0], dtype=F64)
+    expected = torch.tensor([[1.0, 0.0, 0.0],
+                             [0.25, 1.0, 0.0],
+                             [0.5, 2.0, 1.0]], dtype=F64)
+    assert_same_math(decay_mask(a.log()), expected, n=3)
+
+
+def test_decay_mask_is_stable_over_long_sequences():
+    # float32: sums of log a reach -1000, but each entry is a short segment's own sum
+    log_a = -torch.rand(2, 1000)
+    L = decay_mask(log_a)
+    assert torch.isfinite(L).all() and (L.diagonal(dim1=-2, dim2=-1) == 1).all()
+    assert_close(L[:, 1:, :-1].diagonal(dim1=-2, dim2=-1), log_a[:, 1:].exp())
+    assert_close(L, decay_mask(log_a.double()).float(), n=1000)
+
+
+@pytest.mark.parametrize("T", [1, 7, 12])
+def test_ssd_attention_form_equals_the_recurrence(T, device):
+    x = torch.randn(2, 3, T, 5, dtype=F64, device=device)
+    log_a = -torch.rand(2, 3, T, dtype=F64, device=device)
+    B, C = (torch.randn(2, 3, T, 4, dtype=F64, device=device) for _ in range(2))
+    expected = ssd_recurrent(x, log_a, B, C)
+    assert_same_math(ssd_attention_form(x, log_a, B, C), expected, n=4 * T)
+    # a = 1: unnormalised causal linear attention, queries C, keys B, values x
+    zero = torch.zeros_like(log_a)
+    plain = (C @ B.transpose(-2, -1)).tril() @ x
+    assert_same_math(ssd_attention_form(x, zero, B, C), plain, n=4 * T)
+    assert_same_math(ssd_recurrent(x, zero, B, C), plain, n=4 * T)
+
+
+def test_gradcheck_ssd():
+    x, log_a = torch.randn(1, 1, 4, 2, dtype=F64), -torch.rand(1, 1, 4, dtype=F64)
+    B, C = torch.randn(1, 1, 4, 2, dtype=F64), torch.randn(1, 1, 4, 2, dtype=F64)
+    inputs = tuple(t.requires_grad_() for t in (x, log_a, B, C))
+    assert torch.autograd.gradcheck(ssd_attention_form, inputs)
+
+
+def test_mamba_block_is_causal_and_its_scans_agree(device):
+    block = MambaBlock(8, d_state=4, d_conv=3).to(device, F64)
+    u = torch.randn(2, 9, 8, dtype=F64, device=device)
+    out = block(u)
+    changed = u.clone()
+    changed[:, 5:] += 1.0
+    assert torch.equal(block(changed)[:, :5], out[:, :5])
+    assert not torch.allclose(block(changed)[:, 5:], out[:, 5:])
+    for scan in ("loop", "log"):
+        block.scan = scan
+        assert_same_math(block(u), out, n=200)
+
+
+# --- the peer: Hugging Face's MambaMixer -----------------------------------------
+
+CONFIGS = {
+    "default": {},
+    "biases": {"use_bias": True, "use_conv_bias": False, "conv_kernel": 2},
+    "long-kernel": {"conv_kernel": 6, "time_step_rank": 3, "expand": 3},
+}
+
+
+def mixer(device, **changes):
+    """A random MambaMixer in float64, every parameter drawn from N(0, 0.3^2)."""
+    mamba = pytest.importorskip("transformers.models.mamba.modeling_mamba")
+    sizes = dict(hidden_size=8, state_size=4, expand=2, conv_kernel=4, time_step_rank=2,
+                 num_hidden_layers=1, vocab_size=16)
+    config = mamba.MambaConfig(**{**sizes, **changes})
+    hf = mamba.MambaMixer(config, layer_idx=0).to(device, F64)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0.0, 0.3)
+    return hf
+
+
+def outputs_and_gradients(module, u, g, names):
+    """The output for ``u``, the gradients of <output, g> for u and the parameters."""
+    u = u.detach().requires_grad_()
+    out = module(u)
+    params = dict(module.named_parameters())
+    # T = 1 leaves A unused (h_1 = B_bar x_1): its gradient is zero
+    grads = torch.autograd.grad(out, [u, *(params[n] for n in names)], g,
+                                allow_unused=True, materialize_grads=True)
+    return out, dict(zip(["input", *names], grads, strict=True))
+
+
+def mixer_terms(hf, T):
+    """The length of the sums behind one output (in_proj, conv, x_proj, dt_proj, the
+    scan over T steps of N states, out_proj), twice for a gradient, plus B T more."""
+    c = hf.config
+    forward = (c.hidden_size + c.conv_kernel + 2 * c.intermediate_size
+               + c.time_step_rank + T * c.state_size)
+    return 2 * forward + 2 * T
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS.keys())
+@pytest.mark.parametrize("T", [1, 9])
+def test_from_hf_equals_mamba_mixer_in_float64(T, config, training, device,
+                                                 monkeypatch):
+    if importlib.util.find_spec("mamba_ssm") is not None:
+        pytest.skip("mamba_ssm is installed: Hugging Face would run float32 kernels")
+    hf = mixer(device, **config).train(training)
+    u = torch.randn(2, T, 8, dtype=F64, device=device)
+    g = torch.randn(2, T, 8, dtype=F64, device=device)
+    names = [n for n, _ in hf.named_parameters()]
+    ours = {scan: MambaBlock.from_hf(hf, scan=scan) for scan in ("parallel", "log",
+                                                                  "loop")}
+    results = {scan: outputs_and_gradients(m, u, g, names) for scan, m in ours.items()}
+    # Hugging Face's reference path up-casts A_log, D, the Delta bias, B and x with
+    # .float(), which for a float64 model rounds them to float32. With .float() made the
+    # identity, both compute one float64 function, and must agree to float64 rounding.
+    monkeypatch.setattr(torch.Tensor, "float", lambda self, *args, **kwargs: self)
+    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
+    n = mixer_terms(hf, T)
+    for scan, (out, grads) in results.items():
+        block = ours[scan]
+        assert block.training == training and block.A_log.dtype == F64
+        assert block.A_log.device.type == device.type
+        assert_same_math(out, ref, n=n, msg=scan)
+        for name in ["input", *names]:
+            assert_same_math(grads[name], ref_grads[name], n=n, msg=f"{scan}: {name}")
+
+
+def test_from_hf_equals_the_unmodified_mixer_to_float32_rounding(device):
+    hf = mixer(device)
+    ours = MambaBlock.from_hf(hf)
+    u = torch.randn(2, 9, 8, dtype=F64, device=device)
+    g = torch.randn(2, 9, 8, dtype=F64, device=device)
+    names = [n for n, _ in hf.named_parameters()]
+    out, grads = outputs_and_gradients(ours, u, g, names)
+    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
+    # Rule 3 of the policy: Hugging Face rounds A_log, D, the Delta bias, B and x to
+    # float32 (see above), so the gap is float32 rounding, not float64's.
+    n = mixer_terms(hf, 9)
+    torch.testing.assert_close(out, ref, **tol(torch.float32, n))
+    for name in ["input", *names]:
+        scale = max(1.0, ref_grads[name].abs().max().item())
+        torch.testing.assert_close(grads[name], ref_grads[name],
+                                   **tol(torch.float32, n, scale), msg=name)
+
+
+def test_from_hf_refuses_what_it_cannot_copy():
+    hf = mixer("cpu")
+    assert_clear_error(lambda: MambaBlock.from_hf(hf.config), "mixer", "MambaMixer",
+                       "MambaConfig")
+    hf.activation = "gelu"
+    assert_clear_error(lambda: MambaBlock.from_hf(hf), "mixer", "SiLU", "'gelu'")
+
+
+# --- bad input: ValueError/TypeError raised by seqbook, naming the argument
+X, DELTA, A_, B_, C_, D_ = (t.float() for t in selective_inputs(2, 5, 3, 4, "cpu"))
+A2, B2 = -torch.rand(3, 4), torch.randn(3, 4)
+BAD = {
+    "zoh-B-shape": (lambda: discretize_zoh(A2, B2[:, :3], torch.ones(3)), "B", "(3, 4)",
+                    "(3, 3)"),
+    "zoh-delta": (lambda: discretize_zoh(A2, B2, torch.ones(4)), "delta", "(3,)",
+                  "(4,)"),
+    "recurrent-x-rank": (lambda: ssm_recurrent(X[0], A2, B2, B2), "x", "(batch, T, E)"),
+    "recurrent-A_bar": (lambda: ssm_recurrent(X, A2[:2], B2, B2), "A_bar", "(3, N)",
+                        "(2, 4)"),
+    "kernel-length": (lambda: ssm_kernel(A2, B2, B2, 0), "length", "0"),
+    "conv-short-K": (lambda: ssm_convolution(X, torch.randn(3, 4)), "K", "T = 5", "4"),
+    "conv-fft": (lambda: ssm_convolution(X, torch.randn(3, 5), fft="yes"), "fft",
+                 "str"),
+    "scan-delta": (lambda: selective_scan(X, DELTA[:, :4], A_, B_, C_), "delta",
+                   "(2, 5, 3)", "(2, 4, 3)"),
+    "scan-A": (lambda: selective_scan(X, DELTA, A_.T, B_, C_), "A", "(3, N)", "(4, 3)"),
+    "scan-C": (lambda: selective_scan_parallel(X, DELTA, A_, B_, C_[..., :3]), "C",
+               "(2, 5, 4)", "(2, 5, 3)"),
+    "scan-D": (lambda: selective_scan(X, DELTA, A_, B_, C_, D_[:2]), "D", "(3,)"),
+    "scan-dtype": (lambda: selective_scan(X, DELTA.double(), A_, B_, C_), "delta",
+                   "float64", "float32"),
+    "scan-int": (lambda: selective_scan(X.long(), DELTA, A_, B_, C_), "x", "int64"),
+    "ssd-log_a": (lambda: ssd_attention_form(torch.randn(2, 3, 5, 4),
+                                             torch.rand(2, 3, 4),
+                                             torch.randn(2, 3, 5, 2),
+                                             torch.randn(2, 3, 5, 2)),
+                  "log_a", "(2, 3, 5)", "(2, 3, 4)"),
+    "ssd-C": (lambda: ssd_recurrent(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
+                                    torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 3)),
+              "C", "(2, 3, 5, 2)"),
+    "mask-scalar": (lambda: decay_mask(torch.tensor(0.5)), "log_a", "(..., T)"),
+    "block-u": (lambda: MambaBlock(8)(torch.randn(2, 5, 6)), "u", "(batch, T, 8)",
+                "(2, 5, 6)"),
+    "block-dtype": (lambda: MambaBlock(8)(torch.randn(2, 5, 8, dtype=F64)), "u",
+                    "float64"),
+    "block-scan": (lambda: MambaBlock(8, scan="fft"), "scan", "'fft'"),
+    "block-dt_rank": (lambda: MambaBlock(8, dt_rank="big"), "dt_rank", "str"),
+    "ssm-layer-x": (lambda: DiagonalSSM(3)(torch.randn(2, 5, 4)), "x", "(batch, T, 3)"),
+}
+
+
+@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
+def test_bad_input_raises_a_clear_error(case):
+    fn, *words = case
+    assert_clear_error(fn, *words)
