@@ -97,7 +97,7 @@ step_bench() {
 }
 
 step_gpt() {
-  timeout "$(left 180)" python3 -m benchmarks.gpu.gpt_throughput --device "$device" "${gpt_args[@]}" \
+  timeout "$(left 240)" python3 -m benchmarks.gpu.gpt_throughput --device "$device" "${gpt_args[@]}" \
     ${SEQBOOK_GPU_GPT_ARGS:-} \
     --json "$perf/gpt.json" --merge-into "$perf/$device.json" > gpu_logs/gpt.txt 2>&1
   echo "gpt exit $?" >> gpu_logs/gpt.txt
