@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from seqbook.utils import cpu_name
+from seqbook.utils import code_commit, cpu_name
 
 
 def _nvidia_driver() -> str | None:
@@ -22,31 +22,6 @@ def _nvidia_driver() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-
-
-# The code a result measures: what it depends on (the package and the harness). Data and
-# chapters changing beside them do not change a timing, so they do not make a commit "dirty".
-MEASURED_PATHS = ("seqbook", "benchmarks")
-
-
-def code_commit() -> str | None:
-    """The git commit of the measured code, with ``+dirty`` when it has uncommitted changes.
-
-    A copy of the repository without its ``.git`` folder (e.g. the tree sent to a rented GPU)
-    reads the commit from the environment variable ``SEQBOOK_COMMIT``, which whoever copied the
-    tree sets. None when neither is known.
-    """
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                              text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *MEASURED_PATHS], cwd=root,
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        head = None
-    if head is not None and head.returncode == 0 and head.stdout.strip():
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    return os.environ.get("SEQBOOK_COMMIT") or None
 
 
 def machine_info(device: torch.device | str = "cpu") -> dict:

@@ -8,6 +8,7 @@ import inspect
 import os
 import platform
 import random
+import subprocess
 import textwrap
 
 import numpy as np
@@ -80,6 +81,26 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def code_commit() -> str | None:
+    """The git commit of the package's code, for the record of a result: ``SEQBOOK_COMMIT`` if
+    set (a copy of the repository sent elsewhere names the commit it was copied from), else the
+    checkout's ``HEAD``, with ``+dirty`` when ``seqbook/`` or ``benchmarks/`` has uncommitted
+    changes; None when neither is known."""
+    if os.environ.get("SEQBOOK_COMMIT"):
+        return os.environ["SEQBOOK_COMMIT"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "seqbook", "benchmarks"],
+                               cwd=root, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0 or not head.stdout.strip():
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -32,7 +32,7 @@ from torch import nn
 from .data import load_fashion_mnist
 from .losses import macro_auroc
 from .train import predict_similarities, train_vsa
-from .utils import cpu_name, seed_everything
+from .utils import code_commit, cpu_name, seed_everything
 from .vsa_models import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier, encode_solubility
 
 
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     run = train_vsa(model, train, test, args.steps, args.batch, args.lr, args.alpha, device=args.device,
                     seed=args.seed, eval_every=args.eval_every, progress=not args.quiet, desc=args.model)
     result = {
+        "commit": code_commit(),
         "model": args.model, "dim": args.dim, "steps": args.steps, "batch": args.batch, "lr": args.lr,
         "alpha": args.alpha, "seed": args.seed, "codebook_sparsity": args.codebook_sparsity,
         "device": str(next(model.parameters()).device), "device_name": _device_name(model),

@@ -56,12 +56,18 @@ def test_smoke_run_writes_valid_json_and_table(tmp_path):
 
 
 def test_results_record_the_commit_of_the_measured_code(monkeypatch):
-    commit = report.code_commit()
+    from seqbook import utils
+
+    monkeypatch.delenv("SEQBOOK_COMMIT", raising=False)
+    commit = utils.code_commit()
     assert commit is not None and len(commit.split("+")[0]) == 40  # this checkout is a git repository
     assert report.machine_info("cpu")["commit"] == commit
-    monkeypatch.setattr(report.subprocess, "run", _no_git)  # a copy without .git: the variable says
+    # a copy sent elsewhere names the commit it came from, whatever .git it carries
     monkeypatch.setenv("SEQBOOK_COMMIT", "0" * 40)
-    assert report.code_commit() == "0" * 40
+    assert report.machine_info("cpu")["commit"] == "0" * 40
+    monkeypatch.delenv("SEQBOOK_COMMIT")
+    monkeypatch.setattr(utils.subprocess, "run", _no_git)  # no git at all: unknown, not invented
+    assert utils.code_commit() is None
 
 
 def _no_git(*args, **kwargs):
@@ -408,3 +414,16 @@ def test_hopfield_batched_retrieval_equals_one_query_at_a_time(steps, device):
     g_looped = torch.autograd.grad(looped.square().sum(), (patterns, queries))
     for a, b in zip(g_batched, g_looped, strict=True):
         assert_same_math(a, b, n=2 * n + 6)  # backward too; the patterns' gradient sums over 6 queries
+
+
+def test_every_committed_result_names_its_commit():
+    """perf/*.json and results/**/*.json say which commit of the code produced them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted((root / "perf").glob("*.json")) + sorted((root / "results").rglob("*.json"))
+    assert files
+    for path in files:
+        data = json.loads(path.read_text())
+        commit = data.get("commit") or data.get("meta", {}).get("commit")
+        assert isinstance(commit, str) and len(commit) >= 7, f"{path.name} names no commit"
