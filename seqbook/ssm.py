@@ -321,7 +321,7 @@ def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tenso
     return y if D is None else y + D * x
 
 
-SCANS = ("loop", "parallel", "log")
+_SCANS = ("loop", "parallel", "log")
 
 
 class MambaBlock(nn.Module):
@@ -340,7 +340,7 @@ class MambaBlock(nn.Module):
     padded with d_conv - 1 steps and cut to T, so it sees no future step.
 
     Args:
-        embed_dim: width D of the input and output.
+        embed_dim: width of the input and the output.
         d_state: state size N per channel.
         d_conv: kernel size of the depthwise convolution.
         expand: E = expand * embed_dim channels inside.
@@ -358,26 +358,26 @@ class MambaBlock(nn.Module):
                  expand: int = 2, dt_rank: int | str = "auto", bias: bool = False,
                  conv_bias: bool = True, scan: str = "parallel"):
         super().__init__()
-        D = self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        width = self.embed_dim = check_positive_int("embed_dim", embed_dim)
         N = self.d_state = check_positive_int("d_state", d_state)
         self.d_conv = check_positive_int("d_conv", d_conv)
-        E = self.d_inner = check_positive_int("expand", expand) * D
+        E = self.d_inner = check_positive_int("expand", expand) * width
         if dt_rank == "auto":
-            dt_rank = math.ceil(D / 16)
+            dt_rank = math.ceil(width / 16)
         R = self.dt_rank = check_int("dt_rank", dt_rank)
         check_flag("bias", bias)
         check_flag("conv_bias", conv_bias)
-        if scan not in SCANS:
-            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        if scan not in _SCANS:
+            raise ValueError(f"scan must be one of {_SCANS}, got {scan!r}")
         self.scan = scan
-        self.in_proj = nn.Linear(D, 2 * E, bias=bias)
+        self.in_proj = nn.Linear(width, 2 * E, bias=bias)
         self.conv1d = nn.Conv1d(E, E, d_conv, groups=E, padding=d_conv - 1,
                                 bias=conv_bias)
         self.x_proj = nn.Linear(E, R + 2 * N, bias=False)
         self.dt_proj = nn.Linear(R, E, bias=True)
         self.A_log = nn.Parameter(torch.arange(1, N + 1.0).log().repeat(E, 1))  # (E, N)
         self.D = nn.Parameter(torch.ones(E))                                  # (E,)
-        self.out_proj = nn.Linear(E, D, bias=bias)
+        self.out_proj = nn.Linear(E, width, bias=bias)
         with torch.no_grad():  # Mamba's: Delta log-uniform in [1e-3, 0.1] at first
             nn.init.uniform_(self.dt_proj.weight, -R**-0.5, R**-0.5)
             dt = torch.exp(torch.rand(E) * (math.log(0.1) - math.log(1e-3))
@@ -385,8 +385,8 @@ class MambaBlock(nn.Module):
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        D = self.embed_dim
-        check_tensor("u", u, shape=(None, None, D), names=f"(batch, T, {D})")
+        width = self.embed_dim
+        check_tensor("u", u, shape=(None, None, width), names=f"(batch, T, {width})")
         check_like("u", u, self.in_proj.weight)
         T, N = u.shape[1], self.d_state
         x, z = self.in_proj(u).chunk(2, dim=-1)                   # (batch, T, E) each
@@ -400,7 +400,7 @@ class MambaBlock(nn.Module):
         else:
             y = selective_scan_parallel(x, delta, A, B, C, self.D,
                                         log_space=self.scan == "log")
-        return self.out_proj(y * F.silu(z))                       # (batch, T, D)
+        return self.out_proj(y * F.silu(z))                       # (batch, T, width)
 
     @classmethod
     def from_hf(cls, mixer, scan: str = "parallel") -> MambaBlock:
@@ -424,13 +424,13 @@ class MambaBlock(nn.Module):
         if mixer.activation != "silu":
             raise ValueError(f"mixer must use the SiLU activation, got "
                              f"config.hidden_act={mixer.activation!r}")
-        D, E = mixer.hidden_size, mixer.intermediate_size
-        if E % D:
+        width, E = mixer.hidden_size, mixer.intermediate_size
+        if E % width:
             raise ValueError(f"mixer's intermediate_size must be a multiple of its "
-                             f"hidden_size, got {E} and {D}")
+                             f"hidden_size, got {E} and {width}")
         weight = mixer.in_proj.weight
-        ours = cls(D, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
-                   expand=E // D, dt_rank=mixer.time_step_rank,
+        ours = cls(width, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
+                   expand=E // width, dt_rank=mixer.time_step_rank,
                    bias=mixer.in_proj.bias is not None,
                    conv_bias=mixer.conv1d.bias is not None, scan=scan)
         ours = ours.to(weight.device, weight.dtype)  # the dtype first: float32 rounds
