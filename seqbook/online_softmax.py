@@ -46,9 +46,9 @@ import math
 
 import torch
 
-from .checks import check_flag, check_float_tensor, check_int, check_number, shape_of
+from .checks import check_flag, check_float_tensor, check_int, check_number, checked, shape_of
 
-__all__ = ["online_softmax", "tiled_attention", "tiled_attention_loop"]
+__all__ = ["online_softmax", "tiled_attention"]
 
 
 def online_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -81,38 +81,7 @@ def online_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(x - m[..., None]) / l[..., None]  # (..., N)
 
 
-def tiled_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    tile_size: int,
-    causal: bool = False,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """Softmax attention over tiles of keys with an online softmax (FlashAttention).
-
-    Computes ``softmax(scale q k^T) v`` (eq. 5.2 of the book; Dao et al., 2022)
-    without the (T, S) score matrix: the keys and values are taken ``tile_size`` at
-    a time, and a running maximum m, a running sum l and an output accumulator o are
-    rescaled at each tile (the module docstring gives the equations). The result
-    equals ``seqbook.attention.scaled_dot_product_attention(q, k, v,
-    is_causal=causal, scale=scale)[0]`` up to rounding; the weights are never formed.
-    This function checks its arguments; :func:`tiled_attention_loop` is the loop.
-
-    Args:
-        q, k, v: queries, keys and values; leading dimensions must broadcast, e.g.
-            (B, H) for heads.
-        tile_size: keys per tile (>= 1); the last tile is shorter when it does not
-            divide S.
-        causal: query i sees keys j <= i only (the top-left lower triangle, as in
-            ``scaled_dot_product_attention``); tiles after the last query are
-            skipped.
-        scale: multiplier of the scores, ``1 / sqrt(D)`` by default.
-
-    Shape:
-        q: (..., T, D), k: (..., S, D), v: (..., S, D_v); returns (..., T, D_v).
-        Scores exist one (..., T, tile_size) block at a time.
-    """
+def _check_tiled_attention(q, k, v, tile_size, causal=False, scale=None) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float_tensor(name, t)
         if t.dim() < 2:
@@ -143,14 +112,14 @@ def tiled_attention(
             "q, k, v must have leading dimensions that broadcast, got "
             f"{shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
         ) from None
-    tile_size = check_int("tile_size", tile_size, minimum=1)
-    causal = check_flag("causal", causal)
+    check_int("tile_size", tile_size, minimum=1)
+    check_flag("causal", causal)
     if scale is not None:
-        scale = check_number("scale", scale)
-    return tiled_attention_loop(q, k, v, tile_size, causal, scale)
+        check_number("scale", scale)
 
 
-def tiled_attention_loop(
+@checked(_check_tiled_attention)
+def tiled_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -158,19 +127,28 @@ def tiled_attention_loop(
     causal: bool = False,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The loop of :func:`tiled_attention`, unchecked: online softmax over key tiles.
+    """Softmax attention over tiles of keys with an online softmax (FlashAttention).
 
-    For each tile t of keys and values (Dao et al., 2022),
+    Computes ``softmax(scale q k^T) v`` (eq. 5.2 of the book; Dao et al., 2022)
+    without the (T, S) score matrix: the keys and values are taken ``tile_size`` at
+    a time, and a running maximum m, a running sum l and an output accumulator o are
+    rescaled at each tile (the module docstring gives the equations). The result
+    equals ``seqbook.attention.scaled_dot_product_attention(q, k, v,
+    is_causal=causal, scale=scale)[0]`` up to rounding; the weights are never formed.
 
-        S_t = scale Q K_t^T
-        m_new = max(m, rowmax(S_t))
-        l_new = exp(m - m_new) l + rowsum(exp(S_t - m_new))
-        o_new = exp(m - m_new) o + exp(S_t - m_new) V_t
-
-    from m = -inf, l = 0, o = 0; the output is o / l.
+    Args:
+        q, k, v: queries, keys and values; leading dimensions must broadcast, e.g.
+            (B, H) for heads.
+        tile_size: keys per tile (>= 1); the last tile is shorter when it does not
+            divide S.
+        causal: query i sees keys j <= i only (the top-left lower triangle, as in
+            ``scaled_dot_product_attention``); tiles after the last query are
+            skipped.
+        scale: multiplier of the scores, ``1 / sqrt(D)`` by default.
 
     Shape:
         q: (..., T, D), k: (..., S, D), v: (..., S, D_v); returns (..., T, D_v).
+        Scores exist one (..., T, tile_size) block at a time.
     """
     T, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
