@@ -694,6 +694,13 @@ class Seq2SeqTransformer(nn.Module):
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
         return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
+    def _check_encode(self, src, src_lengths=None, need_weights=False) -> None:
+        self._check_ids("src", src, self.src_embed)
+        if src_lengths is not None:
+            check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
+        check_flag("need_weights", need_weights)
+
+    @checked(_check_encode)
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.seq2seq`).
@@ -705,22 +712,13 @@ class Seq2SeqTransformer(nn.Module):
             src: (B, S) ids, src_lengths: (B,) or None -> ``(memory, src_pad)``: memory
             (B, S, embed_dim) and the source padding mask (B, S), True at padding
         """
-        self._check_ids("src", src, self.src_embed)
-        if src_lengths is not None:
-            check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
-        check_flag("need_weights", need_weights)
-        return self._encode(src, need_weights)
-
-    def _encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         src_pad = src == self.pad_id  # (B, S), True at padding
         x = self._embed(self.src_embed, src, "src")
         for layer in self.encoder:
             x = layer(x, key_padding_mask=src_pad, need_weights=need_weights)
         return self.encoder_norm(x), src_pad
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
-               need_weights: bool = False) -> torch.Tensor:
-        """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
+    def _check_decode(self, tgt, memory, src_pad, need_weights=False) -> None:
         self._check_ids("tgt", tgt, self.tgt_embed)
         _check_x(memory, self.embed_dim, "memory", dtype=self.generator.weight.dtype)
         B, S = memory.shape[:2]
@@ -730,10 +728,11 @@ class Seq2SeqTransformer(nn.Module):
             got = f"{src_pad.dtype} {tuple(src_pad.shape)}" if isinstance(src_pad, torch.Tensor) else src_pad
             raise ValueError(f"src_pad must be a bool tensor of shape ({B}, {S}), got {got}")
         check_flag("need_weights", need_weights)
-        return self._decode(tgt, memory, src_pad, need_weights)
 
-    def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
-                need_weights: bool = False) -> torch.Tensor:
+    @checked(_check_decode)
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
+               need_weights: bool = False) -> torch.Tensor:
+        """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
         # The causal mask already hides right padding from every real token; masking it as well
         # changes only the outputs at padded positions (never used), which then match nn.Transformer's.
         tgt_pad = tgt == self.pad_id  # (B, T), True at padding
@@ -743,7 +742,7 @@ class Seq2SeqTransformer(nn.Module):
                       tgt_is_causal=True, need_weights=need_weights)
         return self.generator(self.decoder_norm(y))
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+    def _check_forward(self, src, tgt, need_weights=False) -> None:
         self._check_ids("src", src, self.src_embed)
         self._check_ids("tgt", tgt, self.tgt_embed)
         if src.shape[0] != tgt.shape[0]:
@@ -751,8 +750,11 @@ class Seq2SeqTransformer(nn.Module):
                 f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
         check_flag("need_weights", need_weights)
-        memory, src_pad = self._encode(src, need_weights)
-        return self._decode(tgt, memory, src_pad, need_weights)
+
+    @checked(_check_forward)
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+        memory, src_pad = self.encode.__wrapped__(self, src, None, need_weights)  # (B, S, D)
+        return self.decode.__wrapped__(self, tgt, memory, src_pad, need_weights)  # (B, T, V)
 
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt: torch.Tensor,
              label_smoothing: float = 0.0) -> torch.Tensor:
