@@ -39,6 +39,7 @@ __all__ = [
     "draw_hopfield_layers",
     "draw_vsa_residual_block",
     "draw_vsa_attention_blocks",
+    "draw_mamba_block",
 ]
 
 #: The colours of every diagram (inputs, states and outputs as in chapter 2's figure of the
@@ -161,8 +162,8 @@ def _text(ax, x: float, y: float, text: str, size: int = SMALL, ha: str = "cente
 def draw_elman_rnn(steps: int = 3) -> Figure:
     r"""The Elman RNN of eqs. (2.1)-(2.2), folded (left) and unrolled over time (right).
 
-    Left, the network as one cell with a loop: the input :math:`x_t` enters through :math:`W_h`,
-    the state :math:`h_t` feeds itself through :math:`U_h` and is read out through :math:`W_y` as
+    Left, the network as one cell with a loop: the input :math:`x_t` enters through :math:`W_{ih}`,
+    the state :math:`h_t` feeds itself through :math:`W_{hh}` and is read out through :math:`W_y` as
     :math:`y_t`. Right, the same network unrolled over ``steps`` time steps from :math:`h_0`, with
     the same three matrices at every step (biases and non-linearities are left out of the picture).
     ``steps`` is 2, 3 or 4.
@@ -180,12 +181,12 @@ def draw_elman_rnn(steps: int = 3) -> Figure:
     y_out = _box(ax, 0.75, yy, r"$y_t$", PALETTE["output"], w=bw)
     _arrow(ax, x_in.top, h.bottom)
     _arrow(ax, h.top, y_out.bottom)
-    _text(ax, 0.55, (yx + yh) / 2, r"$W_h$", ha="right")
+    _text(ax, 0.55, (yx + yh) / 2, r"$W_{ih}$", ha="right")
     _text(ax, 0.55, (yh + yy) / 2, r"$W_y$", ha="right")
     loop_x, loop_y = 1.42, yh + 0.5
     _arrow(ax, h.at("right", -0.08), (loop_x, yh - 0.08), (loop_x, loop_y), (h.x + 0.2, loop_y),
            h.at("top", 0.2))
-    _text(ax, loop_x + 0.1, yh + 0.22, r"$U_h$", ha="left")
+    _text(ax, loop_x + 0.1, yh + 0.22, r"$W_{hh}$", ha="left")
     _text(ax, 2.25, yh, "=", size=18)
 
     # Unrolled over time.
@@ -198,9 +199,9 @@ def draw_elman_rnn(steps: int = 3) -> Figure:
         _arrow(ax, x_in.top, h.bottom)
         _arrow(ax, h.top, y_out.bottom)
         _arrow(ax, h_prev.right, h.left)
-        _text(ax, cx - 0.2, (yx + yh) / 2, r"$W_h$", ha="right")
+        _text(ax, cx - 0.2, (yx + yh) / 2, r"$W_{ih}$", ha="right")
         _text(ax, cx - 0.2, (yh + yy) / 2, r"$W_y$", ha="right")
-        _text(ax, cx - dx / 2, yh + 0.2, r"$U_h$")
+        _text(ax, cx - dx / 2, yh + 0.2, r"$W_{hh}$")
         h_prev = h
     _arrow(ax, h_prev.right, (h_prev.right[0] + 0.4, yh), dashed=True)
     return fig
@@ -761,4 +762,65 @@ def draw_vsa_attention_blocks() -> Figure:
     fig, ax = _canvas(8.9, 4.85)
     _vsa_attention_row(ax, 3.5, cross=False, label="(a) self-attention block")
     _vsa_attention_row(ax, 1.2, cross=True, label="(b) cross-attention block")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 10: Mamba's block, a gated selective state-space model.
+# ---------------------------------------------------------------------------------------------
+
+
+def draw_mamba_block() -> Figure:
+    r"""The mixer of a Mamba layer, as ``seqbook.ssm.MambaBlock.forward`` computes it.
+
+    ``in_proj`` widens the input :math:`u` into two branches. Along the top, :math:`x` passes a
+    causal depthwise convolution over time and a SiLU, and then the selective SSM, whose step
+    :math:`\Delta_t` and matrices :math:`B_t, C_t` are computed from :math:`x_t` itself
+    (``x_proj``, ``dt_proj``): the state :math:`h_t` of fixed size is the only thing carried from
+    one token to the next. Along the bottom, :math:`z` passes a SiLU and gates the SSM's output
+    element-wise; ``out_proj`` maps the product back to the width of :math:`u`.
+    """
+    fig, ax = _canvas(9.0, 3.5)
+    y_top, y_mid, y_bot = 2.35, 1.4, 0.5
+    y_c = (y_top + y_bot) / 2
+    u = _box(ax, 0.5, y_c, "$u$", PALETTE["input"], w=0.5)
+    _text(ax, 0.5, y_c - 0.45, "$(B, T, D)$", color=PALETTE["note"])
+    in_proj = _box(ax, 1.45, y_c, "in_proj", PALETTE["linear"], w=0.85)
+    _arrow(ax, u.right, in_proj.left)
+    x_split = 2.1
+    _arrow(ax, in_proj.right, (x_split, y_c), head=False)
+    _dot(ax, x_split, y_c)
+
+    # The x branch: causal convolution, SiLU, the selective SSM.
+    conv = _box(ax, 2.95, y_top, "conv1d\n(causal)", PALETTE["linear"], w=1.0, h=0.55, size=SMALL)
+    _arrow(ax, (x_split, y_c), (x_split, y_top), conv.left)
+    _text(ax, x_split + 0.15, y_top + 0.2, "$x$")
+    silu_x = _box(ax, 4.0, y_top, "SiLU", PALETTE["act"], w=0.6, size=SMALL)
+    _arrow(ax, conv.right, silu_x.left)
+    ssm = _box(ax, 6.0, y_top, "selective SSM\n" r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$",
+               PALETTE["state"], w=2.1, h=0.62, size=SMALL)
+    _arrow(ax, silu_x.right, ssm.left)
+    x_branch = 4.55
+    _dot(ax, x_branch, y_top)
+    proj = _box(ax, 6.0, y_mid, "x_proj, dt_proj", PALETTE["linear"], w=1.4, h=0.4, size=SMALL)
+    _arrow(ax, (x_branch, y_top), (x_branch, y_mid), proj.left)
+    _arrow(ax, proj.top, ssm.bottom)
+    _text(ax, 6.12, (proj.top[1] + ssm.bottom[1]) / 2, r"$\Delta_t, B_t, C_t$", ha="left")
+
+    # The z branch: a SiLU gate on the SSM's output.
+    silu_z = _box(ax, 4.0, y_bot, "SiLU", PALETTE["gate"], w=0.6, size=SMALL)
+    _arrow(ax, (x_split, y_c), (x_split, y_bot), silu_z.left)
+    _text(ax, x_split + 0.15, y_bot + 0.2, "$z$")
+    gate = _op(ax, 7.45, y_top, "⊙")
+    _arrow(ax, ssm.right, gate.left)
+    _arrow(ax, silu_z.right, (gate.x, y_bot), gate.bottom)
+
+    # Back to the model's width.
+    out_proj = _box(ax, 8.35, y_top, "out_proj", PALETTE["linear"], w=0.9, size=SMALL)
+    _arrow(ax, gate.right, out_proj.left)
+    out = _box(ax, 8.35, y_top + 0.78, "$y$", PALETTE["output"], w=0.5, h=0.38)
+    _arrow(ax, out_proj.top, out.bottom)
+    _text(ax, 7.95, y_top + 0.78, "$(B, T, D)$", ha="right", color=PALETTE["note"])
+    _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot D$ channels, $N$ states each",
+          color=PALETTE["note"])
     return fig

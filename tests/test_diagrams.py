@@ -24,8 +24,8 @@ from seqbook.plot import use_book_style  # noqa: E402
 
 # Function -> labels that must appear among its texts (the book's symbols, as drawn).
 EXPECTED = {
-    "draw_elman_rnn": [r"$x_t$", r"$h_t$", r"$y_t$", r"$h_0$", r"$x_1$", r"$h_3$", r"$y_3$", r"$W_h$",
-                       r"$U_h$", r"$W_y$"],
+    "draw_elman_rnn": [r"$x_t$", r"$h_t$", r"$y_t$", r"$h_0$", r"$x_1$", r"$h_3$", r"$y_3$", r"$W_{ih}$",
+                       r"$W_{hh}$", r"$W_y$"],
     "draw_gru_cell": [r"$h_{t-1}$", r"$h_t$", r"$x_t$", r"$z_t$", r"$r_t$", r"$n_t$", r"$1 - z_t$",
                       r"$W_{hn} h_{t-1}$", r"$W_{in} x_t$", r"$\sigma$", "tanh", "⊙", "+", "1−"],
     "draw_lstm_cell": [r"$c_{t-1}$", r"$c_t$", r"$h_{t-1}$", r"$h_t$", r"$x_t$", r"$f_t$", r"$i_t$",
@@ -62,6 +62,9 @@ EXPECTED = {
                                   r"$\mathbf{h}$", r"$\mathrm{FC}_1, \mathrm{FC}_2$",
                                   "(a) self-attention block", "(b) cross-attention block",
                                   r"\mathtt{num\_queries}"],
+    "draw_mamba_block": ["$u$", "$y$", "$x$", "$z$", "in_proj", "conv1d", "SiLU", "selective SSM",
+                         r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$", "x_proj, dt_proj",
+                         r"$\Delta_t, B_t, C_t$", "⊙", "out_proj", "$(B, T, D)$"],
 }
 DRAW = sorted(EXPECTED)
 
