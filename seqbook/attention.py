@@ -31,6 +31,7 @@ from torch import nn
 from .checks import (
     INTEGER_DTYPES,
     autocast_enabled,
+    check_bool_mask,
     check_flag,
     check_float_tensor,
     check_int,
@@ -233,6 +234,18 @@ def scaled_dot_product_attention(
     return attn @ v, weights  # (..., L, d_v), (..., L, S)
 
 
+def _check_restrict_mask(mask, allowed) -> None:
+    check_bool_mask("allowed", allowed)
+    if mask is not None:
+        _check_mask_dtype(mask, "mask")
+        try:
+            torch.broadcast_shapes(mask.shape, allowed.shape)
+        except RuntimeError:
+            raise ValueError(f"mask and allowed must broadcast, got {shape_of(mask)} and "
+                             f"{shape_of(allowed)}") from None
+
+
+@checked(_check_restrict_mask)
 def restrict_mask(mask: torch.Tensor | None, allowed: torch.Tensor) -> torch.Tensor:
     """Block, in ``mask``, every pair that ``allowed`` (bool, True = may attend) does not allow.
 

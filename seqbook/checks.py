@@ -194,17 +194,21 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
               **kwargs) -> torch.Tensor:
     """Check that ``ids`` is an integer tensor with every entry in [0, num_classes).
 
-    Entries equal to ``ignore_index`` are exempt from the range check. ``kwargs`` go to
-    :func:`check_tensor` (rank and shape). Reads the values, so it synchronises with a GPU.
+    Without ``num_classes`` (no table size known here) only the lower end is checked: an id is
+    never negative. Entries equal to ``ignore_index`` are exempt from the range check. ``kwargs``
+    go to :func:`check_tensor` (rank and shape). Reads the values, so it synchronises with a GPU.
     """
     check_tensor(name, ids, **kwargs)
     if ids.dtype not in INTEGER_DTYPES:
         raise TypeError(f"{name} must be an integer tensor (token ids), got {ids.dtype}")
-    if ids.numel() and num_classes is not None and has_values(ids):
+    if ids.numel() and has_values(ids):
         valid = ids if ignore_index is None else ids[ids != ignore_index]
         if valid.numel():
-            lo, hi = int(valid.min()), int(valid.max())
-            if lo < 0 or hi >= num_classes:
+            lo, hi = torch.stack(torch.aminmax(valid)).tolist()  # one read of the values
+            if num_classes is None:
+                if lo < 0:
+                    raise ValueError(f"{name} must hold ids >= 0, found {lo}")
+            elif lo < 0 or hi >= num_classes:
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"{name} must hold ids in [0, {num_classes - 1}], found {bad}")
     return ids

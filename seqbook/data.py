@@ -480,7 +480,9 @@ def pad_sequences(
 
     Args:
         sequences: B sequences of ids (lists of ints, or 1-D integer tensors or arrays), of any
-            lengths (empty sequences are allowed). The ids are not range-checked here.
+            lengths (empty sequences are allowed). The ids are not range-checked here: any int
+            passes, a negative one too (e.g. -100 for a target a loss ignores), and the model
+            or loss that reads them checks them.
         pad_id: the id that fills the tail (any int, e.g. -100 for targets a loss ignores).
         max_len: pad (or truncate) to this length; default: the longest sequence. 0 gives a
             (B, 0) tensor.
@@ -527,7 +529,9 @@ def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.T
     """Cut a long id stream into aligned language-model chunks for truncated BPTT.
 
     The stream is split into ``batch_size`` contiguous rows, so chunk k of row b continues chunk
-    k-1 of row b (the hidden state can be carried across chunks). The ids are not range-checked.
+    k-1 of row b (the hidden state can be carried across chunks). A negative id is refused; the
+    upper end is not checked here, since no vocabulary is given (the model that reads the chunks,
+    or :func:`seqbook.train.train_lm`, checks it against its ``vocab_size``).
 
     Returns:
         ``inputs`` and ``targets`` of shape (num_chunks, batch_size, seq_len); targets are the
@@ -638,6 +642,9 @@ def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, t
     """Every position of a token stream with its ``window`` neighbours on each side.
 
     Example: ids = [a, b, c, d] and window = 1 give contexts [[a, c], [b, d]], centers [b, c].
+
+    A negative id is refused; the upper end is not checked here, since no vocabulary is given
+    (:class:`seqbook.embeddings.CBOW` checks the windows against its ``vocab_size``).
 
     Shape:
         - ids: (N,)
@@ -785,7 +792,9 @@ def bucket_batches(
     length, cuts it into batches and yields the batches in random order. Each batch is trimmed
     to its longest source and target, so little time goes into padding.
 
-    The arguments are checked when it is called, before the first batch. The tensors may live on
+    The arguments are checked when it is called, before the first batch: the ids of ``src`` and
+    ``tgt`` must not be negative (their upper end is not checked here, since no vocabulary is
+    given; the model checks it). The tensors may live on
     any one device; the shuffling runs on the CPU (with ``generator``) and the batches are cut on
     the data's device.
 

@@ -181,8 +181,7 @@ def hebbian_weights(patterns: torch.Tensor, normalize: bool = True) -> torch.Ten
         patterns: (P, N).  Output: (N, N), symmetric, zero diagonal.
     """
     _check_patterns(patterns, binary=True)
-    if not isinstance(normalize, bool):
-        raise TypeError(f"normalize must be a bool, got {type(normalize).__name__} {normalize!r}")
+    check_flag("normalize", normalize)
     N = patterns.shape[1]
     W = patterns.T @ patterns  # (N, N)
     W = W.fill_diagonal_(0)

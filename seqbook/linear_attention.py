@@ -42,6 +42,7 @@ from .checks import (
     check_number,
     check_positive_int,
     check_tensor,
+    checked,
 )
 
 __all__ = [
@@ -87,6 +88,25 @@ def _check_qkv(q, k, v, causal, feature_map, eps) -> None:
     check_number("eps", eps, low=0.0)
 
 
+def _check_linear_attention(q, k, v, causal=False, feature_map=elu_feature_map,
+                            eps=1e-6) -> None:
+    _check_qkv(q, k, v, check_flag("causal", causal), feature_map, eps)
+
+
+def _check_causal(q, k, v, state=None, feature_map=elu_feature_map, eps=1e-6) -> None:
+    """The causal forms: q, k, v as :func:`_check_qkv` with S = T, and a state if given."""
+    _check_qkv(q, k, v, True, feature_map, eps)
+    if state is not None:
+        _check_state(state, q, v)
+
+
+def _check_chunked(q, k, v, chunk_size=64, feature_map=elu_feature_map,
+                   eps=1e-6) -> None:
+    _check_qkv(q, k, v, True, feature_map, eps)
+    check_positive_int("chunk_size", chunk_size)
+
+
+@checked(_check_linear_attention)
 def linear_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -112,7 +132,6 @@ def linear_attention(
     Shape:
         q: (B, H, T, D_k), k: (B, H, S, D_k), v: (B, H, S, D_v) -> (B, H, T, D_v).
     """
-    _check_qkv(q, k, v, check_flag("causal", causal), feature_map, eps)
     q, k = feature_map(q), feature_map(k)                    # (B, H, T|S, D_k)
     if not causal:
         kv = k.transpose(-2, -1) @ v                         # (B, H, D_k, D_v)
@@ -127,6 +146,7 @@ def linear_attention(
     return numerator / (denominator + eps)                   # (B, H, T, D_v)
 
 
+@checked(_check_linear_attention)
 def linear_attention_quadratic(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -152,7 +172,6 @@ def linear_attention_quadratic(
         q: (B, H, T, D_k), k: (B, H, S, D_k), v: (B, H, S, D_v)
         -> output: (B, H, T, D_v), weights: (B, H, T, S).
     """
-    _check_qkv(q, k, v, check_flag("causal", causal), feature_map, eps)
     q, k = feature_map(q), feature_map(k)                    # (B, H, T|S, D_k)
     scores = q @ k.transpose(-2, -1)                         # (B, H, T, S)
     if causal:
@@ -161,6 +180,7 @@ def linear_attention_quadratic(
     return weights @ v, weights                              # (B, H, T, D_v)
 
 
+@checked(_check_chunked)
 def linear_attention_chunked(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -189,9 +209,8 @@ def linear_attention_chunked(
     Shape:
         q, k: (B, H, T, D_k), v: (B, H, T, D_v) -> (B, H, T, D_v).
     """
-    _check_qkv(q, k, v, True, feature_map, eps)
-    C = check_positive_int("chunk_size", chunk_size)
     B, H, T, _ = q.shape
+    C = chunk_size
     q, k = feature_map(q), feature_map(k)                    # (B, H, T, D_k)
     pad = (-T) % C
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))  # (B, H, n C, D)
@@ -248,6 +267,7 @@ def linear_attention_step(
     return numerator / (denominator + eps), (S, z)
 
 
+@checked(_check_causal)
 def linear_attention_recurrent(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -269,9 +289,6 @@ def linear_attention_recurrent(
         q, k: (B, H, T, D_k), v: (B, H, T, D_v), state: S (B, H, D_k, D_v) and
         z (B, H, D_k) -> output: (B, H, T, D_v).
     """
-    _check_qkv(q, k, v, True, feature_map, eps)
-    if state is not None:
-        _check_state(state, q, v)
     outputs = []
     for t in range(q.shape[2]):
         out, state = linear_attention_step(
@@ -331,14 +348,18 @@ class LinearAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
 
+    def _check_forward(self, x, state=None) -> None:
+        E = self.embed_dim
+        check_tensor("x", x, shape=(None, None, E), names=f"(B, T, {E})")
+        check_like("x", x, self.q_proj.weight)  # the state: linear_attention_recurrent
+
+    @checked(_check_forward)
     def forward(
         self, x: torch.Tensor, state: State | None = None
     ) -> tuple[torch.Tensor, State]:
         """Returns ``(output, state)``: the chunked form from a zero state, the
         recurrent form from a given one."""
         E = self.embed_dim
-        check_tensor("x", x, shape=(None, None, E), names=f"(B, T, {E})")
-        check_like("x", x, self.q_proj.weight)
         B, T, _ = x.shape
         heads = (B, T, self.num_heads, self.head_dim)
         q, k, v = (p(x).view(heads).transpose(1, 2)           # (B, H, T, D_h)

@@ -28,14 +28,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import (
+    check_flag,
     check_float_tensor,
     check_generator,
     check_ids,
     check_int,
+    check_like,
     check_lm_chunks,
     check_number,
     check_probability,
     check_tensor,
+    has_values,
 )
 from .rnn import GRU, LSTM, RNN
 from .vocab import RESERVED, Vocab
@@ -110,8 +113,11 @@ class CharLM(nn.Module):
     def __init__(self, vocab_size: int, hidden_size: int = 128, cell: str = "rnn", embed_dim: int = 32,
                  num_layers: int = 1, dropout: float = 0.0, nonlinearity: str = "tanh", fast: bool = False):
         super().__init__()
-        if cell not in CELLS:
+        if not isinstance(cell, str) or cell not in CELLS:
             raise ValueError(f"cell must be one of {sorted(CELLS)}, got {cell!r}")
+        if not isinstance(nonlinearity, str) or nonlinearity not in ("tanh", "relu"):  # any cell
+            raise ValueError(f"nonlinearity must be 'tanh' or 'relu' (used by cell='rnn'), "
+                             f"got {nonlinearity!r}")
         vocab_size = check_int("vocab_size", vocab_size, 1)
         embed_dim = check_int("embed_dim", embed_dim, 1)
         hidden_size = check_int("hidden_size", hidden_size, 1)
@@ -137,6 +143,7 @@ class CharLM(nn.Module):
         for i, s in enumerate(parts):
             name = f"state[{i}]" if self.cell == "lstm" else "state"
             check_tensor(name, s, shape=expected, names=f"{expected} = (num_layers, B, hidden_size)")
+            check_like(name, s, self.head.weight)
 
     def forward(self, ids: torch.Tensor, state=None):
         check_ids("ids", ids, self.vocab_size, shape=(None, None), names="(B, T)")
@@ -173,7 +180,10 @@ class ConditionalCharLM(CharLM):
         return (h0, torch.zeros_like(h0)) if self.cell == "lstm" else h0
 
     def forward(self, ids: torch.Tensor, cond: torch.Tensor | None = None, state=None):
-        """Start from ``initial_state(cond)``, or continue from ``state`` when it is given."""
+        """Start from ``initial_state(cond)``, or continue from ``state`` when it is given (``cond``,
+        if given too, is then checked but not used)."""
+        if state is not None and cond is not None:
+            check_ids("cond", cond, self.num_conditions, shape=(None,), names="(B,)")
         if state is None:
             if cond is None:
                 raise ValueError("give cond (B,) to start a sequence, or the state to continue one")
@@ -241,6 +251,19 @@ def forbid_tokens(logits: torch.Tensor, forbid: Sequence[int] = ()) -> torch.Ten
     return logits.index_fill(-1, blocked, float("-inf"))                 # (B, V)
 
 
+def _check_logit_values(logits: torch.Tensor, z: torch.Tensor) -> None:
+    """No NaN or +inf in ``logits``, and a finite logit left in every row of ``z`` (after forbid)."""
+    if not has_values(logits):
+        return
+    bad, dead = torch.stack([(torch.isnan(logits) | (logits == math.inf)).any(),
+                             torch.isneginf(z).all(-1).any()]).tolist()
+    if bad:
+        raise ValueError("logits must not hold NaN or +inf (-inf is allowed: a token never drawn)")
+    if dead:
+        raise ValueError("logits must keep a finite entry in every row once forbid is applied, got a "
+                         "row of -inf only (no token left to draw)")
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 forbid: Sequence[int] = (), generator: torch.Generator | None = None) -> torch.Tensor:
     r"""Draw the next token of each row from its logits: the one sampling rule of the book.
@@ -259,13 +282,17 @@ def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     Raises:
         TypeError: ``logits`` is not a float tensor, ``top_k`` is not an int, ``generator`` is not a
             ``torch.Generator``, ``forbid`` is not a sequence of ints.
-        ValueError: ``logits`` is not (B, V); ``temperature`` is negative, NaN or infinite;
-            ``top_k < 1``; a ``forbid`` id is outside [0, V) or ``forbid`` blocks every id.
+        ValueError: ``logits`` is not (B, V) or holds a NaN or +inf (-inf is legal: a token that
+            is never drawn), or a row has no finite logit left once ``forbid`` is applied;
+            ``temperature`` is negative, NaN or infinite; ``top_k < 1``; a ``forbid`` id is
+            outside [0, V) or ``forbid`` blocks every id. The logits' values are read (one GPU
+            sync per call).
     """
     check_float_tensor("logits", logits, ndim=2, names="(B, V)")
     temperature, top_k, forbid = check_sampling(logits.shape[-1], temperature, top_k, forbid, generator)
     z = logits if logits.dtype == torch.float64 else logits.float()      # (B, V)
     z = forbid_tokens(z, forbid)
+    _check_logit_values(logits, z)
     if temperature == 0:
         return z.argmax(-1)                                               # (B,)
     z = z / temperature
@@ -321,8 +348,7 @@ def evaluate_perplexity(model: nn.Module, inputs: torch.Tensor, targets: torch.T
     taken in float64 (a Python float).
     """
     check_lm_chunks(inputs, targets, model)
-    if not isinstance(carry_state, bool):
-        raise TypeError(f"carry_state must be a bool, got {type(carry_state).__name__}")
+    carry_state = check_flag("carry_state", carry_state)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

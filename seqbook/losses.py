@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from .checks import check_int, check_number, check_tensor, checked, has_values, shape_of
+from .checks import check_ids, check_int, check_number, check_tensor, checked, has_values, shape_of
 
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
@@ -435,9 +435,34 @@ def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_macro_auroc(similarities, labels) -> None:
+    check_tensor("similarities", similarities, ndim=2, names="(N, C)", nonempty=False)
+    if similarities.is_complex() or not similarities.is_floating_point():
+        raise TypeError(f"similarities must be a real floating-point tensor, got {similarities.dtype}")
+    n, c = similarities.shape
+    if n == 0 or c < 2:
+        raise ValueError(f"similarities must have shape (N, C) with N >= 1 and C >= 2 classes, "
+                         f"got {shape_of(similarities)}")
+    check_ids("labels", labels, c, shape=(n,), names=f"({n},) (N of similarities {(n, c)})")
+    if not _has_values(similarities):
+        return
+    if not bool(torch.isfinite(similarities).all()):
+        raise ValueError("similarities must be finite, got a NaN or infinite entry")
+    missing = sorted(set(range(c)) - set(labels.unique().tolist()))
+    if missing:
+        raise ValueError(f"labels must hold every class 0..{c - 1} at least once (a class without an "
+                         f"example has no ROC curve), got none of class {missing[0]}")
+
+
+@checked(_check_macro_auroc)
 def macro_auroc(similarities: torch.Tensor, labels: torch.Tensor) -> float:
     """The area under the ROC curve of each class against the rest, scored by its similarity,
-    averaged over the classes (one-vs-rest macro AUROC)."""
+    averaged over the classes (one-vs-rest macro AUROC).
+
+    Shape:
+        similarities: (N, C) finite real scores, C >= 2; labels: (N,) integer ids in [0, C), every
+        class present at least once -> a float in [0, 1].
+    """
     from sklearn.metrics import roc_auc_score
 
     sims, labels = similarities.detach().cpu().numpy(), labels.cpu().numpy()

@@ -109,7 +109,7 @@ class RecurrentCell(nn.Module):
 
 
 def _check_rnn_cell(self, input_size, hidden_size, bias=True, nonlinearity="tanh", fast=False):
-    if nonlinearity not in ("tanh", "relu"):
+    if not isinstance(nonlinearity, str) or nonlinearity not in ("tanh", "relu"):
         raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
 
 
@@ -232,11 +232,15 @@ class LSTMCell(RecurrentCell):
 
     def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor], return_gates: bool = False):
         """One step; ``state = (h, c)``; with ``return_gates`` also a dict of i, f, g, o."""
-        if not isinstance(state, (tuple, list)) or len(state) != 2:
+        if not isinstance(state, (tuple, list)):
+            raise TypeError("state must be a pair (h, c) of tensors of shape (B, hidden_size), "
+                            f"got {type(state).__name__}")
+        if len(state) != 2:
             raise ValueError("state must be a pair (h, c) of tensors of shape (B, hidden_size), "
-                             f"got {type(state).__name__}")
+                             f"got {len(state)} items")
         self.check_step_input(x, state[0], "state[0]")
         self.check_step_input(x, state[1], "state[1]")
+        check_flag("return_gates", return_gates)
         if self.fast and not return_gates:
             return tuple(torch.lstm_cell(x, tuple(state), self.weight_ih, self.weight_hh, self.bias_ih,
                                        self.bias_hh))
@@ -304,10 +308,12 @@ class _RecurrentLayer(nn.Module):
         expected = (self.num_layers * self.num_directions, x.shape[0], self.hidden_size)
         if h0 is None:
             return x.new_zeros(expected)
-        if not isinstance(h0, torch.Tensor) or shape_of(h0) != expected:
-            got = shape_of(h0) if isinstance(h0, torch.Tensor) else type(h0).__name__
+        if not isinstance(h0, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape {expected} = (num_layers * "
+                            f"num_directions, B, hidden_size), got {type(h0).__name__}")
+        if shape_of(h0) != expected:
             raise ValueError(f"{name} must have shape {expected} = (num_layers * num_directions, B, "
-                             f"hidden_size), got {got}")
+                             f"hidden_size), got {shape_of(h0)}")
         check_like(name, h0, self.cells[0].weight_hh)
         return h0
 
@@ -514,6 +520,7 @@ class GRU(_RecurrentLayer):
     def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None, return_gates: bool = False):
         """``(output, h_n)``, or ``(output, h_n, gates)`` with ``return_gates`` (keys r, z, n)."""
         self._check_input(x)
+        check_flag("return_gates", return_gates)
         h0 = self._initial_state(x, h0)
         if self.fast and not return_gates:
             return self._run_fast(x, h0)
@@ -550,11 +557,15 @@ class LSTM(_RecurrentLayer):
                 return_gates: bool = False):
         """``(output, (h_n, c_n))``, or ``(output, (h_n, c_n), gates)`` with ``return_gates``."""
         self._check_input(x)
+        check_flag("return_gates", return_gates)
         if h0 is None:
             h0 = c0 = self._initial_state(x, None)
         elif not isinstance(h0, (tuple, list)) or len(h0) != 2:
-            raise ValueError("h0 must be a pair (h_0, c_0) of tensors of shape "
-                             f"({self.num_layers * self.num_directions}, B, {self.hidden_size})")
+            shape = f"({self.num_layers * self.num_directions}, B, {self.hidden_size})"
+            if not isinstance(h0, (tuple, list)):
+                raise TypeError(f"h0 must be a pair (h_0, c_0) of tensors of shape {shape}, got "
+                                f"{type(h0).__name__}")
+            raise ValueError(f"h0 must be a pair (h_0, c_0) of tensors of shape {shape}, got {len(h0)} items")
         else:
             h0, c0 = self._initial_state(x, h0[0], "h0[0]"), self._initial_state(x, h0[1], "h0[1]")
         if self.fast and not return_gates:
@@ -593,9 +604,9 @@ class SequenceClassifier(nn.Module):
                  pooling: str = "last", dropout: float = 0.0, fast: bool = False):
         super().__init__()
         layers = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
-        if cell not in layers:
+        if not isinstance(cell, str) or cell not in layers:
             raise ValueError(f"cell must be one of {sorted(layers)}, got {cell!r}")
-        if pooling not in ("last", "mean"):
+        if not isinstance(pooling, str) or pooling not in ("last", "mean"):
             raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         num_classes = check_positive_int("num_classes", num_classes)

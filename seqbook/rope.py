@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from .checks import check_float_tensor, check_number, check_positive_int, check_tensor
+from .checks import check_float_tensor, check_number, check_positive_int, check_tensor, checked
 
 __all__ = ["rope_angles", "rotate_half", "apply_rope"]
 
@@ -52,6 +52,13 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
     return angle.cos(), angle.sin()
 
 
+def _check_rotate_half(x) -> None:
+    check_float_tensor("x", x, ndim=range(1, 100), names="(..., D)", nonempty=False)
+    if x.shape[-1] % 2:
+        raise ValueError(f"x must have an even last dimension D (it turns in pairs), got {tuple(x.shape)}")
+
+
+@checked(_check_rotate_half)
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn of each pair.
 
@@ -73,6 +80,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """
     check_float_tensor("x", x, ndim=4, nonempty=False)
     T, D = x.shape[-2:]
-    check_tensor("cos", cos, shape=(T, D), names=f"({T}, {D})", nonempty=False)
-    check_tensor("sin", sin, shape=(T, D), names=f"({T}, {D})", nonempty=False)
-    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
+    if D % 2:
+        raise ValueError(f"x must have an even last dimension D_h (it turns in pairs), got {tuple(x.shape)}")
+    check_float_tensor("cos", cos, shape=(T, D), names=f"({T}, {D})", nonempty=False)
+    check_float_tensor("sin", sin, shape=(T, D), names=f"({T}, {D})", nonempty=False)
+    return x * cos.to(x.dtype) + rotate_half.__wrapped__(x) * sin.to(x.dtype)

@@ -37,6 +37,7 @@ from .checks import (
     check_like,
     check_positive_int,
     check_tensor,
+    checked,
     shape_of,
 )
 
@@ -60,6 +61,15 @@ def _check_scan(a_name: str, a, b, h0) -> None:
         raise TypeError(f"{', '.join(tensors)} must have one dtype, got {got}")
 
 
+def _check_gates(a, b, h0=None) -> None:
+    _check_scan("a", a, b, h0)
+
+
+def _check_log_gates(log_a, b, h0=None) -> None:
+    _check_scan("log_a", log_a, b, h0)
+
+
+@checked(_check_gates)
 def linear_recurrence(
     a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -79,7 +89,6 @@ def linear_recurrence(
     Shape:
         a, b: (B, T, *), h0: (B, *) -> output: (B, T, *).
     """
-    _check_scan("a", a, b, h0)
     h = torch.zeros_like(b[:, 0]) if h0 is None else h0  # (B, *)
     states = []
     for t in range(b.shape[1]):
@@ -88,6 +97,7 @@ def linear_recurrence(
     return torch.stack(states, dim=1)                     # (B, T, *)
 
 
+@checked(_check_gates)
 def parallel_scan(
     a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -111,7 +121,6 @@ def parallel_scan(
     Shape:
         a, b: (B, T, *), h0: (B, *) -> output: (B, T, *).
     """
-    _check_scan("a", a, b, h0)
     if h0 is not None:  # fold h0 into the first input
         b = torch.cat([a[:, :1] * h0[:, None] + b[:, :1], b[:, 1:]], dim=1)
     T, s = b.shape[1], 1
@@ -122,6 +131,7 @@ def parallel_scan(
     return b                                                              # (B, T, *)
 
 
+@checked(_check_log_gates)
 def log_space_scan(
     log_a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -153,7 +163,6 @@ def log_space_scan(
     Shape:
         log_a, b: (B, T, *), h0: (B, *) -> output: (B, T, *).
     """
-    _check_scan("log_a", log_a, b, h0)
     if h0 is not None:
         b = torch.cat([log_a[:, :1].exp() * h0[:, None] + b[:, :1], b[:, 1:]], dim=1)
     tiny = torch.finfo(b.dtype).tiny
@@ -197,11 +206,20 @@ class MinGRU(nn.Module):
         self.linear_z = nn.Linear(input_size, hidden_size, bias=bias)  # W_z, b_z
         self.linear_h = nn.Linear(input_size, hidden_size, bias=bias)  # W_h, b_h
 
+    def _check_forward(self, x, h0=None) -> None:
+        D, H = self.input_size, self.hidden_size
+        check_tensor("x", x, shape=(None, None, D), names=f"(B, T, {D})")
+        check_like("x", x, self.linear_z.weight)
+        if h0 is not None:
+            B = x.shape[0]
+            check_tensor("h0", h0, shape=(1, B, H), names=f"(1, {B}, {H})")
+            check_like("h0", h0, self.linear_z.weight)
+
+    @checked(_check_forward)
     def forward(
         self, x: torch.Tensor, h0: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Every state at once, by the parallel scan. Returns ``(output, h_n)``."""
-        self._check_input(x, h0)
         z = torch.sigmoid(self.linear_z(x))                # (B, T, H) update gate
         h_tilde = self.linear_h(x)                         # (B, T, H) candidate
         h0 = None if h0 is None else h0[0]                 # (B, H)
@@ -216,15 +234,6 @@ class MinGRU(nn.Module):
         z = torch.sigmoid(self.linear_z(x))                # (B, H)
         h_tilde = self.linear_h(x)                         # (B, H)
         return (1 - z) * h + z * h_tilde                   # (B, H)
-
-    def _check_input(self, x, h0) -> None:
-        D, H = self.input_size, self.hidden_size
-        check_tensor("x", x, shape=(None, None, D), names=f"(B, T, {D})")
-        check_like("x", x, self.linear_z.weight)
-        if h0 is not None:
-            B = x.shape[0]
-            check_tensor("h0", h0, shape=(1, B, H), names=f"(1, {B}, {H})")
-            check_like("h0", h0, self.linear_z.weight)
 
     def extra_repr(self) -> str:
         bias = self.linear_z.bias is not None

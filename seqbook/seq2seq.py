@@ -53,16 +53,18 @@ from torch import nn
 from . import rnn
 from .attention import AdditiveAttention, lengths_to_mask
 from .checks import (
+    check_bool_mask,
     check_flag,
     check_float_tensor,
     check_ids,
     check_number,
     check_positive_int,
+    check_same_dtype,
     checked,
     has_values,
 )
 from .data import encode_pairs
-from .lm import forbid_tokens, sample_next
+from .lm import check_sampling, forbid_tokens, sample_next
 from .vocab import Vocab, check_vocab, decode_ids
 
 __all__ = [
@@ -167,17 +169,22 @@ class Encoder(nn.Module):
         return EncoderOutput(annotations, final, mask)
 
 
+def _check_src_tensor(src) -> None:
+    """``src``: an int64 tensor (B, S); a TypeError for another type or dtype, a ValueError for a shape."""
+    if not isinstance(src, torch.Tensor):
+        raise TypeError(f"src must be an int64 tensor of shape (B, S), got {type(src).__name__}")
+    if src.dtype != torch.long:
+        raise TypeError(f"src must be an int64 tensor of shape (B, S), got {src.dtype}")
+    if src.dim() != 2:
+        raise ValueError(f"src must be an int64 tensor of shape (B, S), got shape {_shape(src)}")
+
+
 def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int) -> None:
-    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
-        got = f"{src.dtype} of shape {_shape(src)}" if isinstance(src, torch.Tensor) else type(src).__name__
-        raise ValueError(f"src must be an int64 tensor of shape (B, S), got {got}")
+    _check_src_tensor(src)
     B, S = src.shape
     if B == 0 or S == 0:
         raise ValueError(f"src must hold at least one sequence and one position, got shape {_shape(src)}")
-    if not isinstance(src_lengths, torch.Tensor) or _shape(src_lengths) != (B,):
-        got = _shape(src_lengths) if isinstance(src_lengths, torch.Tensor) else type(src_lengths).__name__
-        raise ValueError(f"src_lengths must have shape ({B},), got {got}")
-    check_ids("src_lengths", src_lengths)
+    check_ids("src_lengths", src_lengths, shape=(B,), names=f"({B},)")
     if src.is_meta or src_lengths.is_meta:  # shapes only: a meta tensor holds no values
         return
     if src_lengths.min() < 1 or src_lengths.max() > S:
@@ -255,15 +262,24 @@ class Decoder(nn.Module):
             got = _shape(memory.annotations)
             raise ValueError(f"memory.annotations must have shape (B, S, {A}), got {got}")
         B, S = memory.annotations.shape[:2]
-        if _shape(memory.final) != (B, A) or _shape(memory.mask) != (B, S) or memory.mask.dtype != torch.bool:
-            raise ValueError(f"memory must hold final ({B}, {A}) and a bool mask ({B}, {S}), got "
-                             f"{_shape(memory.final)} and {memory.mask.dtype} {_shape(memory.mask)}")
+        check_float_tensor("memory.final", memory.final, shape=(B, A), names=f"({B}, {A})")
+        check_bool_mask("memory.mask", memory.mask, shape=(B, S), names=f"({B}, {S})")
+        dtype = self.init.weight.dtype
+        for name, t in (("memory.annotations", memory.annotations), ("memory.final", memory.final)):
+            check_same_dtype(name, t, dtype)
+        self._check_keys(memory.keys, B, S)
         return B
+
+    def _check_keys(self, keys, B: int, S: int) -> None:
+        """``memory.keys``: None or a float tensor (B, S, A) (read by :class:`AttentionDecoder` only)."""
+        if keys is not None:
+            check_float_tensor("memory.keys", keys, shape=(B, S, None), names=f"({B}, {S}, A)")
 
     def _check_step(self, y_prev, s, memory) -> None:
         B = self._check_memory(memory)
         check_ids("y_prev", y_prev, self.vocab_size, shape=(B,))
         check_float_tensor("s", s, shape=(B, self.hidden_size))
+        check_same_dtype("s", s, self.init.weight.dtype)
 
     @checked(_check_step)
     def step(self, y_prev: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
@@ -322,6 +338,13 @@ class AttentionDecoder(Decoder):
     def prepare(self, enc: EncoderOutput) -> EncoderOutput:
         self._check_memory(enc)
         return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
+
+    def _check_keys(self, keys, B: int, S: int) -> None:
+        """``memory.keys``: None (projected at every step) or U_a h_j (B, S, attention_dim)."""
+        if keys is not None:
+            A = self.attention.hidden_dim
+            check_float_tensor("memory.keys", keys, shape=(B, S, A), names=f"({B}, {S}, {A})")
+            check_same_dtype("memory.keys", keys, self.attention.U_a.weight.dtype)
 
     def context(self, s: torch.Tensor, memory: EncoderOutput):
         keys = memory.keys  # U_a h_j, computed once by prepare
@@ -414,6 +437,7 @@ class Seq2Seq(nn.Module):
             state = self.decoder.init_state(memory)                    # s_0 (B, H)
         else:
             check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
+            check_same_dtype("state", state, self.decoder.init.weight.dtype)
         step = self.decoder.step.__wrapped__  # the unchecked step: checked above
         logits, s, weights = step(self.decoder, prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
@@ -436,9 +460,10 @@ class Seq2Seq(nn.Module):
 
         ``tgt`` is ``<sos> y_1 ... y_T <eos>`` padded, as made by :func:`encode_pairs`.
         """
-        if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
-            got = _shape(tgt) if isinstance(tgt, torch.Tensor) else type(tgt).__name__
-            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
+        if not isinstance(tgt, torch.Tensor):
+            raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
+        if tgt.dim() != 2 or tgt.shape[1] < 2:
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {_shape(tgt)}")
         check_ids("tgt", tgt, self.decoder.vocab_size)
         if has_values(tgt) and not bool((tgt[:, 1:] != PAD_ID).any()):
             raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
@@ -468,9 +493,7 @@ def _check_decode_args(model, src, src_lengths, max_len: int) -> int:
     """Check what every decoder takes; return the batch size B. ``model.encode`` checks the source."""
     _check_model(model)
     check_positive_int("max_len", max_len)
-    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
-        got = f"{src.dtype} of shape {_shape(src)}" if isinstance(src, torch.Tensor) else type(src).__name__
-        raise ValueError(f"src must be an int64 tensor of shape (B, S), got {got}")
+    _check_src_tensor(src)
     return src.shape[0]
 
 
@@ -641,6 +664,7 @@ def translate(model: nn.Module, sources: Sequence[str], src_vocab: Vocab, tgt_vo
     beam_width = check_positive_int("beam_width", beam_width)
     batch_size = check_positive_int("batch_size", batch_size)
     check_number("length_penalty", length_penalty, low=0.0)
+    check_sampling(len(tgt_vocab), forbid=forbid)  # also when there is nothing to translate
     device = next(model.parameters()).device
     out: list[str] = []
     for start in range(0, len(sources), batch_size):

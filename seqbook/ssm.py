@@ -49,6 +49,7 @@ from .checks import (
     check_number,
     check_positive_int,
     check_tensor,
+    checked,
 )
 from .scan import log_space_scan, parallel_scan
 
@@ -80,6 +81,15 @@ def _check_one_dtype(tensors: dict) -> None:
 # ---------------------------------------------------------------------------------
 
 
+def _check_zoh(A, B, delta) -> None:
+    check_float_tensor("A", A, ndim=2, names="(E, N)")
+    E, N = A.shape
+    check_float_tensor("B", B, shape=(E, N), names=f"({E}, {N})")
+    check_float_tensor("delta", delta, shape=(E,), names=f"({E},)")
+    _check_one_dtype({"A": A, "B": B, "delta": delta})
+
+
+@checked(_check_zoh)
 def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Zero-order-hold discretisation of a diagonal SSM (Gu et al., 2022, S4D).
@@ -92,17 +102,12 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
     Shape:
         A, B: (E, N), delta: (E,) -> A_bar, B_bar: (E, N).
     """
-    check_float_tensor("A", A, ndim=2, names="(E, N)")
-    E, N = A.shape
-    check_float_tensor("B", B, shape=(E, N), names=f"({E}, {N})")
-    check_float_tensor("delta", delta, shape=(E,), names=f"({E},)")
-    _check_one_dtype({"A": A, "B": B, "delta": delta})
     A_bar = torch.exp(delta[:, None] * A)                    # (E, N)
     B_bar = (A_bar - 1) / A * B                              # (E, N)
     return A_bar, B_bar
 
 
-def _check_ssm(x, A_bar, B_bar, C, D) -> None:
+def _check_ssm(x, A_bar, B_bar, C, D=None) -> None:
     check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
     E = x.shape[2]
     check_float_tensor("A_bar", A_bar, shape=(E, None), names=f"({E}, N)")
@@ -115,6 +120,7 @@ def _check_ssm(x, A_bar, B_bar, C, D) -> None:
     _check_one_dtype(tensors)
 
 
+@checked(_check_ssm)
 def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
                   C: torch.Tensor, D: torch.Tensor | None = None) -> torch.Tensor:
     """A discrete diagonal SSM, step by step: the recurrent view.
@@ -127,7 +133,6 @@ def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
     Shape:
         x: (batch, T, E), A_bar, B_bar, C: (E, N), D: (E,) -> y: (batch, T, E).
     """
-    _check_ssm(x, A_bar, B_bar, C, D)
     h = x.new_zeros(x.shape[0], *A_bar.shape)                # (batch, E, N)
     ys = []
     for t in range(x.shape[1]):
@@ -137,6 +142,15 @@ def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
     return y if D is None else y + D * x
 
 
+def _check_kernel(A_bar, B_bar, C, length) -> None:
+    check_float_tensor("A_bar", A_bar, ndim=2, names="(E, N)")
+    for name, t in (("B_bar", B_bar), ("C", C)):
+        check_float_tensor(name, t, shape=A_bar.shape, names=f"{tuple(A_bar.shape)}")
+    _check_one_dtype({"A_bar": A_bar, "B_bar": B_bar, "C": C})
+    check_positive_int("length", length)
+
+
+@checked(_check_kernel)
 def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
                length: int) -> torch.Tensor:
     """The convolution kernel of a discrete diagonal SSM: ``K_k = C A_bar^k B_bar``.
@@ -147,16 +161,25 @@ def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
     Shape:
         A_bar, B_bar, C: (E, N) -> K: (E, length).
     """
-    check_float_tensor("A_bar", A_bar, ndim=2, names="(E, N)")
-    for name, t in (("B_bar", B_bar), ("C", C)):
-        check_float_tensor(name, t, shape=A_bar.shape, names=f"{tuple(A_bar.shape)}")
-    _check_one_dtype({"A_bar": A_bar, "B_bar": B_bar, "C": C})
-    length = check_positive_int("length", length)
     k = torch.arange(length, device=A_bar.device, dtype=A_bar.dtype)
     powers = A_bar[..., None] ** k                           # (E, N, L)  A_bar^k
     return ((C * B_bar)[..., None] * powers).sum(dim=1)      # (E, L)
 
 
+def _check_convolution(x, K, D=None, fft=False) -> None:
+    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+    _, T, E = x.shape
+    check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
+    if K.shape[1] < T:
+        raise ValueError(f"K must have at least T = {T} taps, got {K.shape[1]}")
+    tensors = {"x": x, "K": K}
+    if D is not None:
+        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
+    _check_one_dtype(tensors)
+    check_flag("fft", fft)
+
+
+@checked(_check_convolution)
 def ssm_convolution(x: torch.Tensor, K: torch.Tensor, D: torch.Tensor | None = None,
                     fft: bool = False) -> torch.Tensor:
     """The convolutional view: ``y_t = sum_{k=0}^{t} K_k x_{t-k} + D x_t``, per channel.
@@ -170,16 +193,7 @@ def ssm_convolution(x: torch.Tensor, K: torch.Tensor, D: torch.Tensor | None = N
         x: (batch, T, E), K: (E, L) with L >= T (only K_0..K_{T-1} are used),
         D: (E,) -> y: (batch, T, E).
     """
-    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
     _, T, E = x.shape
-    check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
-    if K.shape[1] < T:
-        raise ValueError(f"K must have at least T = {T} taps, got {K.shape[1]}")
-    tensors = {"x": x, "K": K}
-    if D is not None:
-        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
-    _check_one_dtype(tensors)
-    check_flag("fft", fft)
     K, u = K[:, :T], x.transpose(1, 2)                       # (E, T), (batch, E, T)
     if fft:
         n = 2 * T                                            # no wrap-around
@@ -228,10 +242,13 @@ class DiagonalSSM(nn.Module):
         """The convolution kernel K_0, ..., K_{length-1}: (E, length)."""
         return ssm_kernel(*self.discretize(), self.C, length)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, x) -> None:
         E = self.embed_dim
         check_tensor("x", x, shape=(None, None, E), names=f"(batch, T, {E})")
         check_like("x", x, self.B)
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ssm_convolution(x, self.kernel(x.shape[1]), self.D, fft=True)
 
     def extra_repr(self) -> str:
@@ -243,7 +260,7 @@ class DiagonalSSM(nn.Module):
 # ---------------------------------------------------------------------------------
 
 
-def _check_selective(x, delta, A, B, C, D) -> None:
+def _check_selective(x, delta, A, B, C, D=None, log_space=False) -> None:
     check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
     b, T, E = x.shape
     check_float_tensor("delta", delta, shape=(b, T, E), names=f"({b}, {T}, {E})")
@@ -255,8 +272,10 @@ def _check_selective(x, delta, A, B, C, D) -> None:
     if D is not None:
         tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
     _check_one_dtype(tensors)
+    check_flag("log_space", log_space)
 
 
+@checked(_check_selective)
 def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
                    B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None = None
                    ) -> torch.Tensor:
@@ -280,7 +299,6 @@ def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
         x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)
         -> y: (batch, T, E).
     """
-    _check_selective(x, delta, A, B, C, D)
     h = x.new_zeros(x.shape[0], *A.shape)                    # (batch, E, N)
     ys = []
     for t in range(x.shape[1]):
@@ -293,6 +311,7 @@ def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     return y if D is None else y + D * x
 
 
+@checked(_check_selective)
 def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
                             B: torch.Tensor, C: torch.Tensor,
                             D: torch.Tensor | None = None, log_space: bool = False
@@ -311,8 +330,6 @@ def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tenso
         x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)
         -> y: (batch, T, E).
     """
-    _check_selective(x, delta, A, B, C, D)
-    check_flag("log_space", log_space)
     dt = delta[..., None]                                    # (batch, T, E, 1)
     log_a = dt * A                                           # (batch, T, E, N)
     b = dt * B[:, :, None, :] * x[..., None]                 # (batch, T, E, N)
@@ -384,10 +401,13 @@ class MambaBlock(nn.Module):
                            + math.log(1e-3))
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
 
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, u) -> None:
         width = self.embed_dim
         check_tensor("u", u, shape=(None, None, width), names=f"(batch, T, {width})")
         check_like("u", u, self.in_proj.weight)
+
+    @checked(_check_forward)
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
         T, N = u.shape[1], self.d_state
         x, z = self.in_proj(u).chunk(2, dim=-1)                   # (batch, T, E) each
         x = self.conv1d(x.transpose(1, 2))[..., :T].transpose(1, 2)  # (batch, T, E)
@@ -447,6 +467,11 @@ class MambaBlock(nn.Module):
 # ---------------------------------------------------------------------------------
 
 
+def _check_log_a(log_a) -> None:
+    check_float_tensor("log_a", log_a, ndim=range(1, 9), names="(..., T)")
+
+
+@checked(_check_log_a)
 def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
     """The decay mask of a scalar-gated SSM: ``L[i, j] = a_{j+1} ... a_i`` for j <= i.
 
@@ -459,7 +484,6 @@ def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
     Shape:
         log_a: (..., T) -> L: (..., T, T).
     """
-    check_float_tensor("log_a", log_a, ndim=range(1, 9), names="(..., T)")
     T = log_a.shape[-1]
     lower = causal_mask(T, device=log_a.device)                      # (T, T) j <= i
     x = log_a[..., :, None].expand(*log_a.shape, T)                  # x[i, j] = log a_i
@@ -478,6 +502,7 @@ def _check_ssd(x, log_a, B, C) -> None:
     _check_one_dtype({"x": x, "log_a": log_a, "B": B, "C": C})
 
 
+@checked(_check_ssd)
 def ssd_attention_form(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
                        C: torch.Tensor) -> torch.Tensor:
     """A scalar-gated SSM computed as masked attention (Dao and Gu, 2024, Mamba-2).
@@ -494,12 +519,12 @@ def ssd_attention_form(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
         x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
         -> y: (batch, H, T, P).
     """
-    _check_ssd(x, log_a, B, C)
     L = decay_mask(log_a)                                    # (batch, H, T, T)
     scores = C @ B.transpose(-2, -1)                         # (batch, H, T, T)
     return (L * scores) @ x                                  # (batch, H, T, P)
 
 
+@checked(_check_ssd)
 def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
                   C: torch.Tensor) -> torch.Tensor:
     """The same scalar-gated SSM as a recurrence with a matrix state (Mamba-2).
@@ -513,7 +538,6 @@ def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
         x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
         -> y: (batch, H, T, P).
     """
-    _check_ssd(x, log_a, B, C)
     h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])  # (batch, H, N, P)
     ys = []
     for t in range(x.shape[2]):

@@ -22,7 +22,16 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a terminal
 
-from .checks import check_int, check_lm_chunks, check_number, check_positive_int, checked
+from .checks import (
+    check_flag,
+    check_ids,
+    check_int,
+    check_lm_chunks,
+    check_number,
+    check_positive_int,
+    check_tensor,
+    checked,
+)
 from .data import TranslationData, bucket_batches
 from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
@@ -114,6 +123,7 @@ def fit(
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError(f"eval_fn must be callable as eval_fn(model) or None, got {type(eval_fn).__name__}")
     eval_every = check_int("eval_every", eval_every, 0)
+    progress = check_flag("progress", progress)
     if not isinstance(desc, str):
         raise TypeError(f"desc must be a str, got {type(desc).__name__}")
     if optimizer is None and not any(p.requires_grad for p in model.parameters()):
@@ -234,9 +244,10 @@ def noam_lr(step: int, embed_dim: int, warmup_steps: int) -> float:
         lr(step) = embed_dim^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
 
     It grows linearly for ``warmup_steps`` steps, peaks at ``(embed_dim * warmup_steps)^-0.5`` and
-    then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1).
+    then decays as ``1/sqrt(step)``. Steps count from 1 (step 0 is treated as step 1; a negative
+    step is an error).
     """
-    step = check_int("step", step, minimum=None)
+    step = check_int("step", step, minimum=0)
     embed_dim = check_positive_int("embed_dim", embed_dim)
     warmup_steps = check_int("warmup_steps", warmup_steps, minimum=None)
     if warmup_steps < 1:
@@ -383,6 +394,25 @@ def train_lm(
     )
 
 
+def _embedding_rows(module) -> int | None:
+    return module.num_embeddings if isinstance(module, nn.Embedding) else None
+
+
+def _check_vocab_sizes(model: nn.Module, data: TranslationData) -> None:
+    """The vocabularies of ``data`` fit the model's embeddings (:class:`seqbook.seq2seq.Seq2Seq`
+    or :class:`seqbook.transformer.Seq2SeqTransformer`): checked once for all the data, not for
+    the batches that happen to be drawn."""
+    encoder, decoder = getattr(model, "encoder", None), getattr(model, "decoder", None)
+    sizes = {"src_vocab": _embedding_rows(getattr(model, "src_embed", getattr(encoder, "embedding", None))),
+             "tgt_vocab": _embedding_rows(getattr(model, "tgt_embed", getattr(decoder, "embedding", None)))}
+    for name, rows in sizes.items():
+        n = len(getattr(data, name))
+        if rows is not None and n > rows:
+            side = "source" if name == "src_vocab" else "target"
+            raise ValueError(f"data.{name} must fit the model's {side} vocabulary of {rows} ids, got "
+                             f"{n} tokens")
+
+
 def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size: int = 128,
                 lr: float = 5e-3, seed: int = 0, device=None, progress: bool = True,
                 desc: str = "seq2seq") -> History:
@@ -395,11 +425,13 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
     if not callable(getattr(model, "loss", None)) or not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module with a loss(src, src_lengths, tgt) method, got "
                         f"{type(model).__name__}")
+    _check_model(model)  # parameters for the optimiser
     if not isinstance(data, TranslationData):
         raise TypeError(f"data must be a TranslationData, got {type(data).__name__}")
     steps, seed = check_int("steps", steps), check_int("seed", seed, minimum=None)
     batch_size = check_int("batch_size", batch_size, maximum=len(data.train))
     lr = check_number("lr", lr, low=0.0, low_open=True)
+    _check_vocab_sizes(model, data)
     generator = torch.Generator().manual_seed(seed)
     src, src_lengths, tgt = data.tensors("train")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -428,9 +460,46 @@ def vsa_loss(model: nn.Module, batch) -> torch.Tensor:
     return codebook_loss(_similarities(model, *inputs), labels)
 
 
+def _check_model(model) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if next(model.parameters(), None) is None:
+        raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
+
+
+def _check_split(name: str, tensors: tuple, labels: bool) -> int:
+    """``tensors`` (named ``name``): a tuple of tensors with one first dimension N >= 1, the last one
+    integer labels (N,) when ``labels``; returns N."""
+    if not isinstance(tensors, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of tensors {'(*inputs, labels)' if labels else ''}, "
+                        f"got {type(tensors).__name__}")
+    if len(tensors) < (2 if labels else 1):
+        what = "(*inputs, labels): at least two tensors" if labels else "at least one tensor"
+        raise ValueError(f"{name} must hold {what}, got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        check_tensor(f"{name}[{i}]", t, ndim=range(1, 100), names="(N, ...)", nonempty=False)
+    n = tensors[0].shape[0]
+    if any(t.shape[0] != n for t in tensors) or n == 0:
+        raise ValueError(f"{name} must hold tensors that share their first dimension N >= 1, got shapes "
+                         f"{[tuple(t.shape) for t in tensors]}")
+    if labels:
+        check_ids(f"{name}[{len(tensors) - 1}]", tensors[-1], shape=(n,), names=f"({n},) (labels)")
+    return n
+
+
+def _check_predict(model, *inputs, batch_size=1000) -> None:
+    _check_model(model)
+    _check_split("inputs", inputs, labels=False)
+    check_positive_int("batch_size", batch_size)
+
+
+@checked(_check_predict)
 @torch.no_grad()
 def predict_similarities(model: nn.Module, *inputs: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
-    """The similarities to every class symbol (N, C) for a whole split, in eval mode, on the CPU."""
+    """The similarities to every class symbol (N, C) for a whole split, in eval mode, on the CPU.
+
+    ``inputs`` are the model's inputs for N examples (e.g. images, or symbols and their mask);
+    ``batch_size`` (an int >= 1) of them go through the model at a time."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -440,15 +509,23 @@ def predict_similarities(model: nn.Module, *inputs: torch.Tensor, batch_size: in
     return torch.cat(sims)
 
 
+def _check_evaluate(model, *data, batch_size=1000) -> None:
+    _check_model(model)
+    _check_split("data", data, labels=True)
+    check_positive_int("batch_size", batch_size)
+
+
+@checked(_check_evaluate)
 @torch.no_grad()
 def evaluate_vsa(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) -> tuple[float, float]:
     """Accuracy (nearest class symbol) and mean loss over a whole split ``(*inputs, labels)``;
-    returns ``(accuracy, loss)``."""
+    returns ``(accuracy, loss)``. Every label must lie in [0, C) for the model's C classes."""
     *inputs, labels = data
-    sims = predict_similarities(model, *inputs, batch_size=batch_size)
+    sims = predict_similarities.__wrapped__(model, *inputs, batch_size=batch_size)
     labels = labels.cpu()
+    loss = float(codebook_loss(sims, labels))  # checks every label against the C classes
     correct = int((sims.argmax(-1) == labels).sum())
-    return correct / len(labels), float(codebook_loss(sims, labels))
+    return correct / len(labels), loss
 
 
 @dataclass
@@ -463,6 +540,39 @@ class VSARun:
     seconds: float = 0.0
 
 
+def _check_train_vsa(model, train, test, steps, batch_size=128, lr=1e-3, alpha=0.9, eps=1e-8, clip=None,
+                     device=None, seed=0, eval_every=0, eval_size=1000, progress=True, desc="vsa") -> None:
+    """Every argument before anything runs; the labels of both splits whole (not the rows that
+    happen to be sampled), against the model's classes when it has a codebook."""
+    _check_model(model)
+    n = _check_split("train", train, labels=True)
+    _check_split("test", test, labels=True)
+    if len(test) != len(train):
+        raise ValueError(f"test must hold as many tensors as train, {len(train)}, got {len(test)}")
+    codes = getattr(getattr(model, "codebook", None), "codes", None)
+    if isinstance(codes, torch.Tensor):  # the paper's models: labels index their class symbols
+        for name, split in (("train", train), ("test", test)):
+            check_ids(f"{name}[{len(split) - 1}]", split[-1], codes.shape[0])
+    check_positive_int("steps", steps)
+    batch_size = check_positive_int("batch_size", batch_size)
+    if batch_size > n:
+        raise ValueError(f"batch_size must be <= the {n} examples of train, got {batch_size}")
+    check_number("lr", lr, low=0.0)
+    check_number("alpha", alpha, low=0.0, high=1.0, high_open=True)
+    check_number("eps", eps, low=0.0, low_open=True)
+    if clip is not None:
+        check_number("clip", clip, low=0.0, allow_inf=True)
+    if device is not None:
+        as_device("device", device)
+    check_int("seed", seed, minimum=None)
+    check_int("eval_every", eval_every, minimum=0)
+    check_positive_int("eval_size", eval_size)
+    check_flag("progress", progress)
+    if not isinstance(desc, str):
+        raise TypeError(f"desc must be a str, got {type(desc).__name__}")
+
+
+@checked(_check_train_vsa)
 def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
               test: tuple[torch.Tensor, ...], steps: int, batch_size: int = 128,
               lr: float = 1e-3, alpha: float = 0.9, eps: float = 1e-8, clip: float | None = None,
@@ -474,9 +584,13 @@ def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
     ``(symbols, mask, labels)`` for encoded molecules.
 
     Every ``eval_every`` steps (0: never) the accuracy on the first ``eval_size`` test images is
-    recorded, for learning curves.
+    recorded, for learning curves (``eval_size`` an int >= 1; all of them if there are fewer).
+
+    Every argument is checked before training starts (``eval_size`` too when ``eval_every`` is 0):
+    ``lr`` >= 0, ``alpha`` in [0, 1), ``eps`` > 0, ``batch_size`` in [1, N] for the N training
+    examples, and every label of both splits in [0, C) for the model's C classes.
     """
-    device = torch.device(device) if device is not None else get_device()
+    device = as_device("device", device) if device is not None else get_device()
     generator = seed_everything(seed)
     model.to(device)
     # Shuffling uses a seeded CPU generator: the same batches on every device.

@@ -304,6 +304,19 @@ def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias
     check_flag("norm_first", norm_first)
 
 
+def _check_src_pad(name: str, src_pad, B: int, S: int) -> None:
+    """The source padding mask of :meth:`Seq2SeqTransformer.encode`: bool (B, S), True at padding."""
+    if not isinstance(src_pad, torch.Tensor):
+        raise TypeError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
+                        f"{type(src_pad).__name__}")
+    if src_pad.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
+                        f"{src_pad.dtype}")
+    if src_pad.shape != (B, S):
+        raise ValueError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
+                         f"{tuple(src_pad.shape)}")
+
+
 def check_token_ids(name: str, ids, vocab_size: int) -> None:
     """Ids (B, T) with B, T >= 1, int64 or int32 (what nn.Embedding takes), in [0, vocab_size)."""
     if not isinstance(ids, torch.Tensor):
@@ -341,6 +354,15 @@ def _copy_ff(ff: FeedForward, m: nn.Module) -> None:
     ff.linear2.load_state_dict(m.linear2.state_dict())
 
 
+def _check_residual(x, sublayer, norm, dropout, norm_first=True) -> None:
+    check_float_tensor("x", x, ndim=3, names="(B, T, D)", nonempty=False)
+    for name, f in (("sublayer", sublayer), ("norm", norm), ("dropout", dropout)):
+        if not callable(f):
+            raise TypeError(f"{name} must be callable on (B, T, D), got {type(f).__name__}")
+    check_flag("norm_first", norm_first)
+
+
+@checked(_check_residual)
 def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Module,
              norm_first: bool = True) -> torch.Tensor:
     """One sublayer of a transformer layer with its residual connection, eq. (6.6)::
@@ -724,9 +746,7 @@ class Seq2SeqTransformer(nn.Module):
         B, S = memory.shape[:2]
         if tgt.shape[0] != B:
             raise ValueError(f"tgt must have shape ({B}, T) to match memory, got {tuple(tgt.shape)}")
-        if not isinstance(src_pad, torch.Tensor) or src_pad.dtype != torch.bool or src_pad.shape != (B, S):
-            got = f"{src_pad.dtype} {tuple(src_pad.shape)}" if isinstance(src_pad, torch.Tensor) else src_pad
-            raise ValueError(f"src_pad must be a bool tensor of shape ({B}, {S}), got {got}")
+        _check_src_pad("src_pad", src_pad, B, S)
         check_flag("need_weights", need_weights)
 
     @checked(_check_decode)
@@ -764,11 +784,13 @@ class Seq2SeqTransformer(nn.Module):
         :meth:`seqbook.seq2seq.Seq2Seq.loss` (``src_lengths`` is not needed: padding is found from
         ``pad_id``), so :func:`seqbook.train.fit_seq2seq` trains this model too.
         """
-        if not isinstance(tgt, torch.Tensor) or tgt.dim() != 2 or tgt.shape[1] < 2:
-            got = tuple(tgt.shape) if isinstance(tgt, torch.Tensor) else type(tgt).__name__
-            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {got}")
+        if not isinstance(tgt, torch.Tensor):
+            raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
+        if tgt.dim() != 2 or tgt.shape[1] < 2:
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
         label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
         self._check_ids("tgt", tgt, self.tgt_embed)
+        self._check_encode(src, src_lengths)  # src_lengths too, though padding is found from pad_id
         if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
             raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
                              f"the mean loss over no token is undefined")
@@ -798,10 +820,12 @@ class Seq2SeqTransformer(nn.Module):
                 vocabulary, or the prefix would grow past the model's ``max_len`` positions.
         """
         if not isinstance(memory, tuple) or len(memory) != 2:
-            raise TypeError(f"memory must be the pair (memory, src_pad) returned by encode, got "
-                            f"{type(memory).__name__}")
+            error = ValueError if isinstance(memory, tuple) else TypeError
+            got = f"{len(memory)} items" if error is ValueError else type(memory).__name__
+            raise error(f"memory must be the pair (memory, src_pad) returned by encode, got {got}")
         states, src_pad = memory
-        _check_x(states, self.embed_dim, "memory", dtype=self.generator.weight.dtype)
+        _check_x(states, self.embed_dim, "memory[0]", dtype=self.generator.weight.dtype)
+        _check_src_pad("memory[1]", src_pad, *states.shape[:2])
         B, V = states.shape[0], self.tgt_embed.num_embeddings
         check_ids("prev_tokens", prev_tokens, V, shape=(B,))
         prefix = prev_tokens[:, None]                                           # (B, 1)

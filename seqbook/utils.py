@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import torch
 
-from .checks import check_int
+from .checks import check_flag, check_int
 
 # Every seed that Python, NumPy (taken mod 2**32) and torch.manual_seed all accept.
 _SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
@@ -145,8 +145,7 @@ def set_fast(model: torch.nn.Module, fast: bool) -> torch.nn.Module:
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(fast, bool):
-        raise TypeError(f"fast must be a bool, got {type(fast).__name__} {fast!r}")
+    fast = check_flag("fast", fast)
     switched = 0
     for m in model.modules():
         if isinstance(getattr(m, "fast", None), bool):
@@ -180,8 +179,7 @@ def show_source(obj, start: str | None = None, docstring: bool = True) -> None:
 def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
     if start is not None and not isinstance(start, str):
         raise TypeError(f"start must be a str or None, got {type(start).__name__}")
-    if not isinstance(docstring, bool):
-        raise TypeError(f"docstring must be a bool, got {type(docstring).__name__}")
+    docstring = check_flag("docstring", docstring)
     try:
         source = textwrap.dedent(inspect.getsource(obj))
     except (TypeError, OSError) as err:

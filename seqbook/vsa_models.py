@@ -88,6 +88,11 @@ class SymbolProjection(nn.Module):
         return fhrr_wrap(self.norm(x @ self.projection) / self.sigma)
 
 
+def _check_sparsity(name: str, sparsity) -> float:
+    """A share of angles set to 0: a number in [0, 1)."""
+    return check_number(name, sparsity, low=0.0, high=1.0, high_open=True)
+
+
 class Codebook(nn.Module):
     """A fixed random symbol per class; the forward pass returns the similarity to each of them.
 
@@ -104,7 +109,7 @@ class Codebook(nn.Module):
         super().__init__()
         num_classes = check_positive_int("num_classes", num_classes)
         embed_dim = check_positive_int("embed_dim", embed_dim)
-        check_number("sparsity", sparsity, low=0.0, high=1.0, high_open=True)
+        _check_sparsity("sparsity", sparsity)
         codes = random_symbols(num_classes, embed_dim)
         if sparsity > 0:
             codes = codes * (torch.rand(num_classes, embed_dim) >= sparsity)  # a share `sparsity` set to 0
@@ -161,6 +166,7 @@ class VSAResNet(nn.Module):
         d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
         check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
+        _check_sparsity("codebook_sparsity", codebook_sparsity)
         self.embed = SymbolProjection(in_features, embed_dim)
         self.blocks = nn.Sequential(*[ResidualBlock(embed_dim, d_ff, skip, out_scale)
                                       for _ in range(num_layers)])
@@ -210,6 +216,8 @@ class VSAAttentionClassifier(nn.Module):
         cols = None if cols is None else check_positive_int("cols", cols)
         num_classes = check_positive_int("num_classes", num_classes)
         d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
+        _check_sparsity("codebook_sparsity", codebook_sparsity)
+        check_flag("fast", fast)
         self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
         self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
         if kind == "self":
@@ -301,10 +309,20 @@ class MoleculeEncoder(nn.Module):
         """Encode molecules (anything with ``atoms``, ``bonds`` and ``bond_features`` lists, such as
         :class:`seqbook.data.Molecules`) into padded symbols (N, T, embed_dim) and a mask (N, T), True at
         real bonds. T is ``max_bonds`` (default: the largest bond count); padding has angle 0."""
+        fields = ("atoms", "bonds", "bond_features")
+        if not all(isinstance(getattr(molecules, f, None), (list, tuple)) for f in fields):
+            raise TypeError(f"molecules must have lists atoms, bonds and bond_features (a "
+                            f"seqbook.data.Molecules), got {type(molecules).__name__}")
+        counts = [len(getattr(molecules, f)) for f in fields]
+        if len(set(counts)) != 1:
+            raise ValueError(f"molecules must have as many atoms, bonds and bond_features entries, "
+                             f"got {counts[0]}, {counts[1]} and {counts[2]}")
+        if max_bonds is not None:
+            check_int("max_bonds", max_bonds)
         parts = zip(molecules.atoms, molecules.bonds, molecules.bond_features, strict=True)
         sets = [self(atoms, bonds, features) for atoms, bonds, features in parts]
         longest = max((len(s) for s in sets), default=0)
-        t = longest if max_bonds is None else check_int("max_bonds", max_bonds)
+        t = longest if max_bonds is None else int(max_bonds)
         if longest > t:
             raise ValueError(f"max_bonds must be at least the largest bond count, {longest}, got {t}")
         symbols = self.position_base.new_zeros(len(sets), t, self.embed_dim)
@@ -390,13 +408,31 @@ def encode_solubility(embed_dim: int,
     return ((*encoder.encode(train, longest), train.labels), (*encoder.encode(test, longest), test.labels))
 
 
+def _check_build_classifier(kind, embed_dim, num_layers=12, skip=True, num_queries=32, out_scale=0.25,
+                            d_ff=None, codebook_sparsity=0.0) -> None:
+    """Every argument, whichever ``kind`` uses it."""
+    if not isinstance(kind, str) or kind not in ("self", "cross", "resnet"):
+        raise ValueError(f"kind must be 'self', 'cross' or 'resnet', got {kind!r}")
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("num_layers", num_layers, minimum=0)
+    check_flag("skip", skip)
+    check_positive_int("num_queries", num_queries)
+    check_number("out_scale", out_scale, low=0.0)
+    if d_ff is not None:
+        check_positive_int("d_ff", d_ff)
+    _check_sparsity("codebook_sparsity", codebook_sparsity)
+
+
+@checked(_check_build_classifier)
 def build_classifier(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True,
                      num_queries: int = 32, out_scale: float = 0.25, d_ff: int | None = None,
                      codebook_sparsity: float = 0.0) -> nn.Module:
     """``kind`` in {"self", "cross", "resnet"}: the paper's two attention classifiers or the deep
     residual network of its figure 3 (``out_scale``: initial scale of each block's last layer;
     ``d_ff``: hidden width of the attention blocks' MLP, default ``embed_dim`` as in the authors'
-    code; ``codebook_sparsity``: share of each class symbol's angles set to 0)."""
+    code; ``codebook_sparsity``: share of each class symbol's angles set to 0). Every argument
+    is checked, also those the chosen ``kind`` does not use (``num_layers``, ``skip`` and
+    ``out_scale`` belong to ``"resnet"``, ``num_queries`` and ``d_ff`` to the attention models)."""
     if kind == "resnet":
         return VSAResNet(embed_dim, num_layers=num_layers, skip=skip, out_scale=out_scale,
                          codebook_sparsity=codebook_sparsity)

@@ -43,29 +43,42 @@ def _device_name(model: nn.Module) -> str:
     return f"{cpu_name()} ({os.cpu_count()} cores)"
 
 
+def _int_at_least(minimum: int):
+    """An argparse ``type``: an int >= ``minimum`` (argparse names the flag in its error)."""
+    def parse(text: str) -> int:
+        value = int(text)  # a ValueError here: argparse reports "invalid ... value"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=__doc__.split("\n")[0])
+    positive, count = _int_at_least(1), _int_at_least(0)
     parser.add_argument("--data", choices=["fashion-mnist", "solubility"], default="fashion-mnist")
     parser.add_argument("--model", choices=["self", "cross", "resnet"], default="self")
-    parser.add_argument("--dim", type=int, default=1024, help="symbol dimension n")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--dim", type=positive, default=1024, help="symbol dimension n")
+    parser.add_argument("--steps", type=positive, default=2000)
+    parser.add_argument("--batch", type=positive, default=128)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--alpha", type=float, default=0.9, help="RMSprop smoothing constant")
-    parser.add_argument("--blocks", type=int, default=12, help="resnet: residual blocks (2 layers each)")
+    parser.add_argument("--blocks", type=count, default=12, help="resnet: residual blocks (2 layers each)")
     parser.add_argument("--no-skip", action="store_true", help="resnet: drop the binding skips")
     parser.add_argument("--out-scale", type=float, default=0.25,
                         help="resnet: initial weight scale of each block's last layer (paper: 1.0)")
-    parser.add_argument("--queries", type=int, default=32, help="cross: number of inducing points")
-    parser.add_argument("--mlp-hidden", type=int, default=None,  # default: dim, as the authors' code
+    parser.add_argument("--queries", type=positive, default=32, help="cross: number of inducing points")
+    parser.add_argument("--mlp-hidden", type=positive, default=None,  # default: dim, as the authors' code
                         help="self/cross: hidden width of the block's MLP (default: dim)")
     parser.add_argument("--codebook-sparsity", type=float, default=0.0,
                         help="share of each class symbol's angles set to 0 (authors' attention code: 0.75)")
-    parser.add_argument("--train-size", type=int, default=0, help="use only the first N training images")
-    parser.add_argument("--eval-every", type=int, default=0)
+    parser.add_argument("--train-size", type=count, default=0, help="use only the first N training images")
+    parser.add_argument("--eval-every", type=count, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: best available)")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads for PyTorch (0: its default)")
+    parser.add_argument("--threads", type=count, default=0, help="CPU threads for PyTorch (0: its default)")
     parser.add_argument("--out", default=None, help="also write the result (with the loss curve) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

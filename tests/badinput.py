@@ -76,3 +76,12 @@ def with_value(x, value=NAN):
     x = x.clone()
     x.view(-1)[0] = value
     return x
+
+
+# Values that are not a flag, with the word the message must show: every flag goes through
+# ``seqbook.checks.check_flag``, which takes True and False (NumPy's bools too) and nothing else.
+BAD_FLAGS = [("str", "yes", "str"), ("int", 2, "int"), ("None", None, "NoneType")]
+
+# Values that are not a size (an int >= 1), with the word the message must show.
+BAD_SIZES = [("0", 0, "0"), ("negative", -1, "-1"), ("float", 2.5, "float"), ("bool", True, "bool"),
+             ("str", "3", "str")]

@@ -1,4 +1,4 @@
-# 103 cases: 93 bad inputs that must end in a clear error, 10 legal edge inputs checked for a correct result.
+# 113 cases: 102 bad inputs that must end in a clear error, 11 legal edge inputs checked for a correct result.
 """Bad input to seqbook.attention: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -16,8 +16,10 @@ from seqbook.attention import (
     causal_mask,
     lengths_to_mask,
     padding_to_attn_mask,
+    restrict_mask,
     scaled_dot_product_attention,
 )
+from seqbook.rope import apply_rope, rope_angles, rotate_half
 from tests.badinput import assert_clear_error
 
 NAN = float("nan")
@@ -169,6 +171,27 @@ case("Additive-projected_keys-shape", lambda: ADD(AQ, AK, projected_keys=rand(2,
 case("Additive-projected_keys-int", lambda: ADD(AQ, AK, projected_keys=torch.zeros(2, 3, 7,
      dtype=torch.long)), "projected_keys", "torch.int64")
 
+# restrict_mask(mask, allowed): types before shapes (a list mask gave AttributeError, an integer one
+# an overflow from torch, a float allowed "bitwise_and_cpu not implemented")
+ALLOWED = causal_mask(3, 5)
+case("restrict_mask-mask-list", lambda: restrict_mask(ALLOWED.tolist(), ALLOWED), "mask", "list")
+case("restrict_mask-mask-long", lambda: restrict_mask(ALLOWED.long(), ALLOWED), "mask", "int64")
+case("restrict_mask-allowed-float", lambda: restrict_mask(None, ALLOWED.float()), "allowed", "bool",
+     "float32")
+case("restrict_mask-allowed-None", lambda: restrict_mask(ALLOWED, None), "allowed", "NoneType")
+case("restrict_mask-shapes", lambda: restrict_mask(torch.ones(2, 4, dtype=torch.bool), ALLOWED), "mask",
+     "allowed", "(2, 4)", "(3, 5)")
+# rope: rotate_half and apply_rope check their tensors (cos and sin must be floating point: an
+# integer cosine was cast silently)
+COS, SIN = rope_angles(torch.arange(3), 4)
+Q4 = rand(2, 1, 3, 4)
+case("rotate_half-x-list", lambda: rotate_half([1.0, 2.0]), "x", "list")
+case("rotate_half-x-odd", lambda: rotate_half(rand(2, 3)), "x", "even", "(2, 3)")
+case("rotate_half-x-int", lambda: rotate_half(torch.ones(2, 4, dtype=torch.long)), "x", "int64")
+case("apply_rope-cos-long", lambda: apply_rope(Q4, COS.long(), SIN), "cos", "floating-point", "int64")
+case("apply_rope-sin-list", lambda: apply_rope(Q4, COS, SIN.tolist()), "sin", "list")
+case("apply_rope-x-odd", lambda: apply_rope(rand(2, 1, 3, 3), COS[:, :3], SIN[:, :3]), "x", "even")
+
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):
@@ -176,6 +199,14 @@ def test_bad_input_is_refused_clearly(fn, words):
 
 
 # ------------------------------------------------------------------ legal edge inputs
+
+
+def test_restrict_mask_and_rope_edges():
+    assert torch.equal(restrict_mask(None, ALLOWED), ALLOWED)
+    additive = restrict_mask(torch.zeros(2, 1, 3, 5), ALLOWED)  # a float mask gets -inf where blocked
+    assert additive.shape == (2, 1, 3, 5) and torch.isneginf(additive[0, 0, 0, 1:]).all()
+    assert torch.equal(rotate_half(torch.tensor([1.0, 2.0])), torch.tensor([-2.0, 1.0]))
+    assert apply_rope(Q4.double(), COS.float(), SIN.float()).dtype == torch.float64
 
 
 def test_numpy_sizes_are_accepted():

@@ -215,6 +215,36 @@ REJECTED = {
                                         "str"),
 }
 
+# Ids that index a table are never negative: checked even where no vocabulary gives the upper end
+# (the review's examples: context_windows and bucket_batches put -3 into their output)
+SRC = torch.randint(0, 9, (8, 5), generator=torch.Generator().manual_seed(0))
+SRC_LENGTHS = torch.full((8,), 5)
+TGT = torch.randint(0, 9, (8, 4), generator=torch.Generator().manual_seed(1))
+
+
+def with_id(t, value, where=(0, 0)):
+    t = t.clone()
+    t[where] = value
+    return t
+
+
+REJECTED.update({
+    "context_windows-negative-id": (lambda: data.context_windows(torch.tensor([-3, 11, 12, 13]), window=1),
+                                    "ids", ">= 0", "-3"),
+    "context_windows-negative-id-int32": (lambda: data.context_windows(ids(4, 5, -1, 7, dtype=torch.int32)),
+                                          "ids", "-1"),
+    "lm_chunks-negative-id": (lambda: data.lm_chunks(with_id(torch.arange(20), -5, 7), 2, 3), "ids", ">= 0",
+                              "-5"),
+    "bucket_batches-src-negative-id": (lambda: data.bucket_batches(with_id(SRC, -3), SRC_LENGTHS, TGT, 4),
+                                       "src", ">= 0", "-3"),
+    "bucket_batches-src-negative-id-last-row": (
+        lambda: data.bucket_batches(with_id(SRC, -1, (7, 4)), SRC_LENGTHS, TGT, 4), "src", "-1"),
+    "bucket_batches-tgt-negative-id": (
+        lambda: data.bucket_batches(SRC, SRC_LENGTHS, with_id(TGT, -2, (3, 1)), 4), "tgt", ">= 0", "-2"),
+    "bucket_batches-src_lengths-negative": (
+        lambda: data.bucket_batches(SRC, with_id(SRC_LENGTHS, -5, 2), TGT, 4), "src_lengths", "-5"),
+})
+
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_bad_input_gives_a_clear_error(case):
@@ -299,6 +329,11 @@ LEGAL = {
     == (1, 2, 3),
     "lm_chunks-int32-ids": lambda: data.lm_chunks(torch.arange(7, dtype=torch.int32), 1, 6)[0].dtype
     == torch.int32,
+    # no vocabulary here, so a large id passes (the model checks it), and pad_sequences takes any int
+    "context_windows-large-id": lambda: data.context_windows(ids(10**6, 1, 2))[1].tolist() == [1],
+    "bucket_batches-large-id": lambda: next(data.bucket_batches(SRC + 10**6, SRC_LENGTHS, TGT, 8))[0].min()
+    >= 10**6,
+    "pad_sequences-negative-ids-pass": lambda: data.pad_sequences([[-100, 4]])[0].tolist() == [[-100, 4]],
     "RemoteFile-upper-case-hash": lambda: RemoteFile("a.txt", "u", "AB" * 32).sha256 == "ab" * 32,
     "RemoteFile-list-of-paths": lambda: RemoteFile("a.txt", "u", GOOD_HASH, [Path("/x/a.txt")]).system_paths
     == ("/x/a.txt",),

@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 run under a timeout. The legal edge inputs below them are checked for their result.
 """
 
-# Cases: 248 bad inputs (234 calls + 14 recall loops under a timeout), every one a clear error;
+# Cases: 250 bad inputs (236 calls + 14 recall loops under a timeout), every one a clear error;
 # plus 11 tests of legal edge inputs (empty batches, masks, NumPy sizes, dtypes, meta).
 
 import math
@@ -53,6 +53,8 @@ case("hebbian-patterns-N0", lambda: hf.hebbian_weights(X[:, :0]), "patterns", "P
 case("hebbian-patterns-not-binary", lambda: hf.hebbian_weights(X * 0.5), "patterns", "-1 and +1", "0.5")
 case("hebbian-patterns-nan", lambda: hf.hebbian_weights(with_value(X)), "patterns", "-1 and +1", "nan")
 case("hebbian-normalize-int", lambda: hf.hebbian_weights(X, normalize=1), "normalize", "bool", "int")
+case("hebbian-normalize-str", lambda: hf.hebbian_weights(X, normalize="yes"), "normalize", "bool", "str")
+case("hebbian-normalize-None", lambda: hf.hebbian_weights(X, normalize=None), "normalize", "NoneType")
 
 # ------------------------------------------------------------------ energy
 
@@ -332,6 +334,8 @@ def test_numpy_sizes_and_numbers_are_accepted():
     assert torch.equal(hf.dense_update_sync(X, S, F=n(3)), hf.dense_update_sync(X, S, F=3))
     assert torch.equal(hf.update_async(W, S, order=np.array([2, 0])), hf.update_async(W, S, order=[2, 0]))
     assert torch.equal(hf.retrieve(CP, CQ, np.float64(2.0), steps=n(2)), hf.retrieve(CP, CQ, 2.0, steps=2))
+    unnormalised = hf.hebbian_weights(X, normalize=False)
+    assert torch.equal(hf.hebbian_weights(X, normalize=np.bool_(False)), unnormalised)
     # a one-element tensor beta is the same number
     assert torch.equal(hf.continuous_energy(CP, CQ, torch.tensor(2.0)), hf.continuous_energy(CP, CQ, 2.0))
 

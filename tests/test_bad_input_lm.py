@@ -1,7 +1,7 @@
 """Bad input for every public callable of ``seqbook.lm``: a clear error in time, or a correct edge result.
 
-Cases: 109 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
-under a timeout) and 17 legal edge checks in ``test_legal_edge_inputs``.
+Cases: 124 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
+under a timeout) and 20 legal edge checks in ``test_legal_edge_inputs``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from seqbook.lm import (
 )
 from seqbook.train import train_lm
 from seqbook.vocab import Vocab
-from tests.badinput import assert_clear_error_in_time
+from tests.badinput import BAD_FLAGS, assert_clear_error_in_time, with_value
 
 VOCAB = Vocab(list("the cat sat"))  # 4 reserved + 6 characters = 10
 V = len(VOCAB)
@@ -104,7 +104,7 @@ REJECTED = {
     "CharLM.forward-state-batch": (lambda: MODEL(X[0], torch.zeros(1, 3, 4)), "state", "(1, 2, 4)",
                                    "(1, 3, 4)"),
     "CharLM.forward-state-list": (lambda: MODEL(X[0], [0.0]), "state", "list"),
-    "CharLM.forward-state-float64": (lambda: MODEL(X[0], torch.zeros(1, 2, 4).double()), "h0",
+    "CharLM.forward-state-float64": (lambda: MODEL(X[0], torch.zeros(1, 2, 4).double()), "state",
                                      "torch.float64"),
     "CharLM.forward-lstm-state-tensor": (lambda: LSTM_LM(X[0], torch.zeros(1, 2, 4)), "state", "pair"),
     "CharLM.forward-lstm-state-c": (lambda: LSTM_LM(X[0], (torch.zeros(1, 2, 4), torch.zeros(2, 2, 4))),
@@ -212,6 +212,54 @@ REJECTED = {
 }
 
 
+def logits_with(*entries):
+    """LOGITS with ``(row, column, value)`` entries set."""
+    z = LOGITS.clone()
+    for row, col, value in entries:
+        z[row, col] = value
+    return z
+
+
+DEAD_ROW = LOGITS.clone()
+DEAD_ROW[1] = -math.inf
+# sample_next refuses logits it cannot sample from: a NaN would win the argmax (temperature 0) or
+# break the draw, +inf is no logit, and a row with no finite logit left has no token to draw
+REJECTED.update({
+    # the review's example: the NaN logit won the argmax at temperature 0
+    "sample_next-logits-nan-greedy": (lambda: sample_next(logits_with((0, 3, math.nan)), temperature=0),
+                                      "logits", "NaN"),
+    "sample_next-logits-nan-sampled": (lambda: sample_next(logits_with((2, 0, math.nan)), 1.0), "logits",
+                                       "NaN"),
+    "sample_next-logits-inf": (lambda: sample_next(logits_with((0, 1, math.inf)), 0.0), "logits", "+inf"),
+    "sample_next-logits-row-of-minus-inf": (lambda: sample_next(DEAD_ROW, 0.0), "logits", "row of -inf"),
+    "sample_next-logits-only-forbidden-left": (
+        lambda: sample_next(logits_with(*((1, c, -math.inf) for c in range(1, V))), 1.0, forbid=(0,)),
+        "logits", "forbid", "row of -inf"),
+    "sample_next-logits-float64-nan-top_k": (
+        lambda: sample_next(logits_with((1, 2, math.nan)).double(), 0.5, top_k=2), "logits", "NaN"),
+    # nonlinearity is checked whatever the cell, not only for cell="rnn", which reads it
+    "CharLM-gru-nonlinearity": (lambda: CharLM(V, cell="gru", nonlinearity="sigmoid"), "nonlinearity",
+                                "'sigmoid'"),
+    "CharLM-lstm-nonlinearity-None": (lambda: CharLM(V, cell="lstm", nonlinearity=None), "nonlinearity",
+                                      "None"),
+    "CharLM-cell-list": (lambda: CharLM(V, cell=["gru"]), "cell", "['gru']"),
+    # cond is checked when a state is given too (it is then not used)
+    "ConditionalCharLM.forward-state-cond-too-large": (
+        lambda: COND(X[1], torch.tensor([0, 3]), state=torch.zeros(1, 2, 4)), "cond", "[0, 2]", "3"),
+    "ConditionalCharLM.forward-state-cond-float": (
+        lambda: COND(X[1], torch.tensor([0.0, 1.0]), state=torch.zeros(1, 2, 4)), "cond", "integer"),
+    "ConditionalCharLM.forward-state-cond-list": (lambda: COND(X[1], [0, 1], state=torch.zeros(1, 2, 4)),
+                                                  "cond", "list"),
+    # train_lm: a model without vocab_size still gets its negative ids refused, for the whole text
+    "train_lm-inputs-negative-id": (lambda: run(model=Flat(), inputs=with_value(X, -4)), "inputs",
+                                    ">= 0", "-4"),
+})
+# every flag goes through check_flag: carry_state of evaluate_perplexity
+for kind, value, word in BAD_FLAGS:
+    REJECTED[f"evaluate_perplexity-carry_state-{kind}"] = (
+        lambda v=value: evaluate_perplexity(MODEL, X, Y, carry_state=v), "carry_state", word)
+
+
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_bad_input_gives_a_clear_error_in_time(case):
     fn, *words = REJECTED[case]
@@ -252,3 +300,7 @@ def test_legal_edge_inputs():
     # ConditionalCharLM: a state continues a sequence without cond
     logits, state = COND(X[0], torch.tensor([0, 2]))
     assert COND(X[1], state=state)[0].shape == (2, 5, V)
+    assert COND(X[1], torch.tensor([1, 1]), state=state)[0].shape == (2, 5, V)  # cond checked, not used
+    # -inf logits are legal (a token never drawn); carry_state may be NumPy's bool
+    assert (sample_next(logits_with((0, 0, -math.inf)), 0.0) != 0)[0]
+    assert evaluate_perplexity(MODEL, X, Y, carry_state=np.bool_(True)) > 1

@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 230 bad inputs, every one a clear error; plus 11 tests (16 with their parameters) of legal
+# Cases: 244 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -223,6 +223,33 @@ case("similarity_loss-target-negative", lambda: sl(ANGLES, CODEBOOK, torch.tenso
      "[0, 4]", "-1")
 
 
+# ------------------------------------------------------------------ macro_auroc
+# The review's example: labels outside [0, C) silently counted as "no class" (-3 gave 0.933 for a
+# perfect ranking), labels all out of range gave nan with a warning from sklearn.
+SIMS = torch.tensor([[.9, .05, .05], [.8, .1, .1], [.1, .8, .1], [.2, .7, .1], [.1, .1, .8], [.1, .2, .7]])
+CLASSES = torch.tensor([0, 0, 1, 1, 2, 2])
+au = L.macro_auroc
+case("macro_auroc-labels-negative", lambda: au(SIMS, torch.tensor([-3, 0, 1, 1, 2, 2])), "labels", "[0, 2]",
+     "-3")
+case("macro_auroc-labels-too-large", lambda: au(SIMS, torch.tensor([0, 0, 1, 1, 2, 10**6])), "labels",
+     "[0, 2]", str(10**6))
+case("macro_auroc-labels-all-out-of-range", lambda: au(SIMS, torch.full((6,), 7)), "labels", "7")
+case("macro_auroc-labels-float", lambda: au(SIMS, CLASSES.float()), "labels", "integer", "torch.float32")
+case("macro_auroc-labels-list", lambda: au(SIMS, CLASSES.tolist()), "labels", "torch.Tensor", "list")
+case("macro_auroc-labels-shape", lambda: au(SIMS, CLASSES[:4]), "labels", "(6,)", "(4,)")
+case("macro_auroc-labels-class-missing", lambda: au(SIMS, torch.tensor([0, 0, 1, 1, 1, 1])), "labels",
+     "every class", "2")
+case("macro_auroc-similarities-list", lambda: au(SIMS.tolist(), CLASSES), "similarities", "torch.Tensor")
+case("macro_auroc-similarities-int", lambda: au(SIMS.long(), CLASSES), "similarities", "torch.int64")
+case("macro_auroc-similarities-rank1", lambda: au(SIMS[:, 0], CLASSES), "similarities", "(N, C)", "(6,)")
+case("macro_auroc-similarities-one-class", lambda: au(SIMS[:, :1], CLASSES * 0), "similarities", "C >= 2",
+     "(6, 1)")
+case("macro_auroc-similarities-empty", lambda: au(SIMS[:0], CLASSES[:0]), "similarities", "N >= 1", "(0, 3)")
+case("macro_auroc-similarities-nan", lambda: au(with_value(SIMS), CLASSES), "similarities", "finite")
+case("macro_auroc-similarities-complex", lambda: au(SIMS.to(torch.complex64), CLASSES), "similarities",
+     "complex64")
+
+
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):
     assert_clear_error(fn, *words)
@@ -281,6 +308,13 @@ def test_small_integer_target_dtypes_are_accepted():
         assert torch.equal(vsa_models.similarity_loss(ANGLES, CODEBOOK, LABELS.to(dtype)),
                            vsa_models.similarity_loss(ANGLES, CODEBOOK, LABELS))
     assert L.expected_calibration_error(P, Y.to(torch.uint8)) == L.expected_calibration_error(P, Y)
+
+
+def test_macro_auroc_legal_inputs():
+    assert L.macro_auroc(SIMS, CLASSES) == 1.0
+    assert L.macro_auroc(SIMS.double(), CLASSES.to(torch.uint8)) == 1.0  # any integer dtype, float64
+    # two classes: class 0 ranked perfectly; class 1 wins 7.5 of its 8 pairs (one tie at 0.1)
+    assert L.macro_auroc(SIMS[:, :2], torch.tensor([0, 0, 1, 1, 1, 1])) == pytest.approx((1 + 7.5 / 8) / 2)
 
 
 def test_numpy_numbers_are_accepted():

@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.plot``: a clear error, or a correct edge result.
 
-Cases: 41 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 9 legal
+Cases: 53 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 11 legal
 edge checks. ``use_book_style`` takes no argument.
 """
 
@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from seqbook import plot  # noqa: E402
 from seqbook.train import History  # noqa: E402
-from tests.badinput import assert_clear_error  # noqa: E402
+from tests.badinput import BAD_FLAGS, assert_clear_error  # noqa: E402
 
 H = History(step_loss=[3.0, 2.0, 1.0], eval_step=[3], eval_loss=[1.5])
 M = torch.rand(2, 3)
@@ -86,6 +86,22 @@ def close_figures():
     yield
     plt.close("all")
 
+# every flag through check_flag, and the other arguments typed before matplotlib reads them
+for kind, value, word in BAD_FLAGS:
+    REJECTED[f"heatmap-colorbar-{kind}"] = (lambda v=value: plot.heatmap(M, colorbar=v), "colorbar", word)
+    REJECTED[f"confusion_matrix-normalize-{kind}"] = (
+        lambda v=value: plot.confusion_matrix([0], [0], LABELS, normalize=v), "normalize", word)
+REJECTED.update({
+    "heatmap-cmap-unknown": (lambda: plot.heatmap(M, cmap="rainbowz"), "cmap", "'rainbowz'"),
+    "heatmap-cmap-int": (lambda: plot.heatmap(M, cmap=3), "cmap", "int"),
+    "heatmap-title-int": (lambda: plot.heatmap(M, title=5), "title", "int"),
+    "heatmap-ax-str": (lambda: plot.heatmap(M, ax="left"), "ax", "str"),
+    "confusion_matrix-ax-list": (lambda: plot.confusion_matrix([0], [0], LABELS, ax=[]), "ax", "list"),
+    "plot_history-ax-int": (lambda: plot.plot_history(H, ax=1), "ax", "int"),
+    "plot_history-baseline_label-int": (lambda: plot.plot_history(H, baseline=1.0, baseline_label=2),
+                                        "baseline_label", "int"),
+})
+
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_bad_input_gives_a_clear_error(case):
@@ -105,3 +121,6 @@ def test_legal_edge_inputs():
     counts = plot.confusion_matrix(torch.tensor([0, 2, 2]), np.array([0, 1, 2], dtype=np.int32), LABELS)
     assert counts.tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
     assert plot.confusion_matrix([], [], LABELS, normalize=False).sum() == 0
+    assert plot.confusion_matrix([0], [0], LABELS, normalize=np.bool_(True), ax=plt.gca())[0, 0] == 1
+    cmap = plt.get_cmap("magma")
+    assert plot.heatmap(M, cmap=cmap, colorbar=np.bool_(False), title=None) is not None

@@ -1,8 +1,9 @@
 """Bad input for every public callable of ``seqbook.rnn``: a clear error, or a correct edge result.
 
-Cases: 174 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and
-8 legal edge checks in ``test_legal_edge_inputs``. The cells' ``step``/``project_*`` are the unchecked
-pieces of the time loop (documented); their checked entry is ``forward``.
+Cases: 196 rejected (each a ValueError/TypeError raised by seqbook that names the argument; 4 of
+them also checked to be TypeErrors) and 10 legal edge checks in ``test_legal_edge_inputs``. The
+cells' ``step``/``project_*`` are the unchecked pieces of the time loop (documented); their checked
+entry is ``forward``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 
 from seqbook.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, SequenceClassifier
-from tests.badinput import assert_clear_error
+from tests.badinput import BAD_FLAGS, assert_clear_error
 
 X2, H2 = torch.randn(2, 3), torch.randn(2, 4)  # one step: (B, input_size), (B, hidden_size)
 X3 = torch.randn(2, 5, 3)  # (B, T, input_size)
@@ -134,11 +135,37 @@ case("SequenceClassifier.forward-id-negative", lambda: CLF(-IDS), "ids", "[0, 9]
 case("SequenceClassifier.forward-T-0", lambda: CLF(IDS[:, :0]), "ids", "empty", "(2, 0)")
 case("SequenceClassifier.forward-B-0", lambda: CLF(IDS[:0]), "ids", "empty", "(0, 3)")
 
+# --- return_gates goes through check_flag like every flag (the review's example: GRU(3, 4)(x,
+# return_gates="yes") returned the gates)
+GATED = {"GRU": (LAYERS["GRU"], X3), "LSTM": (LAYERS["LSTM"], X3), "GRU-bi": (LAYERS["GRU-bi"], X3),
+         "GRUCell": (CELLS["GRUCell"], X2), "GRU-fast": (GRU(3, 4, fast=True), X3)}
+for n, (module, x) in GATED.items():
+    for kind, value, word in BAD_FLAGS:
+        h = H2 if n == "GRUCell" else None
+        case(f"{n}.forward-return_gates-{kind}", lambda m=module, x=x, h=h, v=value: m(x, h, return_gates=v),
+             "return_gates", word)
+for kind, value, word in BAD_FLAGS:
+    case(f"LSTMCell.forward-return_gates-{kind}", lambda v=value: LSTM_CELL(X2, (H2, H2), return_gates=v),
+         "return_gates", word)
+# --- a wrong type is a TypeError, checked before any shape: names as strings, not in a list
+case("LSTM.forward-h0-list-of-three", lambda: LAYERS["LSTM"](X3, [torch.zeros(1, 2, 4)] * 3), "h0", "pair",
+     "3 items")
+case("SequenceClassifier-cell-list", lambda: SequenceClassifier(10, 3, cell=["gru"]), "cell", "['gru']")
+case("SequenceClassifier-pooling-None", lambda: SequenceClassifier(10, 3, pooling=None), "pooling", "None")
+case("RNN-nonlinearity-list", lambda: RNN(3, 4, nonlinearity=["tanh"]), "nonlinearity", "['tanh']")
+
 
 @pytest.mark.parametrize("case_id", sorted(REJECTED))
 def test_bad_input_gives_a_clear_error(case_id):
     fn, *words = REJECTED[case_id]
     assert_clear_error(fn, *words)
+
+
+def test_wrong_types_are_type_errors():
+    assert_clear_error(lambda: LAYERS["GRU"](X3, [[0.0]]), "h0", "list", exc=TypeError)
+    assert_clear_error(lambda: LAYERS["LSTM"](X3, torch.zeros(1, 2, 4)), "h0", "Tensor", exc=TypeError)
+    assert_clear_error(lambda: LSTM_CELL(X2, H2), "state", "Tensor", exc=TypeError)
+    assert_clear_error(lambda: LAYERS["GRU"](X3, return_gates=1), "return_gates", exc=TypeError)
 
 
 def test_legal_edge_inputs():
@@ -160,3 +187,6 @@ def test_legal_edge_inputs():
     assert RNN.from_torch(nn.RNN(3, 4), fast=np.bool_(False))(X3)[0].shape == (2, 5, 4)
     assert LAYERS["GRU"].torch_parameter("bias_hh_l0").shape == (12,)
     assert SequenceClassifier(10, 1, hidden_size=2)(torch.tensor([[9]], dtype=torch.int32)).shape == (1, 1)
+    # NumPy's bools are flags too
+    assert len(LAYERS["GRU"](X3, return_gates=np.bool_(True))) == 3
+    assert len(LSTM_CELL(X2, (H2, H2), return_gates=np.bool_(False))) == 2

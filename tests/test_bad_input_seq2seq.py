@@ -1,5 +1,5 @@
-# 134 cases: 126 bad inputs that must end in a clear error (22 of them generators and loops, under a
-# timeout), 8 legal edge inputs checked for a correct result.
+# 160 cases: 150 bad inputs that must end in a clear error (22 of them generators and loops, under a
+# timeout; 4 also checked to be TypeErrors), 10 legal edge inputs checked for a correct result.
 """Bad input to seqbook.seq2seq: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -227,6 +227,61 @@ case("exact_match-ints", lambda: s2s.exact_match(["a"], [1]), "targets", "list o
 case("exact_match_by_length-lengths", lambda: s2s.exact_match_by_length(["a"], []), "equally many")
 case("exact_match_by_length-pairs-str", lambda: s2s.exact_match_by_length(["a"], ["ab"]), "pairs")
 
+# memory's fields: the type and dtype checked before any shape is read (the review's examples: an
+# integer memory.final gave "mat1 and mat2 must have the same dtype" from torch, a list memory.mask
+# "'list' object has no attribute 'shape'"), and every field named as the caller wrote it
+MEM_PLAIN = PLAIN.encode(SRC, LEN)
+REVIEW = Seq2Seq(9, 8, embed_dim=6, hidden_size=7, attention_dim=5)
+REVIEW_MEM = REVIEW.encode(torch.randint(4, 9, (3, 5), generator=torch.Generator().manual_seed(0)),
+                           torch.tensor([5, 3, 1]))
+case("init_state-memory.final-long", lambda: REVIEW.decoder.init_state(
+     REVIEW_MEM._replace(final=REVIEW_MEM.final.round().long())), "memory.final", "floating-point", "int64")
+case("init_state-memory.mask-list", lambda: REVIEW.decoder.init_state(
+     REVIEW_MEM._replace(mask=REVIEW_MEM.mask.tolist())), "memory.mask", "list")
+case("init_state-memory.final-list", lambda: MODEL.decoder.init_state(MEM._replace(final=MEM.final.tolist())),
+     "memory.final", "list")
+case("init_state-memory.final-float64", lambda: MODEL.decoder.init_state(
+     MEM._replace(final=MEM.final.double())), "memory.final", "torch.float64")
+case("init_state-memory.final-shape", lambda: MODEL.decoder.init_state(MEM._replace(final=MEM.final[:, :5])),
+     "memory.final", f"({B}, 12)", f"({B}, 5)")
+case("plain-init_state-memory.final-long", lambda: PLAIN.decoder.init_state(
+     MEM_PLAIN._replace(final=MEM_PLAIN.final.long())), "memory.final", "int64")
+case("decode_step-memory.final-ndarray", lambda: MODEL.decode_step(Y, None, MEM._replace(
+     final=MEM.final.detach().numpy())), "memory.final", "ndarray")
+case("decode_step-memory.mask-list", lambda: MODEL.decode_step(Y, S0, MEM._replace(mask=MEM.mask.tolist())),
+     "memory.mask", "list")
+case("decode_step-memory.mask-shape", lambda: MODEL.decode_step(Y, S0, MEM._replace(mask=MEM.mask[:, :2])),
+     "memory.mask", f"({B}, 5)", f"({B}, 2)")
+case("decode_step-memory.annotations-list", lambda: MODEL.decode_step(Y, S0, MEM._replace(
+     annotations=MEM.annotations.tolist())), "memory.annotations", "list")
+case("plain-decode_step-memory.mask-list", lambda: PLAIN.decode_step(Y, None, MEM_PLAIN._replace(
+     mask=MEM_PLAIN.mask.tolist())), "memory.mask", "list")
+case("step-memory.mask-ndarray", lambda: MODEL.decoder.step(Y, S0, MEM._replace(mask=MEM.mask.numpy())),
+     "memory.mask", "ndarray")
+case("plain-step-memory.final-list", lambda: PLAIN.decoder.step(Y, S0, MEM_PLAIN._replace(
+     final=MEM_PLAIN.final.tolist())), "memory.final", "list")
+# memory.keys was reported as "projected_keys must have shape ..."
+case("decode_step-memory.keys-shape", lambda: MODEL.decode_step(Y, S0, MEM._replace(keys=MEM.keys[:, :2])),
+     "memory.keys", f"({B}, 5, 6)", f"({B}, 2, 6)")
+case("step-memory.keys-list", lambda: MODEL.decoder.step(Y, S0, MEM._replace(keys=MEM.keys.tolist())),
+     "memory.keys", "list")
+case("decoder-memory.keys-int", lambda: MODEL.decoder(TGT, MEM._replace(keys=MEM.keys.long())), "memory.keys",
+     "int64")
+case("plain-decode_step-memory.keys-list", lambda: PLAIN.decode_step(Y, None, MEM_PLAIN._replace(keys=[1])),
+     "memory.keys", "list")
+# the state: its dtype is the decoder's (a float64 state gave "query must have the dtype ...")
+case("decode_step-state-float64", lambda: MODEL.decode_step(Y, S0.double(), MEM), "state", "torch.float64")
+case("step-s-float64", lambda: MODEL.decoder.step(Y, S0.double(), MEM), "s", "torch.float64")
+# a wrong type is a TypeError, before shapes: tgt of loss, src of the decoders
+case("Seq2Seq-loss-tgt-list", lambda: MODEL.loss(SRC, LEN, TGT.tolist()), "tgt", "list")
+case("greedy-src-list", lambda: s2s.greedy_decode(MODEL, SRC.tolist(), LEN, 5), "src", "list")
+case("Encoder-src_lengths-list", lambda: MODEL.encoder(SRC, LEN.tolist()), "src_lengths", "list")
+# forbid is checked even when there is nothing to translate
+case("translate-empty-forbid-out-of-range", lambda: s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab,
+     5, forbid=(V,)), "forbid[0]", str(V))
+case("translate-empty-forbid-str", lambda: s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5,
+     forbid="ab"), "forbid", "str")
+
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):
@@ -271,6 +326,21 @@ def test_translate_empty_list_and_decode_empty_ids():
 def test_reverse_padded_zero_length_row_stays_in_place():
     x = torch.arange(8.0).view(2, 4)
     assert s2s.reverse_padded(x, torch.tensor([0, 4])).tolist() == [[0, 1, 2, 3], [7, 6, 5, 4]]
+
+
+def test_wrong_types_in_memory_are_type_errors():
+    final = MEM._replace(final=MEM.final.long())
+    assert_clear_error(lambda: MODEL.decoder.init_state(final), "memory.final", exc=TypeError)
+    mask = MEM._replace(mask=[1])
+    assert_clear_error(lambda: MODEL.decode_step(Y, None, mask), "memory.mask", exc=TypeError)
+    assert_clear_error(lambda: MODEL.loss(SRC, LEN, None), "tgt", exc=TypeError)
+    assert_clear_error(lambda: MODEL.encoder(SRC.float(), LEN), "src", exc=TypeError)
+
+
+def test_memory_without_keys_and_a_plain_memory_with_keys_decode():
+    logits, state = MODEL.decode_step(Y, None, MEM._replace(keys=None))  # projected at every step
+    assert torch.allclose(logits, MODEL.decode_step(Y, None, MEM)[0], atol=1e-6)
+    assert PLAIN.decode_step(Y, None, MEM_PLAIN._replace(keys=MEM.keys))[0].shape == logits.shape
 
 
 def test_plain_decoder_model_decodes():

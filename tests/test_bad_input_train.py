@@ -1,7 +1,7 @@
 """Bad input for every public callable of ``seqbook.train``: a clear error in time, never a hang.
 
-Cases: 49 rejected (each a ValueError/TypeError raised by seqbook that names the argument, run under
-a timeout) and 8 legal edge checks.
+Cases: 102 rejected (each a ValueError/TypeError raised by seqbook that names the argument, run under
+a timeout) and 12 legal edge checks.
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from seqbook import train
-from seqbook.train import History, fit, random_batches
-from tests.badinput import assert_clear_error, assert_clear_error_in_time, finishes
+from seqbook import data, train
+from seqbook.lm import CharLM
+from seqbook.seq2seq import Seq2Seq
+from seqbook.train import History, evaluate_vsa, fit, predict_similarities, random_batches, train_vsa
+from seqbook.vsa_models import build_classifier
+from tests.badinput import BAD_FLAGS, BAD_SIZES, assert_clear_error, assert_clear_error_in_time, finishes
 
 X, Y = torch.randn(8, 3), torch.randn(8, 1)
 BATCHES = [(X, Y)]
@@ -35,6 +38,18 @@ def run(**kwargs):
 
 def one_shot():
     yield (X, Y)
+
+
+LM = CharLM(10, hidden_size=4, embed_dim=3)
+LM_X, LM_Y = data.lm_chunks(torch.arange(40) % 10, 2, 4)
+PAIRS = data.copy_dataset(8, 3, 1, seed=0, alphabet="abc")
+S2S = Seq2Seq(len(PAIRS.src_vocab), len(PAIRS.tgt_vocab), embed_dim=4, hidden_size=5)
+SMALL_S2S = Seq2Seq(len(PAIRS.src_vocab) - 1, len(PAIRS.tgt_vocab), embed_dim=4, hidden_size=5)
+
+
+class NoParameters(nn.Module):
+    def loss(self, src, src_lengths, tgt):
+        return torch.zeros(())
 
 
 REJECTED = {
@@ -97,6 +112,98 @@ REJECTED = {
 }
 
 
+# --- every flag through check_flag: progress of fit and of the recipes built on it (the review's
+# example: fit(progress="yes") ran with a bar)
+for kind, value, word in BAD_FLAGS:
+    REJECTED[f"fit-progress-{kind}"] = (lambda v=value: run(progress=v), "progress", word)
+REJECTED["train_lm-progress-str"] = (lambda: train.train_lm(LM, LM_X, LM_Y, steps=1, device="cpu",
+                                                            progress="yes"), "progress", "str")
+REJECTED["fit_seq2seq-progress-int"] = (
+    lambda: train.fit_seq2seq(S2S, PAIRS, steps=1, batch_size=4, device="cpu", progress=1), "progress", "int")
+
+# --- train_vsa, predict_similarities, evaluate_vsa: every number checked by seqbook before torch's
+# RMSprop or a loop sees it, every argument whether or not it is used, the labels of both splits whole
+IMAGES = torch.rand(32, 28, 28, generator=torch.Generator().manual_seed(0))
+LABELS = torch.randint(0, 10, (32,), generator=torch.Generator().manual_seed(0))
+VSA = build_classifier("resnet", 16, num_layers=1)
+
+
+def vsa_run(**kwargs):
+    args = dict(model=VSA, train=(IMAGES, LABELS), test=(IMAGES, LABELS), steps=2, batch_size=8,
+                eval_every=1, device="cpu", progress=False)
+    args.update(kwargs)
+    return train_vsa(**args)
+
+
+def labels_with(value, row=-1):
+    labels = LABELS.clone()
+    labels[row] = value
+    return labels
+
+
+REJECTED.update({
+    # the review's examples: eval_size=-1 evaluated on all but the last image, True on one; lr=-0.1
+    # came back from torch/optim/rmsprop.py
+    "train_vsa-eval_size-negative": (lambda: vsa_run(eval_size=-1), "eval_size", ">= 1", "-1"),
+    "train_vsa-eval_size-bool": (lambda: vsa_run(eval_size=True), "eval_size", "bool"),
+    "train_vsa-eval_size-0-unused": (lambda: vsa_run(eval_every=0, eval_size=0), "eval_size", "0"),
+    "train_vsa-lr-negative": (lambda: vsa_run(lr=-0.1), "lr", ">= 0", "-0.1"),
+    "train_vsa-lr-nan": (lambda: vsa_run(lr=math.nan), "lr", "nan"),
+    "train_vsa-lr-str": (lambda: vsa_run(lr="0.1"), "lr", "str"),
+    "train_vsa-alpha-negative": (lambda: vsa_run(alpha=-0.5), "alpha", ">= 0", "-0.5"),
+    "train_vsa-alpha-1": (lambda: vsa_run(alpha=1.0), "alpha", "< 1", "1.0"),
+    "train_vsa-alpha-nan": (lambda: vsa_run(alpha=math.nan), "alpha", "nan"),
+    "train_vsa-eps-0": (lambda: vsa_run(eps=0.0), "eps", "> 0", "0.0"),
+    "train_vsa-eps-str": (lambda: vsa_run(eps="1e-8"), "eps", "str"),
+    "train_vsa-clip-negative": (lambda: vsa_run(clip=-1.0), "clip", ">= 0"),
+    "train_vsa-batch_size-0": (lambda: vsa_run(batch_size=0), "batch_size", ">= 1", "0"),
+    "train_vsa-batch_size-above-N": (lambda: vsa_run(batch_size=33), "batch_size", "32", "33"),
+    "train_vsa-steps-0": (lambda: vsa_run(steps=0), "steps", "0"),
+    "train_vsa-seed-float": (lambda: vsa_run(seed=0.5), "seed", "float"),
+    "train_vsa-device-unknown": (lambda: vsa_run(device="gpu"), "device", "'gpu'"),
+    "train_vsa-eval_every-negative": (lambda: vsa_run(eval_every=-2), "eval_every", "-2"),
+    "train_vsa-desc-int": (lambda: vsa_run(desc=3), "desc", "int"),
+    "train_vsa-model-function": (lambda: vsa_run(model=lambda x: x), "model", "function"),
+    # a wrong split names the split the caller gave (it said "all tensors must share dim 0")
+    "train_vsa-train-dim0-mismatch": (lambda: vsa_run(train=(IMAGES, LABELS[:5])), "train", "(32, 28, 28)",
+                                      "(5,)"),
+    "train_vsa-train-tensor": (lambda: vsa_run(train=IMAGES), "train", "tuple", "Tensor"),
+    "train_vsa-train-no-labels": (lambda: vsa_run(train=(IMAGES,)), "train", "labels", "1"),
+    "train_vsa-train-list-item": (lambda: vsa_run(train=(IMAGES, LABELS.tolist())), "train[1]", "list"),
+    "train_vsa-train-float-labels": (lambda: vsa_run(train=(IMAGES, LABELS.float())), "train[1]", "integer"),
+    "train_vsa-test-parts": (lambda: vsa_run(test=(IMAGES, IMAGES, LABELS)), "test", "2", "3"),
+    # every label is checked, not only those of the rows a batch happens to draw
+    "train_vsa-train-label-too-large": (lambda: vsa_run(train=(IMAGES, labels_with(10)), steps=1),
+                                        "train[1]", "[0, 9]", "10"),
+    "train_vsa-train-label-negative": (lambda: vsa_run(train=(IMAGES, labels_with(-1, row=5)), steps=1),
+                                       "train[1]", "-1"),
+    "train_vsa-test-label-too-large": (lambda: vsa_run(test=(IMAGES, labels_with(12))), "test[1]", "12"),
+    # predict_similarities / evaluate_vsa: batch_size 0 was "range() arg 3 must not be zero", -1 an
+    # empty torch.cat, 2.5 a float in range()
+    "predict_similarities-model-None": (lambda: predict_similarities(None, IMAGES), "model", "NoneType"),
+    "predict_similarities-no-inputs": (lambda: predict_similarities(VSA), "inputs", "at least one"),
+    "predict_similarities-inputs-list": (lambda: predict_similarities(VSA, IMAGES.tolist()), "inputs[0]",
+                                         "list"),
+    "evaluate_vsa-labels-missing": (lambda: evaluate_vsa(VSA, IMAGES), "data", "labels"),
+    "evaluate_vsa-labels-shape": (lambda: evaluate_vsa(VSA, IMAGES, LABELS[:, None]), "data[1]", "(32,)"),
+    "evaluate_vsa-label-too-large": (lambda: evaluate_vsa(VSA, IMAGES, labels_with(10)), "labels", "[0, 9]"),
+    "evaluate_vsa-labels-dim0": (lambda: evaluate_vsa(VSA, IMAGES, LABELS[:4]), "data", "(4,)"),
+    # fit_seq2seq: the data's vocabularies must fit the model, checked once (not per drawn batch)
+    "fit_seq2seq-src_vocab-too-large": (lambda: train.fit_seq2seq(SMALL_S2S, PAIRS, steps=1, batch_size=4,
+                                                                  device="cpu", progress=False),
+                                        "data.src_vocab", str(len(PAIRS.src_vocab))),
+    "fit_seq2seq-model-no-parameters": (lambda: train.fit_seq2seq(NoParameters(), PAIRS, steps=1),
+                                        "model", "parameters"),
+    # noam_lr: a negative step is an error (0 is read as step 1)
+    "noam_lr-step-negative": (lambda: train.noam_lr(-1, 512, 10), "step", ">= 0", "-1"),
+})
+for kind, value, word in BAD_SIZES:
+    REJECTED[f"predict_similarities-batch_size-{kind}"] = (
+        lambda v=value: predict_similarities(VSA, IMAGES[:4], batch_size=v), "batch_size", word)
+    REJECTED[f"evaluate_vsa-batch_size-{kind}"] = (
+        lambda v=value: evaluate_vsa(VSA, IMAGES[:4], LABELS[:4], batch_size=v), "batch_size", word)
+
+
 @pytest.mark.parametrize("case", sorted(REJECTED))
 def test_bad_input_gives_a_clear_error_in_time(case):
     fn, *words = REJECTED[case]
@@ -128,3 +235,10 @@ def test_legal_edge_inputs():
     assert bx.shape == (8, 3) and by.shape == (8, 1)
     assert sorted(bx[:, 0].tolist()) == sorted(X[:, 0].tolist())
     assert train.History().grad_norm == []
+    # train_vsa: NumPy numbers and bools, alpha = 0, an eval_size above the test set (all of it)
+    run_ = vsa_run(progress=np.bool_(False), alpha=0.0, eval_size=np.int64(1000), batch_size=np.int64(8))
+    assert run_.eval_steps == [1, 2] and 0.0 <= run_.test_accuracy <= 1.0
+    assert predict_similarities(VSA, IMAGES[:3], batch_size=np.int64(2)).shape == (3, 10)
+    accuracy, loss = evaluate_vsa(VSA, IMAGES[:3], LABELS[:3].to(torch.int32), batch_size=5)
+    assert 0.0 <= accuracy <= 1.0 and 0.0 <= loss <= 2.0
+    assert run(progress=np.bool_(False)).step_loss

@@ -1,4 +1,4 @@
-# 195 cases: 188 bad inputs that must end in a clear error, 7 legal edge inputs checked for a correct result.
+# 210 cases: 203 bad inputs that must end in a clear error, 7 legal edge inputs checked for a correct result.
 """Bad input to seqbook.transformer: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -21,7 +21,7 @@ from seqbook.transformer import (
     PositionalEncoding,
     Seq2SeqTransformer,
 )
-from tests.badinput import assert_clear_error
+from tests.badinput import BAD_FLAGS, assert_clear_error
 
 NAN, INF = float("nan"), float("inf")
 
@@ -170,7 +170,7 @@ case("S2S-encode-src_lengths-float", lambda: S2S.encode(SRC, LEN.float()), "src_
 case("S2S-decode_step-memory-list", lambda: S2S.decode_step(Y, None, list(ENCODED)), "memory", "pair", "list")
 case("S2S-decode_step-memory-rank2", lambda: S2S.decode_step(Y, None, (rand(2, 8), ENCODED[1])), "memory",
      "(B, T, 8)", "(2, 8)")
-case("S2S-decode_step-src_pad-int", lambda: S2S.decode_step(Y, None, (ENCODED[0], SRC)), "src_pad", "bool",
+case("S2S-decode_step-src_pad-int", lambda: S2S.decode_step(Y, None, (ENCODED[0], SRC)), "memory[1]", "bool",
      "torch.int64")
 case("S2S-decode_step-prev_tokens-batch", lambda: S2S.decode_step(Y[:1], None, ENCODED), "prev_tokens",
      "(2,)", "(1,)")
@@ -336,6 +336,30 @@ case("warmup_factor-min_factor-nan", lambda: train.warmup_factor(0, 10, 100, min
      "nan")
 case("warmup_schedule-optimizer-list", lambda: train.warmup_schedule([], 10, 100), "optimizer", "list")
 case("warmup_schedule-kind", lambda: train.warmup_schedule(OPT, 10, 100, kind="exp"), "kind", "'exp'")
+
+# residual(x, sublayer, norm, dropout, norm_first): the flag through check_flag, the rest typed
+ID = nn.Identity()
+for kind, value, word in BAD_FLAGS:
+    case(f"residual-norm_first-{kind}", lambda v=value: tf.residual(X, ID, ID, ID, norm_first=v),
+         "norm_first", word)
+case("residual-x-list", lambda: tf.residual(X.tolist(), ID, ID, ID), "x", "list")
+case("residual-sublayer-None", lambda: tf.residual(X, None, ID, ID), "sublayer", "NoneType")
+# Seq2SeqTransformer.loss checks src_lengths too, though it finds the padding from pad_id
+case("S2S-loss-src_lengths-shape", lambda: S2S.loss(SRC, LEN[:1], TGT), "src_lengths", "(2,)", "(1,)")
+case("S2S-loss-src_lengths-negative", lambda: S2S.loss(SRC, -LEN, TGT), "src_lengths", ">= 0")
+case("S2S-loss-src_lengths-list", lambda: S2S.loss(SRC, LEN.tolist(), TGT), "src_lengths", "list")
+case("S2S-loss-tgt-list", lambda: S2S.loss(SRC, LEN, TGT.tolist()), "tgt", "list")
+case("S2S-encode-src_lengths-negative", lambda: S2S.encode(SRC, torch.tensor([4, -1])), "src_lengths", "-1")
+# decode_step's memory pair: each part named as its place in the pair
+case("S2S-decode_step-memory-triple", lambda: S2S.decode_step(Y, None, (*ENCODED, None)), "memory", "pair",
+     "3 items")
+case("S2S-decode_step-memory[0]-list", lambda: S2S.decode_step(Y, None, (ENCODED[0].tolist(), ENCODED[1])),
+     "memory[0]", "list")
+case("S2S-decode_step-memory[1]-shape", lambda: S2S.decode_step(Y, None, (ENCODED[0], ENCODED[1][:, :2])),
+     "memory[1]", "(2, 4)", "(2, 2)")
+case("S2S-decode_step-memory[1]-list", lambda: S2S.decode_step(Y, None, (ENCODED[0], ENCODED[1].tolist())),
+     "memory[1]", "list")
+case("S2S-decode-src_pad-list", lambda: S2S.decode(TGT, ENCODED[0], ENCODED[1].tolist()), "src_pad", "list")
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # nn.Transformer, norm_first=True

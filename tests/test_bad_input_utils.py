@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.utils``: a clear error, or a correct edge result.
 
-Cases: 19 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 6 legal
+Cases: 25 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 7 legal
 edge checks.
 """
 
@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from seqbook import utils
-from tests.badinput import assert_clear_error
+from seqbook.rnn import GRU
+from tests.badinput import BAD_FLAGS, assert_clear_error
 
 REJECTED = {
     # --- seed_everything(seed)
@@ -35,7 +36,14 @@ REJECTED = {
     "small_model_threads-device-int": (lambda: utils.small_model_threads(5), "device", "int"),
     "small_model_threads-device-None": (lambda: utils.small_model_threads(None), "device", "NoneType"),
     "small_model_threads-device-unknown": (lambda: utils.small_model_threads("gpu0"), "device", "'gpu0'"),
+    # --- set_fast(model, fast), show_source(obj, start, docstring): flags through check_flag
+    "set_fast-model-without-switch": (lambda: utils.set_fast(nn.GRU(2, 2), True), "model", "fast switch"),
+    "show_source-start-int": (lambda: utils.show_source(utils.set_fast, start=3), "start", "int"),
 }
+for kind, value, word in BAD_FLAGS:
+    REJECTED[f"set_fast-fast-{kind}"] = (lambda v=value: utils.set_fast(GRU(2, 2), v), "fast", word)
+    REJECTED[f"show_source-docstring-{kind}"] = (
+        lambda v=value: utils.show_source(utils.set_fast, docstring=v), "docstring", word)
 
 
 @pytest.mark.parametrize("case", sorted(REJECTED))
@@ -67,3 +75,4 @@ def test_legal_edge_inputs(monkeypatch, keep_threads):
     assert utils.count_parameters(nn.Linear(2, 3)) == 9
     utils.small_model_threads(torch.device("cpu"), np.int64(1))
     assert torch.get_num_threads() == 1
+    assert utils.set_fast(GRU(2, 2), np.bool_(True)).fast is True  # NumPy's bool, stored as a bool

@@ -514,7 +514,44 @@ for kind in ("self", "cross"):
     case(f"VSAAttentionClassifier-{kind}.forward-mask-shape",
          lambda c=on_symbols, x=SYM: c()(x, torch.ones(2, 4, dtype=torch.bool)), "mask", "(2, 3)", "(2, 4)")
 case("VSAAttentionClassifier-codebook_sparsity-1", lambda: VSAAttentionClassifier(8, codebook_sparsity=1.0),
-     "sparsity", "1.0")
+     "codebook_sparsity", "1.0")
+# codebook_sparsity is named as the caller wrote it (it said "sparsity", the Codebook's name)
+case("VSAResNet-codebook_sparsity-negative", lambda: VSAResNet(16, num_layers=1, codebook_sparsity=-0.1),
+     "codebook_sparsity", ">= 0", "-0.1")
+case("VSAResNet-codebook_sparsity-nan", lambda: VSAResNet(8, 1, in_features=12, codebook_sparsity=NAN),
+     "codebook_sparsity", "nan")
+case("VSAAttentionClassifier-codebook_sparsity-str",
+     lambda: VSAAttentionClassifier(8, codebook_sparsity="0.5"), "codebook_sparsity", "str")
+case("build_classifier-codebook_sparsity-str", lambda: vsa_models.build_classifier("resnet", 8,
+     codebook_sparsity="0.5"), "codebook_sparsity", "str")
+case("VSAAttentionClassifier-fast-str", lambda: VSAAttentionClassifier(8, fast="yes"), "fast", "str")
+# build_classifier checks every argument, also those the chosen kind does not use
+bc = vsa_models.build_classifier
+case("build_classifier-kind", lambda: bc("mlp", 8), "kind", "'resnet'", "'mlp'")
+case("build_classifier-kind-None", lambda: bc(None, 8), "kind", "None")
+case("build_classifier-self-num_layers-negative", lambda: bc("self", 8, num_layers=-1), "num_layers", "-1")
+case("build_classifier-cross-skip-str", lambda: bc("cross", 8, skip="no"), "skip", "str")
+case("build_classifier-self-out_scale-nan", lambda: bc("self", 8, out_scale=NAN), "out_scale", "nan")
+case("build_classifier-resnet-num_queries-0", lambda: bc("resnet", 8, num_layers=1, num_queries=0),
+     "num_queries", "0")
+case("build_classifier-resnet-d_ff-0", lambda: bc("resnet", 8, num_layers=1, d_ff=0), "d_ff", "0")
+case("build_classifier-embed_dim-float", lambda: bc("self", 8.0), "embed_dim", "float")
+# MoleculeEncoder.encode: the molecules and max_bonds checked before anything is encoded
+ENCODER = vsa_models.MoleculeEncoder(3, 2, 8)
+
+
+class Molecules:
+    def __init__(self, atoms, bonds, bond_features):
+        self.atoms, self.bonds, self.bond_features = atoms, bonds, bond_features
+
+
+MOLECULES = Molecules([torch.rand(3, 3)], [torch.tensor([[0, 1], [1, 2]])], [torch.rand(2, 2)])
+case("MoleculeEncoder.encode-molecules-list", lambda: ENCODER.encode([1, 2]), "molecules", "list")
+case("MoleculeEncoder.encode-molecules-counts", lambda: ENCODER.encode(Molecules(MOLECULES.atoms, [], [])),
+     "molecules", "1, 0 and 0")
+case("MoleculeEncoder.encode-max_bonds-0", lambda: ENCODER.encode(MOLECULES, 0), "max_bonds", "0")
+case("MoleculeEncoder.encode-max_bonds-float", lambda: ENCODER.encode(MOLECULES, 2.5), "max_bonds", "float")
+case("MoleculeEncoder.encode-max_bonds-too-small", lambda: ENCODER.encode(MOLECULES, 1), "max_bonds", "2")
 case("Codebook-sparsity-negative", lambda: Codebook(3, 8, sparsity=-0.1), "sparsity", "-0.1")
 case("Codebook-sparsity-str", lambda: Codebook(3, 8, sparsity="half"), "sparsity", "'half'")
 
@@ -671,6 +708,14 @@ def test_small_sigma_still_gives_symbols():
     assert finite(out) and out.min() >= -1 and out.max() < 1
 
 
+def test_build_classifier_and_encode_edges():
+    build = vsa_models.build_classifier
+    assert isinstance(build("resnet", 8, 0, np.bool_(False), np.int64(2)), VSAResNet)
+    assert isinstance(build("cross", 8, num_layers=0, d_ff=None), VSAAttentionClassifier)
+    symbols, mask = ENCODER.encode(MOLECULES, np.int64(3))
+    assert symbols.shape == (1, 3, 8) and mask.tolist() == [[True, True, False]]
+
+
 def test_codebook_edges():
     cb = Codebook(3, 8)
     assert cb(A[0]).shape == (3,)  # one symbol
@@ -699,3 +744,15 @@ def test_half_precision_where_torch_supports_it():
     # bfloat16 rounding of the inputs of 8-term sums (eps 2^-7; measured 0.005 of |z|): an explicit
     # bound, as the policy's 32 sqrt(n) eps would be 0.7 at bfloat16's eps and pass almost anything
     torch.testing.assert_close(z, exact, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--dim", "0"), ("--threads", "-1"), ("--train-size", "-5"),
+                                             ("--blocks", "1.5"), ("--queries", "0")])
+def test_vsa_train_command_line_refuses_bad_sizes(flag, value, capsys):
+    """The command line checks its sizes itself and names the flag (argparse exits with status 2)."""
+    from seqbook.vsa_train import main
+
+    with pytest.raises(SystemExit) as info:
+        main([flag, value])
+    assert info.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err

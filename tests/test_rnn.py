@@ -213,7 +213,7 @@ def test_bad_input_raises(cls, device):
     if cls is LSTM:
         with pytest.raises(ValueError, match=r"h0\[0\] must have shape \(4, 2, 4\).*got \(2, 2, 4\)"):
             layer(x, (bad, torch.zeros(4, 2, H, device=device)))
-        with pytest.raises(ValueError, match=r"h0 must be a pair"):
+        with pytest.raises(TypeError, match=r"h0 must be a pair"):
             layer(x, torch.zeros(4, 2, H, device=device))
     else:
         with pytest.raises(ValueError, match=r"h0 must have shape \(4, 2, 4\).*got \(2, 2, 4\)"):

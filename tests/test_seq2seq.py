@@ -318,7 +318,7 @@ def test_translate_and_exact_match():
 
 def test_bad_input_raises_clear_errors():
     model, src, lengths, tgt = model_and_batch(True)
-    with pytest.raises(ValueError, match=r"src must be an int64 tensor of shape \(B, S\)"):
+    with pytest.raises(TypeError, match=r"src must be an int64 tensor of shape \(B, S\)"):
         model(src.float(), lengths, tgt)
     with pytest.raises(ValueError, match=r"src must be an int64 tensor of shape \(B, S\), got .* \(5,\)"):
         model(src[0], lengths, tgt)
