@@ -1,6 +1,6 @@
 """Time against sequence length (forward + backward): the readable code, the fast paths and the
 built-ins, for the attention and recurrent layers, at lengths from 16 to 1024 (the log-log figure of
-chapter 10)."""
+the Performance appendix)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class GPTConfig:
     positional: str = "learned"  # "learned" (GPT-2), "sinusoidal" (eqs. (6.1)-(6.2)) or "rope"
     activation: str = "gelu"  # "relu", "gelu" or "gelu_tanh" (GPT-2's tanh approximation)
     layer_norm_eps: float = 1e-5  # the eps of every LayerNorm (GPT-2: 1e-5)
-    init_std: float = 0.02  # std of the initial weights (GPT-2's 0.02 suits widths near 768)
+    init_std: float = 0.02  # std of the initial weights (GPT-2 uses 0.02 at every width)
     fast: bool = False
 
     def __post_init__(self):

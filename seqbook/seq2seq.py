@@ -52,6 +52,7 @@ from torch import nn
 
 from . import rnn
 from .attention import AdditiveAttention, lengths_to_mask
+from .batching import encode_pairs
 from .checks import (
     check_bool_mask,
     check_flag,
@@ -63,7 +64,6 @@ from .checks import (
     checked,
     has_values,
 )
-from .data import encode_pairs
 from .lm import check_sampling, forbid_tokens, sample_next
 from .vocab import Vocab, check_vocab, decode_ids
 

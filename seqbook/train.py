@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a terminal
 
+from .batching import bucket_batches
 from .checks import (
     check_flag,
     check_ids,
@@ -32,7 +33,7 @@ from .checks import (
     check_tensor,
     checked,
 )
-from .data import TranslationData, bucket_batches
+from .data import TranslationData
 from .lm import detach_state
 from .utils import as_device, get_device, seed_everything
 from .vsa_models import codebook_loss

@@ -575,8 +575,9 @@ class ResidualBlock(nn.Module):
     barely turns ``x``: the block starts close to the identity, as a ResNet block does. How close
     depends on the spread of the second layer's weights: the input of that layer is already bunched
     near angle 0, so its pre-activation is roughly ``1 + sum_j w_j``, a real Gaussian around 1 with
-    standard deviation at most ``out_scale``. With the paper's ``out_scale=1`` up to 16% of the
-    output angles (where it is negative) sit near +-1, a turn by pi, and 12 such blocks in a row
+    standard deviation at most ``out_scale``. With ``out_scale=1`` (the authors' code; the paper
+    states no scale) up to 16% of the output angles (where it is negative) sit near +-1, a turn
+    by pi, and 12 such blocks in a row
     forget their input. ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
     stack near the identity; ``out_scale=0`` makes every block start as the exact identity.
     The input is checked by the block's first phasor layer.

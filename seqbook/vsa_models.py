@@ -3,10 +3,9 @@ layers of :mod:`seqbook.vsa`.
 
 From pixels to symbols (:class:`SymbolProjection`), from symbols to classes (:class:`Codebook`
 of class symbols, :func:`codebook_loss`, :func:`similarity_logits`, :func:`similarity_loss`),
-the paper's Fashion-MNIST classifiers (:class:`VSAResNet`, :class:`VSAAttentionClassifier`,
+and the paper's Fashion-MNIST classifiers (:class:`VSAResNet`, :class:`VSAAttentionClassifier`,
 built by name with :func:`build_classifier`; their published accuracies in
-:data:`PAPER_ACCURACY`) and molecules as sets of bond symbols (:class:`MoleculeEncoder`,
-:func:`encode_solubility`).
+:data:`PAPER_ACCURACY`). Molecules as sets of bond symbols are in :mod:`seqbook.molecules`.
 """
 
 from __future__ import annotations
@@ -22,22 +21,17 @@ from .checks import (
     check_flag,
     check_float_tensor,
     check_ids,
-    check_int,
     check_module_input,
     check_number,
     check_positive_int,
     check_tensor,
     checked,
 )
-from .data import ATOM_FEATURES, BOND_FEATURES, load_solubility
-from .utils import seed_everything
 from .vsa import (
     CrossAttentionBlock,
     PhasorLinear,
     ResidualBlock,
     SelfAttentionBlock,
-    fhrr_bind,
-    fhrr_bundle,
     fhrr_similarity,
     fhrr_wrap,
     random_symbols,
@@ -48,8 +42,7 @@ PAPER_ACCURACY = {"self": 0.886, "cross": 0.855, "resnet": 0.858}
 
 __all__ = [
     "PAPER_ACCURACY", "SymbolProjection", "Codebook", "codebook_loss", "VSAResNet",
-    "VSAAttentionClassifier", "MoleculeEncoder", "similarity_logits", "similarity_loss",
-    "build_classifier", "encode_solubility",
+    "VSAAttentionClassifier", "similarity_logits", "similarity_loss", "build_classifier",
 ]
 
 
@@ -256,82 +249,6 @@ class VSAAttentionClassifier(nn.Module):
             raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
 
 
-class MoleculeEncoder(nn.Module):
-    """Molecules as sets of FHRR symbols, one per bond (figure 6b of the paper); nothing is trained.
-
-    Every atom's and every bond's feature vector is projected into a symbol by a fixed random
-    projection (:class:`SymbolProjection`). A bond t between atoms i and j becomes the binding of
-    the two atom symbols and the bond's own symbol, and is then bundled with a fractional power code
-    of its position t in the molecule's bond list::
-
-        e_t = bind(bind(a_i, a_j), b_t)          binding is commutative: the bond has no direction
-        s_t = bundle(e_t, base ** t)             the position code, see :func:`fractional_power`
-
-    :meth:`encode` pads the sets of a list of molecules into one tensor for
-    :class:`VSAAttentionClassifier` (with ``cols=None``) and returns the mask of real bonds.
-
-    Shape:
-        forward: atoms (A, atom_features), bonds (E, 2) int atom indices, bond_features
-        (E, bond_features) -> (E, embed_dim) symbols.
-    """
-
-    def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
-        super().__init__()
-        atom_features = check_positive_int("atom_features", atom_features)
-        bond_features = check_positive_int("bond_features", bond_features)
-        self.embed_dim = check_positive_int("embed_dim", embed_dim)
-        self.atom = SymbolProjection(atom_features, embed_dim)
-        self.bond = SymbolProjection(bond_features, embed_dim)
-        self.register_buffer("position_base", random_symbols(1, embed_dim)[0])
-
-    def _check_forward(self, atoms: torch.Tensor, bonds: torch.Tensor,
-                       bond_features: torch.Tensor) -> None:
-        check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
-        check_module_input("bond_features", bond_features, self.position_base,
-                            f"(E, {self.bond.in_features})", 2)
-        if atoms.dim() != 2 or atoms.shape[1] != self.atom.in_features:
-            raise ValueError(f"atoms must have shape (A, {self.atom.in_features}), got {tuple(atoms.shape)}")
-        check_ids("bonds", bonds, len(atoms), shape=(None, 2), names="(E, 2)", nonempty=False)
-        if bond_features.shape != (len(bonds), self.bond.in_features):
-            raise ValueError(f"bond_features must have shape (E, {self.bond.in_features}) with E = "
-                             f"{len(bonds)} bonds, got {tuple(bond_features.shape)}")
-
-    @checked(_check_forward)
-    def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:
-        a = self.atom(atoms)  # (A, D)
-        edges = fhrr_bind(fhrr_bind(a[bonds[:, 0]], a[bonds[:, 1]]), self.bond(bond_features))  # (E, D)
-        t = torch.arange(len(bonds), dtype=a.dtype, device=a.device)
-        position = fhrr_wrap(t[:, None] * self.position_base)  # (E, D): base ** t
-        return fhrr_bundle(torch.stack([edges, position]), dim=0)  # (E, D)
-
-    @torch.no_grad()
-    def encode(self, molecules, max_bonds: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Encode molecules (anything with ``atoms``, ``bonds`` and ``bond_features`` lists, such as
-        :class:`seqbook.data.Molecules`) into padded symbols (N, T, embed_dim) and a mask (N, T), True at
-        real bonds. T is ``max_bonds`` (default: the largest bond count); padding has angle 0."""
-        fields = ("atoms", "bonds", "bond_features")
-        if not all(isinstance(getattr(molecules, f, None), (list, tuple)) for f in fields):
-            raise TypeError(f"molecules must have lists atoms, bonds and bond_features (a "
-                            f"seqbook.data.Molecules), got {type(molecules).__name__}")
-        counts = [len(getattr(molecules, f)) for f in fields]
-        if len(set(counts)) != 1:
-            raise ValueError(f"molecules must have as many atoms, bonds and bond_features entries, "
-                             f"got {counts[0]}, {counts[1]} and {counts[2]}")
-        if max_bonds is not None:
-            check_int("max_bonds", max_bonds)
-        parts = zip(molecules.atoms, molecules.bonds, molecules.bond_features, strict=True)
-        sets = [self(atoms, bonds, features) for atoms, bonds, features in parts]
-        longest = max((len(s) for s in sets), default=0)
-        t = longest if max_bonds is None else int(max_bonds)
-        if longest > t:
-            raise ValueError(f"max_bonds must be at least the largest bond count, {longest}, got {t}")
-        symbols = self.position_base.new_zeros(len(sets), t, self.embed_dim)
-        mask = torch.zeros(len(sets), t, dtype=torch.bool, device=symbols.device)
-        for i, s in enumerate(sets):
-            symbols[i, :len(s)], mask[i, :len(s)] = s, True
-        return symbols, mask
-
-
 # ---------------------------------------------------------------------------------------------
 # Similarity losses for training against a codebook of class symbols (chapters 8 and 9).
 # ---------------------------------------------------------------------------------------------
@@ -393,19 +310,8 @@ def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The paper's classifiers, built by name, and the molecules encoded as symbol sets.
+# The paper's classifiers, built by name.
 # ---------------------------------------------------------------------------------------------
-
-
-def encode_solubility(embed_dim: int,
-                      seed: int = 0) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """The solubility molecules as padded FHRR symbol sets: ``(symbols, mask, labels)`` for the
-    training and the test split, both padded to the largest bond count of either (50)."""
-    seed_everything(seed)
-    train, test = load_solubility("train"), load_solubility("test")
-    encoder = MoleculeEncoder(len(ATOM_FEATURES), len(BOND_FEATURES), embed_dim)
-    longest = max(len(b) for b in train.bonds + test.bonds)
-    return ((*encoder.encode(train, longest), train.labels), (*encoder.encode(test, longest), test.labels))
 
 
 def _check_build_classifier(kind, embed_dim, num_layers=12, skip=True, num_queries=32, out_scale=0.25,

@@ -31,9 +31,10 @@ from torch import nn
 
 from .data import load_fashion_mnist
 from .losses import macro_auroc
+from .molecules import encode_solubility
 from .train import predict_similarities, train_vsa
 from .utils import code_commit, cpu_name, seed_everything
-from .vsa_models import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier, encode_solubility
+from .vsa_models import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier
 
 
 def _device_name(model: nn.Module) -> str:
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--blocks", type=count, default=12, help="resnet: residual blocks (2 layers each)")
     parser.add_argument("--no-skip", action="store_true", help="resnet: drop the binding skips")
     parser.add_argument("--out-scale", type=float, default=0.25,
-                        help="resnet: initial weight scale of each block's last layer (paper: 1.0)")
+                        help="resnet: initial weight scale of each block's last layer "
+                             "(the authors' code: 1.0)")
     parser.add_argument("--queries", type=positive, default=32, help="cross: number of inducing points")
     parser.add_argument("--mlp-hidden", type=positive, default=None,  # default: dim, as the authors' code
                         help="self/cross: hidden width of the block's MLP (default: dim)")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from seqbook import batching as bt
 from seqbook import data, fetch, vocab
 from seqbook.attention import lengths_to_mask
 from seqbook.fetch import RemoteFile
@@ -122,31 +123,31 @@ REJECTED = {
     "make_dates-end-before-start": (lambda: data.make_dates(1, start=date(2000, 1, 1), end=date(1999, 1, 1)),
                                     "end", "before start", "1999-01-01"),
     # --- pad_sequences(sequences, pad_id, max_len)
-    "pad_sequences-empty": (lambda: data.pad_sequences([]), "sequences", "empty"),
-    "pad_sequences-str": (lambda: data.pad_sequences("abc"), "sequences", "str"),
-    "pad_sequences-generator": (lambda: data.pad_sequences([1] for _ in range(2)), "sequences",
+    "pad_sequences-empty": (lambda: bt.pad_sequences([]), "sequences", "empty"),
+    "pad_sequences-str": (lambda: bt.pad_sequences("abc"), "sequences", "str"),
+    "pad_sequences-generator": (lambda: bt.pad_sequences([1] for _ in range(2)), "sequences",
                                 "generator"),
-    "pad_sequences-int": (lambda: data.pad_sequences(5), "sequences", "int"),
-    "pad_sequences-floats": (lambda: data.pad_sequences([[1.5, 2.0]]), "sequences[0]", "torch.float32",
+    "pad_sequences-int": (lambda: bt.pad_sequences(5), "sequences", "int"),
+    "pad_sequences-floats": (lambda: bt.pad_sequences([[1.5, 2.0]]), "sequences[0]", "torch.float32",
                              "truncated"),
-    "pad_sequences-float-in-second": (lambda: data.pad_sequences([[1], [0.5]]), "sequences[1]", "float"),
-    "pad_sequences-float-tensor": (lambda: data.pad_sequences([torch.tensor([1.0])]), "sequences[0]",
+    "pad_sequences-float-in-second": (lambda: bt.pad_sequences([[1], [0.5]]), "sequences[1]", "float"),
+    "pad_sequences-float-tensor": (lambda: bt.pad_sequences([torch.tensor([1.0])]), "sequences[0]",
                                    "float"),
-    "pad_sequences-float-array": (lambda: data.pad_sequences([np.array([1.0])]), "sequences[0]", "float64"),
-    "pad_sequences-bools": (lambda: data.pad_sequences([[True, False]]), "sequences[0]", "torch.bool"),
-    "pad_sequences-tokens-not-ids": (lambda: data.pad_sequences([["a", "b"]]), "sequences[0]", "int ids"),
-    "pad_sequences-str-entry": (lambda: data.pad_sequences(["ab"]), "sequences[0]", "str", "'ab'"),
-    "pad_sequences-int-entry": (lambda: data.pad_sequences([5]), "sequences[0]", "flat", "()"),
-    "pad_sequences-nested": (lambda: data.pad_sequences([[[1, 2]]]), "sequences[0]", "flat", "(1, 2)"),
-    "pad_sequences-huge-id": (lambda: data.pad_sequences([[2**70]]), "sequences[0]", "int ids"),
-    "pad_sequences-ragged-entry": (lambda: data.pad_sequences([[[1], [2, 3]]]), "sequences[0]", "int ids"),
-    "pad_sequences-pad_id-float": (lambda: data.pad_sequences([[1]], pad_id=1.5), "pad_id", "float"),
-    "pad_sequences-pad_id-None": (lambda: data.pad_sequences([[1]], pad_id=None), "pad_id", "NoneType"),
-    "pad_sequences-pad_id-bool": (lambda: data.pad_sequences([[1]], pad_id=True), "pad_id", "bool"),
-    "pad_sequences-max_len-negative": (lambda: data.pad_sequences([[1]], max_len=-1), "max_len", ">= 0",
+    "pad_sequences-float-array": (lambda: bt.pad_sequences([np.array([1.0])]), "sequences[0]", "float64"),
+    "pad_sequences-bools": (lambda: bt.pad_sequences([[True, False]]), "sequences[0]", "torch.bool"),
+    "pad_sequences-tokens-not-ids": (lambda: bt.pad_sequences([["a", "b"]]), "sequences[0]", "int ids"),
+    "pad_sequences-str-entry": (lambda: bt.pad_sequences(["ab"]), "sequences[0]", "str", "'ab'"),
+    "pad_sequences-int-entry": (lambda: bt.pad_sequences([5]), "sequences[0]", "flat", "()"),
+    "pad_sequences-nested": (lambda: bt.pad_sequences([[[1, 2]]]), "sequences[0]", "flat", "(1, 2)"),
+    "pad_sequences-huge-id": (lambda: bt.pad_sequences([[2**70]]), "sequences[0]", "int ids"),
+    "pad_sequences-ragged-entry": (lambda: bt.pad_sequences([[[1], [2, 3]]]), "sequences[0]", "int ids"),
+    "pad_sequences-pad_id-float": (lambda: bt.pad_sequences([[1]], pad_id=1.5), "pad_id", "float"),
+    "pad_sequences-pad_id-None": (lambda: bt.pad_sequences([[1]], pad_id=None), "pad_id", "NoneType"),
+    "pad_sequences-pad_id-bool": (lambda: bt.pad_sequences([[1]], pad_id=True), "pad_id", "bool"),
+    "pad_sequences-max_len-negative": (lambda: bt.pad_sequences([[1]], max_len=-1), "max_len", ">= 0",
                                        "-1"),
-    "pad_sequences-max_len-float": (lambda: data.pad_sequences([[1]], max_len=2.5), "max_len", "float"),
-    "pad_sequences-max_len-bool": (lambda: data.pad_sequences([[1]], max_len=True), "max_len", "bool"),
+    "pad_sequences-max_len-float": (lambda: bt.pad_sequences([[1]], max_len=2.5), "max_len", "float"),
+    "pad_sequences-max_len-bool": (lambda: bt.pad_sequences([[1]], max_len=True), "max_len", "bool"),
     # --- lengths_to_mask(lengths, max_len)
     "lengths_to_mask-list": (lambda: lengths_to_mask([1, 2]), "lengths", "torch.Tensor", "list"),
     "lengths_to_mask-2d": (lambda: lengths_to_mask(torch.ones(2, 2, dtype=torch.long)), "lengths", "(B,)",
@@ -161,21 +162,21 @@ REJECTED = {
     "lengths_to_mask-max_len-bool": (lambda: lengths_to_mask(ids(2), True), "max_len", "bool"),
     "lengths_to_mask-meta-without-max_len": (lambda: lengths_to_mask(ids(2).to("meta")), "max_len", "meta"),
     # --- lm_chunks(ids, batch_size, seq_len)
-    "lm_chunks-list": (lambda: data.lm_chunks(list(range(20)), 2, 3), "ids", "torch.Tensor", "list"),
-    "lm_chunks-2d": (lambda: data.lm_chunks(torch.arange(20).view(4, 5), 2, 3), "ids", "(N,)", "(4, 5)"),
-    "lm_chunks-0d": (lambda: data.lm_chunks(torch.tensor(3), 2, 3), "ids", "(N,)", "()"),
-    "lm_chunks-empty": (lambda: data.lm_chunks(torch.zeros(0, dtype=torch.long), 2, 3), "ids", "empty",
+    "lm_chunks-list": (lambda: bt.lm_chunks(list(range(20)), 2, 3), "ids", "torch.Tensor", "list"),
+    "lm_chunks-2d": (lambda: bt.lm_chunks(torch.arange(20).view(4, 5), 2, 3), "ids", "(N,)", "(4, 5)"),
+    "lm_chunks-0d": (lambda: bt.lm_chunks(torch.tensor(3), 2, 3), "ids", "(N,)", "()"),
+    "lm_chunks-empty": (lambda: bt.lm_chunks(torch.zeros(0, dtype=torch.long), 2, 3), "ids", "empty",
                         "(0,)"),
-    "lm_chunks-float": (lambda: data.lm_chunks(torch.arange(20.0), 2, 3), "ids", "integer", "torch.float32"),
-    "lm_chunks-bool": (lambda: data.lm_chunks(torch.ones(20, dtype=torch.bool), 2, 3), "ids", "torch.bool"),
-    "lm_chunks-batch_size-0": (lambda: data.lm_chunks(torch.arange(20), 0, 3), "batch_size", ">= 1", "0"),
-    "lm_chunks-batch_size-negative": (lambda: data.lm_chunks(torch.arange(20), -2, 3), "batch_size", "-2"),
-    "lm_chunks-batch_size-float": (lambda: data.lm_chunks(torch.arange(20), 2.0, 3), "batch_size", "float"),
-    "lm_chunks-batch_size-bool": (lambda: data.lm_chunks(torch.arange(20), True, 3), "batch_size", "bool"),
-    "lm_chunks-seq_len-0": (lambda: data.lm_chunks(torch.arange(20), 2, 0), "seq_len", ">= 1", "0"),
-    "lm_chunks-seq_len-negative": (lambda: data.lm_chunks(torch.arange(20), 2, -3), "seq_len", "-3"),
-    "lm_chunks-seq_len-inf": (lambda: data.lm_chunks(torch.arange(20), 2, math.inf), "seq_len", "float"),
-    "lm_chunks-too-short": (lambda: data.lm_chunks(torch.arange(6), 2, 3), "ids", "too short", "batch_size=2",
+    "lm_chunks-float": (lambda: bt.lm_chunks(torch.arange(20.0), 2, 3), "ids", "integer", "torch.float32"),
+    "lm_chunks-bool": (lambda: bt.lm_chunks(torch.ones(20, dtype=torch.bool), 2, 3), "ids", "torch.bool"),
+    "lm_chunks-batch_size-0": (lambda: bt.lm_chunks(torch.arange(20), 0, 3), "batch_size", ">= 1", "0"),
+    "lm_chunks-batch_size-negative": (lambda: bt.lm_chunks(torch.arange(20), -2, 3), "batch_size", "-2"),
+    "lm_chunks-batch_size-float": (lambda: bt.lm_chunks(torch.arange(20), 2.0, 3), "batch_size", "float"),
+    "lm_chunks-batch_size-bool": (lambda: bt.lm_chunks(torch.arange(20), True, 3), "batch_size", "bool"),
+    "lm_chunks-seq_len-0": (lambda: bt.lm_chunks(torch.arange(20), 2, 0), "seq_len", ">= 1", "0"),
+    "lm_chunks-seq_len-negative": (lambda: bt.lm_chunks(torch.arange(20), 2, -3), "seq_len", "-3"),
+    "lm_chunks-seq_len-inf": (lambda: bt.lm_chunks(torch.arange(20), 2, math.inf), "seq_len", "float"),
+    "lm_chunks-too-short": (lambda: bt.lm_chunks(torch.arange(6), 2, 3), "ids", "too short", "batch_size=2",
                             "seq_len=3", "7 tokens"),
     # --- RemoteFile(fname, url, sha256, system_paths, other_sha256)
     "RemoteFile-fname-empty": (lambda: RemoteFile("", "u", GOOD_HASH), "fname", "''"),
@@ -229,20 +230,20 @@ def with_id(t, value, where=(0, 0)):
 
 
 REJECTED.update({
-    "context_windows-negative-id": (lambda: data.context_windows(torch.tensor([-3, 11, 12, 13]), window=1),
+    "context_windows-negative-id": (lambda: bt.context_windows(torch.tensor([-3, 11, 12, 13]), window=1),
                                     "ids", ">= 0", "-3"),
-    "context_windows-negative-id-int32": (lambda: data.context_windows(ids(4, 5, -1, 7, dtype=torch.int32)),
+    "context_windows-negative-id-int32": (lambda: bt.context_windows(ids(4, 5, -1, 7, dtype=torch.int32)),
                                           "ids", "-1"),
-    "lm_chunks-negative-id": (lambda: data.lm_chunks(with_id(torch.arange(20), -5, 7), 2, 3), "ids", ">= 0",
+    "lm_chunks-negative-id": (lambda: bt.lm_chunks(with_id(torch.arange(20), -5, 7), 2, 3), "ids", ">= 0",
                               "-5"),
-    "bucket_batches-src-negative-id": (lambda: data.bucket_batches(with_id(SRC, -3), SRC_LENGTHS, TGT, 4),
+    "bucket_batches-src-negative-id": (lambda: bt.bucket_batches(with_id(SRC, -3), SRC_LENGTHS, TGT, 4),
                                        "src", ">= 0", "-3"),
     "bucket_batches-src-negative-id-last-row": (
-        lambda: data.bucket_batches(with_id(SRC, -1, (7, 4)), SRC_LENGTHS, TGT, 4), "src", "-1"),
+        lambda: bt.bucket_batches(with_id(SRC, -1, (7, 4)), SRC_LENGTHS, TGT, 4), "src", "-1"),
     "bucket_batches-tgt-negative-id": (
-        lambda: data.bucket_batches(SRC, SRC_LENGTHS, with_id(TGT, -2, (3, 1)), 4), "tgt", ">= 0", "-2"),
+        lambda: bt.bucket_batches(SRC, SRC_LENGTHS, with_id(TGT, -2, (3, 1)), 4), "tgt", ">= 0", "-2"),
     "bucket_batches-src_lengths-negative": (
-        lambda: data.bucket_batches(SRC, with_id(SRC_LENGTHS, -5, 2), TGT, 4), "src_lengths", "-5"),
+        lambda: bt.bucket_batches(SRC, with_id(SRC_LENGTHS, -5, 2), TGT, 4), "src_lengths", "-5"),
 })
 
 
@@ -301,18 +302,18 @@ LEGAL = {
     "make_dates-negative-seed": lambda: len(data.make_dates(2, seed=-1)) == 2,
     "make_dates-one-day": lambda: {t for _, t in data.make_dates(20, start=date(2001, 2, 3),
                                                                   end=date(2001, 2, 3))} == {"2001-02-03"},
-    "pad_sequences-all-empty": lambda: _check_pad(data.pad_sequences([[], []]), [[], []], [0, 0]),
-    "pad_sequences-max_len-0": lambda: _check_pad(data.pad_sequences([[1, 2]], max_len=0), [[]], [0]),
-    "pad_sequences-numpy-max_len": lambda: _check_pad(data.pad_sequences([[1, 2, 3]], max_len=np.int64(2)),
+    "pad_sequences-all-empty": lambda: _check_pad(bt.pad_sequences([[], []]), [[], []], [0, 0]),
+    "pad_sequences-max_len-0": lambda: _check_pad(bt.pad_sequences([[1, 2]], max_len=0), [[]], [0]),
+    "pad_sequences-numpy-max_len": lambda: _check_pad(bt.pad_sequences([[1, 2, 3]], max_len=np.int64(2)),
                                                       [[1, 2]], [2]),
-    "pad_sequences-negative-pad_id": lambda: _check_pad(data.pad_sequences([[1], [2, 3]], pad_id=-100),
+    "pad_sequences-negative-pad_id": lambda: _check_pad(bt.pad_sequences([[1], [2, 3]], pad_id=-100),
                                                         [[1, -100], [2, 3]], [1, 2]),
     "pad_sequences-int-tensors-and-arrays": lambda: _check_pad(
-        data.pad_sequences([torch.tensor([1], dtype=torch.int32), np.array([2, 3]), (4,)]),
+        bt.pad_sequences([torch.tensor([1], dtype=torch.int32), np.array([2, 3]), (4,)]),
         [[1, 0], [2, 3], [4, 0]], [1, 2, 1]),
-    "pad_sequences-2d-tensor": lambda: _check_pad(data.pad_sequences(torch.tensor([[1, 2], [3, 4]])),
+    "pad_sequences-2d-tensor": lambda: _check_pad(bt.pad_sequences(torch.tensor([[1, 2], [3, 4]])),
                                                   [[1, 2], [3, 4]], [2, 2]),
-    "pad_sequences-longer-max_len": lambda: _check_pad(data.pad_sequences([[1]], max_len=3), [[1, 0, 0]],
+    "pad_sequences-longer-max_len": lambda: _check_pad(bt.pad_sequences([[1]], max_len=3), [[1, 0, 0]],
                                                         [1]),
     "lengths_to_mask-empty": lambda: lengths_to_mask(ids()).shape == (0, 0),
     "lengths_to_mask-empty-with-max_len": lambda: lengths_to_mask(ids(), 3).shape == (0, 3),
@@ -324,16 +325,16 @@ LEGAL = {
                                                                       np.int64(2)).tolist()
     == [[True, True], [True, False]],
     "lengths_to_mask-meta-with-max_len": lambda: lengths_to_mask(ids(2).to("meta"), 3).shape == (1, 3),
-    "lm_chunks-exact-length": lambda: data.lm_chunks(torch.arange(7), 2, 3)[0].shape == (1, 2, 3),
-    "lm_chunks-numpy-sizes": lambda: data.lm_chunks(torch.arange(7), np.int64(2), np.int64(3))[1].shape
+    "lm_chunks-exact-length": lambda: bt.lm_chunks(torch.arange(7), 2, 3)[0].shape == (1, 2, 3),
+    "lm_chunks-numpy-sizes": lambda: bt.lm_chunks(torch.arange(7), np.int64(2), np.int64(3))[1].shape
     == (1, 2, 3),
-    "lm_chunks-int32-ids": lambda: data.lm_chunks(torch.arange(7, dtype=torch.int32), 1, 6)[0].dtype
+    "lm_chunks-int32-ids": lambda: bt.lm_chunks(torch.arange(7, dtype=torch.int32), 1, 6)[0].dtype
     == torch.int32,
     # no vocabulary here, so a large id passes (the model checks it), and pad_sequences takes any int
-    "context_windows-large-id": lambda: data.context_windows(ids(10**6, 1, 2))[1].tolist() == [1],
-    "bucket_batches-large-id": lambda: next(data.bucket_batches(SRC + 10**6, SRC_LENGTHS, TGT, 8))[0].min()
+    "context_windows-large-id": lambda: bt.context_windows(ids(10**6, 1, 2))[1].tolist() == [1],
+    "bucket_batches-large-id": lambda: next(bt.bucket_batches(SRC + 10**6, SRC_LENGTHS, TGT, 8))[0].min()
     >= 10**6,
-    "pad_sequences-negative-ids-pass": lambda: data.pad_sequences([[-100, 4]])[0].tolist() == [[-100, 4]],
+    "pad_sequences-negative-ids-pass": lambda: bt.pad_sequences([[-100, 4]])[0].tolist() == [[-100, 4]],
     "RemoteFile-upper-case-hash": lambda: RemoteFile("a.txt", "u", "AB" * 32).sha256 == "ab" * 32,
     "RemoteFile-list-of-paths": lambda: RemoteFile("a.txt", "u", GOOD_HASH, [Path("/x/a.txt")]).system_paths
     == ("/x/a.txt",),

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqbook.data import context_windows
+from seqbook.batching import context_windows
 from seqbook.embeddings import (
     CBOW,
     PatchEmbedding,

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from seqbook import data
-from seqbook.data import lm_chunks
+from seqbook.batching import lm_chunks
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from seqbook import batching as bt
 from seqbook import data as dt
 from seqbook import seq2seq as s2s
 from seqbook import vocab
@@ -45,11 +46,11 @@ def loop(id_, fn, *words):
 
 # data
 case("tensors-split", lambda: DATA.tensors("dev"), "split must be", "'dev'")
-case("encode_pairs-empty", lambda: dt.encode_pairs([], DATA.src_vocab, DATA.tgt_vocab), "pairs is empty")
-case("encode_pairs-str", lambda: dt.encode_pairs("ab", DATA.src_vocab, DATA.tgt_vocab), "pairs", "str")
-case("encode_pairs-not-pairs", lambda: dt.encode_pairs([("a",)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
-case("encode_pairs-int-items", lambda: dt.encode_pairs([(1, 2)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
-case("encode_pairs-vocab-dict", lambda: dt.encode_pairs([("a", "a")], {}, DATA.tgt_vocab), "src_vocab",
+case("encode_pairs-empty", lambda: bt.encode_pairs([], DATA.src_vocab, DATA.tgt_vocab), "pairs is empty")
+case("encode_pairs-str", lambda: bt.encode_pairs("ab", DATA.src_vocab, DATA.tgt_vocab), "pairs", "str")
+case("encode_pairs-not-pairs", lambda: bt.encode_pairs([("a",)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
+case("encode_pairs-int-items", lambda: bt.encode_pairs([(1, 2)], DATA.src_vocab, DATA.tgt_vocab), "pairs[0]")
+case("encode_pairs-vocab-dict", lambda: bt.encode_pairs([("a", "a")], {}, DATA.tgt_vocab), "src_vocab",
      "Vocab")
 case("decode_ids-rank2", lambda: vocab.decode_ids(TGT, DATA.tgt_vocab), "ids must have shape (T,)")
 case("decode_ids-float", lambda: vocab.decode_ids(TGT[0].float(), DATA.tgt_vocab), "ids", "float32")
@@ -68,20 +69,20 @@ case("copy_dataset-alphabet-short", lambda: dt.copy_dataset(4, 3, 1, alphabet="a
 case("copy_dataset-alphabet-list", lambda: dt.copy_dataset(4, 3, 1, alphabet=["a", "b"]), "alphabet", "list")
 
 # bucket_batches: refused when called, never an endless loop
-loop("bucket_batches-batch_size-0", lambda: dt.bucket_batches(SRC, LEN, TGT, 0), "batch_size", ">= 1", "0")
-loop("bucket_batches-batch_size-above-N", lambda: dt.bucket_batches(SRC, LEN, TGT, 9), "batch_size", "9")
-loop("bucket_batches-batch_size-float", lambda: dt.bucket_batches(SRC, LEN, TGT, 2.0), "batch_size", "float")
-loop("bucket_batches-pool-0", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, pool=0), "pool", "0")
-loop("bucket_batches-pool-negative", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, pool=-3), "pool", "-3")
-loop("bucket_batches-N0", lambda: dt.bucket_batches(SRC[:0], LEN[:0], TGT[:0], 1), "src", "(0, 5)")
-loop("bucket_batches-length-mismatch", lambda: dt.bucket_batches(SRC, LEN[:3], TGT, 2), "src_lengths",
+loop("bucket_batches-batch_size-0", lambda: bt.bucket_batches(SRC, LEN, TGT, 0), "batch_size", ">= 1", "0")
+loop("bucket_batches-batch_size-above-N", lambda: bt.bucket_batches(SRC, LEN, TGT, 9), "batch_size", "9")
+loop("bucket_batches-batch_size-float", lambda: bt.bucket_batches(SRC, LEN, TGT, 2.0), "batch_size", "float")
+loop("bucket_batches-pool-0", lambda: bt.bucket_batches(SRC, LEN, TGT, 2, pool=0), "pool", "0")
+loop("bucket_batches-pool-negative", lambda: bt.bucket_batches(SRC, LEN, TGT, 2, pool=-3), "pool", "-3")
+loop("bucket_batches-N0", lambda: bt.bucket_batches(SRC[:0], LEN[:0], TGT[:0], 1), "src", "(0, 5)")
+loop("bucket_batches-length-mismatch", lambda: bt.bucket_batches(SRC, LEN[:3], TGT, 2), "src_lengths",
      "(3,)")
-loop("bucket_batches-tgt-batch", lambda: dt.bucket_batches(SRC, LEN, TGT[:3], 2), "tgt (N, T)", "(3, 6)")
-loop("bucket_batches-src-float", lambda: dt.bucket_batches(SRC.float(), LEN, TGT, 2), "src", "float32")
-loop("bucket_batches-lengths-float", lambda: dt.bucket_batches(SRC, LEN.float(), TGT, 2), "src_lengths",
+loop("bucket_batches-tgt-batch", lambda: bt.bucket_batches(SRC, LEN, TGT[:3], 2), "tgt (N, T)", "(3, 6)")
+loop("bucket_batches-src-float", lambda: bt.bucket_batches(SRC.float(), LEN, TGT, 2), "src", "float32")
+loop("bucket_batches-lengths-float", lambda: bt.bucket_batches(SRC, LEN.float(), TGT, 2), "src_lengths",
      "float32")
-loop("bucket_batches-lengths-0", lambda: dt.bucket_batches(SRC, LEN * 0, TGT, 2), "src_lengths", "[1, 5]")
-loop("bucket_batches-generator-int", lambda: dt.bucket_batches(SRC, LEN, TGT, 2, generator=0), "generator")
+loop("bucket_batches-lengths-0", lambda: bt.bucket_batches(SRC, LEN * 0, TGT, 2), "src_lengths", "[1, 5]")
+loop("bucket_batches-generator-int", lambda: bt.bucket_batches(SRC, LEN, TGT, 2, generator=0), "generator")
 loop("fit_seq2seq-steps-0", lambda: fit_s2s(MODEL, DATA, 0, progress=False), "steps", "0")
 loop("fit_seq2seq-batch_size-above-N", lambda: fit_s2s(MODEL, DATA, 2, batch_size=9, progress=False),
      "batch_size", "<= 8", "9")
@@ -299,7 +300,7 @@ def test_bad_sizes_of_loops_are_refused_in_time(fn, words):
 def test_numpy_sizes_are_accepted():
     m = Seq2Seq(np.int64(V), np.int64(V), np.int64(4), np.int32(6))
     assert m(SRC, LEN, TGT).shape == (B, TGT.shape[1], V)
-    batch = next(dt.bucket_batches(SRC, LEN, TGT, np.int64(2), pool=np.int64(1)))
+    batch = next(bt.bucket_batches(SRC, LEN, TGT, np.int64(2), pool=np.int64(1)))
     assert batch[0].shape[0] == 2
     ys = s2s.beam_search(MODEL, SRC, LEN, np.int64(2), np.int64(3))
     assert ys.shape[0] == B
@@ -360,5 +361,5 @@ def test_forbid_may_leave_one_id_and_length_penalty_may_be_an_int():
 def test_bucket_batches_index_tensors_follow_the_data_device():
     # On CUDA the shuffled order must be moved to the data's device before it indexes; here the same
     # path runs on the CPU and must give batches drawn from the data.
-    src, lengths, tgt = next(dt.bucket_batches(SRC, LEN, TGT, 3, torch.Generator().manual_seed(0)))
+    src, lengths, tgt = next(bt.bucket_batches(SRC, LEN, TGT, 3, torch.Generator().manual_seed(0)))
     assert src.device == SRC.device and src.shape[0] == 3 and int(lengths.max()) == src.shape[1]

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqbook import data, train
+from seqbook import batching, data, train
 from seqbook.lm import CharLM
 from seqbook.seq2seq import Seq2Seq
 from seqbook.train import History, evaluate_vsa, fit, predict_similarities, random_batches, train_vsa
@@ -41,7 +41,7 @@ def one_shot():
 
 
 LM = CharLM(10, hidden_size=4, embed_dim=3)
-LM_X, LM_Y = data.lm_chunks(torch.arange(40) % 10, 2, 4)
+LM_X, LM_Y = batching.lm_chunks(torch.arange(40) % 10, 2, 4)
 PAIRS = data.copy_dataset(8, 3, 1, seed=0, alphabet="abc")
 S2S = Seq2Seq(len(PAIRS.src_vocab), len(PAIRS.tgt_vocab), embed_dim=4, hidden_size=5)
 SMALL_S2S = Seq2Seq(len(PAIRS.src_vocab) - 1, len(PAIRS.tgt_vocab), embed_dim=4, hidden_size=5)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close
 
-from seqbook import vsa, vsa_models
+from seqbook import molecules, vsa, vsa_models
 from seqbook.vsa import CrossAttentionBlock, PhasorLinear, PhasorMLP, ResidualBlock, SelfAttentionBlock
 from seqbook.vsa_models import Codebook, SymbolProjection, VSAAttentionClassifier, VSAResNet
 from tests.badinput import assert_clear_error
@@ -537,7 +537,7 @@ case("build_classifier-resnet-num_queries-0", lambda: bc("resnet", 8, num_layers
 case("build_classifier-resnet-d_ff-0", lambda: bc("resnet", 8, num_layers=1, d_ff=0), "d_ff", "0")
 case("build_classifier-embed_dim-float", lambda: bc("self", 8.0), "embed_dim", "float")
 # MoleculeEncoder.encode: the molecules and max_bonds checked before anything is encoded
-ENCODER = vsa_models.MoleculeEncoder(3, 2, 8)
+ENCODER = molecules.MoleculeEncoder(3, 2, 8)
 
 
 class Molecules:

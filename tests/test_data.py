@@ -7,9 +7,10 @@ from functools import partial
 import pytest
 import torch
 
-from seqbook import data, fetch, vocab
+from seqbook import batching, data, fetch, vocab
 from seqbook.attention import lengths_to_mask
-from seqbook.data import load_names, load_time_machine, make_dates, pad_sequences
+from seqbook.batching import pad_sequences
+from seqbook.data import load_names, load_time_machine, make_dates
 from seqbook.fetch import DataNotFoundError, RemoteFile
 from seqbook.vocab import Vocab
 
@@ -159,12 +160,12 @@ def test_batching_bad_input():
 
 def test_lm_chunks_are_contiguous_per_row():
     ids = torch.arange(101)
-    x, y = data.lm_chunks(ids, batch_size=2, seq_len=5)
+    x, y = batching.lm_chunks(ids, batch_size=2, seq_len=5)
     assert x.shape == y.shape == (10, 2, 5)
     assert torch.equal(y, x + 1)
     assert x[1, 0, 0] == x[0, 0, -1] + 1  # chunk k continues chunk k-1 in the same row
     with pytest.raises(ValueError, match="too short"):
-        data.lm_chunks(torch.arange(5), batch_size=4, seq_len=5)
+        batching.lm_chunks(torch.arange(5), batch_size=4, seq_len=5)
 
 
 # --- Fashion-MNIST -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
-from seqbook.data import context_windows
+from seqbook.batching import context_windows
 from seqbook.embeddings import (
     CBOW,
     PatchEmbedding,

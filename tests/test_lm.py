@@ -6,7 +6,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math
 
-from seqbook.data import lm_chunks
+from seqbook.batching import lm_chunks
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,

@@ -13,7 +13,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqbook import attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa, vsa_models
+from seqbook import (
+    attention,
+    embeddings,
+    gpt,
+    hopfield,
+    lm,
+    molecules,
+    rnn,
+    seq2seq,
+    transformer,
+    vsa,
+    vsa_models,
+)
 
 META = torch.device("meta")
 B, T, D = 2, 5, 8
@@ -121,7 +133,7 @@ CASES = {
         lambda: (angles(B, 6, 16), torch.ones(B, 6, dtype=torch.bool, device="meta")),
     ),
     "MoleculeEncoder": (
-        lambda: vsa_models.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=16),
+        lambda: molecules.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=16),
         lambda: (floats(5, 4), ids(3, 2), floats(3, 2)),
     ),
     "VSAResNet": (

@@ -7,7 +7,8 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
-from seqbook.data import bucket_batches, copy_dataset, date_dataset, encode_pairs
+from seqbook.batching import bucket_batches, encode_pairs
+from seqbook.data import copy_dataset, date_dataset
 from seqbook.seq2seq import (
     Encoder,
     Seq2Seq,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math, tol
 
-from seqbook import losses, train, vsa, vsa_models, vsa_train
+from seqbook import losses, molecules, train, vsa, vsa_models, vsa_train
 from seqbook.vsa import (
     CrossAttentionBlock,
     PhasorLinear,
@@ -598,7 +598,7 @@ def test_classifier_on_images_is_the_same_network_class():
 
 def test_molecule_encoder_follows_its_equations():
     torch.manual_seed(0)
-    enc = vsa_models.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=64)
+    enc = molecules.MoleculeEncoder(atom_features=4, bond_features=2, embed_dim=64)
     atoms = torch.eye(4)[[0, 1, 1]]  # three atoms
     bonds = torch.tensor([[0, 1], [2, 1]])
     feats = torch.eye(2)[[0, 1]]

@@ -7,12 +7,12 @@ Usage::
 
 Three changes, invisible in the built book, and idempotent (a second run writes nothing):
 
-1. Chapters 01-09 get a first markdown cell with the id ``jupyterlab-myst-frontmatter`` that holds only
+1. Chapters 01-10 get a first markdown cell with the id ``jupyterlab-myst-frontmatter`` that holds only
    a MyST frontmatter block, ``numbering: enumerator: "N.%s"``. jupyterlab-myst reads page frontmatter
    from the first markdown cell of a notebook (and from nowhere else: no notebook metadata, no
    myst.yml), and with that enumerator it numbers equations (N.1), (N.2), ... and exercises N.1, N.2,
    ... as the book does. The cell carries the tag ``remove-cell``, so myst-nb drops it before parsing
-   and the book page does not change. Chapter 10 is an unnumbered appendix in the book (its exercises
+   and the book page does not change. Chapter 11 is an unnumbered appendix in the book (its exercises
    are 1, 2, 3 and it has no numbered equation), which is what jupyterlab-myst shows without this cell.
 
 2. Each unlabelled ``$$ ... $$`` display block becomes ``\\begin{equation*} ... \\end{equation*}``
@@ -47,7 +47,7 @@ import sys
 from pathlib import Path
 
 FRONTMATTER_ID = "jupyterlab-myst-frontmatter"
-NUMBERED = {f"{n:02d}": n for n in range(1, 10)}  # chapter file prefix -> chapter number in the book
+NUMBERED = {f"{n:02d}": n for n in range(1, 11)}  # chapter file prefix -> chapter number in the book
 
 
 def frontmatter_source(chapter: int) -> list[str]:
