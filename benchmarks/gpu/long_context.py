@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.report import machine_info
+from benchmarks.timing import measure, runner, sync_for
 from seqbook.attention import scaled_dot_product_attention
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.kv_cache import KVCache
@@ -39,28 +39,9 @@ from seqbook.utils import set_fast
 
 
 def timed(fn, device: torch.device, repeats: int) -> float:
-    """Median wall time of ``fn()`` in milliseconds, after one untimed call."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(1000 * (time.perf_counter() - t0))
-    return statistics.median(times)
-
-
-def forward_backward(fn, inputs):
-    """A closure that runs ``fn(*inputs)`` and back-propagates the sum of its output."""
-    def run():
-        for x in inputs:
-            x.grad = None
-        out = fn(*inputs)
-        out = out[0] if isinstance(out, tuple) else out
-        out.float().sum().backward()
-    return run
+    """Median milliseconds per call of ``fn()``: the harness's own :func:`benchmarks.timing.measure`,
+    which waits for the device around every sample."""
+    return measure([fn], sync_for(device), repeats=repeats, warmup=1)[0]["ms"]
 
 
 def layer_candidates(H: int, Dh: int, D: int, dry: bool):
@@ -138,11 +119,9 @@ def run_layers(lengths, device, repeats: int, dry: bool) -> list[dict]:
                 continue
             try:
                 inputs = make_inputs(kind, T, H, Dh, D, dtype, device)
-                with torch.no_grad():
-                    forward = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
-                    row["forward_ms"] = round(timed(forward, device, repeats), 3)
-                row["forward_backward_ms"] = round(
-                    timed(forward_backward(fn, inputs), device, repeats), 3)
+                call = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
+                for key, backward in (("forward_ms", False), ("forward_backward_ms", True)):
+                    row[key] = round(timed(runner(call, inputs, backward), device, repeats), 3)
                 if device.type == "cuda":
                     row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
             except torch.OutOfMemoryError:
