@@ -38,6 +38,7 @@ from .checks import (
     autocast_enabled,
     check_flag,
     check_float_tensor,
+    check_ids,
     check_like,
     check_number,
     check_positive_int,
@@ -53,6 +54,7 @@ __all__ = [
     "linear_attention_recurrent",
     "linear_attention_step",
     "LinearAttention",
+    "LinearAttentionLM",
 ]
 
 State = tuple[torch.Tensor, torch.Tensor]
@@ -375,3 +377,114 @@ class LinearAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.embed_dim}, num_heads={self.num_heads}"
+
+
+class LinearAttentionLM(nn.Module):
+    """A language model of linear-attention blocks: a GPT whose attention is linear.
+
+        x_0 = E[ids]
+        x <- x + LinearAttention(LN(x)),   x <- x + MLP(LN(x))     (num_layers times)
+        logits = LN(x) W_E^T                (the head shares the token embedding)
+
+    :class:`~seqbook.gpt.GPT`'s pre-LN blocks (the MLP is Linear -> GELU -> Linear,
+    ``d_ff = 4 * embed_dim`` by default) with :class:`LinearAttention` in place of
+    softmax attention (Katharopoulos et al., 2020), and no position embedding: the
+    causal sums already know which tokens came before, and a model without positions
+    reads a context of any length. It is a recurrent network with one (S, z) per layer
+    and head as its state: :meth:`forward` runs the chunked parallel form on a whole
+    sequence and returns the states after it, :meth:`step` runs one token from them,
+    in constant time and memory per token.
+
+    Weights start as GPT-2's: normal with standard deviation ``init_std``, biases zero.
+
+    Args:
+        vocab_size: number of token ids.
+        embed_dim: model width; divisible by ``num_heads``.
+        num_heads: heads of each :class:`LinearAttention`.
+        num_layers: number of blocks.
+        d_ff: hidden width of the MLP (default ``4 * embed_dim``).
+        chunk_size: chunk length of :func:`linear_attention_chunked`.
+        init_std: standard deviation of the initial weights.
+
+    Shape:
+        ids: (B, T) int64; state: a list of ``num_layers`` pairs (S (B, H, D_h, D_h),
+        z (B, H, D_h)) or None (zeros) -> logits: (B, T, vocab_size), state.
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int = 64, num_heads: int = 4,
+                 num_layers: int = 2, d_ff: int | None = None, chunk_size: int = 64,
+                 init_std: float = 0.02):
+        super().__init__()
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        E = check_positive_int("embed_dim", embed_dim)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        d_ff = 4 * E if d_ff is None else check_positive_int("d_ff", d_ff)
+        check_number("init_std", init_std, low=0.0)
+        self.embed = nn.Embedding(vocab_size, E)
+        self.attn = nn.ModuleList([LinearAttention(E, num_heads, chunk_size=chunk_size)
+                                   for _ in range(num_layers)])
+        self.norm1 = nn.ModuleList([nn.LayerNorm(E) for _ in range(num_layers)])
+        self.norm2 = nn.ModuleList([nn.LayerNorm(E) for _ in range(num_layers)])
+        self.mlp = nn.ModuleList([
+            nn.Sequential(nn.Linear(E, d_ff), nn.GELU(), nn.Linear(d_ff, E))
+            for _ in range(num_layers)])
+        self.norm = nn.LayerNorm(E)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=init_std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def _check_state(self, state, batch: int) -> None:
+        if state is None:
+            return
+        n = self.num_layers
+        if not isinstance(state, (tuple, list)) or len(state) != n:
+            raise TypeError(f"state must be a list of {n} pairs (S, z), one per layer, "
+                            f"got {type(state).__name__}")
+        a = self.attn[0]
+        H, D = a.num_heads, a.head_dim
+        for i, layer_state in enumerate(state):
+            if not isinstance(layer_state, (tuple, list)) or len(layer_state) != 2:
+                raise TypeError(f"state[{i}] must be a pair (S, z), "
+                                f"got {type(layer_state).__name__}")
+            S, z = layer_state
+            check_tensor(f"state[{i}][0]", S, shape=(batch, H, D, D),
+                         names=f"({batch}, {H}, {D}, {D})")
+            check_tensor(f"state[{i}][1]", z, shape=(batch, H, D),
+                         names=f"({batch}, {H}, {D})")
+            check_like(f"state[{i}][0]", S, self.embed.weight)
+            check_like(f"state[{i}][1]", z, self.embed.weight)
+
+    def _check_forward(self, ids, state=None) -> None:
+        check_ids("ids", ids, self.vocab_size, shape=(None, None), names="(B, T)")
+        self._check_state(state, ids.shape[0])
+
+    @checked(_check_forward)
+    def forward(self, ids: torch.Tensor, state: list[State] | None = None
+                ) -> tuple[torch.Tensor, list[State]]:
+        """Returns ``(logits, state)``: the states after the last token, to go on from."""
+        x = self.embed(ids)                                  # (B, T, E)
+        new_state = []
+        for i in range(self.num_layers):
+            h, s = self.attn[i](self.norm1[i](x), None if state is None else state[i])
+            x = x + h                                        # (B, T, E)
+            x = x + self.mlp[i](self.norm2[i](x))            # (B, T, E)
+            new_state.append(s)
+        logits = self.norm(x) @ self.embed.weight.T          # (B, T, V)
+        return logits, new_state
+
+    def _check_step(self, ids, state=None) -> None:
+        check_ids("ids", ids, self.vocab_size, shape=(None,), names="(B,)")
+        self._check_state(state, ids.shape[0])
+
+    @checked(_check_step)
+    def step(self, ids: torch.Tensor, state: list[State] | None = None
+             ) -> tuple[torch.Tensor, list[State]]:
+        """One token per sequence, for generation: ``(logits (B, V), state)``.
+
+        The recurrent form of every layer, eq. (10.4): the work per token does not
+        depend on how many tokens came before.
+        """
+        logits, state = type(self).forward.__wrapped__(self, ids[:, None], state)
+        return logits[:, 0], state

@@ -44,6 +44,7 @@ from .checks import (
     autocast_enabled,
     check_flag,
     check_float_tensor,
+    check_ids,
     check_int,
     check_like,
     check_number,
@@ -62,6 +63,7 @@ __all__ = [
     "selective_scan",
     "selective_scan_parallel",
     "MambaBlock",
+    "MambaLM",
     "decay_mask",
     "ssd_attention_form",
     "ssd_recurrent",
@@ -422,6 +424,58 @@ class MambaBlock(nn.Module):
                                         log_space=self.scan == "log")
         return self.out_proj(y * F.silu(z))                       # (batch, T, width)
 
+    def _check_step(self, u, state=None) -> None:
+        width, E, K, N = self.embed_dim, self.d_inner, self.d_conv - 1, self.d_state
+        check_tensor("u", u, shape=(None, width), names=f"(batch, {width})")
+        check_like("u", u, self.in_proj.weight)
+        if state is None:
+            return
+        if not isinstance(state, (tuple, list)) or len(state) != 2:
+            raise TypeError(f"state must be a pair (conv_state, h), "
+                            f"got {type(state).__name__}")
+        b = u.shape[0]
+        check_tensor("conv_state", state[0], shape=(b, E, K), names=f"({b}, {E}, {K})",
+                     nonempty=False)
+        check_tensor("h", state[1], shape=(b, E, N), names=f"({b}, {E}, {N})")
+        check_like("conv_state", state[0], self.in_proj.weight)
+        check_like("h", state[1], self.in_proj.weight)
+
+    @checked(_check_step)
+    def step(self, u: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One token, for generation: the recurrent form of :meth:`forward`.
+
+        The state is the pair (conv_state, h): the last ``d_conv - 1`` inputs of the
+        convolution and the SSM's state h_{t-1} of eq. (10.13), zeros by default.
+        Its size does not depend on how many tokens came before, and neither does the
+        work of a step (Mamba's ``selective_state_update``, Hugging Face's
+        ``slow_forward`` with a cache). Feeding a sequence token by token gives the
+        outputs of :meth:`forward`.
+
+        Returns:
+            ``(out, state)``.
+
+        Shape:
+            u: (batch, embed_dim), conv_state: (batch, E, d_conv - 1), h: (batch, E, N)
+            -> out: (batch, embed_dim).
+        """
+        N = self.d_state
+        x, z = self.in_proj(u).chunk(2, dim=-1)                   # (batch, E) each
+        if state is None:
+            state = (x.new_zeros(*x.shape, self.d_conv - 1), x.new_zeros(*x.shape, N))
+        conv_state, h = state
+        window = torch.cat([conv_state, x[..., None]], dim=-1)    # (batch, E, d_conv)
+        x = (window * self.conv1d.weight[:, 0]).sum(dim=-1)       # (batch, E)
+        if self.conv1d.bias is not None:
+            x = x + self.conv1d.bias
+        x = F.silu(x)
+        dt, B, C = self.x_proj(x).split([self.dt_rank, N, N], dim=-1)  # R, N, N
+        delta = F.softplus(self.dt_proj(dt))[..., None]           # (batch, E, 1)
+        A = -torch.exp(self.A_log)                                # (E, N)
+        h = torch.exp(delta * A) * h + delta * B[:, None] * x[..., None]  # (batch, E, N)
+        y = (h * C[:, None]).sum(dim=-1) + self.D * x             # (batch, E)
+        return self.out_proj(y * F.silu(z)), (window[..., 1:], h)
+
     @classmethod
     def from_hf(cls, mixer, scan: str = "parallel") -> MambaBlock:
         """A copy of a Hugging Face ``transformers`` ``MambaMixer``: the same function.
@@ -460,6 +514,96 @@ class MambaBlock(nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.embed_dim}, d_state={self.d_state}, d_conv={self.d_conv}, "
                 f"d_inner={self.d_inner}, dt_rank={self.dt_rank}, scan={self.scan!r}")
+
+
+class MambaLM(nn.Module):
+    """A Mamba language model (Gu and Dao, 2023): :class:`MambaBlock` mixers in residual
+    blocks.
+
+        x_0 = E[ids]
+        x <- x + MambaBlock(RMSNorm(x))     (num_layers times)
+        logits = RMSNorm(x) W_E^T           (the head shares the token embedding)
+
+    Hugging Face's ``MambaForCausalLM`` in small: no attention, no MLP (the block's
+    gate and projections take its place), no position embedding. :meth:`forward` runs
+    a whole sequence on the parallel scan from a zero state (training, evaluation);
+    :meth:`step` runs one token from a state of fixed size, one
+    (conv_state, h) per layer, for generation.
+
+    The embedding starts normal with standard deviation ``init_std`` (GPT-2's
+    0.02); the blocks keep :class:`MambaBlock`'s initialisation.
+
+    Args:
+        vocab_size: number of token ids.
+        embed_dim: model width.
+        num_layers: number of blocks.
+        d_state, d_conv, expand: passed to every :class:`MambaBlock`.
+        scan: the blocks' scan for :meth:`forward`: "parallel", "log" or "loop".
+        init_std: standard deviation of the initial embedding.
+
+    Shape:
+        ids: (B, T) int64 -> logits: (B, T, vocab_size).
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int = 64, num_layers: int = 2,
+                 d_state: int = 16, d_conv: int = 4, expand: int = 2,
+                 scan: str = "parallel", init_std: float = 0.02):
+        super().__init__()
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        E = check_positive_int("embed_dim", embed_dim)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        check_number("init_std", init_std, low=0.0)
+        self.embed = nn.Embedding(vocab_size, E)
+        self.mixers = nn.ModuleList([
+            MambaBlock(E, d_state=d_state, d_conv=d_conv, expand=expand, scan=scan)
+            for _ in range(num_layers)])
+        self.norms = nn.ModuleList([nn.RMSNorm(E, eps=1e-5) for _ in range(num_layers)])
+        self.norm = nn.RMSNorm(E, eps=1e-5)
+        nn.init.normal_(self.embed.weight, mean=0.0, std=init_std)
+
+    def _check_forward(self, ids) -> None:
+        check_ids("ids", ids, self.vocab_size, shape=(None, None), names="(B, T)")
+
+    @checked(_check_forward)
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """Returns ``(logits, None)``: the parallel form keeps no state (:meth:`step`
+        does), and the second item is there for the book's ``(logits, state)``
+        convention of language models."""
+        x = self.embed(ids)                                  # (B, T, E)
+        for norm, mixer in zip(self.norms, self.mixers, strict=True):
+            x = x + mixer(norm(x))                           # (B, T, E)
+        return self.norm(x) @ self.embed.weight.T, None      # (B, T, V)
+
+    def _check_step(self, ids, state=None) -> None:
+        check_ids("ids", ids, self.vocab_size, shape=(None,), names="(B,)")
+        if state is not None:
+            n = self.num_layers
+            if not isinstance(state, (tuple, list)) or len(state) != n:
+                raise TypeError(f"state must be a list of {n} pairs (conv_state, h), one "
+                                f"per layer, got {type(state).__name__}")
+            u = self.embed.weight.new_empty(ids.shape[0], self.embed.embedding_dim)
+            for mixer, layer_state in zip(self.mixers, state, strict=True):
+                mixer._check_step(u, layer_state)
+
+    @checked(_check_step)
+    def step(self, ids: torch.Tensor, state: list | None = None
+             ) -> tuple[torch.Tensor, list]:
+        """One token per sequence, for generation: ``(logits (B, V), state)``.
+
+        Every block runs :meth:`MambaBlock.step`: constant time and memory per token,
+        however many tokens came before. ``state`` is None (zeros) or what the
+        previous step returned.
+        """
+        x = self.embed(ids)                                  # (B, E)
+        new_state = []
+        for i, (norm, mixer) in enumerate(zip(self.norms, self.mixers, strict=True)):
+            out, s = mixer.step.__wrapped__(mixer, norm(x), None if state is None else state[i])
+            x = x + out                                      # (B, E)
+            new_state.append(s)
+        return self.norm(x) @ self.embed.weight.T, new_state  # (B, V)
+
+    def extra_repr(self) -> str:
+        return f"vocab_size={self.vocab_size}, num_layers={self.num_layers}"
 
 
 # ---------------------------------------------------------------------------------

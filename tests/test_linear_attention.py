@@ -9,6 +9,7 @@ from tolerance import assert_close, assert_same_math
 
 from seqbook.linear_attention import (
     LinearAttention,
+    LinearAttentionLM,
     elu_feature_map,
     linear_attention,
     linear_attention_chunked,
@@ -169,7 +170,63 @@ BAD = {
                  "(2, 5, 6)"),
     "module-dtype": (lambda: LinearAttention(8, 2)(torch.randn(2, 5, 8, dtype=F64)),
                      "x", "float64"),
+    "lm-ids": (lambda: LinearAttentionLM(10, 8, 2)(torch.randn(2, 5)), "ids", "float32"),
+    "lm-range": (lambda: LinearAttentionLM(10, 8, 2)(torch.full((2, 5), 10)), "ids", "10"),
+    "lm-state": (lambda: LinearAttentionLM(10, 8, 2)(torch.zeros(2, 5, dtype=torch.long),
+                                                     [None]), "state", "2 pairs"),
+    "lm-state-shape": (lambda: LinearAttentionLM(10, 8, 2, num_layers=1).step(
+        torch.zeros(2, dtype=torch.long), [(torch.zeros(2, 2, 4, 4), torch.zeros(2, 2, 3))]),
+        "state[0][1]", "(2, 2, 4)", "(2, 2, 3)"),
+    "lm-step-ids": (lambda: LinearAttentionLM(10, 8, 2).step(
+        torch.zeros(2, 1, dtype=torch.long)), "ids", "(B,)", "(2, 1)"),
+    "lm-heads": (lambda: LinearAttentionLM(10, 6, num_heads=4), "embed_dim", "num_heads"),
+    "lm-d_ff": (lambda: LinearAttentionLM(10, 8, 2, d_ff=0), "d_ff", "0"),
 }
+
+
+def lm_and_ids(device, T=11):
+    torch.manual_seed(0)
+    model = LinearAttentionLM(13, 8, num_heads=2, num_layers=2, chunk_size=4,
+                              init_std=0.5).to(device, F64)
+    ids = torch.randint(13, (2, T), device=device)
+    return model, ids
+
+
+def test_lm_steps_give_the_logits_of_the_parallel_form(device):
+    """Token by token from a zero state, step computes what forward computes at once."""
+    model, ids = lm_and_ids(device)
+    logits, state = model(ids)
+    assert logits.shape == (2, 11, 13)
+    step_state, steps = None, []
+    for t in range(ids.shape[1]):
+        step_logits, step_state = model.step(ids[:, t], step_state)
+        steps.append(step_logits)
+    assert_same_math(torch.stack(steps, dim=1), logits, n=64)
+    for (S, z), (S_step, z_step) in zip(state, step_state, strict=True):
+        assert S.shape == (2, 2, 4, 4) and z.shape == (2, 2, 4)
+        assert_same_math(S_step, S, n=64)
+        assert_same_math(z_step, z, n=64)
+
+
+def test_lm_state_continues_a_sequence(device):
+    """forward on a prefix, then on the rest from the returned state = forward on all."""
+    model, ids = lm_and_ids(device)
+    logits, _ = model(ids)
+    head, state = model(ids[:, :6])
+    tail, _ = model(ids[:, 6:], state)
+    assert_same_math(torch.cat([head, tail], dim=1), logits, n=64)
+
+
+def test_lm_ties_the_head_to_the_embedding_and_trains():
+    model = LinearAttentionLM(13, 8, num_heads=2)
+    ids = torch.randint(13, (3, 7))
+    logits, _ = model(ids)
+    F.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+    assert all(p.grad is not None for p in model.parameters())
+    n = sum(p.numel() for p in model.parameters())
+    # embedding + 2 x (4 projections + 2 LayerNorms + MLP) + final LayerNorm; no head
+    per_layer = 4 * (8 * 8 + 8) + 2 * 16 + (8 * 32 + 32 + 32 * 8 + 8)
+    assert n == 13 * 8 + 2 * per_layer + 16
 
 
 @pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())

@@ -18,10 +18,16 @@ from seqbook import (
     embeddings,
     gpt,
     hopfield,
+    kv_cache,
+    linear_attention,
     lm,
     molecules,
+    online_softmax,
     rnn,
+    rope,
+    scan,
     seq2seq,
+    ssm,
     transformer,
     vsa,
     vsa_models,
@@ -140,6 +146,20 @@ CASES = {
         lambda: vsa_models.VSAResNet(16, num_layers=2, in_features=30, num_classes=3),
         lambda: (floats(B, 6, 5),),
     ),
+    "LinearAttention": (lambda: linear_attention.LinearAttention(D, 2, chunk_size=2),
+                        lambda: (floats(B, T, D),)),
+    "LinearAttention-state": (
+        lambda: linear_attention.LinearAttention(D, 2),
+        lambda: (floats(B, 1, D), (floats(B, 2, 4, 4), floats(B, 2, 4))),
+    ),
+    "LinearAttentionLM": (lambda: linear_attention.LinearAttentionLM(10, D, 2, chunk_size=2),
+                          lambda: (ids(B, T),)),
+    "MinGRU": (lambda: scan.MinGRU(D, 6), lambda: (floats(B, T, D), floats(1, B, 6))),
+    "DiagonalSSM": (lambda: ssm.DiagonalSSM(D, d_state=4), lambda: (floats(B, T, D),)),
+    "MambaBlock": (lambda: ssm.MambaBlock(D, d_state=4), lambda: (floats(B, T, D),)),
+    "MambaBlock-loop": (lambda: ssm.MambaBlock(D, d_state=4, scan="loop"), lambda: (floats(B, T, D),)),
+    "MambaBlock-log": (lambda: ssm.MambaBlock(D, d_state=4, scan="log"), lambda: (floats(B, T, D),)),
+    "MambaLM": (lambda: ssm.MambaLM(10, D, num_layers=2, d_state=4), lambda: (ids(B, T),)),
 }
 
 
@@ -158,10 +178,125 @@ def test_forward_and_backward_on_meta(name):
         assert p.grad is None or p.grad.device.type == "meta", name
 
 
+def as_module(fn):
+    """A function as a module with one parameter, so the test can run a backward pass."""
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(()))
+
+        def forward(self, *args):
+            return first_tensor(fn(*args)) * self.w
+
+    return Wrapped()
+
+
+def mamba_step(*args):
+    torch.manual_seed(0)
+    return ssm.MambaBlock(D, d_state=4).to(META).step(*args)
+
+
+def lm_step(model):
+    def step(token, state=None):
+        torch.manual_seed(0)
+        return model().to(META).step(token, state)
+    return step
+
+
+def cache_append(k, v):
+    cache = kv_cache.KVCache(2 * T)
+    cache.append(k, v)
+    keys, values = cache.append(k, v)
+    assert keys.shape == (B, 2, 2 * T, 4) and cache.length == 2 * T
+    return keys + values
+
+
+# The functional cores of the newer modules: name -> (function, inputs factory, shape of
+# the first floating-point output). Each must compute on meta without touching another device.
+FUNCTIONS = {
+    "linear_attention": (linear_attention.linear_attention,
+                         lambda: (floats(B, 2, T, 4), floats(B, 2, 7, 4), floats(B, 2, 7, 3)),
+                         (B, 2, T, 3)),
+    "linear_attention-causal": (lambda q, k, v: linear_attention.linear_attention(q, k, v, True),
+                                lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)),
+                                (B, 2, T, 3)),
+    "linear_attention_quadratic": (
+        lambda q, k, v: linear_attention.linear_attention_quadratic(q, k, v, causal=True),
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)), (B, 2, T, 3)),
+    "linear_attention_chunked": (
+        lambda q, k, v: linear_attention.linear_attention_chunked(q, k, v, chunk_size=2),
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)), (B, 2, T, 3)),
+    "linear_attention_recurrent": (
+        linear_attention.linear_attention_recurrent,
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)), (B, 2, T, 3)),
+    "linear_recurrence": (scan.linear_recurrence, lambda: (floats(B, T, 3), floats(B, T, 3)),
+                          (B, T, 3)),
+    "parallel_scan": (scan.parallel_scan,
+                      lambda: (floats(B, T, 3), floats(B, T, 3), floats(B, 3)), (B, T, 3)),
+    "log_space_scan": (scan.log_space_scan, lambda: (floats(B, T, 3), floats(B, T, 3)),
+                       (B, T, 3)),
+    "discretize_zoh": (ssm.discretize_zoh, lambda: (floats(3, 4), floats(3, 4), floats(3)),
+                       (3, 4)),
+    "ssm_kernel": (lambda a, b, c: ssm.ssm_kernel(a, b, c, T),
+                   lambda: (floats(3, 4), floats(3, 4), floats(3, 4)), (3, T)),
+    "ssm_convolution": (ssm.ssm_convolution, lambda: (floats(B, T, 3), floats(3, T), floats(3)),
+                        (B, T, 3)),
+    "ssm_convolution-fft": (lambda x, k: ssm.ssm_convolution(x, k, fft=True),
+                            lambda: (floats(B, T, 3), floats(3, T)), (B, T, 3)),
+    "ssm_recurrent": (ssm.ssm_recurrent,
+                      lambda: (floats(B, T, 3), floats(3, 4), floats(3, 4), floats(3, 4)),
+                      (B, T, 3)),
+    "selective_scan": (ssm.selective_scan,
+                       lambda: (floats(B, T, 3), floats(B, T, 3), floats(3, 4), floats(B, T, 4),
+                                floats(B, T, 4), floats(3)), (B, T, 3)),
+    "selective_scan_parallel": (ssm.selective_scan_parallel,
+                                lambda: (floats(B, T, 3), floats(B, T, 3), floats(3, 4),
+                                         floats(B, T, 4), floats(B, T, 4)), (B, T, 3)),
+    "decay_mask": (ssm.decay_mask, lambda: (floats(B, 2, T),), (B, 2, T, T)),
+    "ssd_attention_form": (ssm.ssd_attention_form,
+                           lambda: (floats(B, 2, T, 3), floats(B, 2, T), floats(B, 2, T, 4),
+                                    floats(B, 2, T, 4)), (B, 2, T, 3)),
+    "ssd_recurrent": (ssm.ssd_recurrent,
+                      lambda: (floats(B, 2, T, 3), floats(B, 2, T), floats(B, 2, T, 4),
+                               floats(B, 2, T, 4)), (B, 2, T, 3)),
+    "MambaBlock.step": (mamba_step, lambda: (floats(B, D),), (B, D)),
+    "MambaBlock.step-state": (mamba_step,
+                              lambda: (floats(B, D), (floats(B, 2 * D, 3), floats(B, 2 * D, 4))),
+                              (B, D)),
+    "MambaLM.step": (lm_step(lambda: ssm.MambaLM(10, D, d_state=4)), lambda: (ids(B),), (B, 10)),
+    "LinearAttentionLM.step": (lm_step(lambda: linear_attention.LinearAttentionLM(10, D, 2)),
+                               lambda: (ids(B),), (B, 10)),
+    "rope": (lambda x: rope.apply_rope(x, *rope.rope_angles(torch.arange(T, device=META), 4)),
+             lambda: (floats(B, 2, T, 4),), (B, 2, T, 4)),
+    "rotate_half": (rope.rotate_half, lambda: (floats(B, 2, T, 4),), (B, 2, T, 4)),
+    "online_softmax": (online_softmax.online_softmax, lambda: (floats(B, T, 6),), (B, T, 6)),
+    "tiled_attention": (lambda q, k, v: online_softmax.tiled_attention(q, k, v, 2, causal=True),
+                        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)),
+                        (B, 2, T, 3)),
+    "KVCache": (cache_append, lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4)), (B, 2, 2 * T, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_function_forward_and_backward_on_meta(name):
+    fn, make_inputs, shape = FUNCTIONS[name]
+    module = as_module(fn).to(META)
+    inputs = make_inputs()
+    out = module(*inputs)
+    assert out.device.type == "meta" and tuple(out.shape) == shape, (name, out.shape)
+    out.float().sum().backward()
+    assert module.w.grad is not None and module.w.grad.device.type == "meta"
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            assert x.grad is None or x.grad.device.type == "meta", name
+
+
 def test_every_public_module_has_a_meta_case():
     """A new public module must be added to CASES (variants such as ``RNN-fast`` are extra)."""
     modules = set()
-    for package in (attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa):
+    for package in (attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa,
+                    linear_attention, scan, ssm):
         for name in dir(package):
             obj = getattr(package, name)
             if (

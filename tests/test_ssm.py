@@ -14,6 +14,7 @@ from tolerance import assert_close, assert_same_math, tol
 from seqbook.ssm import (
     DiagonalSSM,
     MambaBlock,
+    MambaLM,
     decay_mask,
     discretize_zoh,
     selective_scan,
@@ -166,6 +167,52 @@ def test_mamba_block_is_causal_and_its_scans_agree(device):
         assert_same_math(block(u), out, n=200)
 
 
+@pytest.mark.parametrize("sizes", [dict(d_conv=4), dict(d_conv=1, conv_bias=False),
+                                   dict(d_conv=3, bias=True, expand=3, d_state=2)])
+def test_mamba_block_steps_give_the_parallel_output(sizes, device):
+    """Token by token, step computes what forward computes at once, and its state has
+    the same size after any number of tokens."""
+    torch.manual_seed(0)
+    block = MambaBlock(8, **sizes).to(device, F64)
+    u = torch.randn(2, 7, 8, dtype=F64, device=device)
+    state, outs = None, []
+    for t in range(u.shape[1]):
+        out, state = block.step(u[:, t], state)
+        outs.append(out)
+        conv_state, h = state
+        assert conv_state.shape == (2, block.d_inner, block.d_conv - 1)
+        assert h.shape == (2, block.d_inner, block.d_state)
+    assert_same_math(torch.stack(outs, dim=1), block(u), n=200)
+
+
+def test_mamba_lm_steps_give_the_logits_of_forward(device):
+    torch.manual_seed(0)
+    model = MambaLM(11, 8, num_layers=2, d_state=4, init_std=0.5).to(device, F64)
+    ids = torch.randint(11, (2, 9), device=device)
+    logits, state = model(ids)
+    assert logits.shape == (2, 9, 11) and state is None
+    state, steps = None, []
+    for t in range(ids.shape[1]):
+        step_logits, state = model.step(ids[:, t], state)
+        steps.append(step_logits)
+    assert len(state) == 2
+    assert_same_math(torch.stack(steps, dim=1), logits, n=400)
+    for scan in ("parallel", "log"):
+        for mixer in model.mixers:
+            mixer.scan = scan
+        assert_same_math(model(ids)[0], logits, n=400)
+
+
+def test_mamba_lm_trains_and_ties_its_head():
+    model = MambaLM(11, 8, num_layers=2, d_state=4)
+    ids = torch.randint(11, (3, 6))
+    logits, _ = model(ids)
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+    assert all(p.grad is not None for p in model.parameters())
+    block = sum(p.numel() for p in model.mixers[0].parameters())
+    assert sum(p.numel() for p in model.parameters()) == 11 * 8 + 2 * (block + 8) + 8
+
+
 # --- the peer: Hugging Face's MambaMixer -----------------------------------------
 
 CONFIGS = {
@@ -303,6 +350,23 @@ BAD = {
     "block-scan": (lambda: MambaBlock(8, scan="fft"), "scan", "'fft'"),
     "block-dt_rank": (lambda: MambaBlock(8, dt_rank="big"), "dt_rank", "str"),
     "ssm-layer-x": (lambda: DiagonalSSM(3)(torch.randn(2, 5, 4)), "x", "(batch, T, 3)"),
+    "step-u": (lambda: MambaBlock(8).step(torch.randn(2, 5, 8)), "u", "(batch, 8)",
+               "(2, 5, 8)"),
+    "step-state": (lambda: MambaBlock(8).step(torch.randn(2, 8), torch.zeros(2, 16)),
+                   "state", "pair"),
+    "step-h": (lambda: MambaBlock(8, d_state=4).step(
+        torch.randn(2, 8), (torch.zeros(2, 16, 3), torch.zeros(2, 16, 5))),
+        "h", "(2, 16, 4)", "(2, 16, 5)"),
+    "step-conv": (lambda: MambaBlock(8).step(
+        torch.randn(2, 8), (torch.zeros(2, 16, 4), torch.zeros(2, 16, 16))),
+        "conv_state", "(2, 16, 3)", "(2, 16, 4)"),
+    "lm-ids": (lambda: MambaLM(10, 8)(torch.zeros(2, 5)), "ids", "float32"),
+    "lm-range": (lambda: MambaLM(10, 8)(torch.full((2, 5), -1)), "ids", "-1"),
+    "lm-step-ids": (lambda: MambaLM(10, 8).step(torch.zeros(2, 3, dtype=torch.long)),
+                    "ids", "(B,)"),
+    "lm-state": (lambda: MambaLM(10, 8, num_layers=2).step(
+        torch.zeros(2, dtype=torch.long), [None]), "state", "2 pairs"),
+    "lm-scan": (lambda: MambaLM(10, 8, scan="fft"), "scan", "'fft'"),
 }
 
 

@@ -1,0 +1,246 @@
+"""Chapter 1's exercise checks (seqbook.exercises.ch01): each passes a right answer, calls the
+untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
+wrong in each typical wrong answer. The notebook's hint dropdowns show the registered hints."""
+
+import json
+import re
+import time
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from seqbook.bpe import merge_piece, pretokenize, train_bpe
+from seqbook.exercises import EXERCISES, check
+from seqbook.exercises.ch01 import SAMPLE
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "01_embeddings.ipynb"
+
+
+def starter(*args):
+    raise NotImplementedError  # your code here
+
+
+# --- an embedding as a linear layer -------------------------------------------------------------
+
+
+def test_linear_embedding():
+    def right(emb):
+        V, d = emb.weight.shape
+        lin = nn.Linear(V, d, bias=False).to(emb.weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(emb.weight.T)
+        return lin
+
+    def with_bias(emb):
+        lin = nn.Linear(*emb.weight.shape).to(emb.weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(emb.weight.T)
+        return lin
+
+    def transposed_shape(emb):
+        V, d = emb.weight.shape
+        lin = nn.Linear(d, V, bias=False).to(emb.weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(emb.weight)
+        return lin
+
+    def not_copied(emb):
+        return nn.Linear(*emb.weight.shape, bias=False).to(emb.weight.dtype)
+
+    def float32(emb):  # a float32 copy is right too
+        return right(emb).float()
+
+    name = "ex-ch1-linear-embedding"
+    assert check(name, right)
+    assert check(name, float32)
+    assert check(name, starter).status == "not attempted"
+    assert "has a bias" in check(name, with_bias).message
+    assert "maps d features to V" in check(name, transposed_shape).message
+    assert "copy the table" in check(name, not_copied).message
+    assert "must return an nn.Linear" in check(name, lambda emb: emb.weight).message
+
+
+# --- the cost of a one-hot embedding -------------------------------------------------------------
+
+
+def test_cost():
+    V, d, B, T = 50_257, 768, 8, 1024
+    name = "ex-ch1-cost"
+    assert check(name, (B * T * V * 4, B * T * V * d, B * T * d))
+    assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded
+    assert check(name, ...).status == "not attempted"
+    assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
+    assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message
+    assert "misses a factor" in check(name, (B * T * V * 4, B * T * V, B * T * d)).message
+    assert "one token" in check(name, (B * T * V * 4, V * d, B * T * d)).message
+    assert "not rows" in check(name, (B * T * V * 4, B * T * V * d, B * T)).message
+    assert "whole table" in check(name, (B * T * V * 4, B * T * V * d, V * d)).message
+    assert "three numbers" in check(name, (1, 2)).message
+    assert "must be a number" in check(name, ("a", 2, 3)).message
+
+
+# --- patches of several sizes --------------------------------------------------------------------
+
+
+def test_patch_size():
+    def table(tokens, pixels, params):
+        return {p: (tokens(p), pixels(p), params(p)) for p in (1, 2, 4, 8)}
+
+    name = "ex-ch1-patch-size"
+    right = table(lambda p: (8 // p) ** 2, lambda p: p * p, lambda p: p * p * 32 + 32)
+    assert check(name, right)
+    assert check(name, ...).status == "not attempted"
+    no_bias = table(lambda p: (8 // p) ** 2, lambda p: p * p, lambda p: p * p * 32)
+    assert "miss the bias" in check(name, no_bias).message
+    one_side = table(lambda p: 8 // p, lambda p: p * p, lambda p: p * p * 32 + 32)
+    assert "one side" in check(name, one_side).message
+    row = table(lambda p: (8 // p) ** 2, lambda p: p, lambda p: p * p * 32 + 32)
+    assert "not a row" in check(name, row).message
+    bias_per_pixel = table(lambda p: (8 // p) ** 2, lambda p: p * p, lambda p: p * p * 33)
+    assert "one entry per output" in check(name, bias_per_pixel).message
+    assert "keys" in check(name, {1: (64, 1, 64)}).message
+    assert "must be a dict" in check(name, [1, 2]).message
+
+
+# --- find the bug: BPE merges in the wrong order ------------------------------------------------
+
+
+def buggy_encode(piece, merges):  # the starter of the exercise
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    i = 0
+    while i < len(parts) - 1:
+        if (parts[i], parts[i + 1]) in merges:
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+            i = max(i - 1, 0)
+        else:
+            i += 1
+    return parts
+
+
+def right_encode(piece, merges):
+    rank = {pair: r for r, pair in enumerate(merges)}
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        pairs = [(rank.get(p, len(rank)), i) for i, p in enumerate(pairwise(parts))]
+        r, i = min(pairs)
+        if r == len(rank):
+            break
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return parts
+
+
+def latest_first(piece, merges):
+    return right_encode(piece, merges[::-1])
+
+
+def test_bpe_bug():
+    name = "ex-ch1-bpe-bug"
+    assert check(name, right_encode)
+    assert check(name, starter).status == "not attempted"
+    assert "left to right" in check(name, buggy_encode).message
+    assert "latest merges are applied first" in check(name, latest_first).message
+    assert "bytes objects" in check(name, lambda piece, merges: list(piece)).message
+    assert "do not spell it again" in check(name, lambda piece, merges: [piece[:1]]).message
+    assert "split differently" in check(name, lambda piece, merges: [piece]).message
+
+
+def test_bpe_bug_accepts_tiktoken_rule():
+    """The rank of the concatenation (tiktoken's rule, merge_piece) is right too."""
+    tok = train_bpe(SAMPLE, 256 + 60)
+
+    def by_concatenation(piece, merges):
+        if merges == tok.merges:
+            return [tok.token_bytes(i) for i in merge_piece(piece, tok.ranks)]
+        return right_encode(piece, merges)
+
+    assert check("ex-ch1-bpe-bug", by_concatenation)
+
+
+# --- learn BPE merges ---------------------------------------------------------------------------
+
+
+def merge(word, pair):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(word[i] + word[i + 1])
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def learn(text, num_merges, weighted=True, recount=True, pieces=True):
+    spans = pretokenize(text) if pieces else [text]
+    words = Counter(tuple(bytes([b]) for b in p.encode("utf-8")) for p in spans)
+    merges = []
+
+    def count():
+        counts = Counter()
+        for w, f in words.items():
+            for pair in pairwise(w):
+                counts[pair] += f if weighted else 1
+        return counts
+
+    counts = count()
+    for _ in range(num_merges):
+        if recount:
+            counts = count()
+        best = max((p for p in counts if p not in merges), key=counts.get)
+        merges.append(best)
+        words = Counter({merge(w, best): f for w, f in words.items()})
+    return merges
+
+
+def test_bpe_merges():
+    name = "ex-ch1-bpe-merges"
+    assert check(name, learn)
+    assert check(name, lambda text, n: train_bpe(text, 256 + n).merges)
+    assert check(name, starter).status == "not attempted"
+    assert "across them" in check(name, lambda t, n: learn(t, n, pieces=False)).message
+    assert "each counted once" in check(name, lambda t, n: learn(t, n, weighted=False)).message
+    assert "after every merge" in check(name, lambda t, n: learn(t, n, recount=False)).message
+    assert "must return 40 merges" in check(name, lambda t, n: learn(t, n - 1)).message
+    ids = check(name, lambda t, n: [(116, 104)] * n).message
+    assert "pairs of ids" in ids
+    assert "pair of non-empty bytes" in check(name, lambda t, n: ["th"] * n).message
+    reversed_pair = check(name, lambda t, n: [(b, a) for a, b in learn(t, n)]).message
+    assert reversed_pair.startswith("merge 0 ")
+    pieces = Counter(tuple(bytes([b]) for b in p.encode()) for p in pretokenize(SAMPLE))
+    rare = min((pair for w in pieces for pair in pairwise(w)),
+               key=lambda pair: sum(f for w, f in pieces.items() if pair in pairwise(w)))
+    generic = check(name, lambda t, n: [rare] + learn(t, n - 1)).message
+    assert generic == "merge 0 is not a most frequent pair of the pieces at that step"
+
+
+def test_checks_are_fast():
+    t = time.perf_counter()
+    for name, answer in [("ex-ch1-bpe-merges", learn), ("ex-ch1-bpe-bug", right_encode),
+                         ("ex-ch1-bpe-bug", buggy_encode)]:
+        check(name, answer)
+    assert time.perf_counter() - t < 3.0
+
+
+# --- the notebook shows the registered hints --------------------------------------------------------
+
+
+def test_notebook_hints_are_the_registered_ones():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    shown, current = {}, None
+    for cell in cells:
+        source = "".join(cell["source"])
+        label = re.search(r":label: (ex-ch1-[\w-]+)", source)
+        if cell["cell_type"] == "markdown" and label:
+            current = label.group(1)
+        hint = re.match(r":::\{admonition\} Hint (\d)\n:class: dropdown\n(.*?)\n:::\s*$", source,
+                        re.S)
+        if cell["cell_type"] == "markdown" and hint:
+            shown.setdefault(current, []).append(" ".join(hint.group(2).split()))
+    registered = {name: ex.hints for name, ex in EXERCISES.items() if name.startswith("ex-ch1-")}
+    assert set(shown) == set(registered)
+    for name, hints in registered.items():
+        assert shown[name] == [" ".join(h.split()) for h in hints], name
