@@ -1,0 +1,343 @@
+"""Checks of chapter 7's exercises (Hopfield networks)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..hopfield import (
+    async_sweep,
+    dense_update_async,
+    dense_update_sync,
+    hebbian_weights,
+    sign_keep,
+    update_sync,
+)
+from .core import Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor, or a clear complaint."""
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+def _spins(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Random states in {-1, +1} of the given shape, float64."""
+    return (torch.randint(0, 2, shape, generator=generator) * 2 - 1).to(F64)
+
+
+def _binary(out: torch.Tensor, what: str) -> None:
+    """A state must stay in {-1, +1}."""
+    expect(bool(((out == 1) | (out == -1)).all()),
+           f"{what} returns entries other than -1 and +1: a field of exactly 0 must keep the "
+           "neuron's value (torch.sign(0) is 0, which is not a state)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: Hebb's rule.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch7-hebb", hints=[
+    "Compare the function with eq. (7.2) term by term: what multiplies the sum, and what happens "
+    "to the entries W_ii?",
+    "patterns.T @ patterns puts P on the diagonal (every pattern adds x_i x_i = 1) and has no "
+    "factor in front. The rule divides by N, the number of neurons, and sets the diagonal to 0.",
+])
+def check_hebb(hebb):
+    g = torch.Generator().manual_seed(0)
+    P, N = 5, 12
+    x = _spins((P, N), g)
+    W = _tensor(call(hebb, x.clone(), what="hebb"), "hebb")
+    expect(W.shape == (N, N), f"for (P, N) = {(P, N)} patterns W must be (N, N) = {(N, N)}, got "
+           f"{tuple(W.shape)}: sum the outer products of the rows, patterns.T @ patterns")
+    ref = hebbian_weights(x)
+    off = ~torch.eye(N, dtype=torch.bool)
+    if not bool((W.diagonal().abs() < 1e-12).all()):
+        raise Wrong("the diagonal is not zero: every pattern adds x_i x_i = 1 to W_ii, so each "
+                    "neuron would excite itself; set W_ii = 0")
+    if close(W, ref * N):
+        raise Wrong("W is N times too large: the rule divides the sum by N, the number of neurons")
+    if close(W, ref * N / P):
+        raise Wrong("W is divided by P, the number of patterns: the rule divides by N, the number "
+                    "of neurons")
+    expect(close(W[off], ref[off], n=P), "the off-diagonal weights are not (1/N) sum_mu x_i x_j: "
+           "check the outer products")
+    expect(close(W, ref, n=P), "W is not the Hebbian weight matrix of eq. (7.2)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: a sweep that is not asynchronous.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch7-sync-cycle", hints=[
+    "Run the sweep by hand in the two-neuron network from (1, -1) with order [0, 1]: when neuron "
+    "1's turn comes, which value of neuron 0 does its field use?",
+    "The fields h are computed once, before the loop, from the state before the sweep: every "
+    "neuron reads the old state, which is the synchronous rule written as a loop. Compute the "
+    "field of neuron i inside the loop, from the current state.",
+])
+def check_sync_cycle(sweep):
+    # the two-neuron network of the exercise: it stores (1, 1)
+    W2 = hebbian_weights(torch.tensor([[1.0, 1.0]], dtype=F64))
+    s2 = torch.tensor([[1.0, -1.0]], dtype=F64)
+    out = _tensor(call(sweep, W2.clone(), s2.clone(), [0, 1], what="sweep"), "sweep")
+    expect(out.shape == s2.shape, f"sweep must return a state of the input's shape (B, N) = "
+           f"{tuple(s2.shape)}, got {tuple(out.shape)}")
+    if torch.equal(out, -s2):
+        raise Wrong("from (1, -1) the two neurons swapped values: both read the state before the "
+                    "sweep, which is the synchronous rule; neuron i must see the changes made "
+                    "before its turn")
+    _binary(out, "sweep")
+    expect(torch.equal(out, async_sweep(W2, s2, [0, 1])),
+           "in the two-neuron network, from (1, -1) with order [0, 1], the sweep does not end in "
+           "the state the asynchronous rule gives")
+    # a larger network; two patterns give integer fields with exact ties (a field of 0)
+    g = torch.Generator().manual_seed(1)
+    W = hebbian_weights(_spins((4, 16), g), normalize=False)
+    state = _spins((24, 16), g)
+    order = torch.randperm(16, generator=g).tolist()[:12] + [3, 3, 7]
+    given = state.clone()
+    out = _tensor(call(sweep, W.clone(), given, list(order), what="sweep"), "sweep")
+    expect(torch.equal(given, state), "sweep changed the state it was given: update a copy "
+           "(state.clone()) and return it")
+    expect(out.shape == state.shape, f"sweep must return a state of the input's shape (B, N) = "
+           f"{tuple(state.shape)}, got {tuple(out.shape)}")
+    _binary(out, "sweep")
+    ref = async_sweep(W, state, order)
+    if torch.equal(out, ref):
+        return
+    full_sync = update_sync(W, state)
+    listed = sorted(set(order))
+    sync_on_order = state.clone()
+    sync_on_order[:, listed] = full_sync[:, listed]
+    if torch.equal(out, sync_on_order) or torch.equal(out, full_sync):
+        raise Wrong("every neuron reads the fields of the state before the sweep: that is the "
+                    "synchronous rule; compute the field of neuron i from the current state, "
+                    "after the updates before it")
+    if torch.equal(out, async_sweep(W, state, list(range(16)))):
+        raise Wrong("the neurons are updated in the order 0, 1, ..., N-1: update the neurons of "
+                    "`order`, in that order (repeats included)")
+    h = state @ W  # ties: a field of exactly 0 in the first update
+    for tie_value in (1.0, -1.0):
+        tie_rule = state.clone()
+        for i in order:
+            field = tie_rule @ W[:, i]
+            tie_rule[:, i] = torch.where(field == 0, tie_value, torch.sign(field))
+        if torch.equal(out, tie_rule) and bool((h == 0).any()):
+            raise Wrong(f"a neuron whose field is exactly 0 becomes {tie_value:+.0f}: it must keep "
+                        "its value")
+    raise Wrong("the sweep does not give the states of the asynchronous rule: update the neurons "
+                "of `order` one at a time, each from the field of the current state")
+
+
+# ---------------------------------------------------------------------------------------------
+# Perfect recall: the two probabilities of the Gaussian crosstalk estimate.
+# ---------------------------------------------------------------------------------------------
+
+
+def _phi(z: float) -> float:
+    """The standard normal distribution function."""
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+def _number(value, what: str) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise Wrong(f"{what} must be a number, got {type(value).__name__}") from err
+    return value
+
+
+@exercise("ex-ch7-perfect-recall", hints=[
+    "Compute the bit error probability first, with the first form of eq. (7.5) and the normal "
+    "distribution function Phi(z) = erfc(-z / sqrt(2)) / 2 (math.erfc).",
+    "One given pattern is a fixed point when all its N bits survive; all P patterns when all N P "
+    "bits do. Each bit survives with probability 1 - P_err.",
+])
+def check_perfect_recall(stable_probabilities):
+    for N, P in [(100, 10), (100, 20), (1000, 60), (1000, 100)]:
+        out = call(stable_probabilities, N, P, what="stable_probabilities")
+        expect(isinstance(out, (tuple, list)) and len(out) == 2,
+               "stable_probabilities must return a pair (one given pattern, all P patterns)")
+        one, every = (_number(v, "each probability") for v in out)
+        p_err = _phi(-math.sqrt((N - 1) / (P - 1)))
+        p_approx = _phi(-math.sqrt(N / P))
+        ref_one, ref_all = (1 - p_err) ** N, (1 - p_err) ** (N * P)
+
+        def near(a, b):
+            return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+        if near(one, (1 - p_approx) ** N) and not near(one, ref_one):
+            raise Wrong("you used the approximate form Phi(-sqrt(N/P)); use the first form of "
+                        "eq. (7.5), Phi(-sqrt((N-1)/(P-1))), which is more accurate at these N")
+        if near(one, p_err) or near(one, 1 - p_err):
+            raise Wrong("the first number is the probability of one bit: a pattern is a fixed "
+                        "point only when all its N bits survive")
+        if near(one, ref_all) and near(every, ref_one):
+            raise Wrong("the two probabilities are swapped: the pair is (one given pattern, all "
+                        "P patterns)")
+        expect(near(one, ref_one), f"the probability that one given pattern is a fixed point is "
+               f"wrong (N = {N}, P = {P}): all its N bits must survive")
+        if near(every, ref_one ** (1 / N)) or near(every, (1 - p_err) ** P):
+            raise Wrong("the second number must count the bits of all P patterns, N P of them")
+        expect(near(every, ref_all), f"the probability that all P patterns are fixed points is "
+               f"wrong (N = {N}, P = {P}): all N P bits must survive")
+
+
+# ---------------------------------------------------------------------------------------------
+# The two halves of z-scoring.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch7-zscore", hints=[
+    "Both functions work on each row (one image) by itself: statistics over the last dimension, "
+    "with keepdim=True so that they broadcast against the row.",
+    "centre subtracts the row's mean; to_common_norm divides the row by its length "
+    "(x.norm(dim=-1, keepdim=True)) and multiplies by sqrt(d), d the row's length.",
+])
+def check_zscore(centre, to_common_norm):
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(7, 20, generator=g, dtype=F64) * torch.rand(7, 1, generator=g, dtype=F64) * 3
+    c = _tensor(call(centre, x.clone(), what="centre"), "centre")
+    expect(c.shape == x.shape, f"centre must keep the shape {tuple(x.shape)}, got {tuple(c.shape)}")
+    if close(c, x - x.mean(0, keepdim=True)):
+        raise Wrong("centre subtracts the mean image, over the patterns: subtract each image's own "
+                    "mean, over its pixels (dim=-1)")
+    if close(c, (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)):
+        raise Wrong("centre also divides by the standard deviation: that is the full z-score; "
+                    "centre only subtracts each row's mean")
+    expect(close(c, x - x.mean(-1, keepdim=True), n=20), "centre does not subtract each row's "
+           "mean: every row of the result must have mean 0 and differ from the input by a "
+           "constant")
+    s = _tensor(call(to_common_norm, x.clone(), what="to_common_norm"), "to_common_norm")
+    expect(s.shape == x.shape, f"to_common_norm must keep the shape {tuple(x.shape)}, got "
+           f"{tuple(s.shape)}")
+    norms = s.norm(dim=-1)
+    if close(s, x / x.std(-1, keepdim=True)):
+        raise Wrong("dividing by the standard deviation alone does not give the rows a common "
+                    "norm when they are not centred: divide by the row's norm instead")
+    if close(norms, torch.ones(7, dtype=F64), n=20):
+        raise Wrong("the rows have norm 1: scale them to norm sqrt(d), the norm of a z-scored "
+                    "row, so that beta = 1 means what it meant above")
+    if close(s, x / x.norm(dim=0, keepdim=True) * math.sqrt(7)):
+        raise Wrong("to_common_norm scales the columns (one pixel across the images): scale each "
+                    "row, one image, by its own norm")
+    expect(close(norms, torch.full((7,), math.sqrt(20), dtype=F64), n=20),
+           "the rows of to_common_norm(x) do not all have the norm sqrt(d), d the row length")
+    expect(close(s, x / x.norm(dim=-1, keepdim=True) * math.sqrt(20), n=20),
+           "to_common_norm must only rescale each row (a positive factor), not change its shape")
+
+
+# ---------------------------------------------------------------------------------------------
+# The exponential dense memory without overflow.
+# ---------------------------------------------------------------------------------------------
+
+
+def _sweep_without_factor(patterns, state, order):
+    """Aryaman's bracket without the factor xi[l]: sgn[-E(xi) + E(flip_l xi)], F = exp."""
+    state = state.clone()
+    for i in order:
+        flipped = state.clone()
+        flipped[..., i] = -flipped[..., i]
+        # -E(xi) + E(flipped) > 0  <=>  lse(overlaps of xi) > lse(overlaps of flipped)
+        diff = torch.logsumexp(state @ patterns.T, -1) - torch.logsumexp(flipped @ patterns.T, -1)
+        state[..., i] = sign_keep(diff, state[..., i])
+    return state
+
+
+@exercise("ex-ch7-dense-exp", hints=[
+    "For F = exp, -E(xi) is sum_mu exp(x_mu . xi): neuron l takes +1 when that sum is larger with "
+    "xi_l = +1 than with xi_l = -1. Comparing two sums of exponentials is comparing their "
+    "logarithms, and torch.logsumexp computes those without overflow.",
+    "Keep the overlaps x_mu . xi for the current state. The overlaps with bit l set to +1 or -1 "
+    "are the overlaps without bit l, plus or minus the column patterns[:, l].",
+    "Update the state (and the overlaps) after every decision, so that the next neuron sees the "
+    "change; a difference of exactly 0 keeps the old value.",
+])
+def check_dense_exp(dense_exp_sweep):
+    g = torch.Generator().manual_seed(3)
+    patterns = _spins((30, 40), g)
+    state = _spins((8, 40), g)
+    order = torch.randperm(40, generator=g).tolist()
+    given = state.clone()
+    out = _tensor(call(dense_exp_sweep, patterns.clone(), given, list(order),
+                       what="dense_exp_sweep"), "dense_exp_sweep")
+    expect(torch.equal(given, state), "dense_exp_sweep changed the state it was given: update a "
+           "copy (state.clone()) and return it")
+    expect(out.shape == state.shape, f"dense_exp_sweep must return a state of the input's shape "
+           f"{tuple(state.shape)}, got {tuple(out.shape)}")
+    _binary(out, "dense_exp_sweep")
+    ref = dense_update_async(patterns, state, "exp", order=order)
+    if not torch.equal(out, ref):
+        if torch.equal(out, _sweep_without_factor(patterns, state, order)):
+            raise Wrong("the decisions are right where xi_l = +1 and wrong where xi_l = -1: the "
+                        "bracket compares the current state with the flipped one, so it says "
+                        "'keep or flip'; multiply it by xi_l, or compare bit l = +1 with bit "
+                        "l = -1 as in eq. (7.7)")
+        if torch.equal(out, dense_update_sync(patterns, state, "exp")):
+            raise Wrong("every decision sees the state before the sweep (the synchronous rule): "
+                        "update the state after each neuron, so that the next one sees the change")
+        if torch.equal(-out, ref):
+            raise Wrong("every decision has the wrong sign: neuron l takes the value that gives "
+                        "the lower energy, i.e. the larger sum of exp(overlap)")
+        raise Wrong("the sweep does not give the states of rule (7.7) with F = exp")
+    # N = 1000 near a stored pattern: the overlaps are near 1000 and exp(1000) overflows float64
+    patterns = _spins((20, 1000), g)
+    flip = torch.zeros(2, 1000, dtype=torch.bool)
+    flip[:, :60] = True
+    state = torch.where(flip, -patterns[:2], patterns[:2])
+    order = list(range(40)) + list(range(500, 520))
+    out = _tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
+                       what="dense_exp_sweep"), "dense_exp_sweep")
+    ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
+    expect(ok and torch.equal(out, dense_update_async(patterns, state, "exp", order=order)),
+           "with N = 1000 neurons the overlaps reach 900 and exp(900) overflows even float64: "
+           "compare logarithms of the sums (torch.logsumexp) instead of the sums")
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Separation and the one-step retrieval error of the continuous network.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch7-separation", hints=[
+    "All the overlaps at once: G = patterns @ patterns.T, a (P, P) matrix whose diagonal holds "
+    "x_i . x_i.",
+    "For row i, the largest overlap with another pattern is the maximum of G[i] without its "
+    "diagonal entry: fill the diagonal with -inf (masked_fill with torch.eye(P, dtype=bool)) "
+    "before taking the maximum.",
+])
+def check_separation(separation):
+    g = torch.Generator().manual_seed(4)
+    P, d = 9, 6
+    x = torch.randn(P, d, generator=g, dtype=F64)
+    x[3] = 0.9 * x[5] + 0.1 * x[3]  # a close pair: their separation is small
+    delta = _tensor(call(separation, x.clone(), what="separation"), "separation")
+    expect(delta.shape == (P,), f"separation must return one number per pattern, shape (P,) = "
+           f"{(P,)}, got {tuple(delta.shape)}")
+    G = x @ x.T
+    eye = torch.eye(P, dtype=torch.bool)
+    ref = G.diagonal() - G.masked_fill(eye, -math.inf).max(-1).values
+    if close(delta, G.diagonal() - G.max(-1).values):
+        raise Wrong("the maximum includes the pattern itself (j = i): it must run over the other "
+                    "patterns, j != i")
+    if close(delta, G.diagonal() - G.masked_fill(eye, math.inf).min(-1).values):
+        raise Wrong("you subtract the smallest overlap: the separation is measured against the "
+                    "closest other pattern, the largest overlap")
+    if close(delta, -ref):
+        raise Wrong("the sign is reversed: Delta_i = x_i . x_i - max_(j != i) x_i . x_j")
+    xn = x / x.norm(dim=-1, keepdim=True)
+    C = xn @ xn.T
+    if close(delta, 1 - C.masked_fill(eye, -math.inf).max(-1).values):
+        raise Wrong("you compare cosines: the separation uses the dot products themselves, whose "
+                    "size matters to the softmax")
+    expect(close(delta, ref, n=d), "separation does not give x_i . x_i - max_(j != i) x_i . x_j "
+           "for every pattern")

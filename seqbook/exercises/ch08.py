@@ -1,0 +1,329 @@
+"""Checks of chapter 8's exercises (attention with vector symbols, FHRR)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from ..vsa import (
+    fhrr_bind,
+    fhrr_bundle,
+    fhrr_wrap,
+    fractional_power,
+    random_symbols,
+    vsa_attention,
+)
+from .core import Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor, or a clear complaint."""
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+def _same_angles(out: torch.Tensor, ref: torch.Tensor, atol: float = 1e-9) -> bool:
+    """Whether two symbols name the same angles: equal modulo 2 (so -1 and +1 agree)."""
+    if out.shape != ref.shape:
+        return False
+    diff = fhrr_wrap(out.to(F64) - ref.to(F64))
+    return bool((diff.abs() < atol).all())
+
+
+def _in_range(out: torch.Tensor) -> bool:
+    """Whether every entry is a pi-normalised angle in [-1, 1]."""
+    return bool(((out >= -1) & (out <= 1)).all())
+
+
+def _symbol(out, ref: torch.Tensor, what: str) -> torch.Tensor:
+    """The learner's symbol: a tensor of the reference's shape."""
+    out = _tensor(out, what)
+    expect(out.shape == ref.shape, f"{what} must return a tensor of shape {tuple(ref.shape)}, got "
+           f"{tuple(out.shape)}")
+    return out
+
+
+def _wrapping_pair(seed: int, n: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two float64 symbols whose sums and differences cross +-1 in many entries."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = random_symbols(2, n, generator=g, dtype=F64)
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding, and why it keeps similarities.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-bind-invariance", hints=[
+    "Binding adds the angles. The sum of two angles in [-1, 1) lies in [-2, 2): map it back to "
+    "the same point of the circle in [-1, 1).",
+    "Shift by 1, take the remainder modulo 2, shift back: (x + 1) mod 2 - 1. torch.remainder "
+    "gives a result in [0, 2) for negative inputs too; torch.fmod and Python's math.fmod do not.",
+])
+def check_bind_invariance(bind_):
+    a, b = _wrapping_pair(0)
+    ref = fhrr_bind(a, b)
+    out = _symbol(call(bind_, a.clone(), b.clone(), what="bind_"), ref, "bind_")
+    if _same_angles(out, fhrr_bind(a, b, -1.0)):
+        raise Wrong("bind_ subtracts the angles of b: that is unbinding; binding adds them")
+    if _same_angles(out, ref + 1.0):
+        raise Wrong("every angle is turned by pi (off by 1): add 1 before taking the remainder "
+                    "modulo 2 and subtract it after")
+    if close(out, torch.fmod(a + b + 1.0, 2.0) - 1.0):
+        raise Wrong("sums below -1 stay below -1: torch.fmod keeps the sign of its input; use "
+                    "torch.remainder, whose result lies in [0, 2)")
+    if _same_angles(out, ref):
+        expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them "
+               "back, (x + 1) mod 2 - 1")
+        return
+    raise Wrong("bind_ does not add the angles of a and b (modulo 2)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: unbinding.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-unbind", hints=[
+    "Bind x with b by hand, angle by angle, then apply the function to the result and b: what "
+    "comes out?",
+    "Unbinding must turn every angle back by the angle of b: binding with the power p = -1, "
+    "a - b wrapped to [-1, 1), not a + b.",
+])
+def check_unbind(unbind_):
+    x, b = _wrapping_pair(1)
+    bound = fhrr_bind(x, b)
+    out = _symbol(call(unbind_, bound.clone(), b.clone(), what="unbind_"), x, "unbind_")
+    if _same_angles(out, fhrr_bind(bound, b)):
+        raise Wrong("unbind_ binds b a second time, so the angles of b are added twice: "
+                    "unbinding turns them back, binding with the power -1")
+    if _same_angles(out, -x):
+        raise Wrong("unbind_(bind(x, b), b) gives -x, every angle of x negated: subtract b from "
+                    "a, not a from b")
+    expect(_same_angles(out, x), "unbind_(bind(x, b), b) does not give x back")
+    expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them back, "
+           "(x + 1) mod 2 - 1")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: bundling.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-bundle", hints=[
+    "Bundle two copies of the same symbol: the bundle must be that symbol again. What does the "
+    "function give?",
+    "Eq. (8.3) adds phasors, not angles: the sum of cos(pi x) over the members is the real part, "
+    "the sum of sin(pi x) the imaginary part, and torch.atan2(imaginary, real) / pi is the "
+    "angle of the sum as a symbol.",
+])
+def check_bundle(bundle_):
+    g = torch.Generator().manual_seed(2)
+    symbols = random_symbols(5, 64, generator=g, dtype=F64)
+    ref = fhrr_bundle(symbols, dim=0)
+    out = _tensor(call(bundle_, symbols.clone(), what="bundle_"), "bundle_")
+    expect(out.shape == ref.shape, f"bundle_ of (K, D) = {tuple(symbols.shape)} symbols must "
+           f"return one symbol of shape (D,) = {tuple(ref.shape)}, got {tuple(out.shape)}: the "
+           "members run along dim 0")
+    if _same_angles(out, fhrr_wrap(symbols.sum(0))):
+        raise Wrong("summing the angles binds the members together, and the result is unlike "
+                    "every one of them: add the phasors exp(i pi x) and keep the angle of the sum")
+    if close(out, symbols.mean(0)):
+        raise Wrong("averaging the angles fails where the circle wraps: 0.9 and -0.9 are "
+                    "neighbours (both near +-1), but their mean is 0; add the phasors instead")
+    if close(out, ref * math.pi):
+        raise Wrong("the angle of the sum is in radians: divide it by pi to get a symbol in "
+                    "[-1, 1]")
+    expect(_same_angles(out, ref, atol=1e-6), "bundle_ does not give the angle of the sum of the "
+           "phasors exp(i pi x) of the members (mind the pi inside the cosine and sine)")
+    expect(_in_range(out), "some angles of the bundle lie outside [-1, 1]")
+
+
+# ---------------------------------------------------------------------------------------------
+# The bandwidth of the fractional power encoding.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-bandwidth", hints=[
+    "The code of x is b^(beta x): every angle b_i is multiplied by beta x. Redo the integral of "
+    "eq. (8.7) with beta (x - y) in place of x - y.",
+    "The kernel is sinc(beta d), with torch.sinc(t) = sin(pi t) / (pi t); its first zero is at "
+    "d = 1 / beta.",
+])
+def check_bandwidth(kernel):
+    d = torch.arange(-30, 31, dtype=F64) / 10  # d = 0 included
+    for beta in (0.5, 2.0, 1.0):
+        out = _tensor(call(kernel, d.clone(), beta, what="kernel"), "kernel")
+        expect(out.shape == d.shape, f"kernel must return one similarity per distance, shape "
+               f"{tuple(d.shape)}, got {tuple(out.shape)}")
+        expect(bool(torch.isfinite(out).all()), "kernel returns NaN or infinity: at d = 0 the "
+               "kernel must be 1 (a code is identical to itself), which torch.sinc handles")
+        ref = torch.sinc(beta * d)
+        if close(out, ref, n=4):
+            continue
+        if close(out, torch.sinc(d / beta), n=4):
+            raise Wrong("the kernel widens as beta grows: with b^(beta x) the angles turn beta "
+                        "times faster, so the kernel must narrow")
+        nonzero = d != 0
+        no_pi = torch.ones_like(d)
+        no_pi[nonzero] = torch.sin(beta * d[nonzero]) / (beta * d[nonzero])
+        if close(out, no_pi, n=4):
+            raise Wrong("the first zero must be at d = 1/beta: the similarity averages "
+                        "cos(pi beta d u), so the sine has a pi in it (torch.sinc includes it)")
+        raise Wrong(f"the kernel is wrong for beta = {beta}: it must be the expected similarity "
+                    "of the codes of two numbers d apart")
+    # the prediction agrees with a measurement
+    g = torch.Generator().manual_seed(3)
+    base = random_symbols(1, 4096, generator=g, dtype=F64)[0]
+    x = torch.tensor([0.0, 0.3, 0.7], dtype=F64)
+    codes = fractional_power(base, 2.0 * x)
+    measured = torch.cos(math.pi * (codes[1:] - codes[0])).mean(-1)
+    predicted = _tensor(call(kernel, x[1:].clone(), 2.0, what="kernel"), "kernel")
+    expect(bool(((measured - predicted).abs() < 0.05).all()),
+           "the kernel does not match the measured similarities of fractional power codes")
+
+
+# ---------------------------------------------------------------------------------------------
+# The capacity of a key-value record.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-capacity", hints=[
+    "Write the condition as an inequality between the signal sqrt(pi / (4K)) and five times "
+    "the spread of the noise, and square both sides.",
+    "pi / (4K) > 25 / (2n) gives K < pi n / 50: return that number (rounded down, if you like).",
+])
+def check_capacity(predicted_capacity):
+    dims = (64, 256, 1024, 4096)
+    values = []
+    for n in dims:
+        k = call(predicted_capacity, n, what="predicted_capacity")
+        if isinstance(k, torch.Tensor) and k.numel() == 1:
+            k = k.item()
+        expect(isinstance(k, numbers.Real) and not isinstance(k, bool),
+               f"predicted_capacity must return a number, got {type(k).__name__}")
+        values.append(float(k))
+    for n, k in zip(dims, values, strict=True):
+        right = math.pi * n / 50 * (1 + 1e-6)  # a float32 answer is right too
+        if right - 1 <= k <= right:
+            continue
+        if right < k <= right + 1:
+            raise Wrong(f"K = {k:g} is just above pi n / 50 for n = {n}: round down, since the "
+                        "signal must exceed five noise spreads")
+        if abs(k - math.pi * n / 100) <= 1:
+            raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
+                        "of random symbols spread 1/sqrt(2n)")
+        ratios = [k2 / k1 if k1 else math.inf for k1, k2 in zip(values, values[1:], strict=False)]
+        expect(all(abs(r - 4) < 0.5 for r in ratios), "the capacity must grow in proportion to n: "
+               "quadrupling n quadruples the number of pairs")
+        raise Wrong(f"the constant is off (n = {n}): solve sqrt(pi / (4K)) = 5 / sqrt(2n) for K")
+
+
+# ---------------------------------------------------------------------------------------------
+# Position codes for the cross-attention classifier.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch8-order", hints=[
+    "fractional_power(base, torch.arange(T)) gives the T codes b^0, ..., b^(T-1) at once, as a "
+    "(T, D) tensor.",
+    "bind broadcasts: bind(rows, codes) binds row t of every image with code t.",
+])
+def check_order(add_positions):
+    g = torch.Generator().manual_seed(4)
+    rows = random_symbols(3 * 7, 16, generator=g, dtype=F64).view(3, 7, 16)
+    base = random_symbols(1, 16, generator=g, dtype=F64)[0]
+    out = _symbol(call(add_positions, rows.clone(), base.clone(), what="add_positions"), rows,
+                  "add_positions")
+    codes = fractional_power(base, torch.arange(7, dtype=F64))  # (T, D)
+    ref = fhrr_bind(rows, codes)
+    if _same_angles(out, ref):
+        expect(_in_range(out), "some angles lie outside [-1, 1]: wrap them back, (x + 1) mod 2 - 1")
+        return
+    if _same_angles(out, fhrr_bind(rows, fractional_power(base, torch.arange(1, 8, dtype=F64)))):
+        raise Wrong("row t is bound with b^(t+1): number the rows from 0, so that the first row "
+                    "gets b^0, the identity")
+    if close(out, fhrr_bundle(torch.stack([rows, codes.expand_as(rows)], dim=-2)), n=2):
+        raise Wrong("the rows are bundled with their codes: bind them instead, so that unbinding "
+                    "recovers every row exactly")
+    if _same_angles(out, fhrr_bind(rows, codes, -1.0)):
+        raise Wrong("the rows are unbound from their codes: bind them (power +1)")
+    raise Wrong("row t of every image must be bound with b^t, the fractional power code of t")
+
+
+# ---------------------------------------------------------------------------------------------
+# VSA attention from scratch.
+# ---------------------------------------------------------------------------------------------
+
+
+def _attention_variants(q, k, v, mask):
+    """The typical slips of VSA attention, as (message, output) pairs."""
+    cq, sq = torch.cos(math.pi * q), torch.sin(math.pi * q)
+    ck, sk = torch.cos(math.pi * k), torch.sin(math.pi * k)
+    scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1]
+    keep = mask if mask is not None else torch.ones_like(scores, dtype=torch.bool)
+
+    def read(s):
+        re, im = s @ torch.cos(math.pi * v), s @ torch.sin(math.pi * v)
+        return torch.atan2(im, re) / math.pi
+
+    soft = torch.softmax(scores.masked_fill(~keep, -math.inf), -1).nan_to_num(0.0)
+    return [
+        ("there is no softmax in VSA attention: the raw similarities in [-1, 1] weigh the "
+         "values", read(soft)),
+        ("the scores weigh the angles of the values; they must weigh their phasors "
+         "exp(i pi v), and the output is the angle of that sum", scores.masked_fill(~keep, 0.0) @ v),
+        ("the mask is reversed: True means a query may look at that key", read(
+            scores.masked_fill(keep, 0.0))),
+        ("masked keys still count: set their scores to 0 before weighing the values",
+         read(scores)),
+    ]
+
+
+@exercise("ex-ch8-attention", hints=[
+    "Three steps: the scores are the pairwise similarities of queries and keys; masked scores "
+    "become 0; the output is the angle of the value phasors weighted by the scores, divided by pi.",
+    "With zq = torch.polar(torch.ones_like(q), math.pi * q), and zk likewise, the similarities of "
+    "all pairs are the real part of zq @ zk.conj().transpose(-2, -1), divided by D: one matrix "
+    "product, no (Tq, Tk, D) tensor.",
+    "scores.to(zv.dtype) @ zv is the weighted sum of the value phasors, and torch.angle(...) / "
+    "math.pi the output symbol. The angle of 0 is 0: a query that may look at no key gets the "
+    "zero symbol.",
+])
+def check_attention(attention):
+    g = torch.Generator().manual_seed(5)
+    B, Tq, Tk, D, Dv = 2, 3, 5, 16, 8
+    q = random_symbols(B * Tq, D, generator=g, dtype=F64).view(B, Tq, D)
+    k = random_symbols(B * Tk, D, generator=g, dtype=F64).view(B, Tk, D)
+    v = random_symbols(B * Tk, Dv, generator=g, dtype=F64).view(B, Tk, Dv)
+    mask = torch.rand(B, Tq, Tk, generator=g) > 0.3
+    mask[0, 1] = False  # a query that may look at nothing
+    mask[1, 2] = True
+    for m in (None, mask):
+        out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
+        expect(isinstance(out, (tuple, list)) and len(out) == 2,
+               "attention must return the pair (output, scores)")
+        output, scores = _tensor(out[0], "attention"), _tensor(out[1], "attention")
+        ref, ref_scores = vsa_attention(q, k, v, mask=m)
+        expect(scores.shape == ref_scores.shape, f"the scores must have shape (B, Tq, Tk) = "
+               f"{tuple(ref_scores.shape)}, got {tuple(scores.shape)}")
+        expect(output.shape == ref.shape, f"the output must have shape (B, Tq, Dv) = "
+               f"{tuple(ref.shape)}, got {tuple(output.shape)}")
+        if not _same_angles(output, ref, atol=1e-9):
+            for message, wrong in _attention_variants(q, k, v, m):
+                if _same_angles(output, wrong, atol=1e-9) or close(output, wrong, n=Tk):
+                    raise Wrong(message)
+            where = "with a mask" if m is not None else "without a mask"
+            raise Wrong(f"the output differs from VSA attention {where}: each output symbol is "
+                        "the angle of the score-weighted sum of the value phasors")
+        if close(scores, ref_scores / math.sqrt(D), n=D):
+            raise Wrong("there is no 1/sqrt(d) scaling in VSA attention: the scores are the "
+                        "similarities themselves")
+        expect(close(scores, ref_scores, n=D), "the scores are not the pairwise similarities of "
+               "the queries and keys (with masked scores set to 0)")

@@ -1,0 +1,205 @@
+"""Chapter 8's exercise checks (seqbook.exercises.ch08): each passes a right answer, calls the
+untouched starter "not attempted" (the find-the-bug starters get their bug named), and names what
+is wrong in each typical wrong answer. The notebook's hint dropdowns show the registered hints."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import torch
+
+from seqbook import vsa
+from seqbook.exercises import EXERCISES, check
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / "08_vsa_attention.ipynb"
+
+
+def starter(*args):
+    raise NotImplementedError  # your code here
+
+
+def wrap(x):
+    return torch.remainder(x + 1.0, 2.0) - 1.0
+
+
+# --- binding ------------------------------------------------------------------------------------------
+
+
+def test_bind_invariance():
+    name = "ex-ch8-bind-invariance"
+    assert check(name, lambda a, b: wrap(a + b))
+    assert check(name, vsa.bind)
+    # atan2 puts the angle pi at +1 instead of -1: the same angle
+    assert check(name, lambda a, b: torch.atan2(torch.sin(math.pi * (a + b)),
+                                                torch.cos(math.pi * (a + b))) / math.pi)
+    assert check(name, starter).status == "not attempted"
+    assert "outside [-1, 1]" in check(name, lambda a, b: a + b).message
+    assert "torch.fmod" in check(name, lambda a, b: torch.fmod(a + b + 1.0, 2.0) - 1.0).message
+    assert "off by 1" in check(name, lambda a, b: torch.remainder(a + b, 2.0) - 1.0).message
+    assert "unbinding" in check(name, lambda a, b: wrap(a - b)).message
+    assert "does not add" in check(name, lambda a, b: wrap(a * b)).message
+    assert "shape" in check(name, lambda a, b: a[:3]).message
+
+
+# --- find the bug: unbinding ---------------------------------------------------------------------
+
+
+def test_unbind():
+    def buggy(a, b):  # the starter of the exercise
+        return torch.remainder(a + b + 1.0, 2.0) - 1.0
+
+    name = "ex-ch8-unbind"
+    assert check(name, lambda a, b: wrap(a - b))
+    assert check(name, vsa.unbind)
+    assert check(name, starter).status == "not attempted"
+    assert "binds b a second time" in check(name, buggy).message
+    assert "gives -x" in check(name, lambda a, b: wrap(b - a)).message
+    assert "outside [-1, 1]" in check(name, lambda a, b: a - b).message
+    assert "does not give x back" in check(name, lambda a, b: a).message
+
+
+# --- find the bug: bundling ----------------------------------------------------------------------
+
+
+def test_bundle():
+    def buggy(symbols):  # the starter of the exercise
+        return torch.remainder(symbols.sum(0) + 1.0, 2.0) - 1.0
+
+    def right(symbols):
+        re, im = torch.cos(math.pi * symbols).sum(0), torch.sin(math.pi * symbols).sum(0)
+        return torch.atan2(im, re) / math.pi
+
+    def radians(symbols):
+        return right(symbols) * math.pi
+
+    def no_pi(symbols):
+        return torch.atan2(torch.sin(symbols).sum(0), torch.cos(symbols).sum(0)) / math.pi
+
+    name = "ex-ch8-bundle"
+    assert check(name, right)
+    assert check(name, vsa.bundle)
+    assert check(name, lambda s: vsa.from_complex(vsa.to_complex(s).sum(0)))
+    assert check(name, starter).status == "not attempted"
+    assert "binds the members together" in check(name, buggy).message
+    assert "averaging the angles" in check(name, lambda s: s.mean(0)).message
+    assert "radians" in check(name, radians).message
+    assert "mind the pi" in check(name, no_pi).message
+    assert "dim 0" in check(name, lambda s: right(s.T)).message
+
+
+# --- the bandwidth of the fractional power encoding ---------------------------------------------
+
+
+def test_bandwidth():
+    def no_pi(d, beta):
+        t = beta * d
+        return torch.where(t == 0, torch.ones_like(t), torch.sin(t) / t)
+
+    name = "ex-ch8-bandwidth"
+    assert check(name, lambda d, beta: torch.sinc(beta * d))
+    assert check(name, starter).status == "not attempted"
+    assert "narrow" in check(name, lambda d, beta: torch.sinc(d / beta)).message
+    assert "has a pi in it" in check(name, no_pi).message
+    assert "NaN" in check(name, lambda d, beta: torch.sin(math.pi * beta * d)
+                          / (math.pi * beta * d)).message
+    assert "one similarity per distance" in check(name, lambda d, beta: d[:5]).message
+    assert "must return a tensor" in check(name, lambda d, beta: beta).message
+
+
+# --- the capacity of a record ---------------------------------------------------------------------
+
+
+def test_capacity():
+    name = "ex-ch8-capacity"
+    assert check(name, lambda n: math.pi * n / 50)
+    assert check(name, lambda n: int(math.pi * n / 50))
+    assert check(name, lambda n: torch.tensor(math.pi * n / 50))
+    assert check(name, starter).status == "not attempted"
+    assert "1/sqrt(2n)" in check(name, lambda n: math.pi * n / 100).message
+    assert "in proportion to n" in check(name, lambda n: math.sqrt(n)).message
+    assert "constant is off" in check(name, lambda n: math.pi * n / 25).message
+    assert "round down" in check(name, lambda n: math.ceil(math.pi * n / 50)).message
+    assert "must return a number" in check(name, lambda n: "many").message
+
+
+# --- position codes -----------------------------------------------------------------------------------
+
+
+def test_order():
+    def right(rows, base):
+        return vsa.bind(rows, vsa.fractional_power(base, torch.arange(rows.shape[1])))
+
+    def from_one(rows, base):
+        return vsa.bind(rows, vsa.fractional_power(base, torch.arange(1, rows.shape[1] + 1)))
+
+    def bundled(rows, base):
+        codes = vsa.fractional_power(base, torch.arange(rows.shape[1])).expand_as(rows)
+        return vsa.bundle(torch.stack([rows, codes], dim=-2))
+
+    def unbound(rows, base):
+        return vsa.unbind(rows, vsa.fractional_power(base, torch.arange(rows.shape[1])))
+
+    def unwrapped(rows, base):
+        return rows + torch.arange(rows.shape[1])[:, None] * base
+
+    name = "ex-ch8-order"
+    assert check(name, right)
+    assert check(name, starter).status == "not attempted"
+    assert "b^(t+1)" in check(name, from_one).message
+    assert "bundled" in check(name, bundled).message
+    assert "unbound" in check(name, unbound).message
+    assert "outside [-1, 1]" in check(name, unwrapped).message
+    assert "shape" in check(name, lambda rows, base: base).message
+
+
+# --- VSA attention from scratch --------------------------------------------------------------------
+
+
+def attention(q, k, v, mask=None, softmax=False, scale=1.0, angles=False, flip=False):
+    scores = torch.cos(math.pi * (q[..., :, None, :] - k[..., None, :, :])).mean(-1) * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask if flip else ~mask, -math.inf if softmax else 0.0)
+    if softmax:
+        scores = torch.softmax(scores, -1).nan_to_num(0.0)
+    if angles:
+        return scores @ v, scores
+    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
+    return torch.atan2(im, re) / math.pi, scores
+
+
+def test_attention():
+    name = "ex-ch8-attention"
+    assert check(name, attention)
+    assert check(name, vsa.vsa_attention)
+    assert check(name, starter).status == "not attempted"
+    assert "no softmax" in check(name, lambda q, k, v, m: attention(q, k, v, m, softmax=True)
+                                 ).message
+    assert "no 1/sqrt(d)" in check(name, lambda q, k, v, m: attention(
+        q, k, v, m, scale=1 / math.sqrt(q.shape[-1]))).message
+    assert "phasors" in check(name, lambda q, k, v, m: attention(q, k, v, m, angles=True)).message
+    assert "mask is reversed" in check(name, lambda q, k, v, m: attention(q, k, v, m, flip=True)
+                                       ).message
+    assert "masked keys still count" in check(name, lambda q, k, v, m: attention(q, k, v)).message
+    assert "the pair (output, scores)" in check(name, lambda q, k, v, m: q).message
+
+
+# --- the notebook shows the registered hints --------------------------------------------------------
+
+
+def test_notebook_hints_are_the_registered_ones():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    shown, current = {}, None
+    for cell in cells:
+        source = "".join(cell["source"])
+        label = re.search(r":label: (ex-ch8-[\w-]+)", source)
+        if cell["cell_type"] == "markdown" and label:
+            current = label.group(1)
+        hint = re.match(r":::\{admonition\} Hint (\d)\n:class: dropdown\n(.*?)\n:::\s*$", source,
+                        re.S)
+        if cell["cell_type"] == "markdown" and hint:
+            shown.setdefault(current, []).append(" ".join(hint.group(2).split()))
+    registered = {name: ex.hints for name, ex in EXERCISES.items() if name.startswith("ex-ch8-")}
+    assert set(shown) == set(registered)
+    for name, hints in registered.items():
+        assert shown[name] == [" ".join(h.split()) for h in hints], name
