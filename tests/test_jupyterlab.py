@@ -261,3 +261,109 @@ def test_chapter_1_in_jupyterlab(lab, tmp_path_factory):
         problems.append(f"{state['outputPlaceholders']} collapsed outputs, {code} solution code cells")
 
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------ an exercise, as a learner does it
+
+FIND_CELLS = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const cells = [...panel.querySelectorAll('.jp-Cell')];
+"""
+IDLE = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const status = document.querySelector('.jp-Notebook-ExecutionIndicator');
+return Boolean(panel && status && status.dataset.status === 'idle'
+               && panel.querySelectorAll('.jp-Cell').length > arguments[0]);
+"""
+
+
+def first_checked_exercise(nb: dict) -> tuple[str, int, str]:
+    """(label, index of its starter cell, its solution's code) of the notebook's first exercise that
+    has a starter and a check cell."""
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        m = re.search(r"```\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", source)
+        if cell["cell_type"] != "markdown" or not m:
+            continue
+        label = m.group(1)
+        follow = cells[i + 1: i + 3]
+        if (len(follow) == 2 and all(c["cell_type"] == "code" for c in follow)
+                and f'check("{label}"' in "".join(follow[1]["source"])):
+            solution = [c for c in tool.solution_cells(cells) if c["cell_type"] == "code"
+                        and f'check("{label}"' in "".join(c["source"])]
+            assert solution, f"{label} has no solution code ending in its check"
+            return label, i + 1, "".join(solution[0]["source"])
+    raise AssertionError("chapter 1 has no exercise with a starter and a check cell")
+
+
+def test_an_exercise_in_jupyterlab(lab, tmp_path_factory):
+    """A learner's round: run the chapter down to an exercise, run its check on the untouched
+    starter ("not attempted"), fill the starter in, run the check again and read "✓"."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    url, _ = lab
+    label, starter, solution = first_checked_exercise(json.loads(CHAPTER.read_text(encoding="utf-8")))
+    driver = chromium(tmp_path_factory.mktemp("chromium-exercise"), 1280, 1600)
+    driver.set_page_load_timeout(120)
+
+    def cell(index: int):
+        return driver.execute_script(FIND_CELLS + "cells[arguments[0]].scrollIntoView();"
+                                     "return cells[arguments[0]];", index)
+
+    def run_starter_and_check():
+        cell(starter).find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()
+        for _ in range(2):  # shift-enter runs the cell and selects the next one
+            ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+
+    def verdict(previous: str | None = None) -> str:
+        """The check cell's output once it has run (and differs from ``previous``)."""
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            text = driver.execute_script(
+                FIND_CELLS + "const o = cells[arguments[0]].querySelector('.jp-OutputArea-output');"
+                "return o ? o.textContent : '';", starter + 1)
+            if label in text and text != previous:
+                return text
+            time.sleep(0.5)
+        pytest.fail(f"the check cell of {label} printed nothing within 180 s (last: {text!r})")
+
+    def wait_for_kernel(seconds: float = 300):
+        """Until the notebook's kernel is idle for 2 s in a row."""
+        deadline, quiet = time.time() + seconds, 0
+        while time.time() < deadline and quiet < 4:
+            try:
+                idle = driver.execute_script(IDLE, starter + 1)
+            except Exception:  # the notebook panel is not there yet
+                idle = False
+            quiet = quiet + 1 if idle else 0
+            time.sleep(0.5)
+
+    try:
+        driver.get(f"{url}/lab/tree/chapters/{CHAPTER.name}?reset")
+        wait_for_kernel()
+        # the learner selects the starter and runs everything above it (Run > Run All Above)
+        cell(starter).find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()
+        next(m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")
+             if m.text == "Run").click()
+        time.sleep(1)
+        next(m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
+             if m.text == "Run All Above Selected Cell").click()
+        wait_for_kernel()
+
+        run_starter_and_check()
+        untouched = verdict()
+        assert untouched.startswith("…"), f"the untouched starter is not 'not attempted': {untouched}"
+
+        # the learner types an answer into the starter (here: the book's solution)
+        driver.execute_script(
+            FIND_CELLS + "const view = cells[arguments[0]].querySelector('.cm-content').cmView.view;"
+            "view.dispatch({changes: {from: 0, to: view.state.doc.length, insert: arguments[1]}});",
+            starter, solution)
+        run_starter_and_check()
+        answered = verdict(untouched)
+        assert "✓" in answered and "correct" in answered, answered
+    finally:
+        driver.quit()
