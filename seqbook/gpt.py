@@ -103,8 +103,10 @@ class GPT(nn.Module):
     Token and position embeddings, ``n_layer`` pre-LN :class:`EncoderLayer` blocks with causal
     self-attention (no cross-attention: there is no encoder), a final LayerNorm and a linear head
     over the vocabulary, optionally tied to the token embedding. Positions are learned (GPT-2),
-    sinusoidal (eqs. (6.1)-(6.2)) or rotary (``positional="rope"``, :mod:`seqbook.rope`: queries
-    and keys are rotated by their positions inside every attention layer).
+    sinusoidal (eqs. (6.1)-(6.2), added to the token embeddings scaled by ``sqrt(n_embd)`` as in
+    Vaswani et al. and :class:`~seqbook.transformer.Seq2SeqTransformer`) or rotary
+    (``positional="rope"``, :mod:`seqbook.rope`: queries and keys are rotated by their positions
+    inside every attention layer).
 
     ``forward(idx, caches=...)`` with one :class:`~seqbook.kv_cache.KVCache` per block continues a
     sequence whose earlier tokens are in the caches: ``idx`` holds the new tokens only, at positions
@@ -277,8 +279,8 @@ class GPT(nn.Module):
         rotary = None
         if c.positional == "learned":
             x = x + self.pos_emb.weight[start : start + T]  # (T, D), added to every row
-        elif c.positional == "sinusoidal":
-            x = x + self.pos_code[start : start + T]
+        elif c.positional == "sinusoidal":  # as Vaswani et al.: tokens scaled by sqrt(D)
+            x = x * math.sqrt(c.n_embd) + self.pos_code[start : start + T]
         else:  # RoPE: the blocks turn queries and keys by these positions' angles
             positions = torch.arange(start, start + T, device=idx.device)
             rotary = rope_angles(positions, c.n_embd // c.n_head)  # cos, sin: (T, D_h)

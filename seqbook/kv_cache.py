@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_positive_int, check_tensor
+from .checks import check_positive_int, check_tensor, checked
 
 __all__ = ["KVCache"]
 
@@ -39,20 +39,12 @@ class KVCache:
         self.values: torch.Tensor | None = None
         self.length = 0
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keep the keys ``k`` and values ``v`` of the new positions; return those of all positions.
-
-        Shape:
-            k, v: (B, H, T, D_h) -> (B, H, length + T, D_h), views of the cache's memory.
-        """
+    def _check_append(self, k, v) -> None:
         check_tensor("k", k, ndim=4)
         check_tensor("v", v, ndim=4)
         B, H, T, _ = k.shape
-        if self.keys is None:  # the first call fixes B, H, D_h, the dtype and the device
-            self.keys = k.new_empty(B, H, self.max_len, k.shape[-1])
-            self.values = v.new_empty(B, H, self.max_len, v.shape[-1])
-        elif k.shape[:2] != self.keys.shape[:2] or k.shape[-1] != self.keys.shape[-1] \
-                or v.shape[-1] != self.values.shape[-1]:
+        if self.keys is not None and (k.shape[:2] != self.keys.shape[:2] or k.shape[-1] != self.keys.shape[-1]
+                                      or v.shape[-1] != self.values.shape[-1]):
             raise ValueError(f"k must have shape ({self.keys.shape[0]}, {self.keys.shape[1]}, T, "
                              f"{self.keys.shape[-1]}) like the cached keys, got {tuple(k.shape)}")
         if v.shape[:3] != k.shape[:3]:
@@ -60,9 +52,21 @@ class KVCache:
         if self.length + T > self.max_len:
             raise ValueError(f"the cache holds max_len={self.max_len} positions: "
                              f"{self.length} kept + {T} new is too many")
-        end = self.length + T
-        self.keys[:, :, self.length:end] = k
-        self.values[:, :, self.length:end] = v
+
+    @checked(_check_append)
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keep the keys ``k`` and values ``v`` of the new positions; return those of all.
+
+        Shape:
+            k, v: (B, H, T, D_h) -> (B, H, length + T, D_h), views of the cache's memory.
+        """
+        if self.keys is None:  # the first call fixes B, H, D_h, the dtype and the device
+            B, H, _, D_h = k.shape
+            self.keys = k.new_empty(B, H, self.max_len, D_h)  # (B, H, max_len, D_h)
+            self.values = v.new_empty(B, H, self.max_len, v.shape[-1])
+        end = self.length + k.shape[2]
+        self.keys[:, :, self.length : end] = k  # written in place: the past is not copied
+        self.values[:, :, self.length : end] = v
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 

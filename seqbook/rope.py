@@ -27,24 +27,28 @@ from .checks import check_float_tensor, check_number, check_positive_int, check_
 __all__ = ["rope_angles", "rotate_half", "apply_rope"]
 
 
+def _check_rope_angles(positions, head_dim, base=10000.0) -> None:
+    check_tensor("positions", positions, ndim=1, nonempty=False)
+    check_positive_int("head_dim", head_dim)
+    if head_dim % 2:
+        raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
+    check_number("base", base, low=1.0)
+
+
+@checked(_check_rope_angles)
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cosines and sines of the angles ``m w_i`` that rotate the token at position ``m``.
+    """The cosines and sines of the angles ``m w_i`` that turn the token at position m.
 
-    ``w_i = base^(-2i/head_dim)`` for i = 0 .. head_dim/2 - 1 (the frequencies of eqs. (6.1)-(6.2)
-    with ``head_dim`` for the width); each angle is repeated for both halves of the dimensions.
-    Computed and returned in float64 (float32 on Apple's MPS, which has no float64);
-    :func:`apply_rope` casts them to its input's dtype.
+    ``w_i = base^(-2i/head_dim)`` for i = 0 .. head_dim/2 - 1: the frequencies of
+    eqs. (6.1)-(6.2) with ``head_dim`` for the width. Each angle is repeated for both
+    halves of the dimensions. Computed and returned in float64 (float32 on Apple's MPS,
+    which has no float64); :func:`apply_rope` casts them to its input's dtype.
 
     Shape:
         positions: (T,) -> cos, sin: (T, head_dim)
     """
-    check_tensor("positions", positions, ndim=1, nonempty=False)
-    head_dim = check_positive_int("head_dim", head_dim)
-    if head_dim % 2:
-        raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
-    base = check_number("base", base, low=1.0)
-    exact = torch.float32 if positions.device.type == "mps" else torch.float64  # MPS: no float64
+    exact = torch.float32 if positions.device.type == "mps" else torch.float64
     i = torch.arange(head_dim // 2, dtype=exact, device=positions.device)
     w = torch.exp(-math.log(base) * 2 * i / head_dim)  # (D_h/2,)
     angle = positions.to(exact)[:, None] * w  # (T, D_h/2)
@@ -60,7 +64,8 @@ def _check_rotate_half(x) -> None:
 
 @checked(_check_rotate_half)
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn of each pair.
+    """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn
+    of each pair.
 
     Shape:
         x: (..., D) with D even -> (..., D)
@@ -69,19 +74,22 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x2, x1], dim=-1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (``x[i]``, ``x[i + D/2]``) of the token at position ``m`` by ``m w_i``.
-
-    In two dimensions, a rotation by angle ``a`` is ``x cos a + rotate_half(x) sin a``.
-
-    Shape:
-        x: (B, H, T, D_h) queries or keys; cos, sin: (T, D_h) from :func:`rope_angles`.
-        Output: (B, H, T, D_h)
-    """
+def _check_apply_rope(x, cos, sin) -> None:
     check_float_tensor("x", x, ndim=4, nonempty=False)
     T, D = x.shape[-2:]
     if D % 2:
         raise ValueError(f"x must have an even last dimension D_h (it turns in pairs), got {tuple(x.shape)}")
     check_float_tensor("cos", cos, shape=(T, D), names=f"({T}, {D})", nonempty=False)
     check_float_tensor("sin", sin, shape=(T, D), names=f"({T}, {D})", nonempty=False)
+
+
+@checked(_check_apply_rope)
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Turn each pair (``x[i]``, ``x[i + D/2]``) of the token at position ``m`` by
+    the angle ``m w_i``: a rotation by ``a`` is ``x cos a + rotate_half(x) sin a``.
+
+    Shape:
+        x: (B, H, T, D_h) queries or keys; cos, sin: (T, D_h) from rope_angles.
+        Output: (B, H, T, D_h)
+    """
     return x * cos.to(x.dtype) + rotate_half.__wrapped__(x) * sin.to(x.dtype)

@@ -1,0 +1,352 @@
+"""Checks of chapter 6's exercises (the transformer)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attention import causal_mask, scaled_dot_product_attention
+from ..gpt import GPT, GPTConfig
+from ..rope import apply_rope, rope_angles
+from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
+from ..utils import count_parameters
+from .core import Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _number(out, what: str) -> float:
+    """The learner's result as a Python float, or a clear complaint."""
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        out = out.item()
+    if isinstance(out, bool) or not isinstance(out, numbers.Real):
+        raise Wrong(f"{what} must return a number, got {type(out).__name__}")
+    return float(out)
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The dot product of two positional codes.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch6-dot", hints=[
+    "Take one column pair, (sin a, cos a) at pos and (sin(a + b), cos(a + b)) at pos + k, "
+    "multiply them out, and use the angle-addition formulas.",
+    "Each column pair contributes cos(w_i k), with no pos in it; positional_frequencies(d_model) "
+    "gives the w_i. There are d_model / 2 pairs.",
+])
+def check_dot(fn):
+    for d in (8, 64):
+        w = positional_frequencies(d).to(F64)
+        for k in (1, 5, 40, -3, 0):
+            out = _number(call(fn, k, d, what="pe_dot"), "pe_dot")
+            ref = torch.cos(w * k).sum().item()
+            if math.isclose(out, ref, rel_tol=1e-4, abs_tol=1e-4):
+                continue
+            if math.isclose(out, 2 * ref, rel_tol=1e-4, abs_tol=1e-4):
+                raise Wrong("the dot product is twice too large: each (sin, cos) pair contributes "
+                            "one cosine, and there are d_model / 2 pairs")
+            if k == 0:
+                raise Wrong("at k = 0 the dot product is the squared norm of a code: every pair "
+                            "(sin a, cos a) has norm 1")
+            if math.isclose(out, torch.sin(w * k).sum().item(), rel_tol=1e-4, abs_tol=1e-4):
+                raise Wrong("you sum sines: sin a sin(a + b) + cos a cos(a + b) is a cosine")
+            raise Wrong(f"the dot product is wrong at offset k = {k} (d_model = {d}): it must be "
+                        "the same for every pos, a sum over the column pairs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting the parameters of the layers.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch6-params", hints=[
+    "Count each piece on its own: an attention sublayer, the feed-forward network, a LayerNorm; "
+    "every linear map has a bias.",
+    "An attention sublayer has four d x d projections with biases, 4d^2 + 4d; the feed-forward "
+    "network d d_ff + d_ff + d_ff d + d; a LayerNorm a gain and a bias, 2d. The number of heads "
+    "does not appear.",
+    "The encoder layer has one attention and two LayerNorms; the decoder layer has two "
+    "attentions (self and cross) and three LayerNorms.",
+])
+def check_params(fn):
+    for d, d_ff, heads in ((64, 256, 4), (12, 20, 3), (8, 8, 1)):
+        out = call(fn, d, d_ff, what="layer_params")
+        expect(isinstance(out, (tuple, list)) and len(out) == 2,
+               "layer_params must return a pair (encoder layer, decoder layer)")
+        enc, dec = (_number(v, "layer_params") for v in out)
+        true_enc = count_parameters(EncoderLayer(d, heads, d_ff))
+        true_dec = count_parameters(DecoderLayer(d, heads, d_ff))
+        if enc == true_enc and dec == true_dec:
+            continue
+        if enc == true_enc - 4 * d - d_ff - d:
+            raise Wrong("the encoder count has no biases: every linear map has one")
+        if enc == true_enc - 4 * d:
+            raise Wrong("the encoder count leaves out the LayerNorms: each has a gain and a "
+                        "bias of d numbers")
+        if enc == true_enc + (heads - 1) * 4 * d * d and heads > 1:
+            raise Wrong("the heads split d, they do not multiply the projections")
+        expect(enc == true_enc, f"the encoder layer count is wrong for d = {d}, d_ff = {d_ff}")
+        if dec == true_dec - 2 * d:
+            raise Wrong("the decoder count has two LayerNorms: it has three, one per sublayer")
+        if dec == true_enc:
+            raise Wrong("the decoder count equals the encoder's: the decoder also has a "
+                        "cross-attention sublayer and its LayerNorm")
+        raise Wrong(f"the decoder layer count is wrong for d = {d}, d_ff = {d_ff}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Post-LN from the parts of a pre-LN layer.
+# ---------------------------------------------------------------------------------------------
+
+
+def _post_ln_case():
+    """A PyTorch post-LN layer and our pre-LN layer with the same weights, in float64."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        post = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=False,
+                                          batch_first=True).double().eval()
+        pre = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=True,
+                                         batch_first=True).double()
+        pre.load_state_dict(post.state_dict())
+        x = torch.randn(2, 7, 16, dtype=F64)
+    ours = EncoderLayer.from_torch(pre).eval()
+    pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3])
+    return post, ours, x, pad
+
+
+@exercise("ex-ch6-postln", hints=[
+    "Pre-LN normalises the input of each sublayer; post-LN normalises the sum of the residual "
+    "and the sublayer's output.",
+    "First x = norm1(x + attention(x)), then x = norm2(x + ff(x)); call self_attn with "
+    "key_padding_mask and need_weights=False, and keep the dropouts where the layer has them.",
+])
+def check_postln(fn):
+    post, ours, x, pad = _post_ln_case()
+    with torch.no_grad():
+        expected = post(x, src_key_padding_mask=pad)
+        out = _tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"), "post_ln_forward")
+        expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
+               f"got {tuple(out.shape)}")
+        if close(out, expected, n=64):
+            return
+        if close(out, ours(x, key_padding_mask=pad), n=64):
+            raise Wrong("this is the pre-LN arrangement: post-LN normalises after the residual "
+                        "sum, not before the sublayer")
+        a = ours.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+        h = ours.norm1(x + a)
+        if close(out, h + ours.ff(h), n=64):
+            raise Wrong("the second residual sum is not normalised: apply norm2 after adding "
+                        "the feed-forward output")
+        branch = x + ours.norm1(a)
+        if close(out, branch + ours.norm2(ours.ff(branch)), n=64):
+            raise Wrong("the LayerNorms sit on the branches: post-LN normalises the sum "
+                        "x + sublayer(x), residual included")
+        attn_only = ours.self_attn(x, x, x, need_weights=False)[0]
+        h = ours.norm1(x + attn_only)
+        if close(out, ours.norm2(h + ours.ff(h)), n=64):
+            raise Wrong("the padding mask is missing: pass key_padding_mask to self_attn")
+    raise Wrong("the output differs from PyTorch's post-LN layer with the same weights")
+
+
+# ---------------------------------------------------------------------------------------------
+# Perplexity with a sliding window.
+# ---------------------------------------------------------------------------------------------
+
+
+def sliding_reference(model, ids, block, stride, last_only=True):
+    """The sliding-window perplexity of the exercise (and its typical slip, every prediction)."""
+    windows = ids.unfold(0, block + 1, stride)  # (N, block + 1)
+    logits, _ = model(windows[:, :-1])
+    losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+    scored = losses[:, -stride:] if last_only else losses
+    return math.exp(scored.double().mean().item())
+
+
+def _small_gpt(positional="learned", block_size=16, seed=0):
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        config = GPTConfig(vocab_size=12, block_size=block_size, n_layer=2, n_head=2, n_embd=16,
+                           dropout=0.0, init_std=0.3, positional=positional)
+        return GPT(config).double().eval()
+
+
+@exercise("ex-ch6-sliding", hints=[
+    "Cut the text into windows of block + 1 ids that start stride ids apart; each window gives "
+    "block inputs and the block next ids.",
+    "ids.unfold(0, block + 1, stride) makes all windows at once. Run the model on the inputs, "
+    "take the cross-entropy of every prediction (reduction='none') and keep only the last "
+    "stride columns.",
+    "The perplexity is exp of the mean of the kept losses, over all windows together.",
+])
+def check_sliding(fn):
+    model = _small_gpt()
+    ids = torch.randint(12, (161,), generator=torch.Generator().manual_seed(1))
+    for block, stride in ((16, 4), (16, 16), (8, 2)):
+        with torch.no_grad():
+            out = _number(call(fn, model, ids.clone(), block, stride, what="sliding_perplexity"),
+                          "sliding_perplexity")
+            ref = sliding_reference(model, ids, block, stride)
+            if math.isclose(out, ref, rel_tol=1e-6):
+                continue
+            if stride < block and math.isclose(
+                    out, sliding_reference(model, ids, block, stride, last_only=False),
+                    rel_tol=1e-6):
+                raise Wrong("you score every prediction of each window: only the last stride "
+                            "predictions have at least block - stride characters of context")
+            if math.isclose(out, math.log(ref), rel_tol=1e-6):
+                raise Wrong("you return the mean loss: the perplexity is its exponential")
+            raise Wrong(f"the perplexity is wrong for block={block}, stride={stride}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: a causal mask off by one.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch6-causal-mask", hints=[
+    "Write out the mask for T = 3 and read it row by row: row i lists the keys that query i "
+    "must not see.",
+    "In PyTorch's attn_mask True means blocked. Query i may read keys 0 .. i, itself included; "
+    "what does triu's diagonal argument include?",
+])
+def check_causal_mask(fn):
+    for T in (4, 7, 1):
+        mask = _tensor(call(fn, T, what="causal_attn_mask"), "causal_attn_mask")
+        expect(mask.shape == (T, T), f"the mask for T = {T} must have shape ({T}, {T}), got "
+               f"{tuple(mask.shape)}")
+        expect(mask.dtype == torch.bool, f"the mask must be boolean (True = blocked), got "
+               f"{mask.dtype}")
+        blocked = ~causal_mask(T)
+        if torch.equal(mask, blocked):
+            continue
+        if T > 1 and torch.equal(mask, causal_mask(T)):
+            raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
+                        "your mask blocks the past")
+        if bool(mask.diagonal().any()):
+            raise Wrong("a query cannot see its own key: the diagonal is blocked, so the first "
+                        "query has no key left to read (its softmax is 0/0). Keep the diagonal "
+                        "open")
+        if bool((~mask & blocked).any()):
+            raise Wrong("some query sees a later key: the future leaks in")
+        raise Wrong("the mask blocks keys a query may read: query i reads keys 0 .. i")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: RoPE that turns the values too.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch6-rope-values", hints=[
+    "Which vectors meet in a dot product whose value should depend on the offset only?",
+    "RoPE turns queries and keys; the value of a token is what the query reads, not how it "
+    "scores it.",
+])
+def check_rope_values(fn):
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 6, 8, generator=g, dtype=F64) for _ in range(3))
+    positions = torch.arange(6)
+    cos, sin = rope_angles(positions, 8)
+    mask = causal_mask(6)
+    ref = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v,
+                                       mask)[0]
+    out = _tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin, what="rope_attention"),
+                  "rope_attention")
+    expect(out.shape == v.shape, f"rope_attention must return v's shape {tuple(v.shape)}, got "
+           f"{tuple(out.shape)}")
+    if close(out, ref, n=8 * 6):
+        return
+    turned_v = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
+                                            apply_rope(v, cos, sin), mask)[0]
+    if close(out, turned_v, n=8 * 6):
+        raise Wrong("the values are turned too: the output then depends on where the tokens "
+                    "stand, not only on their offsets (shift every position by 10 and it "
+                    "changes). Turn the queries and keys only")
+    if close(out, scaled_dot_product_attention(q, k, v, mask)[0], n=8 * 6):
+        raise Wrong("nothing is turned: without RoPE the attention does not see positions")
+    if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
+                                               v)[0], n=8 * 6):
+        raise Wrong("every query sees every key: keep the causal mask")
+    raise Wrong("the output differs from causal attention over turned queries and keys")
+
+
+# ---------------------------------------------------------------------------------------------
+# The memory of a key-value cache.
+# ---------------------------------------------------------------------------------------------
+
+KV_MEMORY = {"n_layer": 12, "n_embd": 768, "T": 1024, "B": 8, "bytes": 4}
+
+
+@exercise("ex-ch6-kv-memory", hints=[
+    "Count what one token leaves behind in one layer, then multiply by the layers, the "
+    "positions and the sequences of the batch.",
+    "Each layer keeps a key and a value of n_embd numbers (all heads together) per token and "
+    "sequence; a float32 number takes 4 bytes.",
+])
+def check_kv_memory(answer):
+    c = KV_MEMORY
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        raise Wrong(f"answer must be a number of bytes, got {type(answer).__name__}")
+    right = 2 * c["n_layer"] * c["B"] * c["T"] * c["n_embd"] * c["bytes"]
+    if answer == right:
+        return
+    slips = {
+        right // 2: "that is half: the cache keeps the keys and the values, and a float32 "
+                    "number takes 4 bytes",
+        right // c["bytes"]: "that is the number of numbers: multiply by the bytes each takes",
+        right // c["n_layer"]: "that is 12 times too small: every one of the 12 layers keeps "
+                               "its own keys and values, for all 12 heads (n_embd numbers per "
+                               "token)",
+        right // c["B"]: "that is one sequence: the batch has 8",
+    }
+    message = slips.get(answer)
+    if message:
+        raise Wrong(message)
+    raise Wrong("the number of bytes is wrong: count keys and values, layers, sequences, "
+                "positions, width and bytes per number")
+
+
+# ---------------------------------------------------------------------------------------------
+# Greedy generation with a cache, written by the learner.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch6-cached-generation", hints=[
+    "Make one KVCache per block, run the whole prompt once with caches=..., then loop: pick the "
+    "most likely next token and feed only that token.",
+    "model(idx, caches=caches) returns the logits of the new positions; the next token is the "
+    "argmax of the last row, logits[:, -1].argmax(-1). The caches know how many positions they "
+    "hold, and the model reads its positions from them.",
+    "After the prompt, every call passes one token, shape (B, 1): next_id[:, None]. Append it to "
+    "the sequence with torch.cat.",
+])
+def check_cached_generation(fn):
+    for positional in ("learned", "rope"):
+        model = _small_gpt(positional, block_size=24, seed=3)
+        idx = torch.randint(12, (2, 5), generator=torch.Generator().manual_seed(4))
+        out = _tensor(call(fn, model, idx.clone(), 12, what="greedy_with_cache"),
+                      "greedy_with_cache")
+        expect(out.shape == (2, 17), f"greedy_with_cache(model, idx of shape (2, 5), 12) must "
+               f"return shape (2, 17), got {tuple(out.shape)}")
+        expect(torch.equal(out[:, :5], idx), "the result must start with the prompt")
+        expected = model.generate(idx, 12, temperature=0)
+        if torch.equal(out, expected):
+            continue
+        first_wrong = int((out != expected).any(0).nonzero()[0])
+        if first_wrong == 5:
+            raise Wrong(
+                "the first new token is already wrong: it is the argmax of the prompt's last "
+                "logits")
+        raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ "
+                    f"({positional} positions): each step must feed the newest token only, at "
+                    "the next position, with the same caches")
