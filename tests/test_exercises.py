@@ -60,44 +60,6 @@ def test_every_exercise_has_hints():
         assert 2 <= len(ex.hints) <= 3, name
 
 
-# ---------------------------------------------------------------------------------------------
-# Chapter 2.
-# ---------------------------------------------------------------------------------------------
-
-
-def test_ch2_clip():
-    def starter(params, max_norm):
-        raise NotImplementedError
-
-    def right(params, max_norm):
-        params = [p for p in params if p.grad is not None]
-        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
-        for p in params:
-            p.grad.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
-        return norm
-
-    def per_parameter(params, max_norm):  # a classic mistake: each gradient clipped alone
-        norms = []
-        for p in params:
-            n = p.grad.norm()
-            p.grad.mul_(min(1.0, max_norm / (n.item() + 1e-6)))
-            norms.append(n)
-        return torch.sqrt(sum(n**2 for n in norms))
-
-    def always(params, max_norm):  # scales even short gradients up to max_norm
-        params = list(params)
-        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
-        for p in params:
-            p.grad.mul_(max_norm / norm)
-        return norm
-
-    assert check("ex-ch2-clip", right)
-    assert check("ex-ch2-clip", starter).status == "not attempted"
-    assert "not capped" in check("ex-ch2-clip", per_parameter).message
-    assert "must stay unchanged" in check("ex-ch2-clip", always).message
-    assert "returns nothing" in check("ex-ch2-clip", lambda p, m: None).message
-
-
 def test_wrong_is_an_exception_for_checkers():
     with pytest.raises(Wrong, match="boom"):
         expect(False, "boom")

@@ -2,10 +2,85 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .core import Wrong, call, close, exercise, expect
+from ..lm import CharLM, detach_state
+from ..rnn import RNNCell
+from .core import NotAttempted, Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor, or a clear complaint."""
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# One more step of the worked example, eq. (2.3).
+# ---------------------------------------------------------------------------------------------
+
+W_IH = [[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]
+W_HH = [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+W_Y = [[1.0, 0.0, -1.0]]
+
+
+def _worked_step(h, x, W_hh=None):
+    """The worked example's ReLU cell and read-out, from the state h and the input x."""
+    cell = RNNCell(2, 3, nonlinearity="relu").double()
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.tensor(W_IH))
+        cell.weight_hh.copy_(torch.tensor(W_HH) if W_hh is None else W_hh)
+        cell.bias_ih.zero_()
+        cell.bias_hh.zero_()
+        h_next = cell(torch.tensor([x], dtype=F64), torch.tensor([h], dtype=F64))[0]
+    return h_next, torch.tensor(W_Y, dtype=F64) @ h_next
+
+
+@exercise("ex-ch2-next-step", hints=[
+    "Do what the chapter did for h_t: first the input's contribution W_ih x_(t+1), then the "
+    "state's W_hh h_t, add them, apply ReLU, and read the output off the new state.",
+    "W_ih x_(t+1) picks the second column of W_ih. W_hh is the cyclic shift of the worked "
+    "example: it moves the entry of each slot to the slot above it, the first to the last.",
+])
+def check_next_step(answer):
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
+           "answer must be a pair (h_next, y_next): the state as a list of 3 numbers, then y")
+    h, y = answer
+    if isinstance(h, torch.Tensor):
+        h = h.flatten().tolist()
+    if isinstance(y, torch.Tensor) and y.numel() == 1:
+        y = y.item()
+    expect(isinstance(h, (tuple, list)) and len(h) == 3
+           and all(isinstance(v, numbers.Real) for v in h),
+           "the state h_(t+1) must be a list of 3 numbers (the state has 3 units)")
+    expect(isinstance(y, numbers.Real), f"y_(t+1) must be a number, got {type(y).__name__}")
+    h_t, x_next = [1.0, 0.0, 0.0], [0.0, 1.0]
+    h_ref, _ = _worked_step(h_t, x_next)
+    h_in = torch.tensor(h, dtype=F64)
+    if not close(h_in, h_ref):
+        if close(h_in, _worked_step(h_t, x_next, torch.tensor(W_HH).T)[0]):
+            raise Wrong("the state uses W_hh transposed: row i of W_hh h_t is the dot product of "
+                        "row i of W_hh with h_t")
+        if close(h_in, torch.relu(torch.tensor(W_IH, dtype=F64) @ torch.tensor(x_next, dtype=F64))):
+            raise Wrong("the state leaves out the recurrent term W_hh h_t: the old state must "
+                        "enter the new one")
+        if close(h_in, torch.tensor(W_HH, dtype=F64) @ torch.tensor(h_t, dtype=F64)):
+            raise Wrong("the state leaves out the input term W_ih x_(t+1)")
+        raise Wrong("h_(t+1) is not right: add W_ih x_(t+1) and W_hh h_t, then apply ReLU")
+    expect(abs(y - (torch.tensor(W_Y, dtype=F64) @ h_in).item()) < 1e-9,
+           "the state is right but y_(t+1) is not: y_(t+1) = W_y h_(t+1), with no bias")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient clipping by the global norm, eq. (2.12).
+# ---------------------------------------------------------------------------------------------
 
 
 def _model_with_gradients(seed: int, scale: float) -> nn.Module:
@@ -56,3 +131,265 @@ def check_clip(clip_):
         # PyTorch divides by norm + 1e-6; an answer without that epsilon is right too
         expect(torch.allclose(after, _grads(ref), rtol=1e-5, atol=1e-12),
                "the clipped gradients differ from what clipping by the global norm gives")
+
+
+# ---------------------------------------------------------------------------------------------
+# The entropy of the next-character distribution at temperature tau.
+# ---------------------------------------------------------------------------------------------
+
+
+def _near(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to float32 rounding (an entropy needs no more)."""
+    return a.shape == b.shape and torch.allclose(a.to(F64), b, rtol=1e-5, atol=1e-7)
+
+
+def _entropy(logits: torch.Tensor, tau: float) -> torch.Tensor:
+    log_p = F.log_softmax(logits / tau, dim=-1)
+    return -(log_p.exp() * log_p).sum(-1)
+
+
+@exercise("ex-ch2-temperature", hints=[
+    "Divide the logits by tau, turn them into probabilities with a softmax over the last "
+    "dimension, then take minus the sum of p log p over that dimension.",
+    "Entropy in nats uses the natural logarithm. Take log p from F.log_softmax rather than "
+    "from the log of the softmax: a probability that underflows to 0 then gives 0 * log 0 = NaN.",
+])
+def check_temperature(entropy):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 10, generator=g, dtype=F64) * 2
+    for tau in (0.5, 1.0, 2.0):
+        out = _tensor(call(entropy, logits.clone(), tau, what="entropy"), "entropy")
+        ref = _entropy(logits, tau)
+        expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy must "
+               f"have shape {tuple(ref.shape)}: one number per distribution, summed over the "
+               f"last dimension; got {tuple(out.shape)}")
+        if _near(out, ref):
+            continue
+        if _near(out, ref / torch.log(torch.tensor(2.0, dtype=F64))):
+            raise Wrong("the entropy is in bits: the book measures it in nats, with the natural "
+                        "logarithm")
+        if _near(out, -ref):
+            raise Wrong("the sign is flipped: the entropy is minus the sum of p log p, a number "
+                        ">= 0")
+        if _near(out, _entropy(logits, 1.0)):
+            raise Wrong(f"the temperature does not change your entropy (tau = {tau}): divide the "
+                        "logits by tau before the softmax")
+        if _near(out, _entropy(logits, 1 / tau)):
+            raise Wrong("the logits are multiplied by tau; they must be divided by it")
+        raise Wrong(f"the entropy at tau = {tau} is not that of softmax(logits / tau)")
+    sharp = torch.tensor([[900.0, 0.0, -900.0]], dtype=F64)
+    out = _tensor(call(entropy, sharp, 0.5, what="entropy"), "entropy")
+    expect(not torch.isnan(out).any(), "your entropy is NaN when a probability underflows to 0 "
+           "(logits far apart): compute log p with F.log_softmax")
+    expect(_near(out, _entropy(sharp, 0.5)), "for a distribution with all its mass on one "
+           "character the entropy must be 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: truncated BPTT without detach.
+# ---------------------------------------------------------------------------------------------
+
+TBPTT = {"V": 7, "B": 3, "T": 5, "chunks": 4, "hidden": 8}
+
+
+def _tbptt_setup():
+    torch.manual_seed(0)
+    model = CharLM(TBPTT["V"], hidden_size=TBPTT["hidden"], cell="rnn", embed_dim=4).double()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(4, TBPTT["V"], (TBPTT["chunks"], TBPTT["B"], TBPTT["T"] + 1), generator=g)
+    return model, ids[..., :-1], ids[..., 1:]
+
+
+def _tbptt_reference(carry: bool) -> list[torch.Tensor]:
+    """The parameters after one pass: state carried and detached (or reset to zeros)."""
+    model, inputs, targets = _tbptt_setup()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    state = None
+    for x, y in zip(inputs, targets, strict=True):
+        logits, state = model(x, detach_state(state) if carry else None)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return [p.detach() for p in model.parameters()]
+
+
+@exercise("ex-ch2-detach", hints=[
+    "The loss of the second chunk depends on the parameters through the second chunk's graph, "
+    "and through one tensor also on the first chunk's graph, which the first backward pass has "
+    "already used up. Which tensor is it?",
+    "The state that chunk k hands to chunk k + 1 was computed by chunk k's graph. Cut it before "
+    "the next chunk with state = state.detach(): detach returns a new tensor, it does not change "
+    "state in place.",
+])
+def check_detach(tbptt_pass):
+    model, inputs, targets = _tbptt_setup()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    try:
+        losses = tbptt_pass(model, inputs, targets, optimizer)
+    except NotImplementedError as err:
+        raise NotAttempted("tbptt_pass still raises NotImplementedError: write its body, then run "
+                           "this cell again") from err
+    except RuntimeError as err:
+        if "backward through the graph a second time" in str(err) \
+                or "modified by an inplace operation" in str(err):
+            raise Wrong("the backward pass of the second chunk runs on into the first chunk's "
+                        "graph, which is already used up: the state carried into a chunk is still "
+                        "attached to the chunk that computed it. Detach it before the next chunk "
+                        "(and keep the detached tensor: detach does not work in place)") from err
+        raise Wrong(f"tbptt_pass raised RuntimeError: {err}") from err
+    except Exception as err:  # noqa: BLE001 - the learner's error becomes the check's message
+        raise Wrong(f"tbptt_pass raised {type(err).__name__}: {err}") from err
+    expect(isinstance(losses, (list, tuple)) and len(losses) == TBPTT["chunks"],
+           f"tbptt_pass must return the list of the {TBPTT['chunks']} chunks' losses")
+    params = [p.detach() for p in model.parameters()]
+    if all(close(p, q, n=64) for p, q in zip(params, _tbptt_reference(True), strict=True)):
+        return
+    if all(close(p, q, n=64) for p, q in zip(params, _tbptt_reference(False), strict=True)):
+        raise Wrong("the state is reset at every chunk: row b of chunk k + 1 continues row b of "
+                    "chunk k, so start each chunk from the (detached) final state of the last one")
+    raise Wrong("the parameters after the pass differ from truncated BPTT's: visit the chunks in "
+                "order, take one optimiser step per chunk, and carry the detached state from each "
+                "chunk to the next")
+
+
+# ---------------------------------------------------------------------------------------------
+# The norm of W^k: between the spectral radius and the largest singular value.
+# ---------------------------------------------------------------------------------------------
+
+
+def _power_norms(W: torch.Tensor, K: int, ord=2, start: int = 1) -> torch.Tensor:
+    return torch.stack([torch.linalg.matrix_norm(torch.linalg.matrix_power(W, k), ord=ord)
+                        for k in range(start, K + start)])
+
+
+@exercise("ex-ch2-bound", hints=[
+    "For each k, raise W to the power k and take the norm that the bound is about: the spectral "
+    "norm, the largest singular value of the matrix.",
+    "torch.linalg.matrix_power(W, k) gives W^k and torch.linalg.matrix_norm(A, ord=2) its "
+    "spectral norm; the default ord of matrix_norm is the Frobenius norm, which is not it.",
+])
+def check_bound(power_norms):
+    g = torch.Generator().manual_seed(0)
+    cases = [torch.tensor([[0.5, 3.0], [0.0, 0.5]], dtype=F64),
+             torch.randn(4, 4, generator=g, dtype=F64) / 2]
+    for W in cases:
+        K = 12
+        out = _tensor(call(power_norms, W.clone(), K, what="power_norms"), "power_norms")
+        ref = _power_norms(W, K)
+        expect(out.shape == ref.shape, f"for K = {K} power_norms must return {K} numbers, "
+               f"||W^1||, ..., ||W^K||; got shape {tuple(out.shape)}")
+        if close(out, ref, n=16):
+            continue
+        rho = torch.linalg.eigvals(W).abs().max()
+        sigma = torch.linalg.matrix_norm(W, ord=2)
+        ks = torch.arange(1, K + 1, dtype=F64)
+        if close(out, rho**ks, n=16):
+            raise Wrong("these are powers of the spectral radius, rho^k: they give the long-run "
+                        "rate, but the gradient sees the norm of the matrix W^k itself")
+        if close(out, sigma**ks, n=16):
+            raise Wrong("these are powers of the largest singular value, the bound "
+                        "sigma_max^k: compute the norm of the matrix power W^k")
+        if close(out, _power_norms(W, K, ord="fro"), n=16):
+            raise Wrong("this is the Frobenius norm of W^k; the bound is about the spectral norm "
+                        "(ord=2), the largest singular value")
+        if close(out, _power_norms(W, K, start=0), n=16):
+            raise Wrong("off by one: the first entry must be ||W^1||, not ||W^0|| = 1")
+        raise Wrong("the norms of W^k are not right: raise W to the power k, then take the "
+                    "spectral norm")
+
+
+# ---------------------------------------------------------------------------------------------
+# Backpropagation through time in reverse mode, by hand.
+# ---------------------------------------------------------------------------------------------
+
+
+def _bptt_problem(seed: int, m: int = 4, d: int = 3, n: int = 2, T: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    W_ih = torch.randn(m, d, generator=g, dtype=F64)
+    W_hh = 0.6 * torch.randn(m, m, generator=g, dtype=F64)
+    W_y = torch.randn(n, m, generator=g, dtype=F64)
+    xs, ys = torch.randn(T, d, generator=g, dtype=F64), torch.randn(T, n, generator=g, dtype=F64)
+    return W_ih, W_hh, W_y, xs, ys
+
+
+def _bptt_variant(W_ih, W_hh, W_y, xs, ys, derivative="state", carry=True, average=True,
+                  previous=True):
+    """Reverse-mode BPTT with one of the typical mistakes switched on."""
+    T, m = xs.shape[0], W_hh.shape[0]
+    hs, pre = [torch.zeros(m, dtype=F64)], []
+    for t in range(T):
+        pre.append(W_ih @ xs[t] + W_hh @ hs[-1])
+        hs.append(torch.tanh(pre[-1]))
+    scale = 1 / T if average else 1.0
+    dW_ih, dW_hh, dW_y = torch.zeros_like(W_ih), torch.zeros_like(W_hh), torch.zeros_like(W_y)
+    delta_next = torch.zeros(m, dtype=F64)   # dL/dh_t from the steps after t
+    for t in range(T, 0, -1):
+        err = scale * (W_y @ hs[t] - ys[t - 1])
+        dW_y += torch.outer(err, hs[t])
+        dh = W_y.T @ err + (delta_next if carry else 0)
+        slope = {"state": 1 - hs[t] ** 2, "pre": 1 - pre[t - 1] ** 2,
+                 "none": torch.ones(m, dtype=F64)}[derivative]
+        da = slope * dh
+        dW_ih += torch.outer(da, xs[t - 1])
+        dW_hh += torch.outer(da, hs[t - 1] if previous else hs[t])
+        delta_next = W_hh.T @ da
+    return dW_ih, dW_hh, dW_y
+
+
+_BPTT_MISTAKES = [
+    ({"derivative": "pre"}, "the derivative of tanh is taken at the wrong place: tanh'(a_t) = "
+     "1 - tanh(a_t)^2 = 1 - h_t^2, written with the state h_t, not 1 - a_t^2 with the "
+     "pre-activation"),
+    ({"derivative": "none"}, "the derivative of tanh is missing: every step back multiplies by "
+     "diag(1 - h_t^2) before W_hh^T"),
+    ({"carry": False}, "only the direct terms are there: the gradient at h_t must also carry what "
+     "step t + 1 sends back through W_hh^T"),
+    ({"average": False}, "off by a factor T: the loss is averaged over the T steps"),
+    ({"previous": False}, "dW_hh pairs the error at step t with h_t; W_hh multiplies h_(t-1)"),
+]
+
+
+def _diagnose_bptt(out, problem) -> None:
+    """Name the typical mistake that ``out`` makes, or say which gradients are wrong."""
+    for variant, message in _BPTT_MISTAKES:
+        alt = _bptt_variant(*problem, **variant)
+        if all(close(o, a, n=64) for o, a in zip(out, alt, strict=True)):
+            raise Wrong(message)
+    ref = _bptt_variant(*problem)
+    wrong = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
+             if not close(o, r, n=64)]
+    raise Wrong(f"{' and '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not the gradient of "
+                "the loss (the others are right)")
+
+
+@exercise("ex-ch2-bptt", hints=[
+    "Run the forward pass and keep every state. Then walk back from t = T to 1 carrying one "
+    "vector, the gradient of L with respect to h_t, made of two parts: what the output at step t "
+    "sends back, and what step t + 1 sent back to h_t.",
+    "At step t: dh = W_y^T e_t / T + delta, where e_t = W_y h_t - y_t and delta came from step "
+    "t + 1. Then da = (1 - h_t^2) * dh is the gradient at the pre-activation, and "
+    "delta = W_hh^T da goes on to step t - 1.",
+    "The weights collect outer products: dW_y += outer(e_t / T, h_t), dW_ih += outer(da, x_t), "
+    "dW_hh += outer(da, h_(t-1)).",
+])
+def check_bptt(bptt):
+    for seed in range(3):
+        W_ih, W_hh, W_y, xs, ys = _bptt_problem(seed)
+        out = call(bptt, W_ih.clone(), W_hh.clone(), W_y.clone(), xs.clone(), ys.clone(),
+                   what="bptt")
+        expect(isinstance(out, (tuple, list)) and len(out) == 3
+               and all(isinstance(o, torch.Tensor) for o in out),
+               "bptt must return three tensors: (dW_ih, dW_hh, dW_y)")
+        params = [p.clone().requires_grad_() for p in (W_ih, W_hh, W_y)]
+        h, loss = torch.zeros(W_hh.shape[0], dtype=F64), 0.0
+        for t in range(xs.shape[0]):
+            h = torch.tanh(params[0] @ xs[t] + params[1] @ h)
+            loss = loss + 0.5 * ((params[2] @ h - ys[t]) ** 2).sum()
+        ref = torch.autograd.grad(loss / xs.shape[0], params)
+        for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True):
+            expect(o.shape == r.shape, f"{name} must have the shape of its matrix, "
+                   f"{tuple(r.shape)}; got {tuple(o.shape)}")
+        if all(close(o, r, n=64) for o, r in zip(out, ref, strict=True)):
+            continue
+        _diagnose_bptt(out, (W_ih, W_hh, W_y, xs, ys))

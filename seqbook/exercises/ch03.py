@@ -1,0 +1,287 @@
+"""Checks of chapter 3's exercises (gated recurrent units)."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import nn
+
+from ..gating import unrolled_weights
+from ..rnn import GRU, LSTM, RNN
+from ..utils import count_parameters
+from .core import Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor, or a clear complaint."""
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+def _pair(out, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The learner's result as a pair of tensors, or a clear complaint."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Wrong(f"{what} must return a pair (weights, initial) of tensors, got "
+                    f"{type(out).__name__}")
+    return _tensor(out[0], what), _tensor(out[1], what)
+
+
+# ---------------------------------------------------------------------------------------------
+# The number of parameters of one recurrent layer.
+# ---------------------------------------------------------------------------------------------
+
+LAYERS = {"rnn": (RNN, 1), "gru": (GRU, 3), "lstm": (LSTM, 4)}
+
+
+@exercise("ex-ch3-params", hints=[
+    "Count one block first: the weights of one Elman update, W_ih (H x D) and W_hh (H x H), and "
+    "its biases. Then count the blocks of each layer.",
+    "PyTorch keeps two bias vectors per block, b_ih and b_hh, H numbers each. The RNN has one "
+    "block, the GRU three (r, z, n) and the LSTM four (i, f, g, o).",
+])
+def check_params(recurrent_params):
+    for D, H in [(7, 11), (32, 128), (1, 5)]:
+        for cell, (cls, blocks) in LAYERS.items():
+            n = call(recurrent_params, cell, D, H, what="recurrent_params")
+            expect(isinstance(n, numbers.Integral) or (isinstance(n, torch.Tensor) and n.numel() == 1),
+                   f"recurrent_params must return a whole number, got {type(n).__name__}")
+            n = int(n)
+            ref = count_parameters(cls(D, H))
+            if n == ref:
+                continue
+            one_block = H * D + H * H
+            if n == blocks * (one_block + H):
+                raise Wrong("one bias vector per block is missing: PyTorch keeps two, b_ih and "
+                            "b_hh (their sum is the bias of the equations)")
+            if n == blocks * one_block:
+                raise Wrong("the biases are missing: each block has two bias vectors of H "
+                            "numbers, b_ih and b_hh")
+            if n % (one_block + 2 * H) == 0:
+                raise Wrong(f"one block is right, but the {cell.upper()} has {blocks} of them, "
+                            f"got {n // (one_block + 2 * H)}")
+            raise Wrong(f"the count for the {cell.upper()} with D = {D}, H = {H} is not right: "
+                        "count W_ih, W_hh and the two biases of one block, then the blocks")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: one GRU step from PyTorch's stacked weights.
+# ---------------------------------------------------------------------------------------------
+
+
+def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh, order="rzn", reset="after", bias_inside=True,
+              keep="z"):
+    """One GRU step with one of the typical mistakes switched on."""
+    gi = dict(zip(order, (x @ w_ih.T + b_ih).chunk(3, dim=-1), strict=True))
+    w_hn = dict(zip(order, w_hh.chunk(3), strict=True))["n"]
+    b_hn = dict(zip(order, b_hh.chunk(3), strict=True))["n"]
+    gh = dict(zip(order, (h @ w_hh.T + b_hh).chunk(3, dim=-1), strict=True))
+    z = torch.sigmoid(gi["z"] + gh["z"])
+    r = torch.sigmoid(gi["r"] + gh["r"])
+    if reset == "before":                                  # Cho et al.'s variant
+        n = torch.tanh(gi["n"] + (r * h) @ w_hn.T + b_hn)
+    elif not bias_inside:
+        n = torch.tanh(gi["n"] + r * (h @ w_hn.T) + b_hn)
+    else:
+        n = torch.tanh(gi["n"] + r * gh["n"])
+    return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
+
+
+_GRU_MISTAKES = [
+    ({"order": "zrn"}, "the blocks are read in the order (z, r, n): PyTorch stacks them (r, z, n), "
+     "reset gate first, then update gate, then candidate"),
+    ({"reset": "before"}, "the reset gate multiplies h_(t-1) before W_hn, as in Cho et al.'s GRU; "
+     "PyTorch (and eq. (3.3)) applies it to W_hn h_(t-1) + b_hn"),
+    ({"bias_inside": False}, "the reset gate must scale b_hn too: it multiplies the whole "
+     "W_hn h_(t-1) + b_hn"),
+    ({"keep": "1-z"}, "z and 1 - z are swapped: in eq. (3.4) z = 1 keeps h_(t-1) and z = 0 writes "
+     "the candidate"),
+]
+
+
+@exercise("ex-ch3-gate-order", hints=[
+    "The function gives a result of the right shape, so the arithmetic runs; compare which rows "
+    "of the stacked weights it uses for which gate with what the chapter says about PyTorch's "
+    "layout.",
+    "PyTorch stacks the three blocks as (r, z, n): the first H rows belong to the reset gate, the "
+    "next H to the update gate. The chunk(3) lines must unpack them in that order.",
+])
+def check_gate_order(gru_step):
+    torch.manual_seed(0)
+    ref = nn.GRU(5, 4, batch_first=True).double()
+    weights = [ref.weight_ih_l0, ref.weight_hh_l0, ref.bias_ih_l0, ref.bias_hh_l0]
+    weights = [w.detach().clone() for w in weights]
+    g = torch.Generator().manual_seed(1)
+    x, h = torch.randn(3, 5, generator=g, dtype=F64), torch.randn(3, 4, generator=g, dtype=F64)
+    with torch.no_grad():
+        out = _tensor(call(gru_step, x.clone(), h.clone(), *(w.clone() for w in weights),
+                           what="gru_step"), "gru_step")
+        expected = ref(x[:, None], h[None])[1][0]           # h_1 (B, H)
+    expect(out.shape == expected.shape, f"gru_step must return the new state of shape (B, H) = "
+           f"{tuple(expected.shape)}, got {tuple(out.shape)}")
+    if close(out, expected, n=16):
+        return
+    for variant, message in _GRU_MISTAKES:
+        if close(out, _gru_step(x, h, *weights, **variant), n=16):
+            raise Wrong(message)
+    raise Wrong("the new state differs from nn.GRU's: check each gate against eqs. (3.1)-(3.4) "
+                "and the (r, z, n) layout of the stacked weights")
+
+
+# ---------------------------------------------------------------------------------------------
+# The Elman RNN as a GRU.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch3-elman", hints=[
+    "If the GRU always writes the candidate (z = 0) and its candidate reads the whole old state "
+    "(r = 1), eq. (3.4) is h_t = n_t and eq. (3.3) is an Elman step.",
+    "A gate is pinned to 0 or 1 by a large bias: sigma(-40) and sigma(40) are within 1e-17 of 0 "
+    "and 1 whatever the input. The biases of a block live in bias_ih (and bias_hh).",
+    "The cell's weights are stacked (r, z, n): copy the RNN's weight_ih, weight_hh, bias_ih and "
+    "bias_hh into the third block of the GRU's, and set the biases of the first (r) and the "
+    "second (z) block.",
+])
+def check_elman(gru_as_elman):
+    torch.manual_seed(0)
+    rnn = RNN(3, 5, nonlinearity="tanh").double()
+    gru = call(gru_as_elman, rnn, what="gru_as_elman")
+    expect(isinstance(gru, nn.Module), f"gru_as_elman must return a GRU layer (an nn.Module), "
+           f"got {type(gru).__name__}")
+    expect(isinstance(gru, (GRU, nn.GRU)), f"gru_as_elman must return a GRU layer, got "
+           f"{type(gru).__name__}")
+    gru = gru.double()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 8, 3, generator=g, dtype=F64)
+    h0 = torch.randn(1, 2, 5, generator=g, dtype=F64)
+    with torch.no_grad():
+        out = call(gru, x, h0, what="your GRU")[0]
+        expected = rnn(x, h0)[0]
+    expect(out.shape == expected.shape, f"the GRU's output must have the RNN's shape "
+           f"{tuple(expected.shape)}, got {tuple(out.shape)}: same input and hidden size")
+    if torch.allclose(out, expected, rtol=1e-7, atol=1e-9):
+        return
+    if torch.allclose(out, h0[0][:, None].expand_as(out), atol=1e-6):
+        raise Wrong("the GRU keeps its initial state: its update gate is open (z = 1) and never "
+                    "writes. The update gate is the second block of PyTorch's (r, z, n)")
+    cut = RNN(3, 5, nonlinearity="tanh").double()
+    with torch.no_grad():
+        cut.cells[0].weight_ih.copy_(rnn.cells[0].weight_ih)
+        cut.cells[0].bias_ih.copy_(rnn.cells[0].bias_ih)
+        cut.cells[0].weight_hh.zero_()
+        cut.cells[0].bias_hh.zero_()
+        no_memory = cut(x, h0)[0]
+    if torch.allclose(out, no_memory, atol=1e-6):
+        raise Wrong("the candidate ignores h_(t-1): the reset gate is closed (r = 0); it must be "
+                    "open (r = 1), so the candidate is the full Elman step")
+    if torch.allclose(out, expected, atol=1e-2):
+        raise Wrong("almost: the outputs differ by a little, so the gates are not quite 0 and 1. "
+                    "Make their biases larger")
+    raise Wrong("the GRU does not compute the RNN's states: z must be 0, r must be 1, and the "
+                "candidate block (n, the third) must hold the RNN's weights and biases")
+
+
+# ---------------------------------------------------------------------------------------------
+# The weights of the unrolled GRU, eq. (3.6).
+# ---------------------------------------------------------------------------------------------
+
+
+def _unrolled(write: torch.Tensor, keep: torch.Tensor, with_own: bool = False):
+    """w[b, t, k] = write_k * prod_{j=k+1..t} keep_j (k <= t), w0 = prod_{j<=t} keep_j, by loops."""
+    B, T, H = keep.shape
+    w = torch.zeros(B, T, T, H, dtype=keep.dtype)
+    for t in range(T):
+        for k in range(t + 1):
+            start = k if with_own else k + 1
+            w[:, t, k] = write[:, k] * keep[:, start:t + 1].prod(dim=1)
+    return w, keep.cumprod(dim=1)
+
+
+def _check_weights_shape(w, w0, B, T, H, what):
+    expect(w.shape == (B, T, T, H), f"{what}: the weights must have shape (B, T, T, H) = "
+           f"{(B, T, T, H)}, indexed [b, t, k, unit]; got {tuple(w.shape)}")
+    expect(w0.shape == (B, T, H), f"{what}: the weights of h_0 must have shape (B, T, H) = "
+           f"{(B, T, H)}; got {tuple(w0.shape)}")
+
+
+def _diagnose_weights(w, w0, ref, ref0, gate: str, write: str, variants) -> None:
+    """Name what is wrong in weights ``w`` (and ``w0``) against the reference."""
+    T = w.shape[1]
+    future = ~torch.ones(T, T, dtype=torch.bool).tril()
+    if close(w.transpose(1, 2), ref, n=T):
+        raise Wrong("the weights are indexed [b, k, t]: the first time index must be t, the step "
+                    "of the state, the second k, the candidate's")
+    if (w[:, future] != 0).any():
+        raise Wrong("some weights with k > t are not 0: at step t the candidate of a later step "
+                    "does not exist yet")
+    for alt, message in variants:
+        if close(w, alt, n=T):
+            raise Wrong(message)
+    if not close(w, ref, n=T):
+        raise Wrong(f"the candidates' weights are not right: candidate k enters with {write} and "
+                    f"then loses a factor {gate}_j at every later step j")
+    raise Wrong(f"the weights of h_0 are not right: h_0 is kept by every gate, {gate}_1 to "
+                f"{gate}_t")
+
+
+@exercise("ex-ch3-sum-to-one", hints=[
+    "Follow one candidate: n_k enters the state at step k with weight 1 - z_k, and every later "
+    "step j multiplies what is left of it by z_j.",
+    "w[b, t, k] = (1 - z_k) times the product of z_j for j = k+1 .. t (an empty product is 1), "
+    "and 0 for k > t. h_0 is kept by every gate: its weight is the product of z_1 .. z_t, "
+    "torch.cumprod along the time axis.",
+])
+def check_sum_to_one(gru_weights):
+    g = torch.Generator().manual_seed(0)
+    B, T, H = 2, 6, 3
+    z = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
+    w, w0 = _pair(call(gru_weights, z.clone(), what="gru_weights"), "gru_weights")
+    _check_weights_shape(w, w0, B, T, H, "gru_weights")
+    ref, ref0 = unrolled_weights(z)
+    if close(w, ref, n=T) and close(w0, ref0, n=T):
+        return
+    variants = [
+        (_unrolled(1 - z, z, with_own=True)[0], "the product of gates includes z_k itself: it "
+         "runs over the steps after k, j = k+1 .. t; z_k already decided the write, as 1 - z_k"),
+        (_unrolled(torch.ones_like(z), z)[0], "the write factor is missing: candidate n_k enters "
+         "with weight 1 - z_k, eq. (3.4)"),
+        (_unrolled(z, 1 - z)[0], "z and 1 - z are swapped: in eq. (3.4) z keeps the old state and "
+         "1 - z writes the candidate"),
+    ]
+    _diagnose_weights(w, w0, ref, ref0, "z", "weight 1 - z_k", variants)
+
+
+# ---------------------------------------------------------------------------------------------
+# The LSTM's cell unrolled: weights that are not tied.
+# ---------------------------------------------------------------------------------------------
+
+
+@exercise("ex-ch3-lstm-unroll", hints=[
+    "Substitute c_t = f_t c_(t-1) + i_t g_t into itself, as the chapter did for the GRU: g_k "
+    "enters at step k with weight i_k and every later step multiplies it by its forget gate.",
+    "w[b, t, k] = i_k times the product of f_j for j = k+1 .. t, and 0 for k > t; the weight of "
+    "c_0 is the product of f_1 .. f_t. Nothing ties i_k to 1 - f_k.",
+])
+def check_lstm_unroll(lstm_weights):
+    g = torch.Generator().manual_seed(0)
+    B, T, H = 2, 6, 3
+    f = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
+    i = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
+    w, w0 = _pair(call(lstm_weights, f.clone(), i.clone(), what="lstm_weights"), "lstm_weights")
+    _check_weights_shape(w, w0, B, T, H, "lstm_weights")
+    ref, ref0 = _unrolled(i, f)
+    if close(w, ref, n=T) and close(w0, ref0, n=T):
+        return
+    gru_like = _unrolled(1 - f, f)[0]
+    variants = [
+        (gru_like, "these are the GRU's weights, with 1 - f_k as the write gate: the LSTM writes "
+         "with its own input gate i_k, which is not tied to f_k"),
+        (_unrolled(i, f, with_own=True)[0], "the product of forget gates includes f_k itself: it "
+         "runs over the steps after k, j = k+1 .. t"),
+        (ref / (ref.sum(2, keepdim=True) + ref0[:, :, None]), "the weights are normalised to sum "
+         "to one; the LSTM's weights are not, and that is the point"),
+    ]
+    _diagnose_weights(w, w0, ref, ref0, "f", "weight i_k", variants)

@@ -1,0 +1,160 @@
+"""Chapter 3's exercise checks (seqbook.exercises.ch03): each passes a right answer, calls the
+untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
+wrong in each typical wrong answer."""
+
+import torch
+from torch import nn
+
+from seqbook.exercises import check
+from seqbook.gating import unrolled_weights
+from seqbook.rnn import GRU
+
+BLOCKS = {"rnn": 1, "gru": 3, "lstm": 4}
+
+
+def starter(*args):
+    raise NotImplementedError  # your code here
+
+
+# --- parameters ----------------------------------------------------------------------------------
+
+
+def test_params():
+    name = "ex-ch3-params"
+    assert check(name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H + 2 * H))
+    assert check(name, starter).status == "not attempted"
+    assert "two, b_ih and b_hh" in check(
+        name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H + H)).message
+    assert "biases are missing" in check(
+        name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H)).message
+    three = {"rnn": 1, "gru": 3, "lstm": 3}
+    assert "LSTM has 4 of them, got 3" in check(
+        name, lambda cell, D, H: three[cell] * (H * D + H * H + 2 * H)).message
+    assert "whole number" in check(name, lambda cell, D, H: "many").message
+
+
+# --- find the bug: the gate order ----------------------------------------------------------------
+
+
+def gru_step(x, h, weight_ih, weight_hh, bias_ih, bias_hh, order="rzn", reset="after",
+             bias_inside=True, swap=False):
+    parts_x = dict(zip(order, (x @ weight_ih.T + bias_ih).chunk(3, dim=-1), strict=True))
+    parts_h = dict(zip(order, (h @ weight_hh.T + bias_hh).chunk(3, dim=-1), strict=True))
+    W_hn = dict(zip(order, weight_hh.chunk(3), strict=True))["n"]
+    b_hn = dict(zip(order, bias_hh.chunk(3), strict=True))["n"]
+    z = torch.sigmoid(parts_x["z"] + parts_h["z"])
+    r = torch.sigmoid(parts_x["r"] + parts_h["r"])
+    if reset == "before":
+        n = torch.tanh(parts_x["n"] + (r * h) @ W_hn.T + b_hn)
+    elif not bias_inside:
+        n = torch.tanh(parts_x["n"] + r * (h @ W_hn.T) + b_hn)
+    else:
+        n = torch.tanh(parts_x["n"] + r * parts_h["n"])
+    return z * n + (1 - z) * h if swap else (1 - z) * n + z * h
+
+
+def test_gate_order():
+    name = "ex-ch3-gate-order"
+    assert check(name, gru_step)
+    assert check(name, lambda x, h, *w: torch.gru_cell(x, h, *w))
+    assert check(name, starter).status == "not attempted"
+    bug = check(name, lambda *a: gru_step(*a, order="zrn"))  # the starter's bug
+    assert bug.status == "fail" and "order (z, r, n)" in bug.message
+    assert "Cho et al." in check(name, lambda *a: gru_step(*a, reset="before")).message
+    assert "scale b_hn too" in check(name, lambda *a: gru_step(*a, bias_inside=False)).message
+    assert "swapped" in check(name, lambda *a: gru_step(*a, swap=True)).message
+    assert "(B, H)" in check(name, lambda x, h, *w: x).message
+    assert "differs from nn.GRU's" in check(name, lambda *a: gru_step(*a) + 0.1).message
+
+
+# --- the Elman RNN as a GRU ----------------------------------------------------------------------
+
+
+def as_elman(rnn, z_bias=-40.0, r_bias=40.0, block=2):
+    H = rnn.hidden_size
+    gru = GRU(rnn.input_size, H).to(rnn.cells[0].weight_ih.dtype)
+    cell_g, cell_r = gru.cells[0], rnn.cells[0]
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(cell_g, name)[block * H:(block + 1) * H].copy_(getattr(cell_r, name))
+        cell_g.bias_ih[H:2 * H] = z_bias
+        cell_g.bias_ih[:H] = r_bias
+    return gru
+
+
+def test_elman():
+    name = "ex-ch3-elman"
+    assert check(name, as_elman)
+    assert check(name, starter).status == "not attempted"
+    assert "keeps its initial state" in check(name, lambda r: as_elman(r, z_bias=40.0)).message
+    assert "reset gate is closed" in check(name, lambda r: as_elman(r, r_bias=-40.0)).message
+    assert "almost" in check(name, lambda r: as_elman(r, z_bias=-8.0, r_bias=8.0)).message
+    assert "does not compute" in check(name, lambda r: as_elman(r, block=0)).message
+    assert "GRU layer" in check(name, lambda r: r).message
+    assert "nn.Module" in check(name, lambda r: 3).message
+
+    def torch_gru(rnn):
+        ours = as_elman(rnn)
+        ref = nn.GRU(rnn.input_size, rnn.hidden_size, batch_first=True).double()
+        with torch.no_grad():
+            for name_ in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(ref, f"{name_}_l0").copy_(getattr(ours.cells[0], name_))
+        return ref
+
+    assert check(name, torch_gru)
+
+
+# --- the unrolled GRU ----------------------------------------------------------------------------
+
+
+def weights_loop(z, write=lambda z: 1 - z, own=False):
+    B, T, H = z.shape
+    w = torch.zeros(B, T, T, H, dtype=z.dtype)
+    for t in range(T):
+        for k in range(t + 1):
+            w[:, t, k] = write(z[:, k]) * z[:, (k if own else k + 1):t + 1].prod(1)
+    return w, z.cumprod(1)
+
+
+def test_sum_to_one():
+    name = "ex-ch3-sum-to-one"
+    assert check(name, unrolled_weights)
+    assert check(name, weights_loop)
+    assert check(name, starter).status == "not attempted"
+    assert "includes z_k itself" in check(name, lambda z: weights_loop(z, own=True)).message
+    assert "write factor is missing" in check(
+        name, lambda z: weights_loop(z, write=torch.ones_like)).message
+    assert "indexed [b, k, t]" in check(
+        name, lambda z: (weights_loop(z)[0].transpose(1, 2), weights_loop(z)[1])).message
+
+    def wrong_initial(z):
+        return weights_loop(z)[0], z.cumprod(1) * 0.5
+
+    assert "k > t" in check(name, lambda z: (weights_loop(z)[0] + 0.1, weights_loop(z)[1])).message
+    assert "weights of h_0" in check(name, wrong_initial).message
+    assert "(B, T, T, H)" in check(name, lambda z: (z, z)).message
+    assert "pair" in check(name, lambda z: z).message
+
+
+# --- the unrolled LSTM ---------------------------------------------------------------------------
+
+
+def lstm_loop(f, i, gru_like=False, normalise=False):
+    B, T, H = f.shape
+    w = torch.zeros(B, T, T, H, dtype=f.dtype)
+    for t in range(T):
+        for k in range(t + 1):
+            w[:, t, k] = ((1 - f[:, k]) if gru_like else i[:, k]) * f[:, k + 1:t + 1].prod(1)
+    w0 = f.cumprod(1)
+    if normalise:
+        w = w / (w.sum(2, keepdim=True) + w0[:, :, None])
+    return w, w0
+
+
+def test_lstm_unroll():
+    name = "ex-ch3-lstm-unroll"
+    assert check(name, lstm_loop)
+    assert check(name, starter).status == "not attempted"
+    assert "GRU's weights" in check(name, lambda f, i: lstm_loop(f, i, gru_like=True)).message
+    assert "normalised" in check(name, lambda f, i: lstm_loop(f, i, normalise=True)).message
+    assert "(B, T, H)" in check(name, lambda f, i: (lstm_loop(f, i)[0], f[0])).message
