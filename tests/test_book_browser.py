@@ -257,6 +257,14 @@ article.querySelectorAll('div.solution').forEach(solution => {
     add('solutions', `"${title}" (#${solution.id}) is open when the page loads`);
 });
 
+// 6b. Hints: every hint dropdown closed until its toggle is clicked.
+article.querySelectorAll('.admonition.dropdown').forEach(box => {
+  const title = (box.querySelector('.admonition-title') || box).textContent.trim();
+  if (!/^Hint \\d/.test(title)) return;
+  const open = Array.from(box.children).some(e => !e.classList.contains('admonition-title') && seen(e));
+  if (open) add('solutions', `"${shorten(title, 40)}" is open when the page loads`);
+});
+
 // 7. Code: at desktop width at most three visible code cells scroll sideways.
 if (wide) {
   const scrolling = Array.from(article.querySelectorAll('.cell_input pre'))
@@ -388,7 +396,7 @@ def test_mathjax_is_served_locally(page, site):
 #   menu       one menu button and at most one search box; on a phone the menu opens, lists every page
 #              and closes
 #   console    no SEVERE console message (first visit included), no visible NBVAL
-#   solutions  every solution hidden when the page loads
+#   solutions  every solution and every hint hidden when the page loads
 @pytest.mark.parametrize("kind", ["math", "equations", "images", "menu", "console", "solutions"])
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page(survey, width, kind):
@@ -409,6 +417,38 @@ def test_solutions_open_when_clicked(page, site):
         button.click()
         WebDriverWait(page, 10).until(lambda d, body=body: body.is_displayed())
         assert body.text.strip(), solution.get_attribute("id")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_exercise_as_the_book_shows_it(page, site, width):
+    """Chapter 1's first checked exercise: its starter and its check's verdict in view, its hints
+    and solution folded; a hint opens when clicked, at desktop and at phone width."""
+    page.set_window_size(width, HEIGHT)
+    page.get(f"{site}/{CHAPTER}.html")
+    found = page.execute_script("""
+      const checks = Array.from(document.querySelectorAll('article .cell'))
+        .filter(c => /check\\("ex-/.test((c.querySelector('.cell_input') || c).textContent));
+      if (!checks.length) return null;
+      const check = checks[0], starter = check.previousElementSibling;
+      let hint = check.nextElementSibling;
+      while (hint && !(hint.matches('.admonition.dropdown')
+                       && /^Hint 1/.test(hint.textContent.trim()))) hint = hint.nextElementSibling;
+      return [starter, check, hint];""")
+    assert found, f"{CHAPTER} shows no check cell"
+    starter, check, hint = found
+    assert starter.is_displayed() and "cell" in starter.get_attribute("class"), "no starter cell"
+    verdict = check.find_element(By.CSS_SELECTOR, ".cell_output")
+    assert verdict.is_displayed() and verdict.text.strip().startswith(("…", "✗")), verdict.text
+    assert hint is not None, "no Hint 1 dropdown after the check cell"
+    body = [e for e in hint.find_elements(By.XPATH, "./*")
+            if "admonition-title" not in (e.get_attribute("class") or "")]
+    assert body and not any(e.is_displayed() for e in body), "Hint 1 is open when the page loads"
+    button = hint.find_element(By.CSS_SELECTOR, "button.toggle-button")
+    page.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'});", button)
+    button.click()
+    WebDriverWait(page, 10).until(lambda d: any(e.is_displayed() for e in body))
+    box = hint.rect
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width + 1, f"the hint overflows at {width} px"
 
 
 def test_code_cells_rarely_scroll_sideways_at_desktop_width(survey):
