@@ -1,0 +1,93 @@
+"""Checks of the performance appendix's exercises (where the time goes)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .core import Wrong, call, exercise, expect
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating)):
+        raise Wrong(f"{what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    expect(math.isfinite(value), f"{what} is not a finite number")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The exponent of a scaling curve, from its three longest sequences.
+# ---------------------------------------------------------------------------------------------
+
+
+def _reference_exponent(lengths, ms) -> float:
+    return float(np.polyfit(np.log(lengths[-3:]), np.log(ms[-3:]), 1)[0])
+
+
+@exercise("ex-perf-slopes", hints=[
+    "A power law time = c T^k is a straight line in log-log axes: log t = log c + k log T.",
+    "Take the logarithms of the last three lengths and of the last three times, fit a straight "
+    "line (np.polyfit(x, y, 1)) of log t against log T, and return its slope.",
+])
+def check_slopes(exponent):
+    rng = np.random.default_rng(0)
+    lengths = [64, 128, 256, 512, 1024, 2048]
+    for k in (1.0, 1.6, 2.3):
+        # fixed costs flatten the short lengths, as in the measured curves
+        ms = [0.5 + 1e-4 * T**k * math.exp(rng.normal(0.0, 0.02)) for T in lengths]
+        got = _number(call(exponent, list(lengths), list(ms), what="exponent"), "the exponent")
+        ref = _reference_exponent(lengths, ms)
+        if abs(got * ref - 1) < 0.02 and abs(ref - 1) > 0.1:
+            raise Wrong("the fit is of log T against log t: the exponent is the slope of log "
+                        "time against log length")
+        every = float(np.polyfit(np.log(lengths), np.log(ms), 1)[0])
+        if abs(got - every) < 1e-6 and abs(every - ref) > 1e-3:
+            raise Wrong("the fit uses every length: take the three longest only, where the "
+                        "fixed costs no longer hide the growth")
+        expect(abs(got - ref) < 1e-6 * max(1.0, abs(ref)),
+               "the exponent is not the slope of log time against log length over the three "
+               "longest sequences")
+
+
+# ---------------------------------------------------------------------------------------------
+# The size of a KV cache.
+# ---------------------------------------------------------------------------------------------
+
+KV = {"n_layer": 12, "width": 768, "T": 16384, "batch": 8}
+
+
+@exercise("ex-perf-kv-memory", hints=[
+    "For every layer, sequence and position the cache keeps a key and a value, each of D numbers.",
+    "Multiply 2 * n_layer * B * T * D numbers by the bytes of one number (4 in float32, 2 in "
+    "bf16) and divide by 2**30 for GiB; grouped-query attention with 4 query heads per key-value "
+    "head keeps keys and values of D / 4 numbers.",
+])
+def check_kv_memory(answer):
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
+           "answer must be a pair (GiB in float32, GiB in bf16 with grouped-query attention)")
+    fp32, gqa = (_number(v, name) for v, name in zip(answer, ("the float32 size",
+                                                              "the grouped-query size"),
+                                                     strict=True))
+    numbers_ = 2 * KV["n_layer"] * KV["batch"] * KV["T"] * KV["width"]
+    right_fp32 = numbers_ * 4 / 2**30
+
+    def near(x, y):
+        return abs(x - y) <= 1e-3 * y
+
+    if near(fp32, right_fp32 / 2):
+        raise Wrong("the float32 size is half what it should be: the cache holds keys and "
+                    "values, or a float32 number takes 4 bytes")
+    if near(fp32, right_fp32 / KV["n_layer"]):
+        raise Wrong("the float32 size counts one layer: every layer keeps its own cache")
+    if near(fp32, numbers_ * 4 / 1e9):
+        raise Wrong("the float32 size is in GB (10**9 bytes): give it in GiB (2**30 bytes)")
+    expect(near(fp32, right_fp32), "the float32 size is not the cache's size: count the numbers "
+           "per layer, sequence and position, then the bytes")
+    if near(gqa, right_fp32 / 2):
+        raise Wrong("the grouped-query size is that of the full cache in bf16: with one "
+                    "key-value head per 4 query heads, keys and values shrink too")
+    expect(near(gqa, right_fp32 / 8), "the grouped-query size is not right: bf16 halves the "
+           "float32 size, and keeping one key-value head for every 4 query heads divides it by 4")
