@@ -10,16 +10,9 @@ from torch import nn
 
 from ..lm import CharLM, detach_state
 from ..rnn import RNNCell
-from .core import NotAttempted, Wrong, call, close, exercise, expect
+from .core import NotAttempted, Wrong, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,7 +151,7 @@ def check_temperature(entropy):
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 10, generator=g, dtype=F64) * 2
     for tau in (0.5, 1.0, 2.0):
-        out = _tensor(call(entropy, logits.clone(), tau, what="entropy"), "entropy")
+        out = returned_tensor(call(entropy, logits.clone(), tau, what="entropy"), "entropy")
         ref = _entropy(logits, tau)
         expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy must "
                f"have shape {tuple(ref.shape)}: one number per distribution, summed over the "
@@ -178,7 +171,7 @@ def check_temperature(entropy):
             raise Wrong("the logits are multiplied by tau; they must be divided by it")
         raise Wrong(f"the entropy at tau = {tau} is not that of softmax(logits / tau)")
     sharp = torch.tensor([[900.0, 0.0, -900.0]], dtype=F64)
-    out = _tensor(call(entropy, sharp, 0.5, what="entropy"), "entropy")
+    out = returned_tensor(call(entropy, sharp, 0.5, what="entropy"), "entropy")
     expect(not torch.isnan(out).any(), "your entropy is NaN when a probability underflows to 0 "
            "(logits far apart): compute log p with F.log_softmax")
     expect(_near(out, _entropy(sharp, 0.5)), "for a distribution with all its mass on one "
@@ -275,7 +268,7 @@ def check_bound(power_norms):
              torch.randn(4, 4, generator=g, dtype=F64) / 2]
     for W in cases:
         K = 12
-        out = _tensor(call(power_norms, W.clone(), K, what="power_norms"), "power_norms")
+        out = returned_tensor(call(power_norms, W.clone(), K, what="power_norms"), "power_norms")
         ref = _power_norms(W, K)
         expect(out.shape == ref.shape, f"for K = {K} power_norms must return {K} numbers, "
                f"||W^1||, ..., ||W^K||; got shape {tuple(out.shape)}")

@@ -10,24 +10,9 @@ from torch import nn
 from ..gating import unrolled_weights
 from ..rnn import GRU, LSTM, RNN
 from ..utils import count_parameters
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
-
-
-def _pair(out, what: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The learner's result as a pair of tensors, or a clear complaint."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{what} must return a pair (weights, initial) of tensors, got "
-                    f"{type(out).__name__}")
-    return _tensor(out[0], what), _tensor(out[1], what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,7 +102,7 @@ def check_gate_order(gru_step):
     g = torch.Generator().manual_seed(1)
     x, h = torch.randn(3, 5, generator=g, dtype=F64), torch.randn(3, 4, generator=g, dtype=F64)
     with torch.no_grad():
-        out = _tensor(call(gru_step, x.clone(), h.clone(), *(w.clone() for w in weights),
+        out = returned_tensor(call(gru_step, x.clone(), h.clone(), *(w.clone() for w in weights),
                            what="gru_step"), "gru_step")
         expected = ref(x[:, None], h[None])[1][0]           # h_1 (B, H)
     expect(out.shape == expected.shape, f"gru_step must return the new state of shape (B, H) = "
@@ -238,7 +223,8 @@ def check_sum_to_one(gru_weights):
     g = torch.Generator().manual_seed(0)
     B, T, H = 2, 6, 3
     z = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
-    w, w0 = _pair(call(gru_weights, z.clone(), what="gru_weights"), "gru_weights")
+    out = call(gru_weights, z.clone(), what="gru_weights")
+    w, w0 = returned_pair(out, "gru_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "gru_weights")
     ref, ref0 = unrolled_weights(z)
     if close(w, ref, n=T) and close(w0, ref0, n=T):
@@ -270,7 +256,8 @@ def check_lstm_unroll(lstm_weights):
     B, T, H = 2, 6, 3
     f = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
     i = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
-    w, w0 = _pair(call(lstm_weights, f.clone(), i.clone(), what="lstm_weights"), "lstm_weights")
+    out = call(lstm_weights, f.clone(), i.clone(), what="lstm_weights")
+    w, w0 = returned_pair(out, "lstm_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "lstm_weights")
     ref, ref0 = _unrolled(i, f)
     if close(w, ref, n=T) and close(w0, ref0, n=T):

@@ -9,28 +9,9 @@ import torch.nn.functional as F
 
 from ..attention import AdditiveAttention, lengths_to_mask, scaled_dot_product_attention
 from ..seq2seq import PAD_ID, Seq2Seq
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, expect_shape, returned_pair
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
-
-
-def _pair(out, what: str, names: str = "(context, weights)") -> tuple[torch.Tensor, torch.Tensor]:
-    """The learner's result as a pair of tensors, or a clear complaint."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{what} must return a pair {names} of tensors, got {type(out).__name__}")
-    return _tensor(out[0], what), _tensor(out[1], what)
-
-
-def _shape(t: torch.Tensor, shape: tuple, what: str) -> None:
-    expect(tuple(t.shape) == tuple(shape),
-           f"{what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
 
 def _annotations(seed: int, B: int = 3, S: int = 5, D: int = 4):
@@ -74,10 +55,10 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor) -> None:
 ])
 def check_uniform(fn):
     _, h, lengths, real = _annotations(40)
-    context, weights = _pair(call(fn, h.clone(), lengths.clone(), what="uniform_attention"),
-                             "uniform_attention")
-    _shape(weights, real.shape, "the weights")
-    _shape(context, (h.shape[0], h.shape[-1]), "the context")
+    out = call(fn, h.clone(), lengths.clone(), what="uniform_attention")
+    context, weights = returned_pair(out, "uniform_attention", "(context, weights)")
+    expect_shape(weights, real.shape, "the weights")
+    expect_shape(context, (h.shape[0], h.shape[-1]), "the context")
     att = AdditiveAttention(3, h.shape[-1], 5).to(F64)
     with torch.no_grad():
         att.v_a.weight.zero_()
@@ -123,10 +104,10 @@ def check_padding_bug(fn):
     with torch.no_grad():
         out = call(fn, s_prev.clone(), h.clone(), real.clone(), W_a, U_a, b, v_a,
                    what="bahdanau_attention")
-        context, weights = _pair(out, "bahdanau_attention")
+        context, weights = returned_pair(out, "bahdanau_attention", "(context, weights)")
         ref, ref_w = att(s_prev, h, mask=real)
-    _shape(weights, real.shape, "the weights")
-    _shape(context, ref.shape, "the context")
+    expect_shape(weights, real.shape, "the weights")
+    expect_shape(context, ref.shape, "the context")
     _padding_slips(weights, real)
     expect(close(weights, ref_w, n=5), "the weights differ from eqs. (4.7)-(4.8) on the real "
            "positions")
@@ -174,11 +155,11 @@ def check_context_bug(fn):
     dec = model.decoder
     with torch.no_grad():
         out = call(fn, dec, y_prev.clone(), s_prev.clone(), memory, what="decoder_step")
-        logits, s = _pair(out, "decoder_step", "(logits, state)")
+        logits, s = returned_pair(out, "decoder_step", "(logits, state)")
         ref_logits, ref_s = model.decode_step(y_prev, s_prev, memory)
         _, slips = _step_variants(dec, y_prev, s_prev, memory)
-    _shape(logits, ref_logits.shape, "the logits")
-    _shape(s, ref_s.shape, "the new state")
+    expect_shape(logits, ref_logits.shape, "the logits")
+    expect_shape(s, ref_s.shape, "the new state")
     if close(s, ref_s, n=10) and close(logits, slips["new state"], n=10):
         raise Wrong("the read-out uses a context computed from the new state s_i (the order of "
                     "Luong et al.): eq. (4.9) reads the one context c_i, computed from s_(i-1), "
@@ -208,10 +189,10 @@ def check_luong(fn):
     g = torch.Generator().manual_seed(44)
     s = torch.randn(h.shape[0], 3, generator=g, dtype=F64)
     W = torch.randn(3, 4, generator=g, dtype=F64)
-    context, weights = _pair(call(fn, s.clone(), h.clone(), real.clone(), W.clone(),
-                                  what="luong_attention"), "luong_attention")
-    _shape(weights, real.shape, "the weights")
-    _shape(context, (h.shape[0], h.shape[-1]), "the context")
+    out = call(fn, s.clone(), h.clone(), real.clone(), W.clone(), what="luong_attention")
+    context, weights = returned_pair(out, "luong_attention", "(context, weights)")
+    expect_shape(weights, real.shape, "the weights")
+    expect_shape(context, (h.shape[0], h.shape[-1]), "the context")
     q = (s @ W)[:, None]  # (B, 1, 2n)
     ref, ref_w = (t[:, 0] for t in scaled_dot_product_attention(q, h, h, mask=real[:, None],
                                                                 scale=1.0))

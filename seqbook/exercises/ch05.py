@@ -11,28 +11,9 @@ import torch
 
 from ..attention import MultiHeadAttention, lengths_to_mask, scaled_dot_product_attention
 from ..online_softmax import tiled_attention
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, expect_shape, returned_pair, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
-
-
-def _pair(out, what: str, names: str = "(output, weights)") -> tuple[torch.Tensor, torch.Tensor]:
-    """The learner's result as a pair of tensors, or a clear complaint."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{what} must return a pair {names} of tensors, got {type(out).__name__}")
-    return _tensor(out[0], what), _tensor(out[1], what)
-
-
-def _shape(t: torch.Tensor, shape: tuple, what: str) -> None:
-    expect(tuple(t.shape) == tuple(shape),
-           f"{what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,9 +69,10 @@ def check_mask_bug(fn):
     g = torch.Generator().manual_seed(50)
     T, d = 6, 4
     x = torch.randn(T, d, generator=g, dtype=F64)
-    out, w = _pair(call(fn, x.clone(), what="causal_self_attention"), "causal_self_attention")
-    _shape(out, (T, d), "the output")
-    _shape(w, (T, T), "the weights")
+    out, w = returned_pair(call(fn, x.clone(), what="causal_self_attention"),
+                           "causal_self_attention", "(output, weights)")
+    expect_shape(out, (T, d), "the output")
+    expect_shape(w, (T, T), "the weights")
     bad_rows = torch.isnan(out).any(-1) | torch.isnan(w).any(-1)
     if bad_rows.any():
         i = int(bad_rows.nonzero()[0])
@@ -123,9 +105,9 @@ def check_mask_bug(fn):
 ])
 def check_local(fn):
     for n, r in ((12, 2), (7, 0), (5, 6), (9, 3)):
-        mask = _tensor(call(fn, n, r, what="local_mask"), "local_mask")
+        mask = returned_tensor(call(fn, n, r, what="local_mask"), "local_mask")
         expect(mask.dtype == torch.bool, f"the mask must be a bool tensor, got {mask.dtype}")
-        _shape(mask, (n, n), f"local_mask({n}, {r})")
+        expect_shape(mask, (n, n), f"local_mask({n}, {r})")
         idx = torch.arange(n)
         dist = (idx[:, None] - idx[None, :]).abs()
         right = dist <= r
@@ -166,12 +148,13 @@ def check_heads_loop(fn):
     x = torch.randn(2, 5, 12, generator=g, dtype=F64)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
-        out, w = _pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop")
-    _shape(out, ref.shape, "the output")
+        out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
+                               "(output, weights)")
+    expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "
                     "shape (B, h, T, T)")
-    _shape(w, ref_w.shape, "the weights (one map per head)")
+    expect_shape(w, ref_w.shape, "the weights (one map per head)")
     expect(close(w, ref_w, n=4), "the weights of the heads differ from MultiHeadAttention's: "
            "check which rows of q_proj and k_proj make head i, their biases, and the scaling by "
            "1/sqrt(d_h)")
@@ -202,8 +185,8 @@ def check_pooling(fn):
     x = torch.randn(B, T, d, generator=g, dtype=F64)
     lengths = torch.tensor([7, 4, 1])
     real = lengths_to_mask(lengths, T)
-    out = _tensor(call(fn, x.clone(), real.clone(), what="mean_pool"), "mean_pool")
-    _shape(out, (B, d), "the pooled vectors")
+    out = returned_tensor(call(fn, x.clone(), real.clone(), what="mean_pool"), "mean_pool")
+    expect_shape(out, (B, d), "the pooled vectors")
     keep = real[..., None].to(F64)
     ref = (x * keep).sum(1) / keep.sum(1)
     if close(out, x.mean(1), n=T):
@@ -233,8 +216,8 @@ def check_jacobian(fn):
     g = torch.Generator().manual_seed(54)
     s = torch.randn(3, 6, generator=g, dtype=F64)
     p = torch.softmax(s, dim=-1)
-    J = _tensor(call(fn, p.clone(), what="softmax_jacobian"), "softmax_jacobian")
-    _shape(J, (3, 6, 6), "the Jacobians of a batch of three p's")
+    J = returned_tensor(call(fn, p.clone(), what="softmax_jacobian"), "softmax_jacobian")
+    expect_shape(J, (3, 6, 6), "the Jacobians of a batch of three p's")
     ref = torch.stack([torch.autograd.functional.jacobian(lambda t: torch.softmax(t, 0), row)
                        for row in s])
     outer = p[:, :, None] * p[:, None, :]
@@ -267,7 +250,7 @@ def _partial(q, k, v, rows, start, stop, causal):
 def _triple(out, what: str):
     if not isinstance(out, (tuple, list)) or len(out) != 3:
         raise Wrong(f"{what} must return a triple (m, l, o) of tensors, got {type(out).__name__}")
-    return tuple(_tensor(t, what) for t in out)
+    return tuple(returned_tensor(t, what) for t in out)
 
 
 @exercise("ex-ch5-merge", hints=[
@@ -289,7 +272,7 @@ def check_merge(fn):
     b = _partial(q, k, v, rows, 5, S, False)
     m, l, o = _triple(call(fn, a, b, what="merge"), "merge")
     for name, t, ref in (("m", m, a[0]), ("l", l, a[1]), ("o", o, a[2])):
-        _shape(t, ref.shape, f"the merged {name}")
+        expect_shape(t, ref.shape, f"the merged {name}")
     whole = _partial(q, k, v, rows, 0, S, False)
     if torch.isnan(m).any() or torch.isnan(l).any() or torch.isnan(o).any():
         raise Wrong("the merge gives NaN on ordinary scores: check for inf - inf or 0 * inf")

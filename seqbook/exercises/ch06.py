@@ -14,7 +14,7 @@ from ..gpt import GPT, GPTConfig
 from ..rope import apply_rope, rope_angles
 from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
 
@@ -26,12 +26,6 @@ def _number(out, what: str) -> float:
     if isinstance(out, bool) or not isinstance(out, numbers.Real):
         raise Wrong(f"{what} must return a number, got {type(out).__name__}")
     return float(out)
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,7 +129,7 @@ def check_postln(fn):
     post, ours, x, pad = _post_ln_case()
     with torch.no_grad():
         expected = post(x, src_key_padding_mask=pad)
-        out = _tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"), "post_ln_forward")
+        out = returned_tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"), "post_ln_forward")
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
@@ -222,7 +216,7 @@ def check_sliding(fn):
 ])
 def check_causal_mask(fn):
     for T in (4, 7, 1):
-        mask = _tensor(call(fn, T, what="causal_attn_mask"), "causal_attn_mask")
+        mask = returned_tensor(call(fn, T, what="causal_attn_mask"), "causal_attn_mask")
         expect(mask.shape == (T, T), f"the mask for T = {T} must have shape ({T}, {T}), got "
                f"{tuple(mask.shape)}")
         expect(mask.dtype == torch.bool, f"the mask must be boolean (True = blocked), got "
@@ -260,7 +254,7 @@ def check_rope_values(fn):
     mask = causal_mask(6)
     ref = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v,
                                        mask)[0]
-    out = _tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin, what="rope_attention"),
+    out = returned_tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin, what="rope_attention"),
                   "rope_attention")
     expect(out.shape == v.shape, f"rope_attention must return v's shape {tuple(v.shape)}, got "
            f"{tuple(out.shape)}")
@@ -334,7 +328,7 @@ def check_cached_generation(fn):
     for positional in ("learned", "rope"):
         model = _small_gpt(positional, block_size=24, seed=3)
         idx = torch.randint(12, (2, 5), generator=torch.Generator().manual_seed(4))
-        out = _tensor(call(fn, model, idx.clone(), 12, what="greedy_with_cache"),
+        out = returned_tensor(call(fn, model, idx.clone(), 12, what="greedy_with_cache"),
                       "greedy_with_cache")
         expect(out.shape == (2, 17), f"greedy_with_cache(model, idx of shape (2, 5), 12) must "
                f"return shape (2, 17), got {tuple(out.shape)}")

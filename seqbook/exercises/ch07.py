@@ -14,16 +14,9 @@ from ..hopfield import (
     sign_keep,
     update_sync,
 )
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
 
 
 def _spins(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -53,7 +46,7 @@ def check_hebb(hebb):
     g = torch.Generator().manual_seed(0)
     P, N = 5, 12
     x = _spins((P, N), g)
-    W = _tensor(call(hebb, x.clone(), what="hebb"), "hebb")
+    W = returned_tensor(call(hebb, x.clone(), what="hebb"), "hebb")
     expect(W.shape == (N, N), f"for (P, N) = {(P, N)} patterns W must be (N, N) = {(N, N)}, got "
            f"{tuple(W.shape)}: sum the outer products of the rows, patterns.T @ patterns")
     ref = hebbian_weights(x)
@@ -87,7 +80,7 @@ def check_sync_cycle(sweep):
     # the two-neuron network of the exercise: it stores (1, 1)
     W2 = hebbian_weights(torch.tensor([[1.0, 1.0]], dtype=F64))
     s2 = torch.tensor([[1.0, -1.0]], dtype=F64)
-    out = _tensor(call(sweep, W2.clone(), s2.clone(), [0, 1], what="sweep"), "sweep")
+    out = returned_tensor(call(sweep, W2.clone(), s2.clone(), [0, 1], what="sweep"), "sweep")
     expect(out.shape == s2.shape, f"sweep must return a state of the input's shape (B, N) = "
            f"{tuple(s2.shape)}, got {tuple(out.shape)}")
     if torch.equal(out, -s2):
@@ -104,7 +97,7 @@ def check_sync_cycle(sweep):
     state = _spins((24, 16), g)
     order = torch.randperm(16, generator=g).tolist()[:12] + [3, 3, 7]
     given = state.clone()
-    out = _tensor(call(sweep, W.clone(), given, list(order), what="sweep"), "sweep")
+    out = returned_tensor(call(sweep, W.clone(), given, list(order), what="sweep"), "sweep")
     expect(torch.equal(given, state), "sweep changed the state it was given: update a copy "
            "(state.clone()) and return it")
     expect(out.shape == state.shape, f"sweep must return a state of the input's shape (B, N) = "
@@ -205,7 +198,7 @@ def check_perfect_recall(stable_probabilities):
 def check_zscore(centre, to_common_norm):
     g = torch.Generator().manual_seed(2)
     x = torch.rand(7, 20, generator=g, dtype=F64) * torch.rand(7, 1, generator=g, dtype=F64) * 3
-    c = _tensor(call(centre, x.clone(), what="centre"), "centre")
+    c = returned_tensor(call(centre, x.clone(), what="centre"), "centre")
     expect(c.shape == x.shape, f"centre must keep the shape {tuple(x.shape)}, got {tuple(c.shape)}")
     if close(c, x - x.mean(0, keepdim=True)):
         raise Wrong("centre subtracts the mean image, over the patterns: subtract each image's own "
@@ -216,7 +209,7 @@ def check_zscore(centre, to_common_norm):
     expect(close(c, x - x.mean(-1, keepdim=True), n=20), "centre does not subtract each row's "
            "mean: every row of the result must have mean 0 and differ from the input by a "
            "constant")
-    s = _tensor(call(to_common_norm, x.clone(), what="to_common_norm"), "to_common_norm")
+    s = returned_tensor(call(to_common_norm, x.clone(), what="to_common_norm"), "to_common_norm")
     expect(s.shape == x.shape, f"to_common_norm must keep the shape {tuple(x.shape)}, got "
            f"{tuple(s.shape)}")
     norms = s.norm(dim=-1)
@@ -267,7 +260,7 @@ def check_dense_exp(dense_exp_sweep):
     state = _spins((8, 40), g)
     order = torch.randperm(40, generator=g).tolist()
     given = state.clone()
-    out = _tensor(call(dense_exp_sweep, patterns.clone(), given, list(order),
+    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), given, list(order),
                        what="dense_exp_sweep"), "dense_exp_sweep")
     expect(torch.equal(given, state), "dense_exp_sweep changed the state it was given: update a "
            "copy (state.clone()) and return it")
@@ -294,13 +287,12 @@ def check_dense_exp(dense_exp_sweep):
     flip[:, :60] = True
     state = torch.where(flip, -patterns[:2], patterns[:2])
     order = list(range(40)) + list(range(500, 520))
-    out = _tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
+    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
                        what="dense_exp_sweep"), "dense_exp_sweep")
     ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
     expect(ok and torch.equal(out, dense_update_async(patterns, state, "exp", order=order)),
            "with N = 1000 neurons the overlaps reach 900 and exp(900) overflows even float64: "
            "compare logarithms of the sums (torch.logsumexp) instead of the sums")
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +312,7 @@ def check_separation(separation):
     P, d = 9, 6
     x = torch.randn(P, d, generator=g, dtype=F64)
     x[3] = 0.9 * x[5] + 0.1 * x[3]  # a close pair: their separation is small
-    delta = _tensor(call(separation, x.clone(), what="separation"), "separation")
+    delta = returned_tensor(call(separation, x.clone(), what="separation"), "separation")
     expect(delta.shape == (P,), f"separation must return one number per pattern, shape (P,) = "
            f"{(P,)}, got {tuple(delta.shape)}")
     G = x @ x.T

@@ -15,16 +15,9 @@ from ..vsa import (
     random_symbols,
     vsa_attention,
 )
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
 
 
 def _same_angles(out: torch.Tensor, ref: torch.Tensor, atol: float = 1e-9) -> bool:
@@ -42,7 +35,7 @@ def _in_range(out: torch.Tensor) -> bool:
 
 def _symbol(out, ref: torch.Tensor, what: str) -> torch.Tensor:
     """The learner's symbol: a tensor of the reference's shape."""
-    out = _tensor(out, what)
+    out = returned_tensor(out, what)
     expect(out.shape == ref.shape, f"{what} must return a tensor of shape {tuple(ref.shape)}, got "
            f"{tuple(out.shape)}")
     return out
@@ -127,7 +120,7 @@ def check_bundle(bundle_):
     g = torch.Generator().manual_seed(2)
     symbols = random_symbols(5, 64, generator=g, dtype=F64)
     ref = fhrr_bundle(symbols, dim=0)
-    out = _tensor(call(bundle_, symbols.clone(), what="bundle_"), "bundle_")
+    out = returned_tensor(call(bundle_, symbols.clone(), what="bundle_"), "bundle_")
     expect(out.shape == ref.shape, f"bundle_ of (K, D) = {tuple(symbols.shape)} symbols must "
            f"return one symbol of shape (D,) = {tuple(ref.shape)}, got {tuple(out.shape)}: the "
            "members run along dim 0")
@@ -159,7 +152,7 @@ def check_bundle(bundle_):
 def check_bandwidth(kernel):
     d = torch.arange(-30, 31, dtype=F64) / 10  # d = 0 included
     for beta in (0.5, 2.0, 1.0):
-        out = _tensor(call(kernel, d.clone(), beta, what="kernel"), "kernel")
+        out = returned_tensor(call(kernel, d.clone(), beta, what="kernel"), "kernel")
         expect(out.shape == d.shape, f"kernel must return one similarity per distance, shape "
                f"{tuple(d.shape)}, got {tuple(out.shape)}")
         expect(bool(torch.isfinite(out).all()), "kernel returns NaN or infinity: at d = 0 the "
@@ -184,7 +177,7 @@ def check_bandwidth(kernel):
     x = torch.tensor([0.0, 0.3, 0.7], dtype=F64)
     codes = fractional_power(base, 2.0 * x)
     measured = torch.cos(math.pi * (codes[1:] - codes[0])).mean(-1)
-    predicted = _tensor(call(kernel, x[1:].clone(), 2.0, what="kernel"), "kernel")
+    predicted = returned_tensor(call(kernel, x[1:].clone(), 2.0, what="kernel"), "kernel")
     expect(bool(((measured - predicted).abs() < 0.05).all()),
            "the kernel does not match the measured similarities of fractional power codes")
 
@@ -309,7 +302,7 @@ def check_attention(attention):
         out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "attention must return the pair (output, scores)")
-        output, scores = _tensor(out[0], "attention"), _tensor(out[1], "attention")
+        output, scores = returned_tensor(out[0], "attention"), returned_tensor(out[1], "attention")
         ref, ref_scores = vsa_attention(q, k, v, mask=m)
         expect(scores.shape == ref_scores.shape, f"the scores must have shape (B, Tq, Tk) = "
                f"{tuple(ref_scores.shape)}, got {tuple(scores.shape)}")

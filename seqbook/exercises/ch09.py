@@ -9,16 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from ..losses import cross_entropy
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
 
 
 def _number(out, what: str) -> float:
@@ -54,7 +47,7 @@ def check_bigram(fn):
     C = 6
     ids = torch.randint(0, C - 1, (300,), generator=g)  # symbol C - 1 never occurs
     ids[50:60] = 2  # a run: the pair (2, 2) is frequent
-    out = _tensor(call(fn, ids.clone(), C, what="bigram_logits"), "bigram_logits")
+    out = returned_tensor(call(fn, ids.clone(), C, what="bigram_logits"), "bigram_logits")
     expect(out.shape == (C, C), f"the table must have shape (num_classes, num_classes) = {(C, C)}, "
            f"got {tuple(out.shape)}")
     dtype = out.dtype if out.dtype in (torch.float32, F64) else F64
@@ -218,7 +211,7 @@ def check_smoothing_bug(fn):
     for b, length in enumerate((9, 5, 2, 7)):
         y[b, length:] = pad
     for eps in (0.0, 0.1, 0.3):
-        out = _tensor(call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss"),
+        out = returned_tensor(call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss"),
                       "smoothed_loss")
         expect(out.dim() == 0, f"the loss must be a scalar, got shape {tuple(out.shape)}")
         ref = cross_entropy(z, y, label_smoothing=eps, ignore_index=pad)
@@ -237,7 +230,7 @@ def check_smoothing_bug(fn):
         raise Wrong(f"with label_smoothing={eps} the loss differs from the masked, smoothed "
                     "cross-entropy")
     zg = z.clone().requires_grad_()
-    out = _tensor(call(fn, zg, y.clone(), 0.1, pad, what="smoothed_loss"), "smoothed_loss")
+    out = returned_tensor(call(fn, zg, y.clone(), 0.1, pad, what="smoothed_loss"), "smoothed_loss")
     (grad,) = torch.autograd.grad(out, zg)
     expect(bool((grad[y == pad] == 0).all()),
            "the padded positions get a gradient: nothing may flow back from a pad")
@@ -325,7 +318,7 @@ def check_infonce(fn):
     x = torch.randn(N, D, generator=g, dtype=F64)
     y = x + 0.7 * torch.randn(N, D, generator=g, dtype=F64)
     y[0] *= 3.0  # a long vector: only cosine similarity ignores its length
-    out = _tensor(call(fn, x.clone(), y.clone(), tau, what="info_nce"), "info_nce")
+    out = returned_tensor(call(fn, x.clone(), y.clone(), tau, what="info_nce"), "info_nce")
     expect(out.numel() == 1, f"the loss must be a scalar, got shape {tuple(out.shape)}")
     out = out.reshape(()).to(F64)
     if close(out, info_nce_reference(x, y, tau), n=N * D):

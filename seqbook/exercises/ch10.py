@@ -10,23 +10,9 @@ import torch.nn.functional as F
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
 from ..ssm import decay_mask, discretize_zoh, ssd_recurrent
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
-
-
-def _tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a clear complaint."""
-    if not isinstance(out, torch.Tensor):
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
-    return out
-
-
-def _pair(out, what: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The learner's result as a pair of tensors, or a clear complaint."""
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{what} must return a pair (a, b) of tensors, got {type(out).__name__}")
-    return _tensor(out[0], what), _tensor(out[1], what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,7 +58,7 @@ def _doubling_scan(combine, a, b):
     """Hillis and Steele's scan over dim 1 with the learner's ``combine``."""
     T, s = a.shape[1], 1
     while s < T:
-        a_new, b_new = _pair(call(combine, (a[:, :-s], b[:, :-s]), (a[:, s:], b[:, s:]),
+        a_new, b_new = returned_pair(call(combine, (a[:, :-s], b[:, :-s]), (a[:, s:], b[:, s:]),
                                   what="combine"), "combine")
         a = torch.cat([a[:, :s], a_new], dim=1)
         b = torch.cat([b[:, :s], b_new], dim=1)
@@ -88,7 +74,7 @@ def _doubling_scan(combine, a, b):
 def check_combine(combine):
     g = torch.Generator().manual_seed(0)
     a1, b1, a2, b2 = (torch.rand(3, 5, generator=g, dtype=F64) for _ in range(4))
-    a, b = _pair(call(combine, (a1, b1), (a2, b2), what="combine"), "combine")
+    a, b = returned_pair(call(combine, (a1, b1), (a2, b2), what="combine"), "combine")
     expect(a.shape == a1.shape and b.shape == b1.shape,
            "combine must return a pair of tensors of the shape of its inputs")
     if close(b, a1 * b2 + b1):
@@ -135,7 +121,7 @@ def check_causal_linear_attention(fn):
     B, H, T, Dk, Dv = 2, 3, 9, 4, 5
     q, k = (torch.randn(B, H, T, Dk, generator=g, dtype=F64) for _ in range(2))
     v = torch.randn(B, H, T, Dv, generator=g, dtype=F64)
-    out = _tensor(call(fn, q.clone(), k.clone(), v.clone(), what="causal_linear_attention"),
+    out = returned_tensor(call(fn, q.clone(), k.clone(), v.clone(), what="causal_linear_attention"),
                   "causal_linear_attention")
     expect(out.shape == v.shape, f"the output must have v's shape (B, H, T, D_v) = "
            f"{tuple(v.shape)}, got {tuple(out.shape)}")
@@ -157,7 +143,7 @@ def check_causal_linear_attention(fn):
             }[slip])
     later = v.clone()
     later[:, :, -1] += 1.0
-    changed = _tensor(call(fn, q.clone(), k.clone(), later, what="causal_linear_attention"),
+    changed = returned_tensor(call(fn, q.clone(), k.clone(), later, what="causal_linear_attention"),
                       "causal_linear_attention")
     expect(torch.equal(changed[:, :, :-1], out[:, :, :-1]) or close(changed[:, :, :-1],
                                                                       out[:, :, :-1]),
@@ -185,7 +171,7 @@ def check_zoh(fn):
     A = -torch.rand(E, N, generator=g, dtype=F64) * 3 - 0.1
     B = torch.randn(E, N, generator=g, dtype=F64)
     delta = torch.rand(E, generator=g, dtype=F64) + 0.05
-    A_bar, B_bar = _pair(call(fn, A.clone(), B.clone(), delta.clone(), what="zoh"), "zoh")
+    A_bar, B_bar = returned_pair(call(fn, A.clone(), B.clone(), delta.clone(), what="zoh"), "zoh")
     expect(A_bar.shape == (E, N) and B_bar.shape == (E, N),
            f"A_bar and B_bar must both have A's shape (E, N) = {(E, N)}, got "
            f"{tuple(A_bar.shape)} and {tuple(B_bar.shape)}")
@@ -222,7 +208,7 @@ def check_zoh(fn):
 def check_decay_mask(fn):
     g = torch.Generator().manual_seed(3)
     log_a = -torch.rand(2, 3, 7, generator=g, dtype=F64)
-    L = _tensor(call(fn, log_a.clone(), what="decay_mask_"), "decay_mask_")
+    L = returned_tensor(call(fn, log_a.clone(), what="decay_mask_"), "decay_mask_")
     expect(L.shape == (2, 3, 7, 7), f"log_a of shape (2, 3, 7) gives L of shape (2, 3, 7, 7), "
            f"got {tuple(L.shape)}")
     ref = decay_mask(log_a)
@@ -259,7 +245,7 @@ def check_chunked(fn):
     B, C = (torch.randn(b, H, T, N, generator=g, dtype=F64) for _ in range(2))
     ref = ssd_recurrent(x, log_a, B, C)
     for chunk in (T, 4, 3, 1):
-        y = _tensor(call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
+        y = returned_tensor(call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
                          what="ssd_chunked"), "ssd_chunked")
         expect(y.shape == ref.shape, f"the output must have x's shape (batch, H, T, P) = "
                f"{tuple(ref.shape)}, got {tuple(y.shape)} (chunk_size={chunk})")

@@ -194,3 +194,24 @@ def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
     scale = float(expected.abs().max()) if expected.numel() else 1.0
     return torch.allclose(actual.to(expected.device, dtype), expected.to(dtype),
                           **tolerance(dtype, n, scale))
+
+
+def returned_tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor, or a :class:`Wrong` that names ``what`` returned instead."""
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    return out
+
+
+def returned_pair(out, what: str, names: str = "(a, b)") -> tuple[torch.Tensor, torch.Tensor]:
+    """The learner's result as a pair of tensors (``names`` says which), or a :class:`Wrong`."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise Wrong(f"{what} must return a pair {names} of tensors, got {type(out).__name__}")
+    return returned_tensor(out[0], what), returned_tensor(out[1], what)
+
+
+def expect_shape(t: torch.Tensor, shape: tuple, what: str) -> None:
+    """A :class:`Wrong` unless ``t`` has ``shape``, naming both shapes."""
+    expect(tuple(t.shape) == tuple(shape),
+           f"{what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+
