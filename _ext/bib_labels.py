@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pybtex.plugin import register_plugin
+from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 
@@ -24,8 +25,8 @@ def _surname(person) -> str:
 def _label(entry) -> str:
     people = entry.persons.get("author") or entry.persons.get("editor") or []
     names = [_surname(p) for p in people]
-    if not names:
-        who = entry.fields.get("title", entry.key)
+    if not names:  # an anonymous work goes by its title, as written (no BibTeX braces)
+        who = Text.from_latex(entry.fields.get("title", entry.key)).render_as("text")
     elif len(names) == 1:
         who = names[0]
     elif len(names) == 2:

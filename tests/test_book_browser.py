@@ -1,27 +1,28 @@
 """The rendered book, checked in a real (headless) browser.
 
-The book is built into a temporary folder and opened in Chromium through a local HTTP server on
-127.0.0.1. Every page of the table of contents (read from ``_toc.yml``, so a new chapter is covered
-without editing this file) is loaded once at a desktop width (1400 px) and once at a phone width
-(400 px), and everything a reader would notice is collected on that one visit: math that MathJax did not
-typeset, display equations that overflow or are covered by their number, figures that did not load or
-are shown far from their intended size, alt texts that are file names, a chapter menu that does not open,
-solutions that are open before they are clicked, code cells that scroll sideways, test-harness markers
-and errors in the browser console. Each test then reports every problem of its kind at once, naming the
-page, the width and the element. MathJax is served from the built site (see ``_ext/local_mathjax.py``),
-so nothing here touches the network.
+The book is built from a clone of the project with virtual environments and build folders inside
+(``book_build.clone_with_environments``: the build must ignore them) and opened in Chromium through a
+local HTTP server on 127.0.0.1. Every page of the table of contents (read from ``_toc.yml``, so a new
+chapter is covered without editing this file) is loaded once at a desktop width (1400 px) and once at a
+phone width (400 px), and everything a reader would notice is collected on that one visit: math that
+MathJax did not typeset, display equations that overflow or are covered by their number, figures that
+did not load or are shown far from their intended size, alt texts that are file names, a chapter menu
+that does not open, solutions that are open before they are clicked, code cells that scroll sideways,
+test-harness markers and errors in the browser console. Each test then reports every problem of its kind
+at once, naming the page, the width and the element. MathJax is served from the built site (see
+``_ext/local_mathjax.py``), so nothing here touches the network; a reference
+named twice ("Exercise Exercise 6.8") is reported too.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from book_build import NOT_THE_BOOK, build_book, clone_with_environments
 from browser import chromium, require_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,17 +64,20 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def test_the_planted_files_would_stop_a_build():
+    """What ``site`` plants is the real hazard: its front matter is not YAML."""
+    front = NOT_THE_BOOK.split("---")[1]
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(front)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """Build the whole book with warnings as errors; serve it on 127.0.0.1."""
-    out = tmp_path_factory.mktemp("book")
-    build = subprocess.run(
-        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(ROOT),
-         "--path-output", str(out), "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, cwd=ROOT,
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    html = out / "_build" / "html"
+    """Build the whole book with warnings as errors, from a clone with virtual environments and build
+    folders inside (a reader's ``python -m venv .venv``); serve it on 127.0.0.1."""
+    source = clone_with_environments(tmp_path_factory.mktemp("clone"))
+    build_book(source, "-W", "-n", "--keep-going")
+    html = source / "_build" / "html"
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -184,8 +188,9 @@ for (const pattern of patterns)
     add('math', `raw TeX "${shorten(hit[0], 30)}" in the text: `
         + `"${shorten(text.slice(Math.max(0, hit.index - 40), hit.index + hit[0].length + 40), 120)}"`);
 
-// 2. Display equations: none scrolls inside its box at desktop width; nothing widens a phone's page.
-if (wide) article.querySelectorAll('mjx-container[display="true"]').forEach(box => {
+// 2. Display equations: none scrolls inside its box, at desktop width or on a phone (a long one is
+// broken into lines); nothing widens a phone's page.
+article.querySelectorAll('mjx-container[display="true"]').forEach(box => {
   if (box.scrollWidth > box.clientWidth + 1)
     add('equations', `${label(box.closest('div.math') || box)} scrolls inside its box `
         + `(${box.scrollWidth} px of math in ${box.clientWidth} px)`);
@@ -243,6 +248,13 @@ article.querySelectorAll('img').forEach(img => {
   if (!wide && (box.right > column.right + 1 || box.left < column.left - 1 || shown > column.width + 1))
     add('images', `${name} is wider than the ${Math.round(column.width)} px column: ${size}`);
 });
+
+// 4. References read once: no "Exercise Exercise 6.8" where the text names the kind of a target
+// whose reference already says it (a {ref} to an exercise reads "Exercise 6.8").
+const twice = /\\b(exercise|solution|fig\\.|figure|equation|section|chapter|table)\\s+\\1(?=[\\s.,;:)]|$)/gi;
+for (const hit of text.matchAll(twice))
+  add('references', `the words "${hit[0].replace(/\\s+/g, ' ')}" name a reference's kind twice: "`
+      + shorten(text.slice(Math.max(0, hit.index - 50), hit.index + hit[0].length + 30), 110) + '"');
 
 // 5. No test-harness marker in the article, open or folded.
 for (const hit of article.textContent.matchAll(/NBVAL\\w*/g))
@@ -390,14 +402,18 @@ def test_mathjax_is_served_locally(page, site):
 
 # What each kind of finding covers (collected by _survey, one page load per page and width):
 #   math       MathJax finished, every formula typeset, no MathJax error, no raw TeX in the prose
-#   equations  no display equation wider than the column or covered by its number, none scrolling at
-#              1400 px, no page wider than the window
+#   equations  no display equation wider than the column or covered by its number, none scrolling
+#              inside its box (at 1400 px or at 400 px), no page wider than the window
 #   images     loaded, near their intended width and undistorted, alt text not a file name or a label
 #   menu       one menu button and at most one search box; on a phone the menu opens, lists every page
 #              and closes
 #   console    no SEVERE console message (first visit included), no visible NBVAL
 #   solutions  every solution and every hint hidden when the page loads
-@pytest.mark.parametrize("kind", ["math", "equations", "images", "menu", "console", "solutions"])
+#   references no reference named twice ("Exercise Exercise 6.8")
+KINDS = ["math", "equations", "images", "menu", "console", "solutions", "references"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page(survey, width, kind):
     problems = survey(width, kind)
@@ -463,6 +479,7 @@ def test_bibliography_labels_read_like_the_citations(page, site):
         ".map(e => e.innerText)")
     assert labels, "no bibliography entries found"
     assert any("Harris, 1954" in label for label in labels), labels[:5]
+    assert not [label for label in labels if "{" in label or "}" in label], "BibTeX braces in a label"
     assert not any(label.strip("[]") == "Har54" for label in labels)
 
 
