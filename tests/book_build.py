@@ -9,6 +9,7 @@ the way it breaks in practice.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,15 +33,28 @@ PLANTED = {
 }
 
 
+def _project_files() -> list[str]:
+    """The project's files: git's tracked and new ones (not ignored); in a copy without git (an
+    unpacked archive), every file outside hidden, build and cache folders."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True)
+    if listed.returncode == 0 and (ROOT / ".git").exists():
+        return [name for name in listed.stdout.decode().split("\0") if name]
+    files = []
+    for root, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_build", "__pycache__"))
+                   and not d.endswith(".egg-info") and not (Path(root) / d / "pyvenv.cfg").exists()]
+        files += [(Path(root) / n).relative_to(ROOT).as_posix() for n in names]
+    return files
+
+
 def clone_with_environments(dest: Path) -> Path:
     """The project's files as a clone has them, with the folders of ``PLANTED`` inside, each holding
     ``NOT_THE_BOOK`` and a notebook that is not JSON."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     # the reader's own environments in the project, under names .gitignore does not know, stay out
     environments = [p.name for p in ROOT.iterdir()
                     if (p / "pyvenv.cfg").is_file() or (p / "conda-meta").is_dir()]
-    for name in filter(None, listed):
+    for name in _project_files():
         if name.split("/")[0] not in environments and (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
