@@ -113,6 +113,18 @@ def test_long_context_run_times_generation_with_and_without_the_cache():
         assert r["ms_per_token_with_cache"] > 0 and r["ms_per_token_without_cache"] > 0
 
 
+def test_long_context_run_times_generation_against_key_value_heads():
+    from benchmarks.gpu import long_context
+
+    result = long_context.main(["--dry", "--gqa"])
+    rows = result["gqa"]["rows"]
+    assert [(r["n_kv_head"], r["context"]) for r in rows] == [(1, 16), (1, 64), (2, 16), (2, 64),
+                                                               (4, 16), (4, 64)]
+    for r in rows:  # 2 * n_layer * T * n_kv_head * D_h float32 numbers read per token
+        assert r["cache_bytes_read"] == 2 * 2 * r["context"] * r["n_kv_head"] * 8 * 4
+        assert r["ms_per_token"] > 0
+
+
 def _has_transformers() -> bool:
     try:
         import transformers  # noqa: F401

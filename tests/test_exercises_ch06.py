@@ -4,13 +4,16 @@ is wrong in each typical wrong answer."""
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from seqbook.attention import causal_mask, scaled_dot_product_attention
 from seqbook.exercises import check
+from seqbook.exercises.ch06 import top_p_cases
 from seqbook.kv_cache import KVCache
 from seqbook.rope import apply_rope
+from seqbook.sampling import top_p
 from seqbook.transformer import positional_frequencies
 
 
@@ -207,3 +210,195 @@ def test_cached_generation():
         assert "first new token is already wrong" in check(name, fresh_caches).message
         assert "one new token at a time" in check(name, whole_sequence).message
         assert "shape (2, 17)" in check(name, lambda m, i, n: i).message
+
+
+def test_rmsnorm():
+    name = "ex-ch6-rmsnorm"
+
+    def right(x, weight, eps=1e-6):
+        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+    def with_rsqrt(x, weight, eps=1e-6):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+    def with_norm(x, weight, eps=1e-6):
+        d = x.shape[-1]
+        return x / torch.sqrt(x.norm(dim=-1, keepdim=True) ** 2 / d + eps) * weight
+
+    def in_float64(x, weight, eps=1e-6):
+        return right(x.double(), weight.double(), eps)
+
+    def in_float32(x, weight, eps=1e-6):
+        return right(x.float(), weight.float(), eps)
+
+    def in_numpy(x, weight, eps=1e-6):
+        x, weight = x.numpy(), weight.numpy()
+        return x / np.sqrt((x**2).mean(-1, keepdims=True) + eps) * weight
+
+    def layer_norm(x, weight, eps=1e-6):
+        return F.layer_norm(x, x.shape[-1:], weight, None, eps)
+
+    def centred(x, weight, eps=1e-6):
+        return right(x - x.mean(-1, keepdim=True), weight, eps)
+
+    def eps_outside(x, weight, eps=1e-6):
+        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
+
+    def wrong_axis(x, weight, eps=1e-6):
+        return x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
+
+    def whole_tensor(x, weight, eps=1e-6):
+        return x / torch.sqrt(x.pow(2).mean() + eps) * weight
+
+    def by_the_norm(x, weight, eps=1e-6):
+        return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight
+
+    def in_place(x, weight, eps=1e-6):
+        return x.div_(torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul_(weight)
+
+    for answer in (right, with_rsqrt, with_norm, in_float64, in_float32, in_numpy):
+        assert check(name, answer), answer.__name__
+    assert check(name, starter).status == "not attempted"
+    assert "LayerNorm" in check(name, layer_norm).message
+    assert "LayerNorm" in check(name, centred).message
+    assert "outside the square root" in check(name, eps_outside).message
+    assert "eps is not used" in check(name, lambda x, w, eps=1e-6: right(x, w, 0.0)).message
+    assert "wrong axis" in check(name, wrong_axis).message
+    assert "wrong axis" in check(name, whole_tensor).message
+    assert "weight is missing" in check(name, lambda x, w, eps=1e-6: right(x, 1.0, eps)).message
+    assert "norm of each token" in check(name, by_the_norm).message
+    assert "square root is missing" in check(
+        name, lambda x, w, eps=1e-6: x / (x.pow(2).mean(-1, keepdim=True) + eps) * w).message
+    assert "ignores the eps" in check(name, lambda x, w, eps=1e-6: right(x, w)).message
+    assert "in place" in check(name, in_place).message
+    assert "must return a tensor" in check(name, lambda x, w, eps=1e-6: 1.0).message
+
+
+def top_p_buggy(logits, p):  # the starter of ex-ch6-top-p-bug
+    """Keep the most probable tokens whose probability sums to at least p."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove = cum > p
+    remove[..., 0] = False  # always keep the most probable token
+    remove = remove.scatter(-1, order, remove)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def top_p_fixed(logits, p):  # the solution of ex-ch6-top-p-bug
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    cum = probs.cumsum(dim=-1)
+    remove = cum - probs >= p  # the tokens before this one already hold p
+    remove = remove.scatter(-1, order, remove)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def _top_p_mask(logits, p):
+    """The right mask in sorted order, the sort, and the sorted probabilities."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    return probs.cumsum(dim=-1) - probs >= p, order, probs
+
+
+def test_top_p_cases_have_no_token_near_the_cut():
+    for logits, p in top_p_cases():
+        probs = logits.double().softmax(-1).sort(-1, descending=True).values
+        before = probs.cumsum(-1) - probs
+        assert float((before - p).abs().min()) > 1e-4
+        assert torch.equal(torch.isfinite(top_p_fixed(logits, p)),
+                           torch.isfinite(top_p(logits, p)))
+
+
+def test_top_p_bug():
+    name = "ex-ch6-top-p-bug"
+
+    def shifted(logits, p):  # keep = the mass before a token is below p
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        keep = probs.cumsum(dim=-1) - probs < p
+        keep = keep.scatter(-1, order, keep)
+        return logits.masked_fill(~keep, float("-inf"))
+
+    def ascending(logits, p):  # as Hugging Face's TopPLogitsWarper
+        sorted_logits, order = logits.sort(dim=-1)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove = cum <= 1 - p
+        remove[..., -1:] = False
+        remove = remove.scatter(-1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
+
+    def log_probs(logits, p):  # the same distribution: a row shift of the logits
+        return top_p(logits, p).log_softmax(-1)
+
+    def complement(logits, p):
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove = cum > 1 - p
+        remove[..., 0] = False
+        remove = remove.scatter(-1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
+
+    def below_one_minus_p(logits, p):
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        keep = sorted_logits.softmax(dim=-1).cumsum(dim=-1) < 1 - p
+        keep = keep.scatter(-1, order, keep)
+        return logits.masked_fill(~keep, float("-inf"))
+
+    def probabilities(logits, p):
+        return top_p_fixed(logits, p).softmax(-1)
+
+    def zeros(logits, p):
+        remove, order, _ = _top_p_mask(logits, p)
+        return logits.masked_fill(remove.scatter(-1, order, remove), 0.0)
+
+    def in_place(logits, p):
+        remove, order, _ = _top_p_mask(logits, p)
+        return logits.masked_fill_(remove.scatter(-1, order, remove), float("-inf"))
+
+    def unsorted_mask(logits, p):  # the mask of the sorted row applied to the ids
+        remove, _, _ = _top_p_mask(logits, p)
+        return logits.masked_fill(remove, float("-inf"))
+
+    def sorted_result(logits, p):
+        remove, _, _ = _top_p_mask(logits, p)
+        return logits.sort(dim=-1, descending=True).values.masked_fill(remove, float("-inf"))
+
+    def too_large(logits, p):  # keeps one token more than needed
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        remove = probs.cumsum(dim=-1) - probs > p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove = remove.scatter(-1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
+
+    for answer in (top_p_fixed, shifted, ascending, top_p, log_probs,
+                   lambda z, p: top_p_fixed(z.double(), p), lambda z, p: top_p_fixed(z, p).numpy()):
+        assert check(name, answer)
+    assert check(name, starter).status == "not attempted"
+    bug = check(name, top_p_buggy)
+    assert bug.status == "fail"
+    assert "sums to less than p" in bug.message
+    for word in ("cross", "shift", "exclusive", "before"):  # the fix is not given away
+        assert word not in bug.message
+    assert "complement" in check(name, complement).message
+    assert "complement" in check(name, below_one_minus_p).message
+    assert "probabilities" in check(name, probabilities).message
+    assert "logit 0" in check(name, zeros).message
+    assert "in place" in check(name, in_place).message
+    assert "not the most probable" in check(name, unsorted_mask).message
+    assert "sorted order" in check(name, sorted_result).message
+    assert "larger than needed" in check(name, too_large).message
+    assert "must return a tensor" in check(name, lambda z, p: z.tolist()).message
+
+
+def test_checks_leave_the_random_state_alone():
+    answers = {
+        "ex-ch6-rmsnorm": lambda x, w, eps=1e-6: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True)
+                                                                + eps) * w,
+        "ex-ch6-top-p-bug": top_p_buggy,
+    }
+    for name, answer in answers.items():
+        for a in (answer, starter):
+            state = torch.get_rng_state()
+            check(name, a)
+            assert torch.equal(torch.get_rng_state(), state), name

@@ -1,6 +1,6 @@
 """Long sequences on one GPU: attention against its linear-time rivals, and generation with a KV cache.
 
-Two measurements, each written to one JSON file:
+Three measurements, written to one JSON file:
 
 1. ``--layers``: forward and forward+backward time against sequence length T (up to 16k tokens) of
    PyTorch's fused ``F.scaled_dot_product_attention`` (causal), the readable softmax attention of
@@ -11,6 +11,11 @@ Two measurements, each written to one JSON file:
 2. ``--generation``: time per generated token against the context length, with and without the KV
    cache, for the GPT of chapter 6 at GPT-2-small size (rotary positions, so the context can be
    long), and the cache's memory against the formula 2 * n_layer * B * T * D numbers.
+3. ``--gqa``: time per generated token against the context length for chapter 6's Llama-style model
+   (``seqbook.llama``) at GPT-2-small size with 1, 2, 4 and 12 key/value heads for its 12 query
+   heads, the caches filled with random keys and values, beside the bytes each token reads from the
+   cache (2 * n_layer * T * n_kv_head * D_h numbers): grouped-query attention's bandwidth argument,
+   as the chapter measures it on a CPU.
 
 Every result records the commit of the code it measured (``meta.commit``). Run it from the root of
 the repository::
@@ -35,6 +40,7 @@ from benchmarks.timing import measure, runner, sync_for
 from seqbook.attention import scaled_dot_product_attention
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.kv_cache import KVCache
+from seqbook.llama import Llama, LlamaConfig
 from seqbook.utils import set_fast
 
 
@@ -187,17 +193,58 @@ def run_generation(contexts, device, repeats: int, dry: bool) -> dict:
             "rows": rows}
 
 
+@torch.no_grad()
+def run_gqa(contexts, device, repeats: int, dry: bool, steps: int = 8) -> dict:
+    """Milliseconds per generated token of a Llama with 1, 2, 4 and all key/value heads."""
+    if dry:
+        sizes = dict(vocab_size=64, n_layer=2, n_head=4, n_embd=32)
+        kv_heads = (1, 2, 4)
+    else:
+        sizes = dict(vocab_size=50304, n_layer=12, n_head=12, n_embd=768)
+        kv_heads = (1, 2, 4, 12)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    D_h = sizes["n_embd"] // sizes["n_head"]
+    rows = []
+    for n_kv in kv_heads:
+        config = LlamaConfig(**sizes, n_kv_head=n_kv, block_size=max(contexts) + steps)
+        model = Llama(config).to(device, dtype).eval()
+        token = torch.randint(config.vocab_size, (1, 1), device=device)
+        for T in contexts:
+            caches = [KVCache(T + steps) for _ in model.blocks]
+            for c in caches:  # a context of T tokens, already cached (the values do not matter)
+                c.append(torch.randn(1, n_kv, T, D_h, device=device, dtype=dtype),
+                         torch.randn(1, n_kv, T, D_h, device=device, dtype=dtype))
+
+            def step(caches=caches, model=model, token=token):
+                for _ in range(steps):
+                    model(token, caches=caches)
+                for c in caches:
+                    c.length -= steps
+
+            ms = timed(step, device, repeats) / steps
+            cache_bytes = sum(c.nbytes() for c in caches)
+            assert cache_bytes == 2 * config.n_layer * (T + steps) * n_kv * D_h * dtype.itemsize
+            row = {"n_kv_head": n_kv, "context": T, "ms_per_token": round(ms, 4),
+                   "cache_bytes_read": 2 * config.n_layer * T * n_kv * D_h * dtype.itemsize}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return {"model": {**sizes, "dtype": str(dtype).replace("torch.", ""), "batch": 1,
+                      "attention": "seqbook.llama readable (queries of a group stacked)"},
+            "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda")
     p.add_argument("--layers", action="store_true", help="time against sequence length")
     p.add_argument("--generation", action="store_true", help="time per token with and without cache")
+    p.add_argument("--gqa", action="store_true", help="time per token against key/value heads")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--dry", action="store_true", help="toy sizes on the CPU, to test the script")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    if not (args.layers or args.generation):
-        args.layers = args.generation = True
+    if not (args.layers or args.generation or args.gqa):
+        args.layers = args.generation = args.gqa = True
     if args.dry:
         args.device, args.repeats = "cpu", 1
         lengths, contexts = [16, 32, 128], [16, 64]
@@ -214,6 +261,8 @@ def main(argv: list[str] | None = None) -> dict:
         result["layers"] = run_layers(lengths, device, args.repeats, args.dry)
     if args.generation:
         result["generation"] = run_generation(contexts, device, args.repeats, args.dry)
+    if args.gqa:
+        result["gqa"] = run_gqa(contexts, device, args.repeats, args.dry)
     result["meta"] = {**machine_info(device), "elapsed_s": round(time.perf_counter() - t0, 1),
                       "command": "python -m benchmarks.gpu.long_context "
                       + " ".join(sys.argv[1:] if argv is None else argv)}

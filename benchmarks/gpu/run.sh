@@ -9,8 +9,9 @@
 #   notebooks  every chapter executed on CUDA under nbval (errors and asserts) -> gpu_logs/notebooks.txt
 #   bench      fast paths against built-ins, scaling with length        -> perf/cuda.txt, perf/cuda.json
 #   gpt        GPT-2-small throughput and MFU, beside Hugging Face's GPT-2 -> perf/cuda.json ("mfu"), perf/gpt.json
-#   long       time against length up to 16k (attention, linear attention, scans, Mamba) and
-#              generation with and without the KV cache                 -> perf/long_context.json
+#   long       time against length up to 16k (attention, linear attention, scans, Mamba),
+#              generation with and without the KV cache, and per token against the number of
+#              key/value heads of chapter 6's Llama-style model          -> perf/long_context.json
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),

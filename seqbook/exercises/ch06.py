@@ -5,16 +5,19 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..attention import causal_mask, scaled_dot_product_attention
 from ..gpt import GPT, GPTConfig
+from ..llama import RMSNorm
 from ..rope import apply_rope, rope_angles
+from ..sampling import top_p
 from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
-from .core import Wrong, call, close, exercise, expect, returned_tensor
+from .core import Wrong, call, close, exercise, expect, returned_tensor, tolerance
 
 F64 = torch.float64
 
@@ -344,3 +347,216 @@ def check_cached_generation(fn):
         raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ "
                     f"({positional} positions): each step must feed the newest token only, at "
                     "the next position, with the same caches")
+
+
+# ---------------------------------------------------------------------------------------------
+# RMSNorm, written by the learner.
+# ---------------------------------------------------------------------------------------------
+
+
+def _tensor(out, what: str) -> torch.Tensor:
+    """The learner's result as a tensor (a NumPy array is fine too), or a :class:`Wrong`."""
+    if isinstance(out, np.ndarray):
+        out = torch.from_numpy(out)
+    return returned_tensor(out, what).detach()
+
+
+def _matches(out: torch.Tensor, expected: torch.Tensor, n: int) -> bool:
+    """:func:`close` at the lower of the two precisions: float32 work on float64 is right too."""
+    if out.dtype == torch.float32 and expected.dtype == F64:
+        expected = expected.float()
+    return close(out, expected, n=n)
+
+
+#: (shape, dtype, eps passed to the learner's function (None: its default 1e-6), seed)
+RMS_CASES = (((2, 5, 16), F64, None, 60), ((3, 8), torch.float32, None, 61),
+             ((4, 12), F64, 1e-5, 62))
+
+
+def _rms_case(shape, dtype, seed):
+    """Seeded tokens with a non-zero mean, features of different scales and one tiny token
+    (values about 1e-4, where eps matters), and gains in [0.5, 2]."""
+    g = torch.Generator().manual_seed(seed)
+    d = shape[-1]
+    scales = torch.logspace(-1, 1, d, dtype=F64)[torch.randperm(d, generator=g)]
+    x = torch.randn(shape, generator=g, dtype=F64) * scales + 1.5
+    x.view(-1, d)[1] *= 1e-4
+    weight = 0.5 + 1.5 * torch.rand(d, generator=g, dtype=F64)
+    return x.to(dtype), weight.to(dtype)
+
+
+def _rms_slips(x, weight, eps, ref):
+    """The typical wrong answers for input ``x`` (float64) and what each gets wrong."""
+    d = x.shape[-1]
+    ms = x.pow(2).mean(-1, keepdim=True)
+    tiny = "on a token of tiny values (the check has one, about 1e-4 in size) "
+    slips = [
+        (x / torch.sqrt(ms + eps), "the weight is missing: after the division every feature is "
+                                   "scaled by its own gain"),
+        (x / (ms.sqrt() + eps) * weight, "eps is added outside the square root: " + tiny
+                                          + "that divides by a much smaller number than RMSNorm "
+                                          "does"),
+        (x / ms.sqrt() * weight, "eps is not used: " + tiny + "the result is then far too "
+                                 "large"),
+        (x / (ms + eps) * weight, "the square root is missing: the token is divided by the mean "
+                                  "of its squares, not by their root"),
+    ]
+    norm = ("you divide by the norm of each token, the square root of the sum of its squares: "
+            "RMSNorm divides by the root of their mean, so the result is sqrt(D) times too small")
+    total = x.pow(2).sum(-1, keepdim=True)
+    slips += [(x / torch.sqrt(total + eps) * weight, norm), (x / (total.sqrt() + eps) * weight, norm),
+              (x / total.sqrt() * weight, norm), (ref / math.sqrt(d), norm)]
+    axis = ("the mean of the squares runs over the wrong axis: each token (a row along the last "
+            "axis) is divided by its own root mean square")
+    for dim in range(x.dim() - 1):
+        slips.append((x / torch.sqrt(x.pow(2).mean(dim, keepdim=True) + eps) * weight, axis))
+    slips.append((x / torch.sqrt(x.pow(2).mean() + eps) * weight, axis))
+    slips.append((x / torch.sqrt(x.pow(2).mean(tuple(range(1, x.dim())), keepdim=True) + eps)
+                  * weight, axis))
+    return slips
+
+
+def _rows_centred(t: torch.Tensor) -> bool:
+    """Whether every row of ``t`` has mean 0 (up to rounding), as a LayerNorm's output has."""
+    size = t.abs().amax(-1).clamp_min(1e-300)
+    return bool((t.mean(-1).abs() <= 1e-4 * size).all())
+
+
+@exercise("ex-ch6-rmsnorm", hints=[
+    "Read \"root mean square\" from right to left: square every entry, take the mean of the "
+    "squares, then the square root. RMSNorm divides x by that number; nothing is subtracted.",
+    "Each token is normalised on its own: the mean runs over its features, the last axis "
+    "(dim=-1, keepdim=True, so that it broadcasts against x), and then every feature is "
+    "multiplied by its weight.",
+    "eps keeps the division safe when a token is nearly zero: it is added to the mean of the "
+    "squares, under the square root: x / sqrt(mean(x^2) + eps).",
+])
+def check_rmsnorm(fn):
+    for shape, dtype, eps, seed in RMS_CASES:
+        x, weight = _rms_case(shape, dtype, seed)
+        given = x.clone()
+        args = (given, weight.clone()) if eps is None else (given, weight.clone(), eps)
+        out = _tensor(call(fn, *args, what="rms_norm"), "rms_norm")
+        expect(torch.equal(given, x), "rms_norm changes x in place: the caller's tensor must "
+               "stay as it was")
+        expect(out.shape == x.shape, f"rms_norm must return x's shape {tuple(x.shape)}, got "
+               f"{tuple(out.shape)}")
+        expect(out.is_floating_point(), f"rms_norm must return floats, got {out.dtype}")
+        eps = 1e-6 if eps is None else eps
+        norm = RMSNorm(shape[-1], eps).to(dtype)
+        with torch.no_grad():
+            norm.weight.copy_(weight)
+            ref = norm(x)
+        n = shape[-1]
+        if _matches(out, ref, n):
+            continue
+        x64, w64 = x.double(), weight.double()
+        if _rows_centred(out.double() / w64) or _rows_centred(out.double()):
+            raise Wrong("the mean of each token is subtracted: that is LayerNorm. RMSNorm keeps "
+                        "the mean and only rescales each token")
+        for slip, message in _rms_slips(x64, w64, eps, ref.double()):
+            if _matches(out, slip.expand(shape).to(dtype), n):
+                raise Wrong(message)
+        if eps != 1e-6 and _matches(out, x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True)
+                                                          + 1e-6) * w64, n):
+            raise Wrong(f"rms_norm ignores the eps it is given: called with eps = {eps}, it "
+                        "must use that eps")
+        raise Wrong(f"the result differs from RMSNorm for x of shape {shape}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: a top-p filter that keeps too little.
+# ---------------------------------------------------------------------------------------------
+
+#: The handmade rows: the token that carries the sum across p matters in the first.
+TOP_P_HANDMADE = ((0.25, 0.08, 0.35, 0.12, 0.2), (0.06, 0.8, 0.04, 0.07, 0.03))
+
+
+def top_p_cases():
+    """(logits, p) pairs: handmade rows, then seeded rows; no token sits near the cut."""
+    handmade = torch.tensor(TOP_P_HANDMADE, dtype=F64).log() + 3.0
+    g = torch.Generator().manual_seed(63)
+    wide = 2 * torch.randn(4, 50, generator=g)
+    peaked = 3 * torch.randn(3, 20, generator=g, dtype=F64)
+    return [(handmade.float(), 0.7), (wide, 0.9), (wide, 0.5), (wide, 0.2), (peaked, 0.75)]
+
+
+def _complements(probs: torch.Tensor, p: float) -> list[torch.Tensor]:
+    """Kept sets (in the order of the ids) that hold about 1 - p of the probability."""
+    sp, order = probs.sort(dim=-1, descending=True)
+    cum = sp.cumsum(-1)
+    below = cum <= 1 - p
+    forced = below.clone()
+    forced[..., 0] = True
+    shifted = cum - sp < 1 - p
+    return [torch.zeros_like(k).scatter(-1, order, k) for k in (below, forced, shifted)]
+
+
+def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
+    """Return quietly when ``out`` is right for ``logits`` and ``p``; else a :class:`Wrong`."""
+    z = logits.double()
+    probs = z.softmax(-1)
+    o = out.double()
+    expect(not torch.isnan(o).any(), f"for p = {p} top_p_filter returns NaN")
+    keep = torch.isfinite(o)
+    low = torch.float32 if torch.float32 in (out.dtype, logits.dtype) else F64
+    atol = tolerance(low, n=z.shape[-1], scale=float(z.abs().max()))["atol"]
+    diff = torch.where(keep, o - z, torch.nan)
+    spread = diff.nan_to_num(-math.inf).amax(-1) + diff.nan_to_num(math.inf).amin(-1).neg()
+    if not bool((spread[keep.any(-1)] <= atol).all()):  # a row shift (log-softmax) is fine
+        if bool((o >= 0).all() and (o <= 1).all() and (o.sum(-1) <= 1 + 1e-4).all()):
+            raise Wrong("top_p_filter returns probabilities: it must return logits, which the "
+                        "caller turns into probabilities with a softmax")
+        zero = (o == 0) & (z != 0)
+        if zero.any() and torch.allclose(o[~zero], z[~zero], rtol=0, atol=atol):
+            raise Wrong("the removed tokens get the logit 0: after the softmax a logit of 0 is "
+                        "still a token that can be drawn, so nothing is really removed")
+        ordered = z.sort(-1, descending=True).values
+        if torch.allclose(o[keep], ordered[keep], rtol=0, atol=atol):
+            raise Wrong("the result is in sorted order: the logits must come back in the order "
+                        "of the token ids")
+        raise Wrong("the kept tokens' logits are changed: top-p only removes tokens, the others "
+                    "keep their logits")
+    ref = torch.isfinite(top_p(logits, p))
+    if torch.equal(keep, ref):
+        return
+    least_kept = probs.masked_fill(~keep, math.inf).amin(-1)
+    most_removed = probs.masked_fill(keep, -math.inf).amax(-1)
+    if bool((most_removed > least_kept).any()):
+        raise Wrong("the kept tokens are not the most probable ones: a removed token is more "
+                    "probable than a kept one. Is the mask, made in sorted order, applied to the "
+                    "tokens it was made for?")
+    candidates = _complements(probs, p)  # at p = 0.5 they are the set itself: no complement
+    if p != 0.5 and all(any(torch.equal(keep[i], c[i]) for c in candidates) for i in range(len(keep))):
+        raise Wrong(f"for p = {p} the kept tokens hold about 1 - p of the probability instead "
+                    "of at least p: the complement is confused")
+    expect(keep.any(-1).all(), f"for p = {p} a row keeps no token at all: the most probable "
+           "token is always kept")
+    mass = (probs * keep).sum(-1)
+    if bool((mass < p).any()):
+        raise Wrong(f"for p = {p} the kept tokens' probability sums to less than p: the set is "
+                    "too small")
+    raise Wrong(f"for p = {p} the kept set is larger than needed: without its least probable "
+                "token the rest still sums to at least p")
+
+
+@exercise("ex-ch6-top-p-bug", hints=[
+    "Work one row by hand: probabilities (0.35, 0.25, 0.2, 0.12, 0.08) and p = 0.7. Which "
+    "tokens must be kept to hold at least 0.7, and which does top_p_filter keep?",
+    "Look at the token whose probability carries the sum across p. What is its cumulative "
+    "probability, and what does the mask cum > p do with it?",
+    "A token is needed as long as the tokens before it sum to less than p: compare p with the "
+    "probability *before* each token, cum - probs, not with cum, which includes the token "
+    "itself.",
+])
+def check_top_p_bug(fn):
+    for logits, p in top_p_cases():
+        given = logits.clone()
+        out = _tensor(call(fn, given, p, what="top_p_filter"), "top_p_filter")
+        expect(torch.equal(given, logits), "top_p_filter changes the logits it is given, in "
+               "place: the caller's tensor must stay as it was")
+        expect(out.shape == logits.shape, f"top_p_filter must return the logits' shape "
+               f"{tuple(logits.shape)}, got {tuple(out.shape)}")
+        expect(out.is_floating_point(), f"top_p_filter must return logits (floats), got "
+               f"{out.dtype}")
+        _top_p_diagnose(out, logits, p)

@@ -1,0 +1,237 @@
+"""GPT-2 block vs Llama block (MHA, GQA, MQA) on chapter 6's character-level language model.
+
+Every model is trained with exactly the recipe of ``chapters/06_transformer.ipynb`` (cells 4, 60,
+66 and 78): *The Time Machine* as ids, windows of ``block_size`` = 64 characters
+(``lm_chunks(train_ids, 1, 64)``), AdamW(lr, weight_decay=0.01), ``warmup_schedule(..., kind="cosine",
+min_factor=0.1)``, ``fit`` for 400 steps of ``random_batches(..., batch_size=16)``, one CPU
+thread. The only change is the seed (0, 1, 2), which is passed to ``seed_everything`` before the
+model is built, to the batches' generator and to ``fit``. (The chapter runs seed 0 everywhere;
+with dropout 0 the training draws no random numbers from the global generator, so ``fit``'s
+re-seeding does not change anything.)
+
+The models:
+
+* ``gpt2_rope``: ``GPTConfig(..., positional="rope", block_size=256, fast=True)``, cell 78's RoPE GPT.
+* ``llama_mha``: ``LlamaConfig(n_kv_head=4, tie_weights=True, block_size=256)``, multi-head attention.
+* ``llama_gqa2``: the same with ``n_kv_head=2`` (grouped-query attention, groups of 2).
+* ``llama_mqa``: the same with ``n_kv_head=1`` (multi-query attention).
+
+Reported per run: parameters, held-out perplexity at the training length 64
+(``evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)``, as cell 66),
+and milliseconds per training step: the median over the run of the time between the starts of
+consecutive steps (taken by a ``time.perf_counter`` in the loss function, so forward, backward,
+clipping, optimiser and scheduler are all inside), and the mean (whole ``fit`` / steps).
+
+Note on timing: the GPT runs the fused attention (``fast=True``, ``F.scaled_dot_product_attention``);
+``seqbook.llama`` has no fused path and runs the readable attention, which builds the weights.
+
+Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
+
+    python results/block_comparison.py [--out results/block_comparison.json] [--seeds 0 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+# this checkout's seqbook, not whichever one is installed (``python results/...`` puts results/ first)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import seqbook  # noqa: E402
+from seqbook.batching import lm_chunks  # noqa: E402
+from seqbook.data import time_machine_ids  # noqa: E402
+from seqbook.gpt import GPT, GPTConfig  # noqa: E402
+from seqbook.llama import Llama, LlamaConfig  # noqa: E402
+from seqbook.lm import evaluate_perplexity  # noqa: E402
+from seqbook.train import fit, random_batches, warmup_schedule  # noqa: E402
+from seqbook.utils import count_parameters, cpu_name, seed_everything, small_model_threads  # noqa: E402
+
+# chapter 6, cell 4, CPU settings (the chapter's LM dict)
+LM = dict(
+    block_size=64,
+    n_layer=2,
+    n_head=4,
+    n_embd=64,
+    dropout=0.0,
+    batch_size=16,
+    init_std=0.08,
+    steps=400,
+    lr=1e-2,
+    warmup=30,
+    long_contexts=(128, 256),
+)
+THREADS = 1
+MODELS = ("gpt2_rope", "llama_mha", "llama_gqa2", "llama_mqa")
+KV_HEADS = {"llama_mha": 4, "llama_gqa2": 2, "llama_mqa": 1}
+
+
+def make_model(name: str, vocab_size: int) -> torch.nn.Module:
+    block_size = max(LM["long_contexts"])  # 256, as cell 78
+    sizes = dict(
+        vocab_size=vocab_size,
+        block_size=block_size,
+        n_layer=LM["n_layer"],
+        n_head=LM["n_head"],
+        n_embd=LM["n_embd"],
+        init_std=LM["init_std"],
+    )
+    if name == "gpt2_rope":
+        return GPT(GPTConfig(**sizes, dropout=LM["dropout"], positional="rope", fast=True))
+    return Llama(LlamaConfig(**sizes, n_kv_head=KV_HEADS[name], tie_weights=True))
+
+
+def train(name: str, seed: int, vocab_size: int, x_win, y_win, device) -> tuple[torch.nn.Module, dict]:
+    """Cell 66's ``train_gpt`` with ``seed`` instead of 0; returns the model and its timings."""
+    seed_everything(seed)
+    model = make_model(name, vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LM["lr"], weight_decay=0.01)
+    scheduler = warmup_schedule(optimizer, LM["warmup"], LM["steps"], kind="cosine", min_factor=0.1)
+    stamps: list[float] = []
+
+    def loss_fn(m, b):
+        stamps.append(time.perf_counter())  # the start of each step's forward pass
+        return m(*b)[1]
+
+    start = time.perf_counter()
+    history = fit(
+        model,
+        loss_fn,
+        random_batches(
+            x_win, y_win, batch_size=LM["batch_size"], generator=torch.Generator().manual_seed(seed)
+        ),
+        steps=LM["steps"],
+        optimizer=optimizer,
+        scheduler=scheduler,
+        device=device,
+        seed=seed,
+        progress=False,
+        desc=f"{name}, seed {seed}",
+    )
+    seconds = time.perf_counter() - start
+    steps = [b - a for a, b in zip(stamps[:-1], stamps[1:], strict=True)]  # steps 1..N-1, each complete
+    return model, dict(
+        seconds=seconds,
+        ms_per_step=1e3 * statistics.median(steps),
+        ms_per_step_mean=1e3 * seconds / LM["steps"],
+        final_train_loss=history.final_loss,
+    )
+
+
+def machine() -> str:
+    return (
+        f"{platform.platform()}; {cpu_name()}; torch {torch.__version__}; "
+        f"{torch.get_num_threads()} thread(s) (os.cpu_count()={os.cpu_count()})"
+    )
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="results/block_comparison.json", help="where to write the JSON")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+
+    device = torch.device("cpu")
+    small_model_threads(device, THREADS)
+    vocab, train_ids, valid_ids = time_machine_ids()
+    x_win, y_win = (t[:, 0] for t in lm_chunks(train_ids, 1, LM["block_size"]))  # (N, T) windows
+    valid_x, valid_y = lm_chunks(valid_ids, 16, LM["block_size"])
+
+    runs = []
+    jobs = [(name, seed) for seed in args.seeds for name in MODELS]
+    bar = tqdm(jobs, desc="block comparison")
+    for name, seed in bar:
+        bar.set_postfix(model=name, seed=seed)
+        model, timing = train(name, seed, len(vocab), x_win, y_win, device)
+        ppl = evaluate_perplexity(model, valid_x, valid_y, carry_state=False)
+        runs.append(
+            dict(
+                model=name,
+                seed=seed,
+                parameters=count_parameters(model),
+                perplexity=round(ppl, 4),
+                ms_per_step=round(timing["ms_per_step"], 3),
+                ms_per_step_mean=round(timing["ms_per_step_mean"], 3),
+                seconds=round(timing["seconds"], 2),
+                final_train_loss=round(timing["final_train_loss"], 4),
+            )
+        )
+        tqdm.write(
+            f"{name:11} seed {seed}: {runs[-1]['parameters']:>6} parameters, perplexity {ppl:.3f}, "
+            f"{timing['ms_per_step']:.1f} ms/step (median)"
+        )
+
+    summary = {}
+    for name in MODELS:
+        rows = [r for r in runs if r["model"] == name]
+        ppl = [r["perplexity"] for r in rows]
+        summary[name] = dict(
+            parameters=rows[0]["parameters"],
+            perplexity_min=min(ppl),
+            perplexity_mean=round(statistics.mean(ppl), 4),
+            perplexity_max=max(ppl),
+            ms_per_step_mean=round(statistics.mean(r["ms_per_step"] for r in rows), 3),
+        )
+    by_seed = {s: {r["model"]: r["perplexity"] for r in runs if r["seed"] == s} for s in args.seeds}
+    claims = {
+        f"{name} below gpt2_rope at every seed": all(v[name] < v["gpt2_rope"] for v in by_seed.values())
+        for name in MODELS[1:]
+    }
+    result = dict(
+        commit=commit(),
+        command=" ".join([Path(sys.executable).name, *sys.argv]),
+        machine=machine(),
+        seqbook=str(Path(seqbook.__file__).parent),
+        recipe=LM,
+        models={
+            "gpt2_rope": (
+                "GPTConfig(positional='rope', block_size=256, dropout=0, fast=True), fused attention"
+            ),
+            "llama_mha": "LlamaConfig(n_kv_head=4, tie_weights=True, block_size=256), readable attention",
+            "llama_gqa2": "LlamaConfig(n_kv_head=2, tie_weights=True, block_size=256), readable attention",
+            "llama_mqa": "LlamaConfig(n_kv_head=1, tie_weights=True, block_size=256), readable attention",
+        },
+        perplexity="evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)",
+        ms_per_step="median over steps 2..400 of the time between the starts of consecutive steps",
+        runs=runs,
+        summary=summary,
+        claims=claims,
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+    print(f"\n{'model':11} {'params':>7} {'ppl min':>8} {'mean':>8} {'max':>8} {'ms/step':>8}")
+    for name, s in summary.items():
+        print(
+            f"{name:11} {s['parameters']:>7} {s['perplexity_min']:>8.3f} {s['perplexity_mean']:>8.3f} "
+            f"{s['perplexity_max']:>8.3f} {s['ms_per_step_mean']:>8.2f}"
+        )
+    for claim, holds in claims.items():
+        print(f"{claim}: {holds}")
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
