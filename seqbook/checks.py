@@ -44,6 +44,7 @@ __all__ = [
     "check_probability",
     "check_tensor",
     "check_float_tensor",
+    "check_features",
     "check_ids",
     "check_finite",
     "check_like",
@@ -183,6 +184,14 @@ def check_float_tensor(name: str, x, **kwargs) -> torch.Tensor:
     check_tensor(name, x, **kwargs)
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    return x
+
+
+def check_features(name: str, x, size: int) -> torch.Tensor:
+    """A float tensor of any shape ``(..., size)``: what a per-token layer (LayerNorm, RMSNorm) takes."""
+    check_float_tensor(name, x, nonempty=False)
+    if x.dim() == 0 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (..., {size}), got {tuple(x.shape)}")
     return x
 
 

@@ -29,7 +29,7 @@ from .checks import (
     has_values,
 )
 from .kv_cache import KVCache
-from .lm import check_sampling, sample_next
+from .lm import check_sampling, generate_tokens
 from .rope import rope_angles
 from .transformer import (
     EncoderLayer,
@@ -328,19 +328,5 @@ class GPT(nn.Module):
         check_flag("use_cache", use_cache)
         V = self.config.vocab_size
         temperature, top_k, forbid = check_sampling(V, temperature, top_k, forbid, generator)
-        was_training = self.training
-        self.eval()
-        block_size, caches = self.config.block_size, None
-        forward = type(self).forward.__wrapped__  # checked once above, not at every token
-        for _ in range(max_new_tokens):
-            if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
-                logits, _ = forward(self, idx[:, -block_size:])  # (B, T, V)
-            elif caches is None:  # the prompt fills the caches
-                caches = [KVCache(block_size) for _ in self.blocks]
-                logits, _ = forward(self, idx, caches=caches)  # (B, T, V)
-            else:  # only the newest token runs; the earlier ones are in the caches
-                logits, _ = forward(self, idx[:, -1:], caches=caches)  # (B, 1, V)
-            next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
-            idx = torch.cat([idx, next_id[:, None]], dim=1)
-        self.train(was_training)
-        return idx
+        return generate_tokens(self, idx, max_new_tokens, temperature, top_k, forbid, generator,
+                               use_cache)

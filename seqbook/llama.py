@@ -36,6 +36,7 @@ from torch import nn
 
 from .attention import scaled_dot_product_attention
 from .checks import (
+    check_features,
     check_flag,
     check_float_tensor,
     check_ids,
@@ -47,7 +48,7 @@ from .checks import (
     has_values,
 )
 from .kv_cache import KVCache
-from .lm import check_sampling, sample_next
+from .lm import check_sampling, generate_tokens
 from .rope import apply_rope, rope_angles
 from .transformer import check_token_ids
 
@@ -85,10 +86,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(embed_dim))  # the gain g
 
     def _check_forward(self, x: torch.Tensor) -> None:
-        d = self.weight.shape[0]
-        check_float_tensor("x", x, nonempty=False)
-        if x.dim() == 0 or x.shape[-1] != d:
-            raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
+        check_features("x", x, self.weight.shape[0])
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -489,19 +487,5 @@ class Llama(nn.Module):
         check_flag("use_cache", use_cache)
         temperature, top_k, forbid = check_sampling(self.config.vocab_size, temperature, top_k, forbid,
                                                     generator)
-        was_training = self.training
-        self.eval()
-        block_size, caches = self.config.block_size, None
-        forward = type(self).forward.__wrapped__  # checked once above, not at every token
-        for _ in range(max_new_tokens):
-            if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
-                logits, _ = forward(self, idx[:, -block_size:])  # (B, T, V)
-            elif caches is None:  # the prompt fills the caches
-                caches = [KVCache(block_size) for _ in self.blocks]
-                logits, _ = forward(self, idx, caches=caches)  # (B, T, V)
-            else:  # only the newest token runs; the earlier ones are in the caches
-                logits, _ = forward(self, idx[:, -1:], caches=caches)  # (B, 1, V)
-            next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
-            idx = torch.cat([idx, next_id[:, None]], dim=1)
-        self.train(was_training)
-        return idx
+        return generate_tokens(self, idx, max_new_tokens, temperature, top_k, forbid, generator,
+                               use_cache)

@@ -40,6 +40,7 @@ from .checks import (
     check_tensor,
     has_values,
 )
+from .kv_cache import KVCache
 from .rnn import GRU, LSTM, RNN
 from .vocab import RESERVED, Vocab
 
@@ -420,3 +421,37 @@ def generate(model: nn.Module, vocab: Vocab, prefix: str, n: int, temperature: f
         logits, state = model(torch.tensor([[nxt]], device=device), state)
     model.train(was_training)
     return prefix + "".join(out)
+
+
+@torch.no_grad()
+def generate_tokens(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float,
+                    top_k: int | None, forbid: tuple[int, ...], generator: torch.Generator | None,
+                    use_cache: bool) -> torch.Tensor:
+    """The generation loop of the transformer language models (``GPT``, ``Llama``), unchecked.
+
+    Appends ``max_new_tokens`` ids drawn by :func:`sample_next` to ``idx``, running ``model`` in
+    eval mode (its mode is restored afterwards). With ``use_cache`` the prompt runs once into one
+    :class:`~seqbook.kv_cache.KVCache` per block and each step runs the one new token; once the
+    sequence outgrows ``model.config.block_size`` the window slides and the steps run without the
+    cache. The callers check the arguments (``GPT.generate``, ``Llama.generate``); the model's
+    ``forward`` is called unchecked (``__wrapped__``) at every token.
+
+    Shape:
+        idx: (B, T) ids -> (B, T + max_new_tokens)
+    """
+    was_training = model.training
+    model.eval()
+    block_size, caches = model.config.block_size, None
+    forward = type(model).forward.__wrapped__  # checked once by the caller, not at every token
+    for _ in range(max_new_tokens):
+        if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
+            logits, _ = forward(model, idx[:, -block_size:])  # (B, T, V)
+        elif caches is None:  # the prompt fills the caches
+            caches = [KVCache(block_size) for _ in model.blocks]
+            logits, _ = forward(model, idx, caches=caches)  # (B, T, V)
+        else:  # only the newest token runs; the earlier ones are in the caches
+            logits, _ = forward(model, idx[:, -1:], caches=caches)  # (B, 1, V)
+        next_id = sample_next(logits[:, -1], temperature, top_k, forbid, generator)  # (B,)
+        idx = torch.cat([idx, next_id[:, None]], dim=1)
+    model.train(was_training)
+    return idx

@@ -38,6 +38,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention, check_attn_masks
 from .checks import (
+    check_features,
     check_flag,
     check_float_tensor,
     check_ids,
@@ -190,10 +191,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(embed_dim)) if bias else None  # the bias b
 
     def _check_forward(self, x: torch.Tensor) -> None:
-        d = self.weight.shape[0]
-        check_float_tensor("x", x, nonempty=False)
-        if x.dim() == 0 or x.shape[-1] != d:
-            raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
+        check_features("x", x, self.weight.shape[0])
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
