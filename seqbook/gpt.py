@@ -20,13 +20,11 @@ from torch import nn
 
 from .checks import (
     check_flag,
-    check_ids,
     check_int,
     check_number,
     check_positive_int,
     check_probability,
     checked,
-    has_values,
 )
 from .kv_cache import KVCache
 from .lm import check_sampling, generate_tokens
@@ -35,6 +33,8 @@ from .transformer import (
     EncoderLayer,
     LayerNorm,
     check_activation,
+    check_caches,
+    check_targets,
     check_token_ids,
     positional_encoding,
 )
@@ -235,28 +235,11 @@ class GPT(nn.Module):
                        caches=None) -> None:
         self._check_idx(idx)
         if targets is not None:
-            if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
-                got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
-                raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
-            check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
-            if has_values(targets) and not bool((targets != -100).any()):
-                raise ValueError(
-                    "targets must hold at least one id that is not -100 (ignored): "
-                    "the mean loss over no token is undefined"
-                )
+            check_targets(targets, idx, self.config.vocab_size)
         check_flag("need_weights", need_weights)
         check_probability("label_smoothing", label_smoothing, allow_one=True)
         if caches is not None:
-            n = len(self.blocks)
-            if not isinstance(caches, Sequence) or len(caches) != n:
-                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
-            if not all(isinstance(c, KVCache) for c in caches):
-                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
-            if caches[0].length + idx.shape[1] > self.config.block_size:
-                raise ValueError(
-                    f"the caches hold {caches[0].length} positions: with idx's "
-                    f"{idx.shape[1]} more the sequence passes block_size={self.config.block_size}"
-                )
+            check_caches(caches, len(self.blocks), idx.shape[1], self.config.block_size)
 
     def _check_idx(self, idx) -> None:
         check_token_ids("idx", idx, self.config.vocab_size)

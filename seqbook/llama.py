@@ -39,18 +39,16 @@ from .checks import (
     check_features,
     check_flag,
     check_float_tensor,
-    check_ids,
     check_int,
     check_number,
     check_positive_int,
     check_same_dtype,
     checked,
-    has_values,
 )
 from .kv_cache import KVCache
 from .lm import check_sampling, generate_tokens
 from .rope import apply_rope, rope_angles
-from .transformer import check_token_ids
+from .transformer import check_caches, check_targets, check_token_ids
 
 __all__ = ["RMSNorm", "SwiGLU", "GroupedQueryAttention", "LlamaBlock", "LlamaConfig", "Llama"]
 
@@ -426,24 +424,11 @@ class Llama(nn.Module):
         check_token_ids("idx", idx, self.config.vocab_size)
         T = idx.shape[1]
         if targets is not None:
-            if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
-                got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
-                raise ValueError(f"targets must have shape {tuple(idx.shape)} like idx, got {got}")
-            check_ids("targets", targets, self.config.vocab_size, ignore_index=-100)
-            if has_values(targets) and not bool((targets != -100).any()):
-                raise ValueError("targets must hold at least one id that is not -100 (ignored): "
-                                 "the mean loss over no token is undefined")
-        start = 0
+            check_targets(targets, idx, self.config.vocab_size)
         if caches is not None:
-            n = len(self.blocks)
-            if (not isinstance(caches, Sequence) or len(caches) != n
-                    or not all(isinstance(c, KVCache) for c in caches)):
-                raise TypeError(f"caches must be a sequence of {n} KVCache, got {caches!r:.80}")
-            start = caches[0].length
-        if start + T > self.config.block_size:
-            held = f"the caches hold {start} positions and " if start else ""
-            raise ValueError(f"idx has length {T}: {held}the sequence passes "
-                             f"block_size={self.config.block_size}")
+            check_caches(caches, len(self.blocks), T, self.config.block_size)
+        elif T > self.config.block_size:
+            raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
 
     @checked(_check_forward)
     def forward(

@@ -31,6 +31,7 @@ can run the readable ``scaled_dot_product_attention`` (``fast=False``, the defau
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,7 @@ from .kv_cache import KVCache
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
     "LayerNorm", "FeedForward", "ACTIVATIONS", "check_activation", "residual", "EncoderLayer",
-    "DecoderLayer", "check_token_ids", "Seq2SeqTransformer",
+    "DecoderLayer", "check_token_ids", "check_targets", "check_caches", "Seq2SeqTransformer",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +327,33 @@ def check_token_ids(name: str, ids, vocab_size: int) -> None:
     if ids.numel() == 0:
         raise ValueError(f"{name} must not be empty: shape (B, T) with B, T >= 1, got {tuple(ids.shape)}")
     check_ids(name, ids, vocab_size)
+
+
+def check_targets(targets, idx: torch.Tensor, vocab_size: int) -> None:
+    """Next-token targets of a language model: the shape of ``idx``, ids in [0, vocab_size) or -100
+    (ignored), and at least one that is not ignored."""
+    if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
+        got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+        raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
+    check_ids("targets", targets, vocab_size, ignore_index=-100)
+    if has_values(targets) and not bool((targets != -100).any()):
+        raise ValueError(
+            "targets must hold at least one id that is not -100 (ignored): "
+            "the mean loss over no token is undefined"
+        )
+
+
+def check_caches(caches, n_blocks: int, T: int, block_size: int) -> None:
+    """One :class:`~seqbook.kv_cache.KVCache` per block, with room for ``T`` more positions
+    within ``block_size``."""
+    if (not isinstance(caches, Sequence) or len(caches) != n_blocks
+            or not all(isinstance(c, KVCache) for c in caches)):
+        raise TypeError(f"caches must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
+    if caches[0].length + T > block_size:
+        raise ValueError(
+            f"the caches hold {caches[0].length} positions: with idx's "
+            f"{T} more the sequence passes block_size={block_size}"
+        )
 
 
 def _torch_activation(m: nn.Module) -> str:
