@@ -33,11 +33,7 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +45,8 @@ from tqdm.auto import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runinfo import provenance, write_result  # noqa: E402
+
 import seqbook  # noqa: E402
 from seqbook.batching import lm_chunks  # noqa: E402
 from seqbook.data import time_machine_ids  # noqa: E402
@@ -56,7 +54,7 @@ from seqbook.gpt import GPT, GPTConfig  # noqa: E402
 from seqbook.llama import Llama, LlamaConfig  # noqa: E402
 from seqbook.lm import evaluate_perplexity  # noqa: E402
 from seqbook.train import fit, random_batches, warmup_schedule  # noqa: E402
-from seqbook.utils import count_parameters, cpu_name, seed_everything, small_model_threads  # noqa: E402
+from seqbook.utils import count_parameters, seed_everything, small_model_threads  # noqa: E402
 
 # chapter 6, cell 4, CPU settings (the chapter's LM dict)
 LM = dict(
@@ -129,23 +127,6 @@ def train(name: str, seed: int, vocab_size: int, x_win, y_win, device) -> tuple[
     )
 
 
-def machine() -> str:
-    return (
-        f"{platform.platform()}; {cpu_name()}; torch {torch.__version__}; "
-        f"{torch.get_num_threads()} thread(s) (os.cpu_count()={os.cpu_count()})"
-    )
-
-
-def commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=ROOT
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="results/block_comparison.json", help="where to write the JSON")
@@ -199,9 +180,7 @@ def main(argv=None) -> None:
         for name in MODELS[1:]
     }
     result = dict(
-        commit=commit(),
-        command=" ".join([Path(sys.executable).name, *sys.argv]),
-        machine=machine(),
+        **provenance(),
         seqbook=str(Path(seqbook.__file__).parent),
         recipe=LM,
         models={
@@ -218,9 +197,7 @@ def main(argv=None) -> None:
         summary=summary,
         claims=claims,
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    out = write_result(args.out, result)
 
     print(f"\n{'model':11} {'params':>7} {'ppl min':>8} {'mean':>8} {'max':>8} {'ms/step':>8}")
     for name, s in summary.items():
