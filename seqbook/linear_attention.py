@@ -205,8 +205,8 @@ def linear_attention_chunked(
     The states before every chunk are one cumulative sum over T / C chunk sums. Memory
     O(T (C + D_v) + (T / C) D_k D_v), every step a matrix product: the fastest causal
     form for long sequences (the scheme of Mamba-2's and fast linear attention kernels).
-    The sequence is padded with zeros to a multiple of C; phi(0) keys in the padding
-    come after every real query, so they change nothing.
+    The sequence is padded to a multiple of C after the feature map, so the padded keys
+    and values are 0 (not phi(0)); they come after every real query and change nothing.
 
     Shape:
         q, k: (B, H, T, D_k), v: (B, H, T, D_v) -> (B, H, T, D_v).
@@ -389,8 +389,8 @@ class LinearAttentionLM(nn.Module):
     :class:`~seqbook.gpt.GPT`'s pre-LN blocks (the MLP is Linear -> GELU -> Linear,
     ``d_ff = 4 * embed_dim`` by default) with :class:`LinearAttention` in place of
     softmax attention (Katharopoulos et al., 2020), and no position embedding: the
-    causal sums already know which tokens came before, and a model without positions
-    reads a context of any length. It is a recurrent network with one (S, z) per layer
+    causal sums hold the set of tokens that came before (though not their order), and a
+    model without positions reads a context of any length. It is a recurrent network with one (S, z) per layer
     and head as its state: :meth:`forward` runs the chunked parallel form on a whole
     sequence and returns the states after it, :meth:`step` runs one token from them,
     in constant time and memory per token.
