@@ -1,0 +1,368 @@
+"""Chapter 2 (RNN) over several random seeds: the language model, the surname classifiers and
+generator, and the clipping experiment.
+
+Every model is trained with exactly the recipe of ``chapters/02_rnn.ipynb`` (the configuration of
+cell 4; cells 25, 37, 43, 46, 59 and 66), one CPU thread. The data are the chapter's (*The Time
+Machine*; the surnames split 80/20 with ``random.Random(0)``). The seed sets the initial weights
+(``seed_everything(seed)`` before each model is built, as the chapter does with 0), is passed to
+``fit``/``train_lm``, and sets the order of the surname batches (``shuffled_forever(..., seed)``).
+The samples of the generator are drawn as in cell 46, with ``torch.Generator().manual_seed(0)``.
+
+Reported per seed:
+
+* language model (cell 25): held-out perplexity of the RNN of 256 units after 600 steps, and its
+  held-out loss at step 100, beside the unigram baseline;
+* surnames (cells 37, 43, 66): test accuracy of the unidirectional classifier and of the
+  bidirectional mean-pooled one, the recall of every language, the two languages most German
+  names that are missed are taken for;
+* generator (cell 46): of the 48 samples, how many end by themselves, how many are names of the
+  data set, and how many of the 6 Czech samples share their most common first two letters;
+* clipping (cell 59): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping, its
+  final loss with clipping at 1 and the largest raw gradient norm.
+
+Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
+
+    python results/ch02_seeds.py [--out results/ch02_seeds.json] [--seeds 0 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runinfo import provenance, seeds_argument, write_result  # noqa: E402
+
+from seqbook.batching import lm_chunks  # noqa: E402
+from seqbook.data import load_names, time_machine_ids  # noqa: E402
+from seqbook.lm import (  # noqa: E402
+    CharLM,
+    ConditionalCharLM,
+    evaluate_perplexity,
+    sample_sequence,
+    unigram_perplexity,
+)
+from seqbook.rnn import SequenceClassifier  # noqa: E402
+from seqbook.train import fit, train_lm  # noqa: E402
+from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
+from seqbook.vocab import Vocab  # noqa: E402
+
+# chapter 2, cell 4
+LM_HIDDEN, LM_BATCH, LM_SEQ, LM_STEPS = 256, 32, 64, 600
+NAMES_HIDDEN, NAMES_STEPS = 128, 1500
+GEN_HIDDEN, GEN_STEPS = 128, 1500
+DEVICE = torch.device("cpu")
+
+
+def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid) -> dict:
+    """Cell 25."""
+    seed_everything(seed)
+    lm = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
+    history = train_lm(
+        lm,
+        x_train,
+        y_train,
+        steps=LM_STEPS,
+        lr=3e-3,
+        clip=1.0,
+        device=DEVICE,
+        seed=seed,
+        eval_fn=lambda m: math.log(evaluate_perplexity(m, x_valid, y_valid)),
+        eval_every=100,
+        progress=False,
+    )
+    return dict(
+        perplexity=round(evaluate_perplexity(lm, x_valid, y_valid), 4),
+        eval_step=history.eval_step,
+        eval_loss=[round(v, 4) for v in history.eval_loss],
+    )
+
+
+def clip_run(seed, vocab, x_train, y_train) -> dict:
+    """Cell 59."""
+    out = {}
+    for clip in (None, 1.0):
+        seed_everything(seed)
+        model = CharLM(len(vocab), hidden_size=128, cell="rnn", nonlinearity="relu", fast=True)
+        with torch.no_grad():
+            nn.init.orthogonal_(model.rnn.cells[0].weight_hh)
+        sgd = torch.optim.SGD(model.parameters(), lr=1.0)
+        key = "no clip" if clip is None else "clip 1"
+        try:
+            h = train_lm(
+                model,
+                x_train,
+                y_train,
+                steps=150,
+                clip=clip,
+                optimizer=sgd,
+                device=DEVICE,
+                seed=seed,
+                progress=False,
+            )
+            out[key] = dict(
+                diverged=False,
+                final_loss=round(h.final_loss, 4),
+                peak_grad_norm=float(f"{max(h.grad_norm):.4g}"),
+            )
+        except FloatingPointError as err:
+            out[key] = dict(diverged=True, error=str(err))
+    return out
+
+
+def names_data():
+    """Cells 34, 36, 45: the split, the batches by length, the generator's batches."""
+    pairs = load_names()
+    languages = sorted({lang for _, lang in pairs})
+    rng = random.Random(0)
+    order = list(range(len(pairs)))
+    rng.shuffle(order)
+    cut = int(0.8 * len(pairs))
+    names_train = [pairs[i] for i in order[:cut]]
+    names_test = [pairs[i] for i in order[cut:]]
+    name_vocab = Vocab([list(name) for name, _ in names_train])
+    counts = Counter(lang for _, lang in names_train)
+    majority = counts.most_common(1)[0][0]
+    acc_majority = sum(lang == majority for _, lang in names_test) / len(names_test)
+
+    def by_length(data, batch_size=32):
+        groups = defaultdict(list)
+        for name, lang in data:
+            groups[len(name)].append((name_vocab.encode(list(name)), languages.index(lang)))
+        batches = []
+        for length in sorted(groups):
+            ids = torch.tensor([i for i, _ in groups[length]])
+            labels = torch.tensor([y for _, y in groups[length]])
+            for s in range(0, len(ids), batch_size):
+                batches.append((ids[s : s + batch_size], labels[s : s + batch_size]))
+        return batches
+
+    gen_batches = []
+    groups = defaultdict(list)
+    for name, lang in pairs:
+        groups[len(name)].append(
+            (name_vocab.encode(list(name), add_sos=True, add_eos=True), languages.index(lang))
+        )
+    for length in sorted(groups):
+        ids = torch.tensor([i for i, _ in groups[length]])
+        cond = torch.tensor([c for _, c in groups[length]])
+        for s in range(0, len(ids), 32):
+            gen_batches.append((ids[s : s + 32], cond[s : s + 32]))
+    return dict(
+        pairs=pairs,
+        languages=languages,
+        vocab=name_vocab,
+        train=by_length(names_train),
+        test=by_length(names_test),
+        gen=gen_batches,
+        acc_majority=acc_majority,
+    )
+
+
+def shuffled_forever(batches, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        for i in torch.randperm(len(batches), generator=gen).tolist():
+            yield batches[i]
+
+
+@torch.no_grad()
+def predict(model, batches):
+    model.eval()
+    pred, true = [], []
+    for ids, labels in batches:
+        pred.append(model(ids.to(DEVICE)).argmax(-1).cpu())
+        true.append(labels)
+    return torch.cat(true), torch.cat(pred)
+
+
+def classify_loss(model, batch):
+    return F.cross_entropy(model(batch[0]), batch[1])
+
+
+def generator_loss(model, batch):
+    ids, cond = batch
+    logits, _ = model(ids[:, :-1], cond)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def names_run(seed, d) -> dict:
+    languages = d["languages"]
+    out = {}
+    for key, kwargs in (("unidirectional", {}), ("bidirectional", dict(bidirectional=True, pooling="mean"))):
+        seed_everything(seed)
+        clf = SequenceClassifier(
+            len(d["vocab"]), len(languages), hidden_size=NAMES_HIDDEN, cell="rnn", fast=True, **kwargs
+        )
+        fit(
+            clf,
+            classify_loss,
+            shuffled_forever(d["train"], seed),
+            steps=NAMES_STEPS,
+            lr=3e-3,
+            device=DEVICE,
+            seed=seed,
+            progress=False,
+        )
+        y_true, y_pred = predict(clf, d["test"])
+        row = dict(accuracy=round((y_true == y_pred).float().mean().item(), 4))
+        if key == "unidirectional":
+            row["recall"] = {
+                lang: round(
+                    ((y_pred == k) & (y_true == k)).sum().item() / max((y_true == k).sum().item(), 1), 4
+                )
+                for k, lang in enumerate(languages)
+            }
+            german = languages.index("German")
+            missed = y_pred[(y_true == german) & (y_pred != german)].tolist()
+            row["german_taken_for"] = [
+                lang for lang, _ in Counter(languages[k] for k in missed).most_common(2)
+            ]
+        out[key] = row
+
+    seed_everything(seed)
+    namer = ConditionalCharLM(len(d["vocab"]), len(languages), hidden_size=GEN_HIDDEN, cell="rnn", fast=True)
+    history = fit(
+        namer,
+        generator_loss,
+        shuffled_forever(d["gen"], seed),
+        steps=GEN_STEPS,
+        lr=3e-3,
+        device=DEVICE,
+        seed=seed,
+        progress=False,
+    )
+    g = torch.Generator().manual_seed(0)
+    samples = {
+        lang: [
+            sample_sequence(namer, d["vocab"], k, max_len=20, temperature=0.7, generator=g) for _ in range(6)
+        ]
+        for k, lang in enumerate(languages)
+    }
+    all_samples = [s for names in samples.values() for s in names]
+    known = {name for name, _ in d["pairs"]}
+    czech_start, czech_same = Counter(s[:2] for s in samples["Czech"]).most_common(1)[0]
+    out["generator"] = dict(
+        samples=samples,
+        finished=round(sum(0 < len(s) < 20 for s in all_samples) / len(all_samples), 4),
+        in_data=[s for s in all_samples if s in known],
+        czech_start=czech_start,
+        czech_same=czech_same,
+        loss_drop=round(history.step_loss[0] - history.final_loss, 4),
+    )
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="results/ch02_seeds.json")
+    seeds_argument(parser)
+    args = parser.parse_args(argv)
+    small_model_threads(DEVICE, 1)
+
+    vocab, train_ids, valid_ids = time_machine_ids()
+    x_train, y_train = lm_chunks(train_ids, LM_BATCH, LM_SEQ)
+    x_valid, y_valid = lm_chunks(valid_ids, 8, 128)
+    ppl_unigram = unigram_perplexity(train_ids, valid_ids, len(vocab))
+    d = names_data()
+
+    runs = []
+    for seed in args.seeds:
+        start = time.perf_counter()
+        run = dict(
+            seed=seed,
+            lm=lm_run(seed, vocab, x_train, y_train, x_valid, y_valid),
+            names=names_run(seed, d),
+            clipping=clip_run(seed, vocab, x_train, y_train),
+        )
+        run["seconds"] = round(time.perf_counter() - start, 1)
+        runs.append(run)
+        n = run["names"]
+        print(
+            f"seed {seed} ({run['seconds']} s): lm {run['lm']['perplexity']:.2f}, "
+            f"names {n['unidirectional']['accuracy']:.3f} / bi {n['bidirectional']['accuracy']:.3f}, "
+            f"Czech {n['unidirectional']['recall']['Czech']:.2f} "
+            f"German {n['unidirectional']['recall']['German']:.2f}"
+            f", in data {n['generator']['in_data']}, Czech {n['generator']['czech_same']}x "
+            f"{n['generator']['czech_start']!r}, clipping {run['clipping']}",
+            flush=True,
+        )
+
+    maj = d["acc_majority"]
+    uni = [r["names"]["unidirectional"]["accuracy"] for r in runs]
+    bi = [r["names"]["bidirectional"]["accuracy"] for r in runs]
+    gen = [r["names"]["generator"] for r in runs]
+    claims = {
+        "LM perplexity below 0.4 of the unigram's and below 6 at every seed": all(
+            r["lm"]["perplexity"] < min(0.4 * ppl_unigram, 6.0) for r in runs
+        ),
+        "LM held-out loss at step 100 below the unigram's at every seed": all(
+            r["lm"]["eval_step"][0] == 100 and r["lm"]["eval_loss"][0] < math.log(ppl_unigram) for r in runs
+        ),
+        "unidirectional classifier above the majority class + 0.3 at every seed": min(uni) > maj + 0.3,
+        "bidirectional classifier above the majority class + 0.3 at every seed": min(bi) > maj + 0.3,
+        "bidirectional gain below 0.05 at every seed": all(
+            b - u < 0.05 for u, b in zip(uni, bi, strict=True)
+        ),
+        "bidirectional at least as accurate at every seed": all(b >= u for u, b in zip(uni, bi, strict=True)),
+        "Czech recall above German recall at every seed": all(
+            r["names"]["unidirectional"]["recall"]["Czech"] > r["names"]["unidirectional"]["recall"]["German"]
+            for r in runs
+        ),
+        "more than 90% of the samples end by themselves at every seed": all(g["finished"] > 0.9 for g in gen),
+        "at most a quarter of the samples are names of the data set at every seed": all(
+            len(g["in_data"]) <= 12 for g in gen
+        ),
+        "at least 4 of the 6 Czech samples share their first two letters at every seed": all(
+            g["czech_same"] >= 4 for g in gen
+        ),
+        "generator loss falls by more than 1 nat at every seed": all(g["loss_drop"] > 1.0 for g in gen),
+        "without clipping the ReLU RNN diverges at every seed": all(
+            r["clipping"]["no clip"]["diverged"] or r["clipping"]["no clip"]["final_loss"] > 3.0 for r in runs
+        ),
+        "with clipping at 1 it reaches a loss below 2.3 at every seed": all(
+            not r["clipping"]["clip 1"]["diverged"] and r["clipping"]["clip 1"]["final_loss"] < 2.3
+            for r in runs
+        ),
+        "with clipping the raw gradient norm peaks above 1000 at every seed": all(
+            not r["clipping"]["clip 1"]["diverged"] and r["clipping"]["clip 1"]["peak_grad_norm"] > 1e3
+            for r in runs
+        ),
+    }
+    result = dict(
+        **provenance(),
+        recipe=dict(
+            LM_HIDDEN=LM_HIDDEN,
+            LM_BATCH=LM_BATCH,
+            LM_SEQ=LM_SEQ,
+            LM_STEPS=LM_STEPS,
+            NAMES_HIDDEN=NAMES_HIDDEN,
+            NAMES_STEPS=NAMES_STEPS,
+            GEN_HIDDEN=GEN_HIDDEN,
+            GEN_STEPS=GEN_STEPS,
+            threads=1,
+        ),
+        unigram_perplexity=round(ppl_unigram, 4),
+        majority_accuracy=round(maj, 4),
+        runs=runs,
+        claims=claims,
+    )
+    out = write_result(args.out, result)
+    for claim, holds in claims.items():
+        print(f"{claim}: {holds}")
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
