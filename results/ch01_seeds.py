@@ -1,0 +1,226 @@
+"""Chapter 1's trained word and character vectors over seeds.
+
+The recipe is that of ``chapters/01_embeddings.ipynb``: *The Time Machine* split with
+``split_text(text, 0.1)``, a vocabulary of the 1000 most frequent training words, CBOW with one
+word on each side (``context_windows(ids, window=1)``), vectors of 64, 400 steps of
+``random_batches(batch_size=512)``, AdamW(lr=1e-2, weight_decay=0.5), one CPU thread; then the
+exercise "Character vectors": a CBOW of size 8 on the previous character of the normalised text,
+300 steps of 512, lr 1e-2, drawing its batches from the same generator. Only the seed changes: it
+goes to ``seed_everything`` (whose generator draws the batches), to ``torch.manual_seed`` before
+each model and to ``fit``. Seed 0 is the chapter's run.
+
+Reported per run, as the chapter measures them: CBOW's held-out loss (and at step 100) against the
+unigram baseline, the norm of the ``<pad>`` row after training over its initial norm, for each of
+the chapter's four query words how many words of its group are among its 10 nearest neighbours,
+the rate at which the nearest neighbour of the 64 labelled words has the same word class (trained,
+initial, chance); for the character model the held-out loss against the unigram baseline and the
+count-based bigram table, and the mean cosine similarity of vowel pairs and of vowel-consonant pairs.
+
+Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
+
+    python results/ch01_seeds.py [--out results/ch01_seeds.json] [--seeds 0 1 2 3 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runinfo import provenance, write_result  # noqa: E402
+
+from seqbook.batching import context_windows  # noqa: E402
+from seqbook.data import load_time_machine, split_text  # noqa: E402
+from seqbook.embeddings import CBOW, nearest_neighbours, unigram_cross_entropy  # noqa: E402
+from seqbook.train import fit, random_batches  # noqa: E402
+from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
+from seqbook.vocab import Vocab, normalize_text, tokenize_chars, tokenize_words  # noqa: E402
+
+VOCAB_SIZE, EMB_DIM, STEPS, BATCH_SIZE = 1000, 64, 400, 512
+LR, WEIGHT_DECAY = 1e-2, 0.5
+CHAR_STEPS, CHAR_DIM = 300, 8
+THREADS = 1
+
+GROUPS = {  # the chapter's neighbour checks: query word -> (name, group)
+    "could": ("modal verbs", {"would", "should", "might", "must", "can", "cannot", "will",
+                              "shall", "may"}),
+    "eyes": ("body parts", {"ears", "hair", "head", "feet", "hands", "face", "shoulder", "arms",
+                            "hand", "lips"}),
+    "he": ("pronouns and names", {"i", "she", "we", "they", "you", "filby"}),
+    "white": ("colours", {"yellow", "grey", "black", "red", "bronze", "green", "brown", "silver",
+                          "blue", "pale", "golden"}),
+}
+CATEGORIES = {  # the chapter's 64 labelled words
+    "pronoun": "i he she we they you",
+    "determiner": "the a this my his their our some these",
+    "preposition": "of in at on with from into upon by through under",
+    "verb, past tense": "was had saw came went felt found seemed thought looked heard began",
+    "modal verb": "could would should might must can will shall",
+    "noun": "eyes hands head face feet door machine hill light world",
+    "adjective": "little white great strange small dark black old",
+}
+
+
+def loss_fn(model, batch):
+    context, centre = batch
+    return F.cross_entropy(model(context), centre)
+
+
+def one_seed(seed: int, text: str, device) -> dict:
+    generator = seed_everything(seed)
+    train_text, test_text = split_text(text, valid_frac=0.1)
+    train_words, test_words = tokenize_words(train_text), tokenize_words(test_text)
+    vocab = Vocab(train_words, max_size=VOCAB_SIZE)
+    train_ids = torch.tensor(vocab.encode(train_words))
+    test_ids = torch.tensor(vocab.encode(test_words))
+    x_train, y_train = context_windows(train_ids, window=1)
+    x_test, y_test = context_windows(test_ids, window=1)
+    baseline = unigram_cross_entropy(y_train, y_test, len(vocab))
+
+    torch.manual_seed(seed)
+    model = CBOW(len(vocab), EMB_DIM).to(device)
+    initial = model.embedding.weight.detach().cpu().clone()
+    history = fit(
+        model, loss_fn,
+        random_batches(x_train, y_train, batch_size=BATCH_SIZE, generator=generator),
+        steps=STEPS,
+        optimizer=torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY),
+        device=device, seed=seed,
+        eval_fn=lambda m: F.cross_entropy(m(x_test.to(device)), y_test.to(device)).item(),
+        eval_every=100, progress=False,
+    )
+    table = model.embedding.weight.detach().cpu()
+    pad = vocab.pad_id
+    shrink = table[pad].norm().item() / initial[pad].norm().item()
+
+    def top_words(word, k=10):
+        _, n = nearest_neighbours(table, torch.tensor([vocab[word]]), k=k)
+        return set(vocab.decode(n[0]))
+
+    groups = {w: len(top_words(w) & group) for w, (_, group) in GROUPS.items()}
+    chosen = [w for ws in CATEGORIES.values() for w in ws.split()]
+    labels = [c for c, ws in CATEGORIES.items() for _ in ws.split()]
+    chosen_ids = torch.tensor([vocab[w] for w in chosen])
+
+    def same_class_rate(t):
+        _, nearest = nearest_neighbours(t[chosen_ids], torch.arange(len(chosen)), k=1)
+        return float(np.mean([labels[i] == labels[j]
+                              for i, j in enumerate(nearest[:, 0].tolist())]))
+
+    chance = float(np.mean([(labels.count(lab) - 1) / (len(labels) - 1) for lab in labels]))
+
+    # the exercise "Character vectors", with the same generator as the chapter
+    train_chars, test_chars = split_text(normalize_text(text), valid_frac=0.1)
+    cvocab = Vocab(tokenize_chars(train_chars))
+    tr = torch.tensor(cvocab.encode(tokenize_chars(train_chars)))
+    te = torch.tensor(cvocab.encode(tokenize_chars(test_chars)))
+    xc_train, yc_train = tr[:-1, None], tr[1:]
+    xc_test, yc_test = te[:-1, None].to(device), te[1:].to(device)
+    char_baseline = unigram_cross_entropy(yc_train, yc_test.cpu(), len(cvocab))
+    torch.manual_seed(seed)
+    char_model = CBOW(len(cvocab), CHAR_DIM).to(device)
+    char_history = fit(
+        char_model, loss_fn,
+        random_batches(xc_train, yc_train, batch_size=512, generator=generator),
+        steps=CHAR_STEPS, lr=1e-2, device=device, seed=seed, progress=False,
+        eval_fn=lambda m: F.cross_entropy(m(xc_test), yc_test).item(),
+    )
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    is_vowel = np.array([c in "aeiou" for c in letters])
+    unit = F.normalize(char_model.embedding.weight.detach().cpu()[[cvocab[c] for c in letters]],
+                       dim=1)
+    cos = (unit @ unit.T).numpy()
+    pair_counts = torch.ones(len(cvocab), len(cvocab))
+    pair_counts.index_put_((tr[:-1], tr[1:]), torch.ones(len(tr) - 1), accumulate=True)
+    bigram = pair_counts / pair_counts.sum(1, keepdim=True)
+    return dict(
+        seed=seed,
+        cbow=dict(
+            held_out_loss=history.eval_loss[-1],
+            loss_at_step_100=history.eval_loss[0],
+            baseline=baseline,
+            pad_row_shrink=shrink,
+            group_neighbours=groups,
+            same_class_trained=same_class_rate(table),
+            same_class_initial=same_class_rate(initial),
+            same_class_chance=chance,
+        ),
+        chars=dict(
+            held_out_loss=char_history.eval_loss[-1],
+            baseline=char_baseline,
+            table=-bigram[te[:-1], te[1:]].log().mean().item(),
+            vowel_vowel=float(cos[np.ix_(is_vowel, is_vowel)][~np.eye(5, dtype=bool)].mean()),
+            vowel_consonant=float(cos[np.ix_(is_vowel, ~is_vowel)].mean()),
+        ),
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="results/ch01_seeds.json")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = parser.parse_args(argv)
+    device = torch.device("cpu")
+    small_model_threads(device, THREADS)
+    text = load_time_machine()
+    runs = []
+    for seed in tqdm(args.seeds, desc="chapter 1 seeds"):
+        runs.append(one_seed(seed, text, device))
+        tqdm.write(f"seed {seed}: {runs[-1]}")
+
+    cb = [r["cbow"] for r in runs]
+    ch = [r["chars"] for r in runs]
+    claims = {
+        "CBOW's held-out loss is more than 0.5 nats below the unigram baseline":
+            all(c["held_out_loss"] < c["baseline"] - 0.5 for c in cb),
+        "CBOW's held-out loss is below the baseline by step 100":
+            all(c["loss_at_step_100"] < c["baseline"] for c in cb),
+        "weight decay shrinks the <pad> row to less than half its norm":
+            all(c["pad_row_shrink"] < 0.5 for c in cb),
+        "each of the four query words has at least two words of its group among its 10 "
+        "nearest neighbours": all(min(c["group_neighbours"].values()) >= 2 for c in cb),
+        "the nearest neighbour has the same class for more than 70 % of the words, at least "
+        "40 points more than before training":
+            all(c["same_class_trained"] > 0.7
+                and c["same_class_trained"] > c["same_class_initial"] + 0.4 for c in cb),
+        "the character model is more than 0.3 nats below the unigram baseline":
+            all(c["held_out_loss"] < c["baseline"] - 0.3 for c in ch),
+        "the character model is above the bigram table, by less than 0.2 nats":
+            all(c["table"] < c["held_out_loss"] < c["table"] + 0.2 for c in ch),
+        "vowels are closer to vowels than to consonants by more than 0.2 in cosine":
+            all(c["vowel_vowel"] > c["vowel_consonant"] + 0.2 for c in ch),
+    }
+
+    def spread(values):
+        return dict(min=min(values), mean=statistics.mean(values), max=max(values))
+
+    summary = dict(
+        cbow_held_out_loss=spread([c["held_out_loss"] for c in cb]),
+        same_class_trained=spread([c["same_class_trained"] for c in cb]),
+        char_held_out_loss=spread([c["held_out_loss"] for c in ch]),
+        vowel_vowel=spread([c["vowel_vowel"] for c in ch]),
+        vowel_consonant=spread([c["vowel_consonant"] for c in ch]),
+    )
+    result = dict(**provenance(), recipe=dict(vocab_size=VOCAB_SIZE, emb_dim=EMB_DIM,
+                                              steps=STEPS, batch_size=BATCH_SIZE, lr=LR,
+                                              weight_decay=WEIGHT_DECAY,
+                                              char_steps=CHAR_STEPS, char_dim=CHAR_DIM),
+                  runs=runs, summary=summary, claims=claims)
+    out = write_result(args.out, result)
+    print(summary)
+    for claim, holds in claims.items():
+        print(f"{claim}: {holds}")
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()
