@@ -17,9 +17,16 @@ Two sets of runs, each with exactly the recipe the chapter uses, one CPU thread:
   ``ATEN_CPU_CAPABILITY=default`` (PyTorch's plain, non-vectorised CPU kernels): the same machine,
   the same command, only the rounding of the sums differs.
 
+For seed 0 of the ``budget`` runs the script reads the chapter's committed files
+``results/cpu/fhrr_resnet*_n64_seed0.json`` (the same command, made on the same kind of machine, a
+2-core AMD EPYC; a rerun here of the first of them gave the same test accuracy, 0.8145) instead of
+training again. The budget runs go in order of importance (first the no-skip network with
+``out_scale`` 0.25, whose result the chapter's text is about), and ``--resume`` keeps the runs
+already in the JSON, so the script can be stopped and continued.
+
 Run from the repository root::
 
-    python results/ch08_seeds.py [--seeds 0 1 2 3 4] [--page-seeds 0 1 2]
+    python results/ch08_seeds.py [--seeds 0 1 2] [--page-seeds 0 1 2] [--resume]
 
 It writes ``results/ch08_seeds.json`` after every run, so an interrupted run keeps what it did.
 """
@@ -265,43 +272,39 @@ def summarise(result: dict) -> None:
                 ),
             }
         )
-    seeds = sorted(set.intersection(*(set(v) for v in budget.values()))) if len(budget) == 4 else []
-    if seeds:
-        for name, by_seed in budget.items():
-            acc = [by_seed[s]["test_accuracy"] for s in seeds]
-            summary[f"n=64 2000 steps {name}"] = dict(
-                seeds=seeds, min=min(acc), max=max(acc), mean=round(statistics.mean(acc), 4)
-            )
-        acc = {name: {s: budget[name][s]["test_accuracy"] for s in seeds} for name in budget}
-        early = {name: {s: budget[name][s]["held_out_step100"] for s in seeds} for name in budget}
-        sk, sk1, ns, ns1 = "binding skips", "binding skips, out_scale 1", "no skips", "no skips, out_scale 1"
-        claims.update(
-            {
-                "n=64, 2000 steps: skips more than 15 points above no skips, both scales, every seed": all(
-                    acc[sk][s] > acc[ns][s] + 0.15 and acc[sk1][s] > acc[ns1][s] + 0.15 for s in seeds
-                ),
-                "n=64, 2000 steps: with skips the two scales end within 2 points at every seed": all(
-                    abs(acc[sk][s] - acc[sk1][s]) < 0.02 for s in seeds
-                ),
-                "n=64, 2000 steps: with skips out_scale 1 is 5+ points behind at step 100 at every seed": all(
-                    early[sk1][s] < early[sk][s] - 0.05 for s in seeds
-                ),
-                "n=64, 2000 steps: no skips, out_scale 0.25 spans more than 20 points over the seeds": max(
-                    acc[ns].values()
-                )
-                - min(acc[ns].values())
-                > 0.2,
-                "n=64, 2000 steps: no skips below the skip networks at every seed and scale": all(
-                    max(acc[ns][s], acc[ns1][s]) < min(acc[sk][s], acc[sk1][s]) for s in seeds
-                ),
-            }
+    for name, by_seed in budget.items():
+        acc = [by_seed[s]["test_accuracy"] for s in sorted(by_seed)]
+        summary[f"n=64 2000 steps {name}"] = dict(
+            seeds=sorted(by_seed), min=min(acc), max=max(acc), mean=round(statistics.mean(acc), 4)
+        )
+    acc = {name: {s: r["test_accuracy"] for s, r in by_seed.items()} for name, by_seed in budget.items()}
+    early = {name: {s: r["held_out_step100"] for s, r in by_seed.items()} for name, by_seed in budget.items()}
+    sk, sk1, ns, ns1 = "binding skips", "binding skips, out_scale 1", "no skips", "no skips, out_scale 1"
+    if len(acc.get(ns, {})) >= 3:
+        claims["n=64, 2000 steps: no skips, out_scale 0.25 spans more than 20 points over the seeds"] = (
+            max(acc[ns].values()) - min(acc[ns].values()) > 0.2
+        )
+    pair = sorted(set(acc.get(sk, {})) & set(acc.get(sk1, {})))
+    if len(pair) >= 3:
+        claims["n=64, 2000 steps: with skips the two scales end within 2 points at every seed"] = all(
+            abs(acc[sk][s] - acc[sk1][s]) < 0.02 for s in pair
+        )
+        claims["n=64, 2000 steps: with skips out_scale 1 is 5+ points behind at step 100 at every seed"] = (
+            all(early[sk1][s] < early[sk][s] - 0.05 for s in pair)
+        )
+    if all(len(acc.get(v, {})) >= 3 for v in (sk, sk1, ns)):
+        skip_runs = [a for v in (sk, sk1) for a in acc[v].values()]
+        noskip_runs = [a for v in (ns, ns1) for a in acc.get(v, {}).values()]
+        claims["n=64, 2000 steps: every skip run more than 15 points above every no-skip run"] = (
+            min(skip_runs) > max(noskip_runs) + 0.15
         )
     result["summary"], result["claims"] = summary, claims
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="budget runs")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="budget runs")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in the JSON")
     parser.add_argument("--page-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--no-kernel", action="store_true", help="skip the ATEN_CPU_CAPABILITY=default run")
     args = parser.parse_args(argv)
@@ -342,24 +345,52 @@ def main(argv=None) -> None:
         summarise(result)
         write_result(OUT, result)
 
+    if args.resume and OUT.exists():
+        result["runs"] = json.loads(OUT.read_text())["runs"]
+    done = {(r["set"], r["seed"], r.get("variant")) for r in result["runs"]}
     train_set, test_set = load_fashion_mnist("train"), load_fashion_mnist("test")
     for seed in args.page_seeds:
+        if ("page", seed, None) in done:
+            continue
         result["runs"].append(dict(set="page", seed=seed, page=page_runs(seed, train_set, test_set, mol)))
         print("page seed", seed, json.dumps(result["runs"][-1]["page"]), flush=True)
         save()
-    for seed in args.seeds:
-        for name in VARIANTS:
-            r = budget_run(seed, name)
-            result["runs"].append(dict(set="budget", seed=seed, variant=name, **r))
-            print(f"budget seed {seed} {name}: {r['test_accuracy']:.4f} ({r['seconds']:.0f} s)", flush=True)
-            save()
-        if seed == args.seeds[0] and not args.no_kernel:
-            r = kernel_run(seed)
-            result["runs"].append(
-                dict(set="kernel", seed=seed, variant="no skips", aten_cpu_capability="default", **r)
+    tags = {
+        "binding skips": "",
+        "binding skips, out_scale 1": "_scale1",
+        "no skips": "_noskip",
+        "no skips, out_scale 1": "_noskip_scale1",
+    }
+    order = [("no skips", seed) for seed in args.seeds]
+    order += [(name, seed) for seed in args.seeds for name in ["binding skips", "binding skips, out_scale 1"]]
+    order += [("no skips, out_scale 1", seed) for seed in args.seeds]
+    for name, seed in order:
+        if ("budget", seed, name) in done:
+            continue
+        if seed == 0:  # the chapter's committed run of the same command
+            path = f"results/cpu/fhrr_resnet{tags[name]}_n64_seed0.json"
+            c = json.loads((ROOT / path).read_text())
+            r = dict(
+                test_accuracy=c["test_accuracy"],
+                final_train_loss=c["final_train_loss"],
+                held_out_step100=c["eval_accuracy"][0],
+                eval_accuracy=c["eval_accuracy"],
+                seconds=c["seconds"],
+                device_name=c["device_name"],
+                source=path,
             )
-            print(f"kernel=default seed {seed} no skips: {r['test_accuracy']:.4f}", flush=True)
-            save()
+        else:
+            r = budget_run(seed, name)
+        result["runs"].append(dict(set="budget", seed=seed, variant=name, **r))
+        print(f"budget seed {seed} {name}: {r['test_accuracy']:.4f} ({r['seconds']:.0f} s)", flush=True)
+        save()
+    if not args.no_kernel and ("kernel", 0, "no skips") not in done:
+        r = kernel_run(0)
+        result["runs"].append(
+            dict(set="kernel", seed=0, variant="no skips", aten_cpu_capability="default", **r)
+        )
+        print(f"kernel=default seed 0 no skips: {r['test_accuracy']:.4f}", flush=True)
+        save()
     for claim, holds in result["claims"].items():
         print(f"{claim}: {holds}")
     print(f"written to {OUT}")
