@@ -131,12 +131,25 @@ def latest_first(piece, merges):
     return right_encode(piece, merges[::-1])
 
 
+def longest_match(piece, merges):
+    tokens = {a + b for a, b in merges}
+    parts, i = [], 0
+    while i < len(piece):
+        j = max(j for j in range(i + 1, len(piece) + 1) if j == i + 1 or piece[i:j] in tokens)
+        parts.append(piece[i:j])
+        i = j
+    return parts
+
+
 def test_bpe_bug():
     name = "ex-ch1-bpe-bug"
     assert check(name, right_encode)
     assert check(name, starter).status == "not attempted"
     assert "left to right" in check(name, buggy_encode).message
     assert "latest merges are applied first" in check(name, latest_first).message
+    # a greedy longest match is not told that it applies the latest merges first
+    message = check(name, longest_match).message
+    assert "longest known token" in message, message
     assert "bytes objects" in check(name, lambda piece, merges: list(piece)).message
     assert "do not spell it again" in check(name, lambda piece, merges: [piece[:1]]).message
     assert "split differently" in check(name, lambda piece, merges: [piece]).message

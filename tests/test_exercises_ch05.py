@@ -60,6 +60,12 @@ def test_mask_bug():
     message = check("ex-ch5-mask-bug", buggy).message
     assert "position 0 attends to position 1: the mask lets the future in" in message
     assert "row 0 is NaN" in check("ex-ch5-mask-bug", no_diagonal).message
+
+    def transposed(x):
+        out, w = scaled_dot_product_attention(x, x, x, is_causal=True)
+        return out, w.T
+
+    assert "the weights are transposed" in check("ex-ch5-mask-bug", transposed).message
     assert "does not attend to itself" in check("ex-ch5-mask-bug", strict_safe).message
     assert "pair (output, weights)" in check("ex-ch5-mask-bug", lambda x: x).message
 

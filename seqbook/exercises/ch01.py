@@ -194,6 +194,17 @@ def _left_to_right(piece: bytes, merges) -> list[bytes]:
     return parts
 
 
+def _longest_match(piece: bytes, merges) -> list[bytes]:
+    """Not BPE: from the left, cut off the longest known token each time."""
+    tokens = {a + b for a, b in merges}
+    parts, i = [], 0
+    while i < len(piece):
+        j = max(j for j in range(i + 1, len(piece) + 1) if j == i + 1 or piece[i:j] in tokens)
+        parts.append(piece[i:j])
+        i = j
+    return parts
+
+
 def _bug_cases():
     """(piece, merges, right answers) for a hand-made table and a trained one."""
     tiny = [(b"e", b"r"), (b"h", b"e"), (b"t", b"h"), (b"th", b"er")]
@@ -228,13 +239,24 @@ def check_bpe_bug(encode_piece):
                "every byte must end up in exactly one part")
         if list(out) not in answers:
             mismatched.append((list(out) == _left_to_right(piece, merges),
-                               list(out) == _by_rank(piece, merges[::-1])))
+                               list(out) == _by_rank(piece, merges[::-1]),
+                               list(out) == _longest_match(piece, merges)))
     if not mismatched:
         return
-    if all(latest for _, latest in mismatched):
+    latest = all(m[1] for m in mismatched)
+    longest = all(m[2] for m in mismatched)
+    if latest and longest:
+        raise Wrong("later merges win over earlier ones (as when the latest merges are applied "
+                    "first, or the longest known token is cut off first): training applied the "
+                    "earliest merge first")
+    if longest:
+        raise Wrong("each step cuts off the longest known token from the left, a greedy longest "
+                    "match, which is not BPE: training applied its merges in the order it "
+                    "learned them, the earliest first")
+    if latest:
         raise Wrong("the latest merges are applied first: training applied the earliest "
                     "merge first")
-    if all(left for left, _ in mismatched):
+    if all(m[0] for m in mismatched):
         raise Wrong(f"{len(mismatched)} pieces are split differently from training: the "
                     "merges are applied where they are found, left to right, not in the "
                     "order training learned them")

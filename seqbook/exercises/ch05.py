@@ -81,6 +81,11 @@ def check_mask_bug(fn):
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     leaks = (w.abs() > 1e-12) & future
     if leaks.any():
+        ones = torch.ones(T, dtype=w.dtype)
+        if close(w.sum(0), ones, n=T) and not close(w.sum(1), ones, n=T):
+            raise Wrong("the weights are transposed: each column sums to one, so column i holds "
+                        "the weights of query i; return one row per query, w[i, j] for query i "
+                        "and key j")
         i, j = (int(t) for t in leaks.nonzero()[0])
         raise Wrong(f"position {i} attends to position {j}: the mask lets the future in")
     expect(bool((w.diagonal() > 0).all()), "a position does not attend to itself: the causal "
