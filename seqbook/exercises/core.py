@@ -146,7 +146,9 @@ def call(fn, *args, what: str | None = None, **kwargs):
     """Run the learner's ``fn(*args, **kwargs)`` inside a check.
 
     An untouched starter (``NotImplementedError``) raises :class:`NotAttempted`; any other
-    exception raises :class:`Wrong` naming it, so a check never ends in a traceback.
+    exception raises :class:`Wrong` naming it, so an error in the learner's code run through
+    ``call`` ends in a verdict, not a traceback. (Learner's code that a checker runs outside
+    ``call``, such as a returned module applied to a test input, is not covered.)
     """
     what = what or getattr(fn, "__name__", "your function")
     if not callable(fn):
