@@ -33,13 +33,13 @@ from seqbook.utils import cpu_name  # noqa: E402
 
 
 def commit() -> str:
-    """``HEAD`` of this checkout, short, with ``+dirty`` if ``seqbook/`` or ``results/`` has changes."""
+    """``HEAD`` of this checkout, short; ``+dirty`` if a tracked file under seqbook/ or results/ changed."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=ROOT
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "seqbook", "results"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "seqbook", "results"],
             capture_output=True, text=True, check=True, cwd=ROOT,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
