@@ -125,7 +125,9 @@ def check_gate_order(gru_step):
     "If the GRU always writes the candidate (z = 0) and its candidate reads the whole old state "
     "(r = 1), eq. (3.4) is h_t = n_t and eq. (3.3) is an Elman step.",
     "A gate is pinned to 0 or 1 by a large bias: sigma(-40) and sigma(40) are within 1e-17 of 0 "
-    "and 1 whatever the input. The biases of a block live in bias_ih (and bias_hh).",
+    "and 1, and a bias of +-40 decides the gate as long as the rest of its pre-activation "
+    "(W x + W h) stays far below 40 in size (zero the gate's weights to make it hold for any "
+    "input). The biases of a block live in bias_ih (and bias_hh).",
     "The cell's weights are stacked (r, z, n): copy the RNN's weight_ih, weight_hh, bias_ih and "
     "bias_hh into the third block of the GRU's, and set the biases of the first (r) and the "
     "second (z) block.",
