@@ -197,7 +197,6 @@ def main(argv=None) -> None:
         summary=summary,
         claims=claims,
     )
-    out = write_result(args.out, result)
 
     print(f"\n{'model':11} {'params':>7} {'ppl min':>8} {'mean':>8} {'max':>8} {'ms/step':>8}")
     for name, s in summary.items():
@@ -205,9 +204,7 @@ def main(argv=None) -> None:
             f"{name:11} {s['parameters']:>7} {s['perplexity_min']:>8.3f} {s['perplexity_mean']:>8.3f} "
             f"{s['perplexity_max']:>8.3f} {s['ms_per_step_mean']:>8.2f}"
         )
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
-    print(f"written to {out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

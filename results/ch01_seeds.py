@@ -215,11 +215,8 @@ def main(argv=None) -> None:
                                               weight_decay=WEIGHT_DECAY,
                                               char_steps=CHAR_STEPS, char_dim=CHAR_DIM),
                   runs=runs, summary=summary, claims=claims)
-    out = write_result(args.out, result)
+    write_result(args.out, result)
     print(summary)
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
-    print(f"written to {out}")
 
 
 if __name__ == "__main__":

@@ -288,10 +288,7 @@ def main(argv=None) -> None:
         summary=summary,
         claims=claims,
     )
-    out = write_result(args.out, result)
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
-    print(f"written to {out}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

@@ -153,11 +153,8 @@ def main(argv=None) -> None:
     )
     result = dict(**provenance(), recipe=dict(steps=STEPS, batch=BATCH, lr=LR, max_len=MAX_LEN),
                   runs=runs, summary=summary, claims=claims)
-    out = write_result(args.out, result)
+    write_result(args.out, result)
     print(summary)
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
-    print(f"written to {out}")
 
 
 if __name__ == "__main__":

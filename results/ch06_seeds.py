@@ -266,11 +266,8 @@ def main(argv=None) -> None:
         runs=runs,
         claims=claims,
     )
-    out = write_result(args.out, result)
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
+    write_result(args.out, result)
     print(f"mean seconds per seed: {statistics.mean(r['seconds'] for r in runs):.0f}")
-    print(f"written to {out}")
 
 
 if __name__ == "__main__":

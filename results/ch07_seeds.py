@@ -239,8 +239,6 @@ def main(argv=None) -> None:
         claims=claims,
     )
     write_result(OUT, result)
-    for claim, holds in claims.items():
-        print(f"{claim}: {holds}")
     print(summary)
 
 

@@ -343,7 +343,7 @@ def main(argv=None) -> None:
 
     def save():
         summarise(result)
-        write_result(OUT, result)
+        write_result(OUT, result, report=False)  # after every run; the claims once, at the end
 
     if args.resume and OUT.exists():
         result["runs"] = json.loads(OUT.read_text())["runs"]
@@ -391,9 +391,7 @@ def main(argv=None) -> None:
         )
         print(f"kernel=default seed 0 no skips: {r['test_accuracy']:.4f}", flush=True)
         save()
-    for claim, holds in result["claims"].items():
-        print(f"{claim}: {holds}")
-    print(f"written to {OUT}")
+    write_result(OUT, result)
 
 
 if __name__ == "__main__":

@@ -381,8 +381,6 @@ def main() -> None:
                   lm=dict(sizes=LM_SIZES, **EXP), seed_shift=SHIFT)
     result = dict(**provenance(), recipe=recipe, runs=runs, summary=summary, claims=claims)
     write_result(args.out, result)
-    for claim, holds in claims.items():
-        print(("holds " if holds else "FAILS ") + claim)
 
 
 if __name__ == "__main__":

@@ -69,9 +69,14 @@ def seeds_argument(parser: argparse.ArgumentParser, default=(0, 1, 2)) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(default))
 
 
-def write_result(path: str | Path, result: dict) -> Path:
-    """Write ``result`` as indented JSON (one file a script), creating the folder if needed."""
+def write_result(path: str | Path, result: dict, report: bool = True) -> Path:
+    """Write ``result`` as indented JSON (one file a script), creating the folder if needed, and
+    (``report``) print whether each of its ``claims`` held."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
+    if report:
+        for claim, holds in result.get("claims", {}).items():
+            print(f"{claim}: {holds}")
+        print(f"written to {path}")
     return path
