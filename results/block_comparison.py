@@ -32,7 +32,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -45,7 +44,7 @@ from tqdm.auto import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 import seqbook  # noqa: E402
 from seqbook.batching import lm_chunks  # noqa: E402
@@ -128,9 +127,7 @@ def train(name: str, seed: int, vocab_size: int, x_win, y_win, device) -> tuple[
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/block_comparison.json", help="where to write the JSON")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = script_parser(__file__, __doc__)
     args = parser.parse_args(argv)
 
     device = torch.device("cpu")

@@ -23,7 +23,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ from tqdm.auto import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import context_windows  # noqa: E402
 from seqbook.data import load_time_machine, split_text  # noqa: E402
@@ -165,9 +164,7 @@ def one_seed(seed: int, text: str, device) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch01_seeds.json")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
     device = torch.device("cpu")
     small_model_threads(device, THREADS)

@@ -27,7 +27,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import sys
@@ -42,7 +41,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, seeds_argument, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import lm_chunks  # noqa: E402
 from seqbook.data import load_names, time_machine_ids  # noqa: E402
@@ -265,9 +264,7 @@ def names_run(seed, d) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch02_seeds.json")
-    seeds_argument(parser)
+    parser = script_parser(__file__, __doc__)
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
 

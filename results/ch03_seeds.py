@@ -26,7 +26,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -39,7 +38,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, seeds_argument, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import lm_chunks  # noqa: E402
 from seqbook.data import first_token_task, time_machine_ids  # noqa: E402
@@ -159,9 +158,7 @@ def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch03_seeds.json")
-    seeds_argument(parser, default=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
 

@@ -27,7 +27,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import re
 import statistics
 import sys
@@ -40,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, seeds_argument, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import encode_pairs  # noqa: E402
 from seqbook.data import copy_dataset, date_dataset  # noqa: E402
@@ -173,9 +172,7 @@ def copy_run(copy, seed: int) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch04_seeds.json")
-    seeds_argument(parser, default=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
 

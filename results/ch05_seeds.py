@@ -21,7 +21,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -36,7 +35,7 @@ from tqdm.auto import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.attention import MultiHeadAttention  # noqa: E402
 from seqbook.batching import pad_sequences  # noqa: E402
@@ -78,9 +77,7 @@ class NameClassifier(nn.Module):
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch05_seeds.json")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
     device = torch.device("cpu")
     small_model_threads(device, THREADS)

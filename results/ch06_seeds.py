@@ -27,7 +27,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -42,7 +41,7 @@ from tqdm.auto import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook import seq2seq  # noqa: E402
 from seqbook.batching import bucket_batches, lm_chunks  # noqa: E402
@@ -205,9 +204,7 @@ def lm_runs(seed: int, lm_data, device) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="results/ch06_seeds.json")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = script_parser(__file__, __doc__)
     args = parser.parse_args(argv)
     device = torch.device("cpu")
     small_model_threads(device, THREADS)

@@ -32,7 +32,6 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -45,7 +44,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, seeds_argument, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: E402
 from seqbook.batching import lm_chunks  # noqa: E402
@@ -267,10 +266,8 @@ def falls_below_half(acc):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    seeds_argument(parser, default=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     parser.add_argument("--lm-seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=str(ROOT / "results" / "ch10_seeds.json"))
     args = parser.parse_args()
     small_model_threads(DEVICE, 1)
     runs = []

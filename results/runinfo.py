@@ -3,7 +3,7 @@
 A committed result names the commit that produced it, the command, the machine and the date, so a
 reader can tell which code the numbers belong to and rerun them. Each script does::
 
-    from runinfo import provenance, write_result, seeds_argument
+    from runinfo import provenance, script_parser, write_result
 
     result = dict(**provenance(), recipe=..., runs=[...], summary=..., claims=...)
     write_result("results/<name>.json", result)
@@ -64,9 +64,13 @@ def provenance() -> dict:
     )
 
 
-def seeds_argument(parser: argparse.ArgumentParser, default=(0, 1, 2)) -> None:
-    """``--seeds`` (at least three by default) and ``--out`` for a results script."""
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(default))
+def script_parser(script: str, doc: str, seeds=(0, 1, 2)) -> argparse.ArgumentParser:
+    """The command line of a results script: its docstring's first line as the description,
+    ``--out`` (default ``results/<script's name>.json``) and ``--seeds`` (at least three by default)."""
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "results" / f"{Path(script).stem}.json"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
+    return parser
 
 
 def write_result(path: str | Path, result: dict, report: bool = True) -> Path:
