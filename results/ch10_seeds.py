@@ -57,7 +57,7 @@ from seqbook.linear_attention import (  # noqa: E402
     linear_attention,
 )
 from seqbook.lm import CharLM, evaluate_perplexity, unigram_perplexity  # noqa: E402
-from seqbook.recall import mqar  # noqa: E402
+from seqbook.recall import mqar, mqar_updates  # noqa: E402
 from seqbook.ssm import MambaLM, ssd_attention_form  # noqa: E402
 from seqbook.train import fit, lm_loss, random_batches, warmup_schedule  # noqa: E402
 from seqbook.utils import count_parameters, seed_everything, small_model_threads  # noqa: E402
@@ -193,22 +193,26 @@ class RecallModel(nn.Module):
         return self.readout(self.mix(self.key_embed(keys) + self.value_embed(values)))
 
 
-def train_mqar(name, n, seed=0):
-    """The chapter's train_mqar: accuracy at the queries of 500 new sequences, gate stats."""
+def train_mqar(name, n, seed=0, updates=False):
+    """The chapter's train_mqar: accuracy at the queries of 500 new sequences, gate stats.
+
+    ``updates``: train and test on ``mqar_updates`` (n writes, every key written twice, the
+    last value asked for) instead of ``mqar``; results/ch10_delta_seeds.py uses it."""
     s = SHIFT * seed
+    make = (lambda n, B, **kw: mqar_updates(n, B, 2, **kw)) if updates else mqar
     seed_everything(n + s)
     model = RecallModel(name).to(DEVICE)
     optimizer = torch.optim.Adam(model.parameters(), lr=MQAR["lr"])
     data = torch.Generator().manual_seed(n + s)
     task = dict(num_queries=MQAR["queries"], num_keys=MQAR["keys"], num_values=MQAR["values"])
     for _ in range(MQAR["steps"]):
-        keys, values, targets = mqar(n, MQAR["batch"], generator=data, **task)
+        keys, values, targets = make(n, MQAR["batch"], generator=data, **task)
         loss = F.cross_entropy(model(keys, values).flatten(0, 1), targets.flatten())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     test = torch.Generator().manual_seed(1000 + n + s)
-    keys, values, targets = mqar(n, 500, generator=test, **task)
+    keys, values, targets = make(n, 500, generator=test, **task)
     out = {}
     with torch.no_grad():
         predicted = model(keys, values).argmax(-1)

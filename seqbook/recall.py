@@ -25,7 +25,7 @@ import torch
 
 from .checks import check_generator, check_int, checked
 
-__all__ = ["mqar"]
+__all__ = ["mqar", "mqar_updates"]
 
 
 def _check_mqar(num_pairs, batch_size, num_queries=16, num_keys=128, num_values=16,
@@ -77,3 +77,58 @@ def mqar(num_pairs: int, batch_size: int, num_queries: int = 16, num_keys: int =
     return (torch.cat([keys, query_keys], dim=1),                          # (B, n + m)
             torch.cat([values, blank], dim=1),
             torch.cat([ignored, values.gather(1, pick)], dim=1))
+
+
+def _check_mqar_updates(num_writes, batch_size, writes_per_key=2, num_queries=16,
+                        num_keys=128, num_values=16, generator=None) -> None:
+    n = check_int("num_writes", num_writes, 1)
+    r = check_int("writes_per_key", writes_per_key, 1)
+    if n % r:
+        raise ValueError(f"num_writes must be a multiple of writes_per_key={r}, got {n}")
+    _check_mqar(n // r, batch_size, num_queries, num_keys, num_values, generator)
+
+
+@checked(_check_mqar_updates)
+def mqar_updates(num_writes: int, batch_size: int, writes_per_key: int = 2,
+                 num_queries: int = 16, num_keys: int = 128, num_values: int = 16,
+                 generator: torch.Generator | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Multi-query associative recall in which keys are written again with new values.
+
+    As :func:`mqar`, but the ``num_writes`` positions before the queries write
+    ``num_writes // writes_per_key`` distinct keys ``writes_per_key`` times each, in a
+    random order, each time with a new random value; the target of a query is the value
+    of its key's *last* write. A memory that adds every write on top of the others
+    returns a mix of a key's old and new values; one that overwrites returns the new
+    one. A model without positions cannot tell which of two equal keys came last from
+    the keys alone.
+
+    Args:
+        num_writes: key-value writes before the queries, a multiple of ``writes_per_key``.
+        batch_size: number of sequences.
+        writes_per_key: how often each key is written.
+        num_queries, num_keys, num_values, generator: as :func:`mqar` (the keys of a
+            sequence are ``num_writes // writes_per_key`` distinct ids).
+
+    Returns:
+        ``keys``, ``values`` and ``targets``, int64, laid out as :func:`mqar`'s.
+
+    Shape:
+        keys, values, targets: (batch_size, num_writes + num_queries).
+    """
+    B, n, m = batch_size, num_writes, num_queries
+    d = n // writes_per_key                                                # distinct keys
+    distinct = torch.rand(B, num_keys, generator=generator).argsort(dim=-1)[:, :d]
+    order = torch.rand(B, n, generator=generator).argsort(dim=-1)         # (B, n)
+    keys = distinct.repeat(1, writes_per_key).gather(1, order)            # (B, n)
+    values = torch.randint(num_values, (B, n), generator=generator)        # (B, n)
+    pick = torch.randint(d, (B, m), generator=generator)
+    query_keys = distinct.gather(1, pick)                                  # (B, m)
+    written = keys[:, None, :] == query_keys[:, :, None]                   # (B, m, n)
+    position = torch.arange(n, device=keys.device).expand_as(written)
+    last = torch.where(written, position, -1).amax(dim=-1)                 # (B, m)
+    blank = torch.full_like(query_keys, num_values)
+    ignored = torch.full_like(keys, -100)
+    return (torch.cat([keys, query_keys], dim=1),
+            torch.cat([values, blank], dim=1),
+            torch.cat([ignored, values.gather(1, last)], dim=1))
