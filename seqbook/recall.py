@@ -85,7 +85,14 @@ def _check_mqar_updates(num_writes, batch_size, writes_per_key=2, num_queries=16
     r = check_int("writes_per_key", writes_per_key, 1)
     if n % r:
         raise ValueError(f"num_writes must be a multiple of writes_per_key={r}, got {n}")
-    _check_mqar(n // r, batch_size, num_queries, num_keys, num_values, generator)
+    check_int("batch_size", batch_size, 1)
+    check_int("num_queries", num_queries, 1)
+    num_keys = check_int("num_keys", num_keys, 1)
+    check_int("num_values", num_values, 1)
+    check_generator("generator", generator)
+    if n // r > num_keys:
+        raise ValueError(f"num_writes / writes_per_key (the distinct keys of a sequence) must "
+                         f"be <= num_keys={num_keys}, got {n} / {r}")
 
 
 @checked(_check_mqar_updates)

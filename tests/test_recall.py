@@ -4,7 +4,7 @@ answers, reproducibility, and clear errors."""
 import pytest
 import torch
 
-from seqbook.recall import mqar
+from seqbook.recall import mqar, mqar_updates
 from tests.badinput import assert_clear_error
 
 
@@ -56,5 +56,51 @@ BAD = {
 
 @pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
 def test_bad_input_raises_a_clear_error(case):
+    fn, *words = case
+    assert_clear_error(fn, *words)
+
+
+@pytest.mark.parametrize("n, r, m", [(2, 2, 1), (8, 2, 16), (32, 2, 8), (12, 3, 5), (6, 1, 4)])
+def test_updates_ask_for_the_last_value_written(n, r, m):
+    keys, values, targets = mqar_updates(n, 6, r, num_queries=m, num_keys=64, num_values=16,
+                                         generator=torch.Generator().manual_seed(n))
+    for t in (keys, values, targets):
+        assert t.shape == (6, n + m) and t.dtype == torch.int64
+    assert (values[:, n:] == 16).all() and (targets[:, :n] == -100).all()
+    for b in range(6):
+        written = keys[b, :n].tolist()
+        assert all(written.count(key) == r for key in written)  # every key r times
+        last = {}
+        for key, value in zip(written, values[b, :n].tolist(), strict=True):
+            last[key] = value  # later writes replace earlier ones
+        for key, target in zip(keys[b, n:].tolist(), targets[b, n:].tolist(), strict=True):
+            assert last[key] == target
+
+
+def test_updates_change_the_value_of_a_key_often():
+    keys, values, targets = mqar_updates(16, 500, generator=torch.Generator().manual_seed(0))
+    changed = total = 0
+    for b in range(500):
+        seen = {}
+        for key, value in zip(keys[b, :16].tolist(), values[b, :16].tolist(), strict=True):
+            if key in seen:
+                changed += seen[key] != value
+                total += 1
+            seen[key] = value
+    assert total == 500 * 8 and abs(changed / total - 15 / 16) < 0.02  # new values, mostly
+
+
+BAD_UPDATES = {
+    "writes": (lambda: mqar_updates(0, 2), "num_writes", "0"),
+    "odd": (lambda: mqar_updates(5, 2), "num_writes", "multiple", "5"),
+    "per-key": (lambda: mqar_updates(4, 2, 0), "writes_per_key", "0"),
+    "too-many": (lambda: mqar_updates(20, 2, num_keys=8), "num_keys=8", "20"),
+    "batch": (lambda: mqar_updates(4, 2.5), "batch_size", "2.5"),
+    "generator": (lambda: mqar_updates(4, 2, generator=0), "generator", "int"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_UPDATES.values(), ids=BAD_UPDATES.keys())
+def test_bad_input_to_updates_raises_a_clear_error(case):
     fn, *words = case
     assert_clear_error(fn, *words)
