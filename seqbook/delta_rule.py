@@ -47,9 +47,10 @@ from .checks import (
 __all__ = ["delta_rule_recurrent", "delta_rule_chunked", "DeltaNet"]
 
 
-def _check_delta_rule(q, k, v, beta, log_alpha=None, state=None, chunk_size=None) -> None:
+def _check_delta_rule(q, k, v, beta, log_alpha=None, state=None, chunk_size=64) -> None:
     """q, k (B, H, T, D_k), v (B, H, T, D_v), beta and log_alpha (B, H, T), state
-    (B, H, D_k, D_v), one dtype; the checks of both forms of the delta rule."""
+    (B, H, D_k, D_v), one dtype, one device; the checks of both forms of the delta rule
+    (the recurrent form has no chunk_size and leaves the default)."""
     check_float_tensor("k", k, ndim=4, names="(B, H, T, D_k)")
     B, H, T, Dk = k.shape
     check_float_tensor("q", q, shape=(B, H, T, Dk), names=f"({B}, {H}, {T}, {Dk}) like k")
@@ -68,8 +69,10 @@ def _check_delta_rule(q, k, v, beta, log_alpha=None, state=None, chunk_size=None
     if len(dtypes) > 1 and not autocast_enabled(k):
         got = ", ".join(f"{name} {x.dtype}" for name, x in tensors.items())
         raise TypeError(f"q, k, v, beta, log_alpha and state must have one dtype, got {got}")
-    if chunk_size is not None:
-        check_positive_int("chunk_size", chunk_size)
+    if len({x.device for x in tensors.values()}) > 1:
+        got = ", ".join(f"{name} {x.device}" for name, x in tensors.items())
+        raise ValueError(f"q, k, v, beta, log_alpha and state must be on one device, got {got}")
+    check_positive_int("chunk_size", chunk_size)
 
 
 @checked(_check_delta_rule)

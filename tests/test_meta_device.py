@@ -15,6 +15,7 @@ import torch
 
 from seqbook import (
     attention,
+    delta_rule,
     embeddings,
     gpt,
     hopfield,
@@ -154,6 +155,9 @@ CASES = {
     ),
     "LinearAttentionLM": (lambda: linear_attention.LinearAttentionLM(10, D, 2, chunk_size=2),
                           lambda: (ids(B, T),)),
+    "DeltaNet": (lambda: delta_rule.DeltaNet(D, 2, chunk_size=2), lambda: (floats(B, T, D),)),
+    "DeltaNet-gated-state": (lambda: delta_rule.DeltaNet(D, 2, gated=True, chunk_size=2),
+                             lambda: (floats(B, T, D), floats(B, 2, 4, 4))),
     "MinGRU": (lambda: scan.MinGRU(D, 6), lambda: (floats(B, T, D), floats(1, B, 6))),
     "DiagonalSSM": (lambda: ssm.DiagonalSSM(D, d_state=4), lambda: (floats(B, T, D),)),
     "MambaBlock": (lambda: ssm.MambaBlock(D, d_state=4), lambda: (floats(B, T, D),)),
@@ -230,6 +234,22 @@ FUNCTIONS = {
     "linear_attention_recurrent": (
         linear_attention.linear_attention_recurrent,
         lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)), (B, 2, T, 3)),
+    "delta_rule_recurrent": (
+        delta_rule.delta_rule_recurrent,
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3), floats(B, 2, T)),
+        (B, 2, T, 3)),
+    "delta_rule_recurrent-gated-state": (
+        delta_rule.delta_rule_recurrent,
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3), floats(B, 2, T),
+                 floats(B, 2, T), floats(B, 2, 4, 3)), (B, 2, T, 3)),
+    "delta_rule_chunked": (
+        lambda q, k, v, beta: delta_rule.delta_rule_chunked(q, k, v, beta, chunk_size=2),
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3), floats(B, 2, T)),
+        (B, 2, T, 3)),
+    "delta_rule_chunked-gated-state": (
+        lambda *args: delta_rule.delta_rule_chunked(*args, chunk_size=2),
+        lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3), floats(B, 2, T),
+                 floats(B, 2, T), floats(B, 2, 4, 3)), (B, 2, T, 3)),
     "linear_recurrence": (scan.linear_recurrence, lambda: (floats(B, T, 3), floats(B, T, 3)),
                           (B, T, 3)),
     "parallel_scan": (scan.parallel_scan,
@@ -296,7 +316,7 @@ def test_every_public_module_has_a_meta_case():
     """A new public module must be added to CASES (variants such as ``RNN-fast`` are extra)."""
     modules = set()
     for package in (attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa,
-                    linear_attention, scan, ssm):
+                    linear_attention, scan, ssm, delta_rule):
         for name in dir(package):
             obj = getattr(package, name)
             if (
