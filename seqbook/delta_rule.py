@@ -170,8 +170,10 @@ def delta_rule_chunked(
     lower = torch.ones(C, C, dtype=torch.bool, device=k.device).tril()  # j <= t
     decay = (g[..., :, None] - g[..., None, :]).masked_fill(~lower, -torch.inf).exp()
     A = (beta[..., None] * (k @ k.transpose(-2, -1)) * decay).tril(-1)  # (B, H, n, C, C)
-    eye = torch.eye(C, dtype=k.dtype, device=k.device)
-    M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta), upper=False)
+    solve = torch.promote_types(A.dtype, torch.float32)      # no half-precision solver
+    eye = torch.eye(C, dtype=solve, device=k.device)
+    M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta).to(solve),
+                                      upper=False).to(A.dtype)  # (B, H, n, C, C)
     W = M @ (g.exp()[..., None] * k)                           # (B, H, n, C, D_k)
     U = M @ v                                                  # (B, H, n, C, D_v)
     scores = (q @ k.transpose(-2, -1)) * decay                 # (B, H, n, C, C)
