@@ -2,10 +2,16 @@
 untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
 wrong in each typical wrong answer."""
 
+import random
+import sys
 
+import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
+from torch.linalg import solve_triangular
 
+from seqbook.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from seqbook.exercises import check
 from seqbook.ssm import decay_mask
 
@@ -195,3 +201,382 @@ def test_chunked():
     no_carry = check("ex-ch10-chunked", lambda *a: chunked(*a, carry=False)).message
     assert "first chunk is right but a later one is not" in no_carry
     assert "first chunk is already wrong" in check("ex-ch10-chunked", wrong_inside).message
+
+
+# --- the delta rule overwrites: one worked memory --------------------------------------------------
+
+
+HEBB_READ, DELTA_READ = (4.0, 1.0), (3.0, -1.0)
+
+
+@pytest.mark.parametrize("answer", [
+    (HEBB_READ, DELTA_READ),
+    [list(HEBB_READ), list(DELTA_READ)],
+    (np.array(HEBB_READ, dtype=np.float32), torch.tensor(DELTA_READ, dtype=torch.float16)),
+    np.array([HEBB_READ, DELTA_READ]),
+    torch.tensor([HEBB_READ, DELTA_READ], dtype=torch.bfloat16),
+    ([torch.tensor(4.0), 1], (3 + 1e-8, -1.0)),
+], ids=["tuples", "lists", "numpy-and-half", "array-2x2", "tensor-bfloat16", "mixed"])
+def test_overwrite_accepts(answer):
+    assert check("ex-ch10-overwrite", answer)
+
+
+@pytest.mark.parametrize("answer, says", [
+    ((DELTA_READ, HEBB_READ), "wrong order"),
+    ((DELTA_READ, DELTA_READ), "only the new value"),
+    (((1.0, 2.0), DELTA_READ), "Hebb read-out is what the memory returned before"),
+    (((5.0, 1.0), DELTA_READ), "Hebb read-out is not right"),
+    ((HEBB_READ, HEBB_READ), "equals the Hebb read-out"),
+    ((HEBB_READ, (2.0, -3.0)), "the error that the delta rule writes"),
+    ((HEBB_READ, (-1.0, 5.0)), "wrong sign"),
+    ((HEBB_READ, (1.0, 2.0)), "delta read-out is what the memory returned before"),
+    ((HEBB_READ, (3.0, -1.001)), "delta read-out is not right"),
+    ((HEBB_READ, (3.0, -1.0, 0.0)), "got 3"),
+    ((np.zeros((3, 2)), DELTA_READ), "a whole state"),
+    ((HEBB_READ, "3, -1"), "must be two numbers"),
+    ((HEBB_READ,), "must be a pair"),
+    (7, "must be a pair"),
+], ids=["swapped", "hebb-forgets-old", "hebb-unchanged", "hebb-other", "delta-adds",
+        "delta-error", "delta-sign", "delta-unchanged", "delta-imprecise", "three-numbers",
+        "a-state", "a-string", "one-read-out", "a-number"])
+def test_overwrite_refuses(answer, says):
+    result = check("ex-ch10-overwrite", answer)
+    assert result.status == "fail" and says in result.message, result
+
+
+def test_overwrite_not_attempted():
+    assert check("ex-ch10-overwrite", ...).status == "not attempted"
+
+
+# --- find the bug: one write of the delta rule ----------------------------------------------------
+
+
+def hebb_write(S, k, v, beta):  # the starter of the exercise: the read-out is never subtracted
+    write = torch.einsum("bk,bv->bkv", k, v)  # k_t v_t^T, the outer product
+    return S + beta[:, None, None] * write  # a step of size beta_t
+
+
+def delta_write(S, k, v, beta):
+    read = torch.einsum("bkv,bk->bv", S, k)  # (B, D_v): S_(t-1)^T k_t
+    error = beta[:, None] * (v - read)
+    return S + torch.einsum("bk,bv->bkv", k, error)
+
+
+def delta_write_gated_form(S, k, v, beta):  # (I - beta k k^T) S + beta k v^T
+    eye = torch.eye(S.shape[1], dtype=S.dtype)
+    b = beta[:, None, None]
+    return (eye - b * k[:, :, None] * k[:, None, :]) @ S + b * k[:, :, None] * v[:, None, :]
+
+
+def delta_write_eye_in_float32(S, k, v, beta):  # torch promotes the float32 eye to float64
+    eye = torch.eye(S.shape[1])
+    b = beta[:, None, None]
+    return (eye - b * k[:, :, None] * k[:, None, :]) @ S + b * k[:, :, None] * v[:, None, :]
+
+
+def delta_write_loop(S, k, v, beta):
+    out = []
+    for S_i, k_i, v_i, b_i in zip(S, k, v, beta, strict=True):
+        out.append(S_i + b_i * torch.outer(k_i, v_i - S_i.T @ k_i))
+    return torch.stack(out)
+
+
+def delta_write_package(S, k, v, beta):
+    kk, vv = k[:, None, None], v[:, None, None]
+    return delta_rule_recurrent(kk, kk, vv, beta[:, None, None], state=S[:, None])[1][:, 0]
+
+
+def _read(S, k):
+    return torch.einsum("bkv,bk->bv", S, k)
+
+
+def _outer(k, e):
+    return torch.einsum("bk,bv->bkv", k, e)
+
+
+DELTA_SLIPS = {
+    "read-wrong-side": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - (S @ k[:, :, None])[..., 0])),
+                        "wrong side of S"),
+    "beta-on-v-only": (lambda S, k, v, b: S + _outer(k, b[:, None] * v - _read(S, k)),
+                       "fraction beta of the way"),
+    "no-beta": (lambda S, k, v, b: S + _outer(k, v - _read(S, k)), "beta has no effect"),
+    "normalises-k": (lambda S, k, v, b: delta_write(S, F.normalize(k, dim=-1), v, b),
+                     "right for unit keys only"),
+    "sign-of-error": (lambda S, k, v, b: S + _outer(k, b[:, None] * (_read(S, k) - v)), "away from v"),
+    "minus-the-write": (lambda S, k, v, b: S - _outer(k, b[:, None] * (v - _read(S, k))),
+                        "away from v"),
+    "drops-S": (lambda S, k, v, b: _outer(k, b[:, None] * (v - _read(S, k))), "lost what the memory"),
+    "outer-transposed": (lambda S, k, v, b: S + _outer(b[:, None] * (v - _read(S, k)), k),
+                         "wrong axes"),
+    "first-beta-only": (lambda S, k, v, b: S + _outer(k, b[0] * (v - _read(S, k))), "of the batch"),
+    "first-key-only": (lambda S, k, v, b: S + _outer(k[:1].expand_as(k), b[:, None] * (v - _read(S, k))),
+                       "of the batch"),
+    "read-sums-wrong-dim": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - (S * k[:, :, None]).sum(2))),
+                            "(with B = 3, D_k = 4, D_v = 2, unit keys, beta = 1, S = 0)"),
+    "loop-misses-last-memory": (lambda S, k, v, b: torch.cat([delta_write(S[:-1], k[:-1], v[:-1], b[:-1]),
+                                                            S[-1:]]), "of the batch"),
+    "beta-squared": (lambda S, k, v, b: S + _outer(k, b[:, None] ** 2 * (v - _read(S, k))),
+                     "with beta = 1 and unit keys the memory returns v"),
+}
+
+
+@pytest.mark.parametrize("fn", [delta_write, delta_write_gated_form, delta_write_eye_in_float32,
+                                delta_write_loop, delta_write_package],
+                         ids=["einsum", "gated-form", "eye-in-float32", "loop", "package"])
+def test_delta_bug_accepts(fn):
+    assert check("ex-ch10-delta-bug", fn)
+
+
+@pytest.mark.parametrize("name", list(DELTA_SLIPS))
+def test_delta_bug_refuses_slips(name):
+    fn, says = DELTA_SLIPS[name]
+    result = check("ex-ch10-delta-bug", fn)
+    assert result.status == "fail" and says in result.message, result
+
+
+def test_delta_bug_starter_gets_its_symptom_only():
+    # the chapter stores this line under the starter: the symptom, not the fix
+    assert repr(check("ex-ch10-delta-bug", hebb_write)) == (
+        "✗ ex-ch10-delta-bug: after writing (k, v) with beta = 1 and a unit key, the memory does "
+        "not return v for k unless it was empty before")
+
+
+def test_delta_bug_other_wrong_answers():
+    def in_place(S, k, v, beta):
+        S += _outer(k, beta[:, None] * (v - _read(S, k)))
+        return S
+
+    def squeezes(S, k, v, beta):  # right, except for a batch of one memory
+        return delta_write(S.squeeze(), k.squeeze(), v.squeeze(), beta.squeeze())
+
+    def forgets_to_write_v(S, k, v, beta):  # the gated form without its last term
+        eye = torch.eye(S.shape[1], dtype=S.dtype)
+        return (eye - beta[:, None, None] * k[:, :, None] * k[:, None, :]) @ S
+
+    def reads_from_the_new_state(S, k, v, beta):
+        S_new = S + _outer(k, beta[:, None] * v)
+        return S_new - _outer(k, beta[:, None] * _read(S_new, k))
+
+    name = "ex-ch10-delta-bug"
+    assert check(name, starter).status == "not attempted"
+    assert "in place" in check(name, in_place).message
+    assert "B = 1" in check(name, squeezes).message
+    assert "into an empty memory" in check(name, forgets_to_write_v).message
+    assert check(name, reads_from_the_new_state).status == "fail"
+    assert "TypeError" in check(name, lambda S, k, v: S).message
+    assert "must return a tensor" in check(name, lambda S, k, v, beta: (S, k)).message
+    assert "S's shape" in check(name, lambda S, k, v, beta: S[0]).message
+    assert "must be a function" in check(name, 3).message
+
+
+# --- the errors of one chunk, by forward substitution ---------------------------------------------
+
+
+def chunk_errors(k, v, beta):
+    U = torch.zeros_like(v)
+    for t in range(k.shape[0]):
+        U[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ U[:t])
+    return U
+
+
+def chunk_errors_with_state(k, v, beta):  # the memory written step by step, S^T k_t read from it
+    S = k.new_zeros(k.shape[1], v.shape[1])
+    rows = []
+    for k_t, v_t, b_t in zip(k, v, beta, strict=True):
+        u_t = b_t * (v_t - S.T @ k_t)
+        S = S + torch.outer(k_t, u_t)
+        rows.append(u_t)
+    return torch.stack(rows)
+
+
+def chunk_errors_gram(k, v, beta):  # the dot products once, then one row after another
+    gram = k @ k.T
+    U = []
+    for t in range(len(k)):
+        read = sum((gram[t, j] * U[j] for j in range(t)), torch.zeros_like(v[t]))
+        U.append(beta[t] * (v[t] - read))
+    return torch.stack(U)
+
+
+def chunk_errors_numpy(k, v, beta):
+    k, v, beta = k.numpy(), v.numpy(), beta.numpy()
+    U = np.zeros_like(v)
+    for t in range(len(k)):
+        U[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ U[:t])
+    return U
+
+
+def chunk_errors_float32(k, v, beta):  # U in the default dtype whatever the inputs
+    U = torch.zeros(v.shape)
+    for t in range(k.shape[0]):
+        U[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ U[:t].to(k.dtype))
+    return U
+
+
+def _rows(k, v, step):
+    U = torch.zeros_like(v)
+    for t in range(len(k)):
+        U[t] = step(t, U, (k[:t] @ k[t]) @ U[:t])  # the last argument: what S_(t-1) returns for k_t
+    return U
+
+
+def _plus(k, v, b):
+    return _rows(k, v, lambda t, U, read: b[t] * (v[t] + read))
+
+
+def _values_not_errors(k, v, b):
+    return _rows(k, v, lambda t, U, read: b[t] * (v[t] - (k[:t] @ k[t]) @ (b[:t, None] * v[:t])))
+
+
+def _beta_on_v_only(k, v, b):
+    return _rows(k, v, lambda t, U, read: b[t] * v[t] - read)
+
+
+def _loop_from_1(k, v, b):  # for t in range(1, C)
+    return _rows(k, v, lambda t, U, read: U[t] if t == 0 else b[t] * (v[t] - read))
+
+
+def _loop_stops_early(k, v, b):  # for t in range(C - 1)
+    return _rows(k, v, lambda t, U, read: U[t] if t == len(k) - 1 else b[t] * (v[t] - read))
+
+
+def _misses_last_step(k, v, b):  # the sum over j < t - 1
+    return _rows(k, v, lambda t, U, read: b[t] * (v[t] - (k[:t - 1] @ k[t]) @ U[:t - 1]) if t
+                 else b[t] * v[t])
+
+
+def _beta_of_j(k, v, b):  # beta_j inside the sum instead of beta_t outside
+    return _rows(k, v, lambda t, U, read: b[t] * v[t] - (b[:t] * (k[:t] @ k[t])) @ U[:t])
+
+
+def _wrong_dim(k, v, b):
+    return _rows(k, v, lambda t, U, read: b[t] * (v[t] - (k[:t] * k[t]).sum(0) @ U[:t]))
+
+
+def _swapped_operands(k, v, b):
+    return _rows(k, v, lambda t, U, read: b[t] * (v[t] - U[:t] @ (k[:t] @ k[t])))
+
+
+UT_SLIPS = {
+    "no-sum": (lambda k, v, b: b[:, None] * v, "every row is beta_t v_t"),
+    "plus": (_plus, "instead of taking it away"),
+    "values-not-errors": (_values_not_errors, "runs over the values v_j"),
+    "beta-on-v-only": (_beta_on_v_only, "scales v_t only"),
+    "loop-from-1": (_loop_from_1, "the first row U[0] is already wrong"),
+    "loop-stops-early": (_loop_stops_early, "U[0] to U[5] are right and U[6] is not"),
+    "misses-last-step": (_misses_last_step, "U[0] is right and U[1] is not"),
+    "beta-of-j": (_beta_of_j, "U[0] is right and U[1] is not"),
+    "wrong-dim": (_wrong_dim, "RuntimeError"),
+    "swapped-operands": (_swapped_operands, "RuntimeError"),
+    "transposed": (lambda k, v, b: chunk_errors(k, v, b).T, "v's shape"),
+}
+
+
+def solves(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return torch.linalg.solve_triangular(torch.eye(len(k), dtype=k.dtype) + A, beta[:, None] * v,
+                                         upper=False)
+
+
+def solves_imported(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return solve_triangular(torch.eye(len(k), dtype=k.dtype) + A, beta[:, None] * v, upper=False)
+
+
+def inverts(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return (torch.eye(len(k), dtype=k.dtype) + A).inverse() @ (beta[:, None] * v)
+
+
+def inverts_linalg(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return torch.linalg.inv(torch.eye(len(k), dtype=k.dtype) + A) @ (beta[:, None] * v)
+
+
+def solves_numpy(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return torch.from_numpy(np.linalg.solve((torch.eye(len(k), dtype=k.dtype) + A).numpy(),
+                                            (beta[:, None] * v).numpy()))
+
+
+def reads_the_states(k, v, beta):  # the package's loop, one step at a time, errors from the states
+    S = k.new_zeros(1, 1, k.shape[1], v.shape[1])
+    rows = []
+    for t in range(len(k)):
+        args = (x[t].view(1, 1, 1, -1) for x in (k, k, v))
+        _, S_new = delta_rule_recurrent(*args, beta[t].view(1, 1, 1), state=S)
+        rows.append((S_new - S)[0, 0].T @ k[t] / (k[t] @ k[t]))
+        S = S_new
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("fn", [chunk_errors, chunk_errors_with_state, chunk_errors_gram,
+                                chunk_errors_numpy, chunk_errors_float32],
+                         ids=["rows", "state", "gram", "numpy", "float32"])
+def test_ut_accepts(fn):
+    assert check("ex-ch10-ut", fn)
+
+
+@pytest.mark.parametrize("name", list(UT_SLIPS))
+def test_ut_refuses_slips(name):
+    fn, says = UT_SLIPS[name]
+    result = check("ex-ch10-ut", fn)
+    assert result.status == "fail" and says in result.message, result
+
+
+@pytest.mark.parametrize("fn, called", [
+    (solves, "torch.linalg.solve_triangular"),
+    (solves_imported, "torch.linalg.solve_triangular"),
+    (inverts, "Tensor.inverse"),
+    (inverts_linalg, "torch.linalg.inv"),
+    (solves_numpy, "numpy.linalg.solve"),
+    (reads_the_states, "seqbook.delta_rule.delta_rule_recurrent"),
+    (lambda k, v, b: delta_rule_chunked(*(x[None, None] for x in (k, k, v, b)))[0][0, 0],
+     "seqbook.delta_rule.delta_rule_chunked"),
+], ids=["solve_triangular", "imported-name", "Tensor.inverse", "linalg.inv", "numpy", "package",
+        "package-chunked"])
+def test_ut_sees_the_method(fn, called):
+    result = check("ex-ch10-ut", fn)
+    assert result.status == "fail" and f"calls {called}" in result.message, result
+    assert "forward substitution" in result.message
+    assert sys.getprofile() is None  # the watch is gone after the check
+
+
+def test_ut_other_answers():
+    def changes_v(k, v, beta):
+        for t in range(k.shape[0]):
+            v[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ v[:t])
+        return v
+
+    name = "ex-ch10-ut"
+    assert repr(check(name, starter)) == ("… ex-ch10-ut: chunk_errors still raises "
+                                          "NotImplementedError: write its body, then run this cell "
+                                          "again")
+    assert "in place" in check(name, changes_v).message
+    assert "must return a tensor" in check(name, lambda k, v, b: chunk_errors(k, v, b).tolist()).message
+    assert "floating-point" in check(name, lambda k, v, b: chunk_errors(k, v, b).long()).message
+    assert "TypeError" in check(name, lambda k, v: v).message
+    assert "must be a function" in check(name, "U").message
+
+
+# --- every check leaves the learner's random state alone ------------------------------------------
+
+
+@pytest.mark.parametrize("name, answer", [
+    ("ex-ch10-overwrite", (HEBB_READ, DELTA_READ)),
+    ("ex-ch10-overwrite", (DELTA_READ, HEBB_READ)),
+    ("ex-ch10-delta-bug", delta_write),
+    ("ex-ch10-delta-bug", hebb_write),
+    ("ex-ch10-ut", chunk_errors),
+    ("ex-ch10-ut", UT_SLIPS["plus"][0]),
+    ("ex-ch10-ut", solves),
+])
+def test_the_random_state_is_untouched(name, answer):
+    torch.manual_seed(123)
+    np.random.seed(123)
+    random.seed(123)
+    states = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    check(name, answer)
+    assert torch.equal(torch.get_rng_state(), states[0])
+    assert np.array_equal(np.random.get_state()[1], states[1])
+    assert random.getstate() == states[2]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import numbers
+import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..delta_rule import DeltaNet, delta_rule_chunked, delta_rule_recurrent
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
 from ..ssm import decay_mask, discretize_zoh, ssd_recurrent
@@ -258,3 +262,417 @@ def check_chunked(fn):
         raise Wrong(f"with chunk_size={chunk} the first chunk is right but a later one is not: "
                     "check how the state enters a chunk (decayed up to each step) and how it is "
                     "updated at the chunk's end")
+
+
+# ---------------------------------------------------------------------------------------------
+# The delta rule overwrites where the Hebb rule adds: one worked memory.
+# ---------------------------------------------------------------------------------------------
+
+#: the memory of the exercise: D_k = 3, D_v = 2, one pair stored under e_1; a new value for e_1
+OVERWRITE = {"S": [[1.0, 2.0], [0.0, 0.0], [0.0, 0.0]], "key": [1.0, 0.0, 0.0],
+             "value": [3.0, -1.0]}
+
+
+def _numbers(x) -> torch.Tensor:
+    """``x`` (a number, a list or tuple of them, a NumPy array or a tensor of any float dtype) as
+    a flat float64 tensor; a TypeError or ValueError for anything else."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().to(F64).flatten()
+    if isinstance(x, (list, tuple)):
+        parts = [_numbers(p) for p in x]
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=F64)
+    if isinstance(x, (str, bytes, bool)) or x is None:
+        raise TypeError(f"not a number: {x!r}")
+    return torch.as_tensor(np.asarray(x, dtype=np.float64), dtype=F64).flatten()
+
+
+def _overwrite_reads() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What the memory returns for e_1 before the write, after the Hebb write and after the
+    delta write (beta = 1), the last from the package's delta rule."""
+    S = torch.tensor(OVERWRITE["S"], dtype=F64)
+    k = torch.tensor(OVERWRITE["key"], dtype=F64)
+    v = torch.tensor(OVERWRITE["value"], dtype=F64)
+    before = S.T @ k
+    hebb = (S + torch.outer(k, v)).T @ k
+    one = torch.ones(1, 1, 1, dtype=F64)
+    _, S_delta = delta_rule_recurrent(k.view(1, 1, 1, 3), k.view(1, 1, 1, 3), v.view(1, 1, 1, 2),
+                                      one, state=S.view(1, 1, 3, 2))
+    return before, hebb, S_delta[0, 0].T @ k
+
+
+@exercise("ex-ch10-overwrite", hints=[
+    "S^T e_1 is the first row of S. With the key e_1, both rules change the first row only.",
+    "Hebb's rule adds k v^T to S, whatever S holds. The delta rule first reads what the memory "
+    "returns for the key, S^T e_1, and then adds beta k times the difference between the new "
+    "value and that read-out.",
+])
+def check_overwrite(answer):
+    what = "answer must be a pair (read-out after the Hebb write, read-out after the delta write)"
+    if isinstance(answer, (np.ndarray, torch.Tensor)) and tuple(answer.shape) == (2, 2):
+        answer = tuple(answer)
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 2, what)
+    reads = []
+    for name, x in zip(("the Hebb read-out", "the delta read-out"), answer, strict=True):
+        try:
+            r = _numbers(x)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise Wrong(f"{name} must be two numbers, such as (0.0, 1.0)") from err
+        if r.numel() == 6:
+            raise Wrong(f"{name} has 6 numbers, a whole state: a read-out is what the memory "
+                        "returns for the key, S^T e_1, D_v = 2 numbers")
+        expect(r.numel() == 2, f"{name} must be two numbers (a read-out S^T e_1 has D_v = 2 "
+               f"entries), got {r.numel()}")
+        reads.append(r)
+    hebb, delta = reads
+    before, ref_hebb, ref_delta = _overwrite_reads()
+    error = torch.tensor(OVERWRITE["value"], dtype=F64) - before
+
+    def near(a, b):
+        return bool((a - b).abs().max() <= 1e-6)
+
+    if near(hebb, ref_delta) and near(delta, ref_hebb):
+        raise Wrong("the two read-outs are in the wrong order: first the one after the Hebb "
+                    "write, then the one after the delta write")
+    if not near(hebb, ref_hebb):
+        if near(hebb, ref_delta):
+            raise Wrong("the Hebb read-out is only the new value: Hebb's rule adds k v^T on top "
+                        "of what S holds, and the old value of e_1 is still there")
+        if near(hebb, before):
+            raise Wrong("the Hebb read-out is what the memory returned before the write")
+        raise Wrong("the Hebb read-out is not right: add the outer product k v^T to S, then read "
+                    "S^T e_1")
+    if not near(delta, ref_delta):
+        if near(delta, ref_hebb):
+            raise Wrong("the delta read-out equals the Hebb read-out: the delta rule writes only "
+                        "the error, the new value minus what the memory returns for e_1")
+        if near(delta, error):
+            raise Wrong("the delta read-out is the error that the delta rule writes, not what the "
+                        "memory returns after the write: read S_t^T e_1 from the new S")
+        if near(delta, before - error):
+            raise Wrong("the error has the wrong sign: it is the value wanted minus the value "
+                        "read, v_t - S^T k_t; the other way round the write moves the read-out "
+                        "away from v_t")
+        if near(delta, before):
+            raise Wrong("the delta read-out is what the memory returned before the write")
+        raise Wrong("the delta read-out is not right: read S^T e_1, subtract it from the new "
+                    "value, write beta k times that difference, then read again")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: one write of the delta rule, for a batch of memories.
+# ---------------------------------------------------------------------------------------------
+
+#: (B, D_k, D_v, seed) of the random memories a write is compared on; the first is square, so
+#: that a read-out S k taken from the wrong side runs and gives other numbers
+DELTA_CASES = ((3, 4, 4, 20), (2, 5, 3, 21), (1, 3, 2, 22))
+
+
+def _call_on(fn, args, what: str, case: str):
+    """:func:`call`, with the inputs (``case``) named when the learner's code raises."""
+    try:
+        return call(fn, *args, what=what)
+    except Wrong as err:
+        raise Wrong(f"{err} (with {case})") from err
+
+
+def _delta_case(B, Dk, Dv, seed, unit=False, beta_one=False, empty=False):
+    """Random memories S (non-zero unless ``empty``), keys of length 1.5 to 2.5 (1 if ``unit``),
+    values, and beta in [0.2, 0.8] (1 if ``beta_one``), all float64, from a local generator."""
+    g = torch.Generator().manual_seed(seed)
+    S = torch.randn(B, Dk, Dv, generator=g, dtype=F64)
+    k = F.normalize(torch.randn(B, Dk, generator=g, dtype=F64), dim=-1)
+    length = 1.5 + torch.rand(B, 1, generator=g, dtype=F64)
+    v = torch.randn(B, Dv, generator=g, dtype=F64)
+    beta = 0.2 + 0.6 * torch.rand(B, generator=g, dtype=F64)
+    return (torch.zeros_like(S) if empty else S, k if unit else k * length, v,
+            torch.ones_like(beta) if beta_one else beta)
+
+
+def _delta_reference(S, k, v, beta):
+    """One step of the package's delta rule for each memory of the batch."""
+    heads = (S.shape[0], 1, 1)
+    _, S_new = delta_rule_recurrent(k.view(*heads, -1), k.view(*heads, -1), v.view(*heads, -1),
+                                    beta.view(heads), state=S[:, None])
+    return S_new[:, 0]
+
+
+def _delta_slips(S, k, v, beta):
+    """The typical slips of a delta-rule write, each with what it does wrong in words."""
+    b = beta[:, None]
+    read = torch.einsum("bkv,bk->bv", S, k)
+    error = b * (v - read)
+
+    def write(key, err):
+        return torch.einsum("bk,bv->bkv", key, err)
+
+    slips = [
+        (S + write(k, b * v - read),
+         "with beta = 1 the write is right, but with beta < 1 it is not: for a unit key the "
+         "read-out for k must move the fraction beta of the way from what it was towards v"),
+        (S + write(k, v - read),
+         "beta has no effect: a write with beta < 1 is as large as one with beta = 1"),
+        (_delta_reference(S, F.normalize(k, dim=-1), v, beta),
+         "the write is right for unit keys only, not for longer ones: the rule takes k as it is "
+         "given (a layer normalises its keys before they reach the rule)"),
+        (S + write(k, b * (read - v)),
+         "the write moves what the memory returns for k away from v, not towards it"),
+        (write(k, error),
+         "the new state has lost what the memory held before the write"),
+    ]
+    if S.shape[1] == S.shape[2]:
+        read_wrong_side = torch.einsum("bkv,bv->bk", S, k)
+        slips += [
+            (S + write(k, b * (v - read_wrong_side)),
+             "the read-out for k is taken from the wrong side of S: the memory returns a value "
+             "of D_v numbers for a key of D_k numbers (with D_k != D_v the shapes do not fit)"),
+            (S + write(k, error).transpose(1, 2),
+             "the write puts the key and the value on the wrong axes: the D_k rows of S belong "
+             "to the key's entries, its D_v columns to the value's"),
+        ]
+    return slips
+
+
+def _delta_symptom(fn) -> str:
+    """The symptom of a wrong write, seen by writing (k, v) with beta = 1 and unit keys into an
+    empty memory and into a full one, and reading k back."""
+    for empty in (True, False):
+        S, k, v, beta = _delta_case(3, 4, 2, 23, unit=True, beta_one=True, empty=empty)
+        case = f"B = 3, D_k = 4, D_v = 2, unit keys, beta = 1{', S = 0' if empty else ''}"
+        out = returned_tensor(_call_on(fn, (S, k, v, beta), "delta_write", case), "delta_write")
+        if out.shape != S.shape or not close(torch.einsum("bkv,bk->bv", out, k), v, n=4):
+            if empty:
+                return ("after writing (k, v) with beta = 1 and a unit key into an empty memory, "
+                        "the memory does not return v for k")
+            return ("after writing (k, v) with beta = 1 and a unit key, the memory does not "
+                    "return v for k unless it was empty before")
+    return ("with beta = 1 and unit keys the memory returns v for k after the write, but for "
+            "random memories, keys of other lengths and beta < 1 the new state is not one step "
+            "of the delta rule")
+
+
+@exercise("ex-ch10-delta-bug", hints=[
+    "Write a value for a unit key k with beta = 1 into a memory that already holds another value "
+    "for k, then read S^T k back. What should come out, and what does?",
+    "The delta rule does not write v_t itself: compare the code with the equation in the "
+    "docstring, term by term.",
+    "What the memory returns for k_t before the write, S_(t-1)^T k_t, is never computed: compute "
+    "it for every memory of the batch, torch.einsum(\"bkv,bk->bv\", S, k), and write beta_t k_t "
+    "times the difference v_t minus that read-out.",
+])
+def check_delta_bug(fn):
+    for B, Dk, Dv, seed in DELTA_CASES:
+        S, k, v, beta = _delta_case(B, Dk, Dv, seed)
+        given = [x.clone() for x in (S, k, v, beta)]
+        case = f"B = {B}, D_k = {Dk}, D_v = {Dv}"
+        out = returned_tensor(_call_on(fn, given, "delta_write", case), "delta_write")
+        expect(tuple(out.shape) == tuple(S.shape), f"the new state must have S's shape "
+               f"(B, D_k, D_v) = {tuple(S.shape)}, got {tuple(out.shape)}")
+        for name, x, x_given in zip(("S", "k", "v", "beta"), (S, k, v, beta), given, strict=True):
+            expect(torch.equal(x, x_given), f"delta_write changed its argument {name} in place: "
+                   "return the new state and leave the memory it was given as it was")
+        out = out.detach()
+        ref = _delta_reference(S, k, v, beta)
+        if close(out, ref, n=Dk):
+            continue
+        for wrong, message in _delta_slips(S, k, v, beta):
+            if close(out, wrong, n=Dk):
+                raise Wrong(message)
+        right = [close(out[i], ref[i], n=Dk) for i in range(B)]
+        if any(right) and not all(right):
+            raise Wrong(f"memory {right.index(False)} of the batch is written wrongly while "
+                        f"memory {right.index(True)} is right: each memory of the batch has its "
+                        "own k, v and beta")
+        raise Wrong(_delta_symptom(fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# The errors of one chunk, by forward substitution (the triangular system of the chunked form).
+# ---------------------------------------------------------------------------------------------
+
+#: what the learner's chunk_errors may not call: solvers and inverses, and the package's delta rule
+SOLVERS = {
+    "torch.linalg.solve_triangular": torch.linalg.solve_triangular,
+    "torch.linalg.solve": torch.linalg.solve, "torch.linalg.solve_ex": torch.linalg.solve_ex,
+    "torch.linalg.inv": torch.linalg.inv, "torch.linalg.inv_ex": torch.linalg.inv_ex,
+    "torch.linalg.pinv": torch.linalg.pinv, "torch.linalg.lstsq": torch.linalg.lstsq,
+    "torch.linalg.lu_solve": torch.linalg.lu_solve,
+    "torch.linalg.tensorinv": torch.linalg.tensorinv,
+    "torch.linalg.tensorsolve": torch.linalg.tensorsolve,
+    "torch.inverse": torch.inverse, "torch.pinverse": torch.pinverse,
+    "torch.triangular_solve": torch.triangular_solve, "torch.cholesky_solve": torch.cholesky_solve,
+    "torch.cholesky_inverse": torch.cholesky_inverse,
+    "numpy.linalg.solve": np.linalg.solve, "numpy.linalg.inv": np.linalg.inv,
+    "numpy.linalg.pinv": np.linalg.pinv, "numpy.linalg.lstsq": np.linalg.lstsq,
+    "numpy.linalg.tensorinv": np.linalg.tensorinv,
+    "numpy.linalg.tensorsolve": np.linalg.tensorsolve,
+    "seqbook.delta_rule.delta_rule_recurrent": delta_rule_recurrent,
+    "seqbook.delta_rule.delta_rule_chunked": delta_rule_chunked,
+    "seqbook.delta_rule.DeltaNet.forward": DeltaNet.forward,
+}
+#: the same as methods of a tensor, A.inverse() and so on
+SOLVER_METHODS = ("inverse", "pinverse", "triangular_solve", "cholesky_solve", "cholesky_inverse")
+SCIPY_SOLVERS = ("solve_triangular", "solve", "inv", "pinv", "lstsq", "lu_solve", "cho_solve")
+
+
+class _Watch:
+    """Records, by name, every solver of :data:`SOLVERS` that the code run inside it calls.
+
+    A profile hook (``sys.setprofile``) sees each call: builtins such as
+    ``torch.linalg.solve_triangular`` by identity, Python functions (NumPy's, SciPy's when it is
+    loaded, the package's) by their code, however the learner imported them.
+    """
+
+    def __init__(self):
+        self.used: list[str] = []
+        self._builtins: dict[int, str] = {}
+        self._codes: dict = {}
+        found = list(SOLVERS.items())
+        scipy_linalg = sys.modules.get("scipy.linalg")
+        if scipy_linalg is not None:  # SciPy only when the learner has loaded it
+            found += [(f"scipy.linalg.{name}", getattr(scipy_linalg, name, None))
+                      for name in SCIPY_SOLVERS]
+        for name, fn in found:
+            impl = inspect.unwrap(getattr(fn, "_implementation", fn) or fn)
+            code = getattr(impl, "__code__", None)
+            if code is not None:
+                self._codes[code] = name
+            elif fn is not None:
+                self._builtins[id(fn)] = name
+
+    def _hook(self, frame, event, arg):
+        if event == "call":
+            name = self._codes.get(frame.f_code)
+        elif event == "c_call":
+            name = self._builtins.get(id(arg))
+            if name is None and getattr(arg, "__name__", None) in SOLVER_METHODS \
+                    and isinstance(getattr(arg, "__self__", None), torch.Tensor):
+                name = f"Tensor.{arg.__name__}"
+        else:
+            name = None
+        if name is not None and name not in self.used:
+            self.used.append(name)
+        if self._outer is not None:
+            self._outer(frame, event, arg)
+
+    def __enter__(self):
+        self._outer = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._outer)
+        return False
+
+
+def _ut_case(C, Dk, Dv, dtype, seed):
+    """Keys of length 0.6 to 1.2, values, and beta in [0.2, 0.9], from a local generator."""
+    g = torch.Generator().manual_seed(seed)
+    k = F.normalize(torch.randn(C, Dk, generator=g, dtype=F64), dim=-1)
+    k = k * (0.6 + 0.6 * torch.rand(C, 1, generator=g, dtype=F64))
+    v = torch.randn(C, Dv, generator=g, dtype=F64)
+    beta = 0.2 + 0.7 * torch.rand(C, generator=g, dtype=F64)
+    return k.to(dtype), v.to(dtype), beta.to(dtype)
+
+
+def _ut_reference(k, v, beta):
+    """U from the triangular system (I + A) U = diag(beta) V, A_tj = beta_t k_t^T k_j (j < t), and
+    the memory after the chunk from the package's recurrent delta rule, both in float64."""
+    k, v, beta = (x.to(F64) for x in (k, v, beta))
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    U = torch.linalg.solve_triangular(torch.eye(len(k), dtype=F64) + A, beta[:, None] * v,
+                                      upper=False)
+    _, S = delta_rule_recurrent(k[None, None], k[None, None], v[None, None], beta[None, None])
+    return U, S[0, 0]
+
+
+def _ut_slips(k, v, beta):
+    """Rows computed with a typical slip, each with what it does wrong in words."""
+    k, v, beta = (x.to(F64) for x in (k, v, beta))
+    gram = (k @ k.T).tril(-1)                                   # k_t^T k_j for j < t
+    b = beta[:, None]
+
+    def rows(step):
+        U = torch.zeros_like(v)
+        for t in range(len(k)):
+            U[t] = step(t, gram[t, :t] @ U[:t])
+        return U
+
+    return [
+        (b * v, "every row is beta_t v_t, what the steps would write into an empty memory: from "
+                "the second step on, the memory already returns something for k_t"),
+        (rows(lambda t, read: beta[t] * (v[t] + read)),
+         "each row adds what the memory returns for k_t instead of taking it away"),
+        *((b * (v - gram @ w),
+           "the sum runs over the values v_j: the memory holds what the earlier steps wrote, the "
+           "errors u_j") for w in (v, b * v)),
+        (rows(lambda t, read: beta[t] * v[t] - read),
+         "beta_t scales v_t only: it scales the whole error, v_t minus what the memory returns"),
+    ]
+
+
+def _close_at(out: torch.Tensor, expected: torch.Tensor, n: int) -> bool:
+    """:func:`close` at the lower of the two precisions: float32 work is right too."""
+    if torch.float32 in (out.dtype, expected.dtype) and out.is_floating_point():
+        return close(out.to(torch.float32), expected.to(torch.float32), n=n)
+    return close(out, expected, n=n)
+
+
+#: (C, D_k, D_v, dtype, seed): chunks longer than D_k (dependent keys), float32, and one step
+UT_CASES = ((7, 4, 3, F64, 30), (5, 3, 5, torch.float32, 31), (1, 2, 2, F64, 32),
+            (12, 6, 4, F64, 33))
+
+
+@exercise("ex-ch10-ut", hints=[
+    "Row t depends only on the rows before it, and the first row is beta_1 v_1, since the memory "
+    "is empty before the first step. Compute the rows in order, in a loop over t.",
+    "Before step t the memory is S_(t-1) = sum over j < t of k_j u_j^T, so what it returns for "
+    "k_t is the sum over j < t of (k_j^T k_t) u_j: the dot products of k_t with the earlier keys, "
+    "k[:t] @ k[t], weight the earlier rows U[:t].",
+    "Start from U = torch.zeros_like(v) and set U[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ U[:t]) "
+    "for t = 0, ..., C - 1; at t = 0 the sum is empty.",
+])
+def check_ut(fn):
+    for C, Dk, Dv, dtype, seed in UT_CASES:
+        k, v, beta = _ut_case(C, Dk, Dv, dtype, seed)
+        given = [x.clone() for x in (k, v, beta)]
+        case = f"C = {C}, D_k = {Dk}, D_v = {Dv}, {str(dtype).removeprefix('torch.')}"
+        with _Watch() as watch:
+            try:
+                out = _call_on(fn, given, "chunk_errors", case)
+            except Wrong:
+                if not watch.used:
+                    raise
+                out = None
+        if watch.used:
+            raise Wrong(f"chunk_errors calls {watch.used[0]}: solve the system by forward "
+                        "substitution, one row after another, without a solver, an inverse or "
+                        "seqbook.delta_rule")
+        if isinstance(out, np.ndarray):
+            out = torch.from_numpy(out)
+        out = returned_tensor(out, "chunk_errors").detach()
+        expect(tuple(out.shape) == (C, Dv), f"U must have v's shape (C, D_v) = {(C, Dv)}, got "
+               f"{tuple(out.shape)}")
+        expect(out.is_floating_point(), f"U must hold floating-point numbers, got {out.dtype}")
+        for name, x, x_given in zip(("k", "v", "beta"), (k, v, beta), given, strict=True):
+            expect(torch.equal(x, x_given), f"chunk_errors changed its argument {name} in "
+                   "place: compute U in a tensor of its own")
+        U, S = _ut_reference(k, v, beta)
+        if _close_at(out, U, n=C * Dk):
+            expect(_close_at(k.to(out.dtype).T @ out, S, n=C * Dk),
+                   f"with C = {C}, the memory that U writes, the sum of k_t u_t^T, is not the one "
+                   "the delta rule leaves after the chunk")
+            continue
+        for wrong, message in _ut_slips(k, v, beta):
+            if _close_at(out, wrong, n=C * Dk):
+                raise Wrong(message)
+        rows = [_close_at(out[t], U[t], n=C * Dk) for t in range(C)]
+        first = next((t for t, right in enumerate(rows) if not right), None)
+        if first is None:
+            raise Wrong(f"with C = {C}, U is not the errors of the chunk's steps")
+        if first == 0:
+            raise Wrong(f"with C = {C}, the first row U[0] is already wrong: before the first step "
+                        "the memory is empty")
+        right = "U[0] is" if first == 1 else f"U[0] to U[{first - 1}] are"
+        raise Wrong(f"with C = {C}, {right} right and U[{first}] is not: what the memory returns "
+                    "for k_t sums over all the earlier steps j < t, each error u_j weighted by "
+                    "k_j^T k_t")
