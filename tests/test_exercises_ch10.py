@@ -542,6 +542,21 @@ def test_ut_sees_the_method(fn, called):
     assert sys.getprofile() is None  # the watch is gone after the check
 
 
+def test_ut_sees_scipy_imported_inside():
+    pytest.importorskip("scipy")
+
+    def solves_with_scipy(k, v, beta):
+        from scipy.linalg import solve_triangular as scipy_solve
+
+        A = (beta[:, None] * (k @ k.T)).tril(-1)
+        eye = torch.eye(len(k), dtype=k.dtype)
+        return torch.as_tensor(scipy_solve((eye + A).numpy(), (beta[:, None] * v).numpy(),
+                                           lower=True))
+
+    result = check("ex-ch10-ut", solves_with_scipy)
+    assert result.status == "fail" and "calls scipy.linalg.solve_triangular" in result.message
+
+
 def test_ut_other_answers():
     def changes_v(k, v, beta):
         for t in range(k.shape[0]):

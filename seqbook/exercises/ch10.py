@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -518,30 +519,29 @@ class _Watch:
     """Records, by name, every solver of :data:`SOLVERS` that the code run inside it calls.
 
     A profile hook (``sys.setprofile``) sees each call: builtins such as
-    ``torch.linalg.solve_triangular`` by identity, Python functions (NumPy's, SciPy's when it is
-    loaded, the package's) by their code, however the learner imported them.
+    ``torch.linalg.solve_triangular`` by identity, Python functions (NumPy's, the package's) by
+    their code, however the learner imported them, and SciPy's solvers by their name and file
+    (SciPy may be imported inside the learner's function).
     """
 
     def __init__(self):
         self.used: list[str] = []
         self._builtins: dict[int, str] = {}
         self._codes: dict = {}
-        found = list(SOLVERS.items())
-        scipy_linalg = sys.modules.get("scipy.linalg")
-        if scipy_linalg is not None:  # SciPy only when the learner has loaded it
-            found += [(f"scipy.linalg.{name}", getattr(scipy_linalg, name, None))
-                      for name in SCIPY_SOLVERS]
-        for name, fn in found:
-            impl = inspect.unwrap(getattr(fn, "_implementation", fn) or fn)
-            code = getattr(impl, "__code__", None)
+        for name, fn in SOLVERS.items():
+            code = getattr(inspect.unwrap(getattr(fn, "_implementation", fn)), "__code__", None)
             if code is not None:
                 self._codes[code] = name
-            elif fn is not None:
+            else:
                 self._builtins[id(fn)] = name
 
     def _hook(self, frame, event, arg):
         if event == "call":
-            name = self._codes.get(frame.f_code)
+            code = frame.f_code
+            name = self._codes.get(code)
+            if name is None and code.co_name in SCIPY_SOLVERS \
+                    and f"scipy{os.sep}linalg" in code.co_filename:
+                name = f"scipy.linalg.{code.co_name}"
         elif event == "c_call":
             name = self._builtins.get(id(arg))
             if name is None and getattr(arg, "__name__", None) in SOLVER_METHODS \
