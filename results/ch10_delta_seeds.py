@@ -6,7 +6,8 @@ is the chapter's own run; seeds 1, 2, ... shift every seed the chapter uses by `
 as results/ch10_seeds.py does:
 
 * **capacity** (cell "capacity"): chapter 7's memory of N = 100 neurons stores P random +-1
-  patterns by Hebb's rule (``hebbian_weights``, zero diagonal) or by the delta rule (keys
+  patterns by Hebb's rule (``hebbian_weights``, zero diagonal; and with the diagonal P/N kept,
+  as the delta rule's memory keeps its own) or by the delta rule (keys
   x / sqrt(N), values x, beta = 1, one pass or three passes over the patterns); one synchronous
   update from a cue with 10 of its 100 bits flipped must give the pattern back exactly. 20
   memories per P; ``Generator(7 + 10_000 * seed)``.
@@ -92,7 +93,8 @@ def capacity(seed):
     """Fraction of patterns recalled exactly in one update, per P, for each rule."""
     g = torch.Generator().manual_seed(7 + SHIFT * seed)
     N, f64 = CAP_N, torch.float64
-    out = {"Hebb": [], **{f"delta, {r} pass{'es' * (r > 1)}": [] for r in CAP_PASSES}}
+    out = {"Hebb": [], "Hebb, diagonal kept": [],
+           **{f"delta, {r} pass{'es' * (r > 1)}": [] for r in CAP_PASSES}}
     for P in CAP_P:
         x = (torch.randint(0, 2, (CAP_NETS, P, N), generator=g) * 2 - 1).to(f64)
         cue = flip_bits(x, CAP_FLIPS, g)
@@ -100,7 +102,9 @@ def capacity(seed):
         def exact(W, x=x, cue=cue):
             return (one_update(W, cue) == x).all(-1).double().mean().item()
 
-        out["Hebb"].append(exact(torch.stack([hebbian_weights(p) for p in x])))
+        W = torch.stack([hebbian_weights(p) for p in x])  # (nets, N, N), zero diagonal
+        out["Hebb"].append(exact(W))
+        out["Hebb, diagonal kept"].append(exact(W + P / N * torch.eye(N, dtype=f64)))
         k = (x / math.sqrt(N))[:, None]  # (nets, 1, P, N): unit keys
         for r in CAP_PASSES:
             keys, values = k.repeat(1, 1, r, 1), x[:, None].repeat(1, 1, r, 1)
@@ -174,6 +178,11 @@ def score(runs, base):
         "capacity: one pass of the delta rule recalls more patterns than Hebb's rule "
         "(falls below one half at a larger P)": every(
             lambda r: cap(r, "delta, 1 pass") > cap(r, "Hebb")),
+        "capacity: one pass of the delta rule recalls more than Hebb's rule with its diagonal "
+        "kept at every P from 10 to 30": every(
+            lambda r: all(a > b for P, a, b in zip(CAP_P, r["capacity"]["delta, 1 pass"],
+                                                   r["capacity"]["Hebb, diagonal kept"],
+                                                   strict=True) if 10 <= P <= 30)),
         "capacity: three passes fall below one half no earlier than one pass": every(
             lambda r: cap(r, "delta, 3 passes") >= cap(r, "delta, 1 pass")),
         "capacity: three passes recall at least as well as one pass at every P <= 30": every(
@@ -197,6 +206,9 @@ def score(runs, base):
             lambda r: max(upd(r, k)[-1] for k in (lin, g16, *DELTA_MODELS)) <= 0.55),
         "MQAR: softmax attention is above DeltaNet by > 0.3 at 64 pairs": every(
             lambda r: plain(r, soft)[-1] > plain(r, "DeltaNet")[-1] + 0.3),
+        "MQAR: DeltaNet is below linear attention at 16, 32 and 64 pairs": every(
+            lambda r: all(a < b for n, a, b in zip(ch10_seeds.MQAR_PAIRS, plain(r, "DeltaNet"),
+                                                   plain(r, lin), strict=True) if n >= 16)),
         "MQAR: DeltaNet does not beat linear attention by more than 0.05 at any n": every(
             lambda r: all(a <= b + 0.05 for a, b in zip(plain(r, "DeltaNet"), plain(r, lin),
                                                          strict=True))),
