@@ -104,8 +104,9 @@ def mqar_updates(num_writes: int, batch_size: int, writes_per_key: int = 2,
 
     As :func:`mqar`, but the ``num_writes`` positions before the queries write
     ``num_writes // writes_per_key`` distinct keys ``writes_per_key`` times each, in a
-    random order, each time with a new random value; the target of a query is the value
-    of its key's *last* write. A memory that adds every write on top of the others
+    random order, each time with a value drawn afresh (so the two values of a key differ
+    ``1 - 1 / num_values`` of the time); the target of a query is the value of its key's
+    *last* write. A memory that adds every write on top of the others
     returns a mix of a key's old and new values; one that overwrites returns the new
     one. A model without positions cannot tell which of two equal keys came last from
     the keys alone.
