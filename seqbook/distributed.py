@@ -84,6 +84,7 @@ class Dist:
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     backend: str | None = None
+    owns_group: bool = False  # this process joined the group in init_distributed (and leaves it)
 
     @property
     def grouped(self) -> bool:
@@ -103,7 +104,8 @@ def init_distributed(device: str = "auto") -> Dist:
     """Join the process group that ``torchrun`` set up, if any: gloo on CPUs, NCCL on GPUs.
 
     ``device`` is ``"auto"`` (a GPU when there is one), ``"cpu"`` or ``"cuda"``. Under ``torchrun``
-    each process takes the GPU ``LOCAL_RANK`` of its machine.
+    each process takes the GPU ``LOCAL_RANK`` of its machine. A group that is already set up (by
+    the caller, to run several trainings in one launch) is used as it is.
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
@@ -118,15 +120,16 @@ def init_distributed(device: str = "auto") -> Dist:
         dev = torch.device("cpu")
     if "RANK" not in os.environ:  # started without torchrun: alone
         return Dist(device=dev)
-    backend = "nccl" if use_cuda else "gloo"
-    if not dist.is_initialized():
-        dist.init_process_group(backend, device_id=dev if use_cuda else None)
-    return Dist(dist.get_rank(), dist.get_world_size(), local_rank, dev, backend)
+    owns = not dist.is_initialized()
+    if owns:
+        dist.init_process_group("nccl" if use_cuda else "gloo", device_id=dev if use_cuda else None)
+    return Dist(dist.get_rank(), dist.get_world_size(), local_rank, dev, dist.get_backend(), owns)
 
 
 def shutdown_distributed(d: Dist) -> None:
-    """Leave the process group (if this process joined one)."""
-    if d.grouped and dist.is_initialized():
+    """Leave the process group if :func:`init_distributed` joined it (a group the caller set up
+    before, to run several trainings in one launch, stays)."""
+    if d.owns_group and dist.is_initialized():
         dist.destroy_process_group()
 
 
