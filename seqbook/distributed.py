@@ -377,6 +377,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     if d.main:
         try:
             meta, tensors = _read_checkpoint(path, expect, shapes)
+            meta["path"] = str(path)  # the other ranks may not see the folder
         except CheckpointError as exc:
             error = str(exc)
     if d.grouped:
@@ -514,7 +515,7 @@ def train_distributed(
         meta = load_checkpoint(resume, model, optimizer, d, expect, shapes)
         start_step = meta["step"]
         history = meta["history"]
-        resumed = {"path": str(resume), "step": start_step, "world_size": meta["world_size"],
+        resumed = {"path": meta["path"], "step": start_step, "world_size": meta["world_size"],
                    "parallel": meta.get("parallel"), "rng_restored": meta["rng_restored"]}
     last = run.steps if stop_after is None else min(run.steps, stop_after)
     if d.device.type == "cuda":

@@ -18,6 +18,9 @@ Several machines: the same command on each, with torchrun's rendezvous options (
     torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint host0:29500 \\
         --rdzv-id gpt1 -m seqbook.gpt_train --parallel fsdp --checkpoint-dir ckpt --json-log run.json
 
+Every machine reads the text itself (``--data FILE`` must be on each); only rank 0 writes and reads
+checkpoints, and the other ranks receive the state from it.
+
 Data: ``--data FILE`` reads a UTF-8 file (``--tokenizer char``: its characters; ``--tokenizer bpe
 --vocab-size N``: chapter 1's byte-level BPE trained on the training part); without ``--data``,
 *The Time Machine* in the book's 27-symbol alphabet (``char``) or its raw text (``bpe``). The last
@@ -121,45 +124,50 @@ def _float_at_least(minimum: float):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m seqbook.gpt_train", allow_abbrev=False,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Train chapter 6's GPT on one process or many (torchrun): DDP or FSDP2, gradient "
                     "accumulation, checkpoints that resume on any number of processes, a JSON log.",
     )
     positive, count = _int_at_least(1), _int_at_least(0)
     g = p.add_argument_group("data")
     g.add_argument("--data", default=None, metavar="FILE",
-                   help="a UTF-8 text file (default: The Time Machine)")
-    g.add_argument("--tokenizer", choices=["char", "bpe"], default="char")
+                   help="a UTF-8 text file (None: The Time Machine)")
+    g.add_argument("--tokenizer", choices=["char", "bpe"], default="char",
+                   help="characters, or a byte-level BPE trained on the training part")
     g.add_argument("--vocab-size", type=_int_at_least(256), default=512,
                    help="bpe: tokens of the trained byte-level BPE, the 256 bytes included")
     g.add_argument("--valid-frac", type=float, default=0.1, help="held-out tail of the text")
     g = p.add_argument_group("model (GPTConfig)")
-    g.add_argument("--n-layer", type=positive, default=4)
-    g.add_argument("--n-head", type=positive, default=4)
-    g.add_argument("--n-embd", type=positive, default=128)
-    g.add_argument("--block-size", type=positive, default=128)
-    g.add_argument("--dropout", type=float, default=0.0)
-    g.add_argument("--positional", choices=POSITIONAL, default="learned")
+    g.add_argument("--n-layer", type=positive, default=4, help="blocks")
+    g.add_argument("--n-head", type=positive, default=4, help="attention heads per block")
+    g.add_argument("--n-embd", type=positive, default=128, help="width of the residual stream")
+    g.add_argument("--block-size", type=positive, default=128, help="tokens per training window")
+    g.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    g.add_argument("--positional", choices=POSITIONAL, default="learned", help="position code")
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", type=positive, default=1000, help="optimiser steps of the whole run")
     g.add_argument("--batch-size", type=positive, default=64,
                    help="sequences per optimiser step, over all processes")
     g.add_argument("--accumulate", type=positive, default=1, help="micro-batches per optimiser step")
     g.add_argument("--lr", type=_float_at_least(0.0), default=1e-3, help="peak learning rate (AdamW)")
-    g.add_argument("--weight-decay", type=_float_at_least(0.0), default=0.01)
+    g.add_argument("--weight-decay", type=_float_at_least(0.0), default=0.01, help="AdamW's")
     g.add_argument("--warmup", type=count, default=0, help="steps of linear warm-up")
-    g.add_argument("--schedule", choices=["cosine", "linear", "constant", "inverse_sqrt"], default="cosine")
+    g.add_argument("--schedule", choices=["cosine", "linear", "constant", "inverse_sqrt"], default="cosine",
+                   help="the learning rate after the warm-up (seqbook.train.warmup_factor)")
     g.add_argument("--min-lr-factor", type=float, default=0.1, help="cosine/linear: final lr / peak lr")
     g.add_argument("--clip", type=_float_at_least(0.0), default=1.0, help="global gradient norm (0: none)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    g.add_argument("--seed", type=int, default=0, help="initial weights and the order of the data")
+    g.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="of the parameters")
     g.add_argument("--bf16", action="store_true", help="bfloat16 autocast (GPUs only)")
     g = p.add_argument_group("processes")
     g.add_argument("--parallel", choices=PARALLEL, default="ddp",
                    help="under torchrun: DDP (full copies) or FSDP2 (sharded per block)")
-    g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: a GPU per process when there are GPUs, else the CPU")
     g.add_argument("--threads", type=count, default=0, help="CPU threads per process (0: PyTorch's)")
     g = p.add_argument_group("checkpoints and logs")
-    g.add_argument("--checkpoint-dir", default=None, metavar="DIR")
+    g.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                   help="write checkpoints here (DIR/step_00000042/)")
     g.add_argument("--checkpoint-every", type=count, default=0,
                    help="steps between checkpoints (0: at the end only)")
     g.add_argument("--keep", type=count, default=0, help="keep the newest N checkpoints (0: all)")
@@ -239,10 +247,14 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--device cuda: torch sees no GPU")
     if args.bf16 and not cuda:
         parser.error("--bf16 needs a GPU (bfloat16 autocast is refused on CPUs, where it is slow)")
-    if (args.checkpoint_every or args.keep or args.resume == "latest") and args.checkpoint_dir is None:
-        parser.error("--checkpoint-every, --keep and --resume without a PATH need --checkpoint-dir")
+    if (args.checkpoint_every or args.keep or args.stop_after or args.resume == "latest"
+            ) and args.checkpoint_dir is None:
+        parser.error("--checkpoint-every, --keep, --stop-after and --resume without a PATH need "
+                     "--checkpoint-dir")
     resume = None
-    if args.resume == "latest":
+    if args.resume is not None and os.environ.get("RANK", "0") != "0":
+        resume = Path(args.resume)  # only rank 0 reads checkpoints (its machine has them)
+    elif args.resume == "latest":
         resume = latest_checkpoint(args.checkpoint_dir)
         if resume is None:
             parser.error(f"--resume: no checkpoint in {args.checkpoint_dir}")

@@ -296,6 +296,7 @@ def test_any_utf8_file(tmp_path, tokenizer):
     (["--accumulate", "0"], "--accumulate: must be an int >= 1, got 0"),
     (["--batch-size", "6", "--accumulate", "4"], "--batch-size 6 must be divisible by processes x"),
     (["--resume"], "need --checkpoint-dir"),
+    (["--stop-after", "2"], "need --checkpoint-dir"),
     (["--data", "no/such/file.txt"], "--data no/such/file.txt: no such file"),
     (["--bf16", "--dtype", "float32"], "--bf16 needs a GPU"),
     (["--tokenizer", "bpe", "--vocab-size", "100"], "--vocab-size: must be an int >= 256"),
