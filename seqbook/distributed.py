@@ -36,6 +36,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,8 +51,8 @@ from .train import warmup_factor
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "LOG_FORMAT", "LOG_VERSION", "PARALLEL",
     "CheckpointError", "Dist", "RunSettings", "init_distributed", "shutdown_distributed",
-    "wrap_model", "global_batch_starts", "save_checkpoint", "load_checkpoint",
-    "latest_checkpoint", "train_distributed",
+    "launched_world_size", "wrap_model", "global_batch_starts", "windows", "save_checkpoint",
+    "load_checkpoint", "latest_checkpoint", "train_distributed",
 ]
 
 CHECKPOINT_FORMAT = "seqbook.gpt_train checkpoint"
@@ -522,7 +523,7 @@ def train_distributed(
         def autocast():
             return torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16)
     else:
-        from contextlib import nullcontext as autocast
+        autocast = nullcontext
     ids = train_ids
     checkpoints: list[str] = []
     log = {
@@ -567,11 +568,11 @@ def train_distributed(
             x, y = windows(ids, mine[k * micro:(k + 1) * micro], config.block_size)
             sync = k == K - 1
             if d.grouped and parallel == "ddp":
-                context = model.no_sync() if not sync else _null()
+                context = model.no_sync() if not sync else nullcontext()
             else:
                 if d.grouped:
                     model.set_requires_gradient_sync(sync)
-                context = _null()
+                context = nullcontext()
             with context:
                 with autocast():
                     _, loss = model(x.to(d.device), y.to(d.device))
@@ -607,11 +608,3 @@ def train_distributed(
     if d.main and on_log is not None:
         on_log(result)
     return result
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

@@ -55,8 +55,9 @@ same dict) has, stably:
   ``tokens_per_step``;
 - per step, lists of one length: ``step``, ``loss`` (the global batch's mean cross-entropy in nats,
   before the step's update), ``lr``, ``grad_norm`` (the global norm before clipping); per evaluation
-  ``eval_step``, ``eval_loss`` (mean loss on ``--eval-windows`` windows of the held-out tail, at
-  every ``--eval-every`` steps and at the last);
+  ``eval_step``, ``eval_loss`` (mean loss on ``--eval-windows`` evenly spaced windows of the
+  held-out tail, rounded down to a multiple of the processes, at every ``--eval-every`` steps and at
+  the last);
 - ``final_loss``, ``final_eval_loss``, ``seconds`` and ``tokens_per_second`` (this invocation),
   ``resumed_from`` (None, or ``path``, ``step``, ``world_size``, ``parallel``, ``rng_restored``),
   ``stopped_at`` (the step of ``--stop-after``, else None), ``checkpoints`` (folders written).
