@@ -109,7 +109,8 @@ def delta_rule_recurrent(
         state: (B, H, D_k, D_v) -> output: (B, H, T, D_v), state: (B, H, D_k, D_v).
     """
     B, H, T, D_k = k.shape
-    S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state  # (B, H, D_k, D_v)
+    # the memory S: (B, H, D_k, D_v)
+    S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state
     alpha = torch.ones_like(beta) if log_alpha is None else log_alpha.exp()  # (B, H, T)
     outputs = []
     for q_t, k_t, v_t, b_t, a_t in zip(*(x.unbind(2) for x in (q, k, v, beta, alpha)),
@@ -164,12 +165,14 @@ def delta_rule_chunked(
     if log_alpha is None:
         log_alpha = torch.zeros_like(beta)                     # alpha_t = 1
     q, k, v = (F.pad(x, (0, 0, 0, pad)).reshape(B, H, n, C, -1) for x in (q, k, v))
-    beta, log_alpha = (F.pad(x, (0, pad)).reshape(B, H, n, C) for x in (beta, log_alpha))
+    beta, log_alpha = (F.pad(x, (0, pad)).reshape(B, H, n, C)     # (B, H, n, C)
+                       for x in (beta, log_alpha))
 
     g = log_alpha.cumsum(dim=-1)                               # (B, H, n, C): log G_t
     lower = torch.ones(C, C, dtype=torch.bool, device=k.device).tril()  # j <= t
     decay = (g[..., :, None] - g[..., None, :]).masked_fill(~lower, -torch.inf).exp()
-    A = (beta[..., None] * (k @ k.transpose(-2, -1)) * decay).tril(-1)  # (B, H, n, C, C)
+    A = beta[..., None] * (k @ k.transpose(-2, -1)) * decay   # (B, H, n, C, C)
+    A = A.tril(-1)                                             # j < t only
     solve = torch.promote_types(A.dtype, torch.float32)      # no half-precision solver
     eye = torch.eye(C, dtype=solve, device=k.device)
     M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta).to(solve),
@@ -178,7 +181,8 @@ def delta_rule_chunked(
     U = M @ v                                                  # (B, H, n, C, D_v)
     scores = (q @ k.transpose(-2, -1)) * decay                 # (B, H, n, C, C)
 
-    S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state  # (B, H, D_k, D_v)
+    # the memory S: (B, H, D_k, D_v)
+    S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state
     outputs = []
     for i in range(n):
         u = U[:, :, i] - W[:, :, i] @ S                        # (B, H, C, D_v): errors
