@@ -1,0 +1,233 @@
+"""Checks of the appendix on training with several devices (data parallelism, sharding)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .core import Wrong, call, close, exercise, expect
+
+F64 = torch.float64
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating)):
+        raise Wrong(f"{what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    expect(math.isfinite(value), f"{what} is not a finite number")
+    return value
+
+
+def _numbers(answer, count: int, names: tuple[str, ...], what: str) -> list[float]:
+    expect(isinstance(answer, (tuple, list)) and len(answer) == count, f"answer must be {what}")
+    return [_number(v, name) for v, name in zip(answer, names, strict=True)]
+
+
+def _near(x: float, y: float, rel: float = 1e-3) -> bool:
+    return abs(x - y) <= rel * abs(y)
+
+
+# ---------------------------------------------------------------------------------------------
+# The traffic of a ring all-reduce.
+# ---------------------------------------------------------------------------------------------
+
+RING = {"parameters": 124_475_904, "bytes": 2, "devices": (8, 64)}  # GPT-2-small, bf16
+
+
+@exercise("ex-dist-ring", hints=[
+    "The ring splits the buffer into N chunks and runs two phases, a reduce-scatter and an "
+    "all-gather; in every step of either phase each device sends one chunk.",
+    "Each phase has N - 1 steps, so each device sends 2 (N - 1) chunks of M / N bytes, with M the "
+    "bytes of all the gradients (2 per bf16 number). Divide by 10**6 for MB.",
+])
+def check_ring(answer):
+    got = _numbers(answer, 2, ("the size for 8 GPUs", "the size for 64 GPUs"),
+                   "a pair (MB sent by each GPU with 8 GPUs, with 64 GPUs)")
+    M = RING["parameters"] * RING["bytes"]
+    for value, N in zip(got, RING["devices"], strict=True):
+        right = 2 * (N - 1) / N * M / 1e6
+        if _near(value, right / 2):
+            raise Wrong(f"the size for {N} GPUs counts one phase only: the reduce-scatter leaves each "
+                        "GPU with one summed chunk, and the all-gather must still send the sums round")
+        if _near(value, right * N):
+            raise Wrong(f"the size for {N} GPUs sends the whole buffer at every step: each step of "
+                        "the ring sends one chunk, 1/N of the gradients")
+        if _near(value, 2 * right):
+            raise Wrong(f"the size for {N} GPUs is twice too large: a bf16 number takes 2 bytes")
+        if _near(value, right * 1e6 / 2**20):
+            raise Wrong(f"the size for {N} GPUs is in MiB (2**20 bytes): give it in MB (10**6 bytes)")
+        if _near(value, 2 * M / 1e6):
+            raise Wrong(f"the size for {N} GPUs is the limit for very many GPUs: keep the factor "
+                        "(N - 1) / N")
+        expect(_near(value, right), f"the size for {N} GPUs is not what the ring sends: count the "
+               "chunks each GPU sends in both phases, and the bytes of a chunk")
+
+
+# ---------------------------------------------------------------------------------------------
+# The memory of ZeRO's stages.
+# ---------------------------------------------------------------------------------------------
+
+ZERO = {"parameters": 1.5e9, "devices": 16}
+
+
+def _zero_bytes(params: float, N: int) -> tuple[float, float, float]:
+    """Bytes per GPU of ZeRO stages 1, 2, 3 with AdamW in mixed precision (16 bytes a parameter)."""
+    return (4 * params + 12 * params / N, 2 * params + 14 * params / N, 16 * params / N)
+
+
+@exercise("ex-dist-zero", hints=[
+    "Count the 16 bytes of a parameter by kind: bf16 weights (2), bf16 gradients (2), and the "
+    "optimiser's states, the float32 master copy and Adam's two moments (4 + 4 + 4).",
+    "Stage 1 divides the 12 bytes of optimiser states by N, stage 2 also the 2 bytes of gradients, "
+    "stage 3 all 16; multiply by the parameters and divide by 2**30 for GiB.",
+])
+def check_zero(answer):
+    got = _numbers(answer, 3, ("the stage-1 size", "the stage-2 size", "the stage-3 size"),
+                   "a triple (GiB per GPU with ZeRO stage 1, stage 2, stage 3)")
+    P, N = ZERO["parameters"], ZERO["devices"]
+    right = [b / 2**30 for b in _zero_bytes(P, N)]
+    for value, r, stage in zip(got, right, (1, 2, 3), strict=True):
+        if _near(value, r * 2**30 / 1e9):
+            raise Wrong(f"the stage-{stage} size is in GB (10**9 bytes): give it in GiB (2**30 bytes)")
+    if _near(got[0], (4 * P + 8 * P / N) / 2**30):
+        raise Wrong("the stage-1 size leaves out the float32 master copy of the weights, which the "
+                    "optimiser keeps beside Adam's two moments")
+    if any(_near(v, 16 * P / 2**30) for v in got):
+        raise Wrong("one size is a whole copy of the model states (16 bytes a parameter): every "
+                    "stage divides something by the number of GPUs")
+    if got == sorted(got) and got != right:
+        raise Wrong("the sizes grow from stage 1 to stage 3: each stage shards more, so each "
+                    "needs less memory per GPU")
+    for value, r, stage, kept in zip(got, right, (1, 2, 3),
+                                     ("the weights and gradients stay whole",
+                                      "the weights stay whole", "nothing stays whole"),
+                                     strict=True):
+        expect(_near(value, r), f"the stage-{stage} size is not right: {kept}, and the rest of the "
+               "16 bytes a parameter is divided among the GPUs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Find the bug: a sampler that gives every rank the same data.
+# ---------------------------------------------------------------------------------------------
+
+
+def _indices(out, what: str, size: int, num_windows: int) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise Wrong(f"{what} must return a tensor of indices, got {type(out).__name__}")
+    expect(not out.is_floating_point() and not out.is_complex() and out.dtype != torch.bool,
+           f"{what} must return integer indices, got {out.dtype}")
+    expect(out.dim() == 1 and out.numel() == size,
+           f"{what} must return {size} indices (batch_size // world_size), got shape "
+           f"{tuple(out.shape)}")
+    expect(bool(((out >= 0) & (out < num_windows)).all()),
+           f"{what} returned indices outside [0, num_windows)")
+    return out.long()
+
+
+@exercise("ex-dist-sampler-bug", hints=[
+    "Call the function for rank 0 and rank 1 of 2 processes at the same step and compare what "
+    "they return.",
+    "Every rank seeds its generator with (seed, step) alone, so every rank draws the same numbers. "
+    "That is right for the global batch, which must not depend on the number of processes: draw "
+    "it whole, then cut it.",
+    "Draw batch_size indices with the generator, then return this rank's contiguous share, "
+    "batch[rank * share:(rank + 1) * share].",
+])
+def check_sampler(rank_batch):
+    num_windows, seed = 1000, 3
+    for batch_size in (8, 12):
+        singles = []
+        for step in (1, 2, 3):
+            def draw(rank, world_size, step=step, batch_size=batch_size):
+                out = call(rank_batch, num_windows, batch_size, step, rank, world_size, seed,
+                           what="rank_batch")
+                return _indices(out, "rank_batch", batch_size // world_size, num_windows)
+
+            one = draw(0, 1)
+            expect(torch.equal(one, draw(0, 1)),
+                   "rank_batch gives different indices when called twice with the same arguments: "
+                   "the batch must follow from (seed, step) alone")
+            singles.append(one)
+            for world_size in (2, 4):
+                if batch_size % world_size:
+                    continue
+                shares = [draw(rank, world_size) for rank in range(world_size)]
+                if all(torch.equal(shares[0], s) for s in shares[1:]):
+                    raise Wrong(f"with {world_size} processes, every rank trains on the same "
+                                "windows at every step")
+                together = torch.cat(shares).sort().values
+                expect(torch.equal(together, one.sort().values),
+                       f"the {world_size} ranks together do not train on the batch that one "
+                       "process draws for the same step: the run would change with the number of "
+                       "processes")
+        expect(not all(torch.equal(singles[0], s) for s in singles[1:]),
+               "every step draws the same batch: the windows must change from step to step")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient accumulation.
+# ---------------------------------------------------------------------------------------------
+
+
+def _accumulation_case(batch: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's own initialisation: not the learner's RNG
+        model = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).to(F64)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=F64))
+    x = torch.randn(batch, 5, generator=g, dtype=F64)
+    y = torch.randint(3, (batch,), generator=g)
+    return model, x, y
+
+
+def _grads(model) -> list[torch.Tensor | None]:
+    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+
+
+@exercise("ex-dist-accumulate", hints=[
+    "The loss of the whole batch is the mean over B examples; the loss of a micro-batch is the mean "
+    "over B / k. How do the k micro-batch means combine into the batch mean?",
+    "backward() adds to .grad: call it once per micro-batch, each time on the micro-batch's loss "
+    "divided by k, and never zero the gradients in between.",
+])
+def check_accumulate(accumulate_gradients):
+    for batch, k, seed in ((12, 1, 0), (12, 3, 1), (12, 4, 2), (8, 8, 3)):
+        model, x, y = _accumulation_case(batch, seed)
+        reference, _, _ = _accumulation_case(batch, seed)
+        F.cross_entropy(reference(x), y).backward()
+        want = _grads(reference)
+        sizes: list[int] = []
+        hook = model.register_forward_pre_hook(
+            lambda _m, args, sizes=sizes: sizes.append(args[0].shape[0]))
+        x0, y0 = x.clone(), y.clone()
+        try:
+            call(accumulate_gradients, model, x, y, k, what="accumulate_gradients")
+        finally:
+            hook.remove()
+        expect(torch.equal(x, x0) and torch.equal(y, y0), "accumulate_gradients changed x or y")
+        expect(sizes == [batch // k] * k,
+               f"with B = {batch} and k = {k} the model ran on batches of sizes {sizes}: run it on "
+               f"k micro-batches of B / k = {batch // k} examples each")
+        got = _grads(model)
+        expect(all(g is not None for g in got),
+               "some parameters have no gradient after accumulate_gradients: call backward()")
+        if all(close(g, w) for g, w in zip(got, want, strict=True)):
+            continue
+        n = len(want)
+        if k > 1 and all(close(g, k * w) for g, w in zip(got, want, strict=True)):
+            raise Wrong(f"with k = {k} the gradients are k times the whole batch's: each "
+                        "micro-batch's mean loss counts fully")
+        last, _, _ = _accumulation_case(batch, seed)
+        F.cross_entropy(last(x[-(batch // k):]), y[-(batch // k):]).backward()
+        for scale in (1.0, 1.0 / k):
+            if k > 1 and all(close(g, scale * w) for g, w in zip(got, _grads(last), strict=True)):
+                raise Wrong(f"with k = {k} only the last micro-batch's gradient is left: "
+                            "the earlier ones were zeroed or overwritten")
+        raise Wrong(f"with k = {k} the accumulated gradients differ from the gradient of the whole "
+                    f"batch's mean loss (checked on {n} parameter tensors in float64)")
