@@ -14,10 +14,10 @@ from seqbook.exercises import check
 
 # --- ex-dist-ring ---------------------------------------------------------------------------------
 
-M = 124_475_904 * 2  # GPT-2-small's gradients in bf16, bytes
+M = 124_475_904 * 4  # GPT-2-small's float32 gradients, bytes
 
 
-def ring_mb(N, per_number=2, phases=2, chunk=True, unit=1e6):
+def ring_mb(N, per_number=4, phases=2, chunk=True, unit=1e6):
     sent = phases * (N - 1) * (124_475_904 * per_number) / (N if chunk else 1)
     return sent / unit
 
@@ -33,11 +33,17 @@ def verdict(name, *answer):
 def test_ring():
     assert check("ex-dist-ring", RING)
     assert check("ex-dist-ring", [np.float32(RING[0]), RING[1] * (1 + 5e-4)])  # 0.1 % allowed
+    assert check("ex-dist-ring", np.array(RING))  # the same numbers in an array or tensors
+    assert check("ex-dist-ring", torch.tensor(RING, dtype=torch.float64))
+    assert check("ex-dist-ring", (torch.tensor(RING[0]), torch.tensor([RING[1]])))
+    assert check("ex-dist-ring", (np.float64(RING[0]), np.array(RING[1])))
     assert verdict("ex-dist-ring", ...)[0] == "not attempted"
+    sent_and_received = [4 * (N - 1) / N * M / 1e6 for N in (8, 64)]
     for answer, fragment in [
         ((ring_mb(8, phases=1), RING[1]), "one phase"),
+        ((ring_mb(8, per_number=2), RING[1]), "2 bytes a number"),
         ((RING[0], ring_mb(64, chunk=False)), "whole buffer"),
-        ((ring_mb(8, per_number=4), RING[1]), "2 bytes"),
+        (sent_and_received, "receives"),
         ((ring_mb(8, unit=2**20), RING[1]), "MiB"),
         ((RING[0], 2 * M / 1e6), "(N - 1) / N"),
         ((RING[0], RING[1] * 1.01), "not what the ring sends"),
@@ -45,6 +51,9 @@ def test_ring():
         ((RING[0], "big"), "must be a number"),
         ((RING[0], float("nan")), "finite"),
         ((True, RING[1]), "must be a number"),
+        (np.array([True, True]), "must be a number"),
+        (torch.tensor([RING[0], RING[1], 1.0]), "pair"),
+        ((torch.ones(2), RING[1]), "must be a number"),
     ]:
         status, message = verdict("ex-dist-ring", answer)
         assert status == "fail" and fragment in message, (answer, message)
@@ -59,6 +68,8 @@ ZERO = ((4 * P + 12 * P / N) / 2**30, (2 * P + 14 * P / N) / 2**30, 16 * P / N /
 def test_zero():
     assert check("ex-dist-zero", ZERO)
     assert check("ex-dist-zero", list(ZERO))
+    assert check("ex-dist-zero", np.array(ZERO))
+    assert check("ex-dist-zero", torch.tensor(ZERO, dtype=torch.float64))
     assert verdict("ex-dist-zero", ...)[0] == "not attempted"
     gb = tuple(v * 2**30 / 1e9 for v in ZERO)
     for answer, fragment in [
@@ -70,6 +81,8 @@ def test_zero():
         ((ZERO[0], ZERO[0] * 0.9, ZERO[2]), "stage-2 size is not right"),
         ((ZERO[0], ZERO[1], ZERO[2] * 2), "stage-3 size is not right"),
         (ZERO[:2], "triple"),
+        (np.array(ZERO[:2]), "triple"),
+        (np.array([ZERO]), "triple"),
     ]:
         status, message = verdict("ex-dist-zero", answer)
         assert status == "fail" and fragment in message, (answer, message)
@@ -78,29 +91,49 @@ def test_zero():
 # --- ex-dist-sampler-bug --------------------------------------------------------------------------
 
 
+def generator_for(seed, step):
+    return np.random.default_rng([seed, step])  # one stream per (seed, step) pair
+
+
 def buggy(num_windows, batch_size, step, rank, world_size, seed=0):
-    generator = torch.Generator().manual_seed(1000 * seed + step)
     share = batch_size // world_size
-    return torch.randint(num_windows, (share,), generator=generator)
+    return torch.from_numpy(generator_for(seed, step).integers(num_windows, size=share))
 
 
 def fixed(num_windows, batch_size, step, rank, world_size, seed=0):
-    generator = torch.Generator().manual_seed(1000 * seed + step)
-    batch = torch.randint(num_windows, (batch_size,), generator=generator)
+    batch = torch.from_numpy(generator_for(seed, step).integers(num_windows, size=batch_size))
     share = batch_size // world_size
     return batch[rank * share:(rank + 1) * share]
 
 
 def strided(num_windows, batch_size, step, rank, world_size, seed=0):
-    # another right answer: every world_size-th window of the global batch
-    generator = torch.Generator().manual_seed(1000 * seed + step)
+    # another right answer: every world_size-th window of the global batch, in torch
+    generator = torch.Generator().manual_seed(1000 * seed + step)  # fine for these few steps
     batch = torch.randperm(num_windows, generator=generator)[:batch_size]
     return batch[rank::world_size]
 
 
 def per_rank_seed(num_windows, batch_size, step, rank, world_size, seed=0):
-    generator = torch.Generator().manual_seed(1000 * seed + 100 * rank + step)
-    return torch.randint(num_windows, (batch_size // world_size,), generator=generator)
+    rng = np.random.default_rng([seed, rank, step])
+    return torch.from_numpy(rng.integers(num_windows, size=batch_size // world_size))
+
+
+def seed_ignored(num_windows, batch_size, step, rank, world_size, seed=0):
+    return fixed(num_windows, batch_size, step, rank, world_size, seed=0)
+
+
+def global_reseed(num_windows, batch_size, step, rank, world_size, seed=0):
+    torch.manual_seed(1000 * seed + step)  # reseeds the learner's own generator
+    batch = torch.randint(num_windows, (batch_size,))
+    share = batch_size // world_size
+    return batch[rank * share:(rank + 1) * share]
+
+
+def numpy_reseed(num_windows, batch_size, step, rank, world_size, seed=0):
+    np.random.seed(1000 * seed + step)
+    batch = torch.from_numpy(np.random.randint(num_windows, size=batch_size))
+    share = batch_size // world_size
+    return batch[rank * share:(rank + 1) * share]
 
 
 def test_sampler():
@@ -120,12 +153,21 @@ def test_sampler():
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).double(), "integer"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, 0, 1, seed), "indices (batch_size"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed) + n, "outside"),
-        (lambda n, b, s, r, w, seed=0: torch.randint(n, (b // w,)), "called twice"),
+        (lambda n, b, s, r, w, seed=0: torch.randint(n, (b // w,)), "global random state"),
+        (seed_ignored, "seeds 3 and 8 give the same windows"),
+        (global_reseed, "global random state"),
+        (numpy_reseed, "global random state"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, 1, r, w, seed), "every step draws the same"),
         (lambda n, b, s, r, w, seed=0: 1 / 0, "ZeroDivisionError"),
     ]:
         status, message = verdict("ex-dist-sampler-bug", answer)
         assert status == "fail" and fragment in message, message
+    with torch.random.fork_rng(devices=[]):
+        generator = torch.Generator().manual_seed(5)
+        assert verdict("ex-dist-sampler-bug",  # random, but from a generator of its own
+                       lambda n, b, s, r, w, seed=0: torch.randint(n, (b // w,),
+                                                                   generator=generator)
+                       )[1].startswith("rank_batch gives different indices when called twice")
 
 
 # --- ex-dist-accumulate ---------------------------------------------------------------------------
@@ -156,29 +198,74 @@ def sum_reduction(model, x, y, k):
         F.cross_entropy(model(xs), ys, reduction="sum").backward()
 
 
+def per_example(model, x, y, k):
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        (F.cross_entropy(model(xs), ys) / len(xs)).backward()
+
+
+def extra_backward(model, x, y, k):
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        loss = F.cross_entropy(model(xs), ys) / k
+        loss.backward(retain_graph=True)
+    loss.backward()  # the last micro-batch once more
+
+
+def sum_then_backward(model, x, y, k):  # the whole batch's graph alive at once
+    pairs = zip(x.chunk(k), y.chunk(k), strict=True)
+    sum(F.cross_entropy(model(xs), ys) for xs, ys in pairs).div(k).backward()
+
+
+def cat_then_backward(model, x, y, k):
+    logits = torch.cat([model(xs) for xs in x.chunk(k)])
+    F.cross_entropy(logits, y).backward()
+
+
+def forwards_first(model, x, y, k):  # k backward passes, but after all the forwards
+    pairs = zip(x.chunk(k), y.chunk(k), strict=True)
+    losses = [F.cross_entropy(model(xs), ys) / k for xs, ys in pairs]
+    for loss in losses:
+        torch.autograd.backward(loss)
+
+
 def test_accumulate():
     assert check("ex-dist-accumulate", accumulate_gradients)
 
-    def loss_sum_then_backward(model, x, y, k):  # another right answer: one backward of the mean
-        pairs = zip(x.chunk(k), y.chunk(k), strict=True)
-        sum(F.cross_entropy(model(xs), ys) for xs, ys in pairs).div(k).backward()
+    def divide_at_the_end(model, x, y, k):  # another right answer
+        for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+            torch.autograd.backward(F.cross_entropy(model(xs), ys))
+        for p in model.parameters():
+            p.grad /= k
 
-    assert check("ex-dist-accumulate", loss_sum_then_backward)
+    assert check("ex-dist-accumulate", divide_at_the_end)
+
+    def sum_over_batch(model, x, y, k):  # and another: summed losses over the batch size
+        for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+            (F.cross_entropy(model(xs), ys, reduction="sum") / len(x)).backward()
+
+    assert check("ex-dist-accumulate", sum_over_batch)
 
     def starter(model, x, y, k):
         raise NotImplementedError
 
     assert verdict("ex-dist-accumulate", starter)[0] == "not attempted"
+    backward, autograd_backward = torch.Tensor.backward, torch.autograd.backward
     for answer, fragment in [
         (summed, "k times the whole batch's"),
         (last_only, "only the last micro-batch"),
         (whole_batch, "micro-batches of B / k"),
         (sum_reduction, "differ from the gradient"),
+        (per_example, "divided by its number of examples"),
+        (extra_backward, "more than once per micro-batch"),
+        (sum_then_backward, "graph (its activations) stays in memory"),
+        (cat_then_backward, "graph (its activations) stays in memory"),
+        (forwards_first, "graph (its activations) stays in memory"),
         (lambda model, x, y, k: [model(xs) for xs in x.chunk(k)], "no gradient"),
         (lambda model, x, y, k: x.mul_(2), "changed x or y"),
     ]:
         status, message = verdict("ex-dist-accumulate", answer)
         assert status == "fail" and fragment in message, (answer, message)
+        # the check's counting of backward passes is undone, whatever the verdict
+        assert torch.Tensor.backward is backward and torch.autograd.backward is autograd_backward
 
 
 # --- every check leaves the learner's random state alone ------------------------------------------
@@ -189,8 +276,11 @@ def test_accumulate():
     ("ex-dist-zero", ZERO),
     ("ex-dist-sampler-bug", fixed),
     ("ex-dist-sampler-bug", buggy),
+    ("ex-dist-sampler-bug", global_reseed),
+    ("ex-dist-sampler-bug", numpy_reseed),
     ("ex-dist-accumulate", accumulate_gradients),
     ("ex-dist-accumulate", summed),
+    ("ex-dist-accumulate", sum_then_backward),
 ])
 def test_the_random_state_is_untouched(name, answer):
     torch.manual_seed(123)

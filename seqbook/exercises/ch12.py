@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import random
 
 import numpy as np
 import torch
@@ -16,7 +17,11 @@ F64 = torch.float64
 
 
 def _number(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating)):
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dim() <= 1:
+        value = value.item()  # a torch scalar means the same as the number it holds
+    elif isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating)):
         raise Wrong(f"{what} must be a number, got {type(value).__name__}")
     value = float(value)
     expect(math.isfinite(value), f"{what} is not a finite number")
@@ -24,6 +29,8 @@ def _number(value, what: str) -> float:
 
 
 def _numbers(answer, count: int, names: tuple[str, ...], what: str) -> list[float]:
+    if isinstance(answer, (np.ndarray, torch.Tensor)) and answer.ndim == 1:
+        answer = list(answer)  # an array of the numbers means the same as a tuple of them
     expect(isinstance(answer, (tuple, list)) and len(answer) == count, f"answer must be {what}")
     return [_number(v, name) for v, name in zip(answer, names, strict=True)]
 
@@ -36,14 +43,14 @@ def _near(x: float, y: float, rel: float = 1e-3) -> bool:
 # The traffic of a ring all-reduce.
 # ---------------------------------------------------------------------------------------------
 
-RING = {"parameters": 124_475_904, "bytes": 2, "devices": (8, 64)}  # GPT-2-small, bf16
+RING = {"parameters": 124_475_904, "bytes": 4, "devices": (8, 64)}  # GPT-2-small, float32 grads
 
 
 @exercise("ex-dist-ring", hints=[
     "The ring splits the buffer into N chunks and runs two phases, a reduce-scatter and an "
     "all-gather; in every step of either phase each device sends one chunk.",
     "Each phase has N - 1 steps, so each device sends 2 (N - 1) chunks of M / N bytes, with M the "
-    "bytes of all the gradients (2 per bf16 number). Divide by 10**6 for MB.",
+    "bytes of all the gradients (4 per float32 number). Divide by 10**6 for MB.",
 ])
 def check_ring(answer):
     got = _numbers(answer, 2, ("the size for 8 GPUs", "the size for 64 GPUs"),
@@ -52,13 +59,16 @@ def check_ring(answer):
     for value, N in zip(got, RING["devices"], strict=True):
         right = 2 * (N - 1) / N * M / 1e6
         if _near(value, right / 2):
-            raise Wrong(f"the size for {N} GPUs counts one phase only: the reduce-scatter leaves each "
-                        "GPU with one summed chunk, and the all-gather must still send the sums round")
+            raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts one "
+                        "phase only (the all-gather must still send the summed chunks round), or 2 "
+                        "bytes a number (under autocast the gradients that DDP all-reduces are "
+                        "float32)")
         if _near(value, right * N):
             raise Wrong(f"the size for {N} GPUs sends the whole buffer at every step: each step of "
                         "the ring sends one chunk, 1/N of the gradients")
         if _near(value, 2 * right):
-            raise Wrong(f"the size for {N} GPUs is twice too large: a bf16 number takes 2 bytes")
+            raise Wrong(f"the size for {N} GPUs is twice too large: it counts what each GPU receives "
+                        "as well as what it sends; count only what it sends")
         if _near(value, right * 1e6 / 2**20):
             raise Wrong(f"the size for {N} GPUs is in MiB (2**20 bytes): give it in MB (10**6 bytes)")
         if _near(value, 2 * M / 1e6):
@@ -129,6 +139,21 @@ def _indices(out, what: str, size: int, num_windows: int) -> torch.Tensor:
     return out.long()
 
 
+def _global_random_states():
+    return torch.get_rng_state(), np.random.get_state(), random.getstate()
+
+
+def _same_random_states(a, b) -> bool:
+    return (torch.equal(a[0], b[0]) and a[1][0] == b[1][0] and np.array_equal(a[1][1], b[1][1])
+            and a[1][2:] == b[1][2:] and a[2] == b[2])
+
+
+def _set_random_states(states) -> None:
+    torch.set_rng_state(states[0])
+    np.random.set_state(states[1])
+    random.setstate(states[2])
+
+
 @exercise("ex-dist-sampler-bug", hints=[
     "Call the function for rank 0 and rank 1 of 2 processes at the same step and compare what "
     "they return.",
@@ -139,34 +164,57 @@ def _indices(out, what: str, size: int, num_windows: int) -> torch.Tensor:
     "batch[rank * share:(rank + 1) * share].",
 ])
 def check_sampler(rank_batch):
-    num_windows, seed = 1000, 3
-    for batch_size in (8, 12):
-        singles = []
-        for step in (1, 2, 3):
-            def draw(rank, world_size, step=step, batch_size=batch_size):
-                out = call(rank_batch, num_windows, batch_size, step, rank, world_size, seed,
-                           what="rank_batch")
-                return _indices(out, "rank_batch", batch_size // world_size, num_windows)
+    learners = _global_random_states()
+    try:
+        # a known global state, which a function that reseeds or draws from it would change
+        torch.manual_seed(20240917)
+        np.random.seed(20240917)
+        random.seed(20240917)
+        _check_sampler(rank_batch)
+    finally:
+        _set_random_states(learners)  # the learner's random state, as it was
 
-            one = draw(0, 1)
-            expect(torch.equal(one, draw(0, 1)),
-                   "rank_batch gives different indices when called twice with the same arguments: "
-                   "the batch must follow from (seed, step) alone")
-            singles.append(one)
-            for world_size in (2, 4):
-                if batch_size % world_size:
-                    continue
-                shares = [draw(rank, world_size) for rank in range(world_size)]
-                if all(torch.equal(shares[0], s) for s in shares[1:]):
-                    raise Wrong(f"with {world_size} processes, every rank trains on the same "
-                                "windows at every step")
-                together = torch.cat(shares).sort().values
-                expect(torch.equal(together, one.sort().values),
-                       f"the {world_size} ranks together do not train on the batch that one "
-                       "process draws for the same step: the run would change with the number of "
-                       "processes")
-        expect(not all(torch.equal(singles[0], s) for s in singles[1:]),
-               "every step draws the same batch: the windows must change from step to step")
+
+def _check_sampler(rank_batch):
+    num_windows = 1000
+    by_seed = {}
+    for seed in (3, 8):
+        for batch_size in (8, 12):
+            singles = []
+            for step in (1, 2, 3):
+                def draw(rank, world_size, step=step, batch_size=batch_size, seed=seed):
+                    before = _global_random_states()
+                    out = call(rank_batch, num_windows, batch_size, step, rank, world_size, seed,
+                               what="rank_batch")
+                    expect(_same_random_states(before, _global_random_states()),
+                           "rank_batch changes the global random state (it reseeds or draws from "
+                           "the default generator of torch, NumPy or random): every other random "
+                           "number of the run would change with it")
+                    return _indices(out, "rank_batch", batch_size // world_size, num_windows)
+
+                one = draw(0, 1)
+                expect(torch.equal(one, draw(0, 1)),
+                       "rank_batch gives different indices when called twice with the same "
+                       "arguments: the batch must follow from (seed, step) alone")
+                singles.append(one)
+                by_seed.setdefault((batch_size, step), []).append(one)
+                for world_size in (2, 4):
+                    if batch_size % world_size:
+                        continue
+                    shares = [draw(rank, world_size) for rank in range(world_size)]
+                    if all(torch.equal(shares[0], s) for s in shares[1:]):
+                        raise Wrong(f"with {world_size} processes, every rank trains on the same "
+                                    "windows at every step")
+                    together = torch.cat(shares).sort().values
+                    expect(torch.equal(together, one.sort().values),
+                           f"the {world_size} ranks together do not train on the batch that one "
+                           "process draws for the same step: the run would change with the number "
+                           "of processes")
+            expect(not all(torch.equal(singles[0], s) for s in singles[1:]),
+                   "every step draws the same batch: the windows must change from step to step")
+    expect(not all(torch.equal(*pair) for pair in by_seed.values()),
+           "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
+           "would train on the same data in the same order")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,6 +238,34 @@ def _grads(model) -> list[torch.Tensor | None]:
     return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
 
 
+class _CountBackward:
+    """Within the ``with``: every backward pass (``Tensor.backward`` or ``torch.autograd.backward``)
+    appends "B" to ``events``; the learner's functions are restored on leaving."""
+
+    def __init__(self, events: list[str]):
+        self.events, self.depth = events, 0
+
+    def _wrap(self, fn):
+        def counted(*args, **kwargs):
+            if self.depth == 0:  # Tensor.backward calls torch.autograd.backward: count it once
+                self.events.append("B")
+            self.depth += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
+        return counted
+
+    def __enter__(self):
+        self.saved = torch.Tensor.backward, torch.autograd.backward
+        torch.Tensor.backward = self._wrap(self.saved[0])
+        torch.autograd.backward = self._wrap(self.saved[1])
+        return self
+
+    def __exit__(self, *exc):
+        torch.Tensor.backward, torch.autograd.backward = self.saved
+
+
 @exercise("ex-dist-accumulate", hints=[
     "The loss of the whole batch is the mean over B examples; the loss of a micro-batch is the mean "
     "over B / k. How do the k micro-batch means combine into the batch mean?",
@@ -203,11 +279,17 @@ def check_accumulate(accumulate_gradients):
         F.cross_entropy(reference(x), y).backward()
         want = _grads(reference)
         sizes: list[int] = []
-        hook = model.register_forward_pre_hook(
-            lambda _m, args, sizes=sizes: sizes.append(args[0].shape[0]))
+        events: list[str] = []
+
+        def forward(_m, args, sizes=sizes, events=events):
+            sizes.append(args[0].shape[0])
+            events.append("F")
+
+        hook = model.register_forward_pre_hook(forward)
         x0, y0 = x.clone(), y.clone()
         try:
-            call(accumulate_gradients, model, x, y, k, what="accumulate_gradients")
+            with _CountBackward(events):
+                call(accumulate_gradients, model, x, y, k, what="accumulate_gradients")
         finally:
             hook.remove()
         expect(torch.equal(x, x0) and torch.equal(y, y0), "accumulate_gradients changed x or y")
@@ -217,12 +299,29 @@ def check_accumulate(accumulate_gradients):
         got = _grads(model)
         expect(all(g is not None for g in got),
                "some parameters have no gradient after accumulate_gradients: call backward()")
+        backwards = events.count("B")
+        if k > 1 and backwards and events.index("B") > events.index("F") + 1:
+            raise Wrong(f"with k = {k} the model ran several micro-batches before the first backward "
+                        "pass: every micro-batch's graph (its activations) stays in memory until "
+                        "then, as if the whole batch ran at once, and that memory is what "
+                        "accumulation is meant to save")
+        expect(backwards <= k, f"with k = {k}, backward ran {backwards} times, more than once per "
+               "micro-batch: a graph kept and run backward again adds its gradient twice")
+        expect(events == ["F", "B"] * k,
+               f"with k = {k} the forward and backward passes ran in the order {''.join(events)} "
+               "(F forward, B backward): each micro-batch's backward pass must follow its own "
+               "forward pass, so that its graph is freed before the next micro-batch runs")
         if all(close(g, w) for g, w in zip(got, want, strict=True)):
             continue
         n = len(want)
         if k > 1 and all(close(g, k * w) for g, w in zip(got, want, strict=True)):
             raise Wrong(f"with k = {k} the gradients are k times the whole batch's: each "
                         "micro-batch's mean loss counts fully")
+        per_example = k * k / batch  # each micro-batch's mean divided by its B / k examples
+        if all(close(g, per_example * w) for g, w in zip(got, want, strict=True)):
+            raise Wrong(f"with B = {batch} and k = {k} the gradients are k**2 / B times the whole "
+                        "batch's: each micro-batch's mean loss was divided by its number of "
+                        "examples; it is already a mean over them")
         last, _, _ = _accumulation_case(batch, seed)
         F.cross_entropy(last(x[-(batch // k):]), y[-(batch // k):]).backward()
         for scale in (1.0, 1.0 / k):
