@@ -40,6 +40,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -166,8 +167,16 @@ def _all_mean(value: torch.Tensor, d: Dist) -> torch.Tensor:
 
 
 def _mixed_seed(*numbers: int) -> int:
+    """A 256-bit seed from ``numbers`` (SHA-256). NumPy's generators take all of it; torch's CPU
+    generator would keep only 32 bits, and two (seed, step) pairs would then share a batch about
+    once in 2^32 pairs."""
     digest = hashlib.sha256(":".join(str(n) for n in numbers).encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1  # fits torch's manual_seed
+    return int.from_bytes(digest, "little")
+
+
+def _torch_seed(*numbers: int) -> int:
+    """:func:`_mixed_seed` cut to the 63 bits that ``torch.manual_seed`` accepts."""
+    return _mixed_seed(*numbers) >> 193
 
 
 def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, batch_size: int
@@ -181,8 +190,8 @@ def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, 
     high = num_tokens - block_size  # a window starts at s and its targets end at s + block_size
     if high < 1:
         raise ValueError(f"the text has {num_tokens} tokens, too few for windows of {block_size} + 1")
-    g = torch.Generator().manual_seed(_mixed_seed(seed, step))
-    return torch.randint(0, high, (batch_size,), generator=g)
+    rng = np.random.default_rng(_mixed_seed(seed, step))
+    return torch.from_numpy(rng.integers(0, high, size=batch_size, dtype=np.int64))
 
 
 def windows(ids: torch.Tensor, starts: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -416,7 +425,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
         if d.device.type == "cuda" and "cuda" in rng[d.rank]:
             torch.cuda.set_rng_state(rng[d.rank]["cuda"], d.device)
     else:
-        torch.manual_seed(_mixed_seed(meta["run"]["seed"], d.rank, meta["step"], "rng"))
+        torch.manual_seed(_torch_seed(meta["run"]["seed"], d.rank, meta["step"], "rng"))
     meta["rng_restored"] = same_world
     return meta
 
@@ -508,7 +517,7 @@ def train_distributed(
     parameters = sum(p.numel() for p in model.parameters())
     model = wrap_model(model, parallel, d)
     optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, weight_decay=run.weight_decay)
-    torch.manual_seed(_mixed_seed(run.seed, d.rank, 0, "rng"))  # dropout: a stream per rank
+    torch.manual_seed(_torch_seed(run.seed, d.rank, 0, "rng"))  # dropout: a stream per rank
     expect = {"config": asdict(config), "run": asdict(run), "data": data_info}
     history = {"step": [], "loss": [], "lr": [], "grad_norm": [], "eval_step": [], "eval_loss": []}
     start_step, resumed = 0, None
