@@ -2,7 +2,6 @@
 untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
 wrong in each typical wrong answer."""
 
-import random
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ from torch.linalg import solve_triangular
 from seqbook.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from seqbook.exercises import check
 from seqbook.ssm import decay_mask
+from tests.random_state import assert_random_state_untouched
 
 
 def starter(*args):
@@ -587,11 +587,4 @@ def test_ut_other_answers():
     ("ex-ch10-ut", solves),
 ])
 def test_the_random_state_is_untouched(name, answer):
-    torch.manual_seed(123)
-    np.random.seed(123)
-    random.seed(123)
-    states = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
-    check(name, answer)
-    assert torch.equal(torch.get_rng_state(), states[0])
-    assert np.array_equal(np.random.get_state()[1], states[1])
-    assert random.getstate() == states[2]
+    assert_random_state_untouched(lambda: check(name, answer))

@@ -3,14 +3,13 @@ starters, and leave the learner's random state alone."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from seqbook.exercises import check
+from tests.random_state import assert_random_state_untouched
 
 # --- ex-dist-ring ---------------------------------------------------------------------------------
 
@@ -283,11 +282,4 @@ def test_accumulate():
     ("ex-dist-accumulate", sum_then_backward),
 ])
 def test_the_random_state_is_untouched(name, answer):
-    torch.manual_seed(123)
-    np.random.seed(123)
-    random.seed(123)
-    states = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
-    check(name, answer)
-    assert torch.equal(torch.get_rng_state(), states[0])
-    assert np.array_equal(np.random.get_state()[1], states[1])
-    assert random.getstate() == states[2]
+    assert_random_state_untouched(lambda: check(name, answer))
