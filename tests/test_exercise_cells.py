@@ -133,12 +133,36 @@ def test_exercise_layout(path):
         if [n for n, _ in ex.hints] != list(range(1, len(ex.hints) + 1)):
             problems.append(f"{ex.label}: hints numbered {[n for n, _ in ex.hints]}")
         if shown != registered:
-            problems.append(f"{ex.label}: the hint dropdowns differ from hint(): "
+            problems.append(f"{ex.label}: the hint dropdowns differ from hint() (write hints in the "
+                            "registry, then run python tools/exercise_hints.py): "
                             f"{len(shown)} shown, {len(registered)} registered"
                             + next((f"; first difference: {a!r} vs {b!r}"
                                     for a, b in zip(shown, registered, strict=False) if a != b), ""))
         if not ex.solution_code or f'assert check("{ex.label}"' not in ex.solution_code[-1]:
             problems.append(f"{ex.label}: the solution does not end in assert check(...)")
+    assert not problems, f"{path.name}:\n" + "\n".join(problems)
+
+
+# Words that tell a learner what to change. Under a find-the-bug starter the stored check output is
+# the symptom only ("the loss of a confident mistake is inf"); the fix is for the hints and the
+# solution.
+FIX_WORDS = re.compile(r"\b(should|instead|must|use|using|set|replace|swap|change|add|remove|"
+                       r"detach|subtract|fix|try|rather|need|needs|keep|make|apply|before the|"
+                       r"after the|mask the)\b", re.I)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_stored_output_tells_the_fix(path):
+    problems = []
+    for ex in exercises(path):
+        if ex.check is None or "bug" not in ex.title.lower():
+            continue
+        outputs = "".join("".join(o.get("text", o.get("data", {}).get("text/plain", "")))
+                          for o in ex.check.get("outputs", []))
+        words = sorted({w.lower() for w in FIX_WORDS.findall(outputs)})
+        if words:
+            problems.append(f"{ex.label}: the stored output under the buggy starter says what to "
+                            f"do ({', '.join(words)}): {outputs.strip()[:160]!r}")
     assert not problems, f"{path.name}:\n" + "\n".join(problems)
 
 

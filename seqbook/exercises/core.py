@@ -9,15 +9,20 @@ attempted", any other exception a :class:`Wrong` that names it.
 
 from __future__ import annotations
 
+import inspect
 import math
+import random
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import torch
 
 __all__ = [
-    "EXERCISES", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "call", "check",
-    "close", "exercise", "expect", "hint", "tolerance",
+    "EXERCISES", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees", "as_tensor",
+    "call", "check", "close", "exercise", "expect", "hint", "tolerance", "untouched_random_state",
 ]
 
 
@@ -91,7 +96,13 @@ class Result:
 
 
 def check(name: str, *answer, **kwargs) -> Result:
-    """Check the answer to exercise ``name``; see the module docstring."""
+    """Check the answer to exercise ``name``; see the module docstring.
+
+    Always a verdict, never a traceback: answers that do not fit the exercise (one too many, one
+    too few) and errors raised while the learner's code runs become a ✗ that says what to look
+    at. The check runs inside :func:`untouched_random_state`, so the learner's random numbers
+    after a check are the ones they would have drawn without it.
+    """
     ex = _exercise(name)
     if not answer and not kwargs:
         return Result(name, "not attempted", "pass your answer, e.g. check(name, my_function)")
@@ -99,12 +110,74 @@ def check(name: str, *answer, **kwargs) -> Result:
         return Result(name, "not attempted", "the answer is still ... (or None): fill it in, "
                       "then run this cell again")
     try:
-        ex.checker(*answer, **kwargs)
-    except NotAttempted as err:
-        return Result(name, "not attempted", str(err) or "the starter is untouched")
-    except Wrong as err:
-        return Result(name, "fail", str(err))
+        inspect.signature(ex.checker).bind(*answer, **kwargs)
+    except TypeError:
+        return Result(name, "fail", _arity_message(name, ex.checker, len(answer) + len(kwargs)))
+    with untouched_random_state():
+        try:
+            ex.checker(*answer, **kwargs)
+        except NotAttempted as err:
+            return Result(name, "not attempted", str(err) or "the starter is untouched")
+        except Wrong as err:
+            return Result(name, "fail", str(err))
+        except Exception as err:  # noqa: BLE001 - a verdict, never a traceback
+            return Result(name, "fail", _error_message(err, "your answer"))
     return Result(name, "pass", "correct")
+
+
+def _arity_message(name: str, checker: Callable, given: int) -> str:
+    """What ``check(name, ...)`` takes, said as the call the learner should write."""
+    params = [p for p in inspect.signature(checker).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+              and p.default is inspect.Parameter.empty]
+    wanted = len(params)
+    what = "one answer" if wanted == 1 else f"{wanted} answers"
+    call_ = ", ".join([repr(name), *(p.name for p in params)])
+    return (f"this exercise takes {what}, check({call_}); got {given}")
+
+
+def untouched_random_state():
+    """A context in which random draws leave no trace: the global generators of torch (CPU and
+    every initialised CUDA device), NumPy and Python's ``random`` are restored on exit."""
+    return _RandomState()
+
+
+class _RandomState:
+    def __enter__(self):
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        self._fork = torch.random.fork_rng(devices=devices)
+        self._fork.__enter__()
+        self._python, self._numpy = random.getstate(), np.random.get_state()
+        return self
+
+    def __exit__(self, *exc):
+        random.setstate(self._python)
+        np.random.set_state(self._numpy)
+        return self._fork.__exit__(*exc)
+
+
+def _library_dirs() -> tuple[str, ...]:
+    package = Path(__file__).resolve().parent.parent  # seqbook
+    return tuple(str(Path(m.__file__).resolve().parent) for m in (torch, np)) + (str(package),)
+
+
+def _learner_frame(err: BaseException):
+    """The innermost frame of ``err``'s traceback that is not inside torch, NumPy or seqbook."""
+    dirs = _library_dirs()
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if not str(Path(f.filename).resolve()).startswith(dirs)
+              and not f.filename.startswith("<frozen")]
+    return frames[-1] if frames else None
+
+
+def _error_message(err: BaseException, what: str = "your code") -> str:
+    frame = _learner_frame(err)
+    error = f"{type(err).__name__}: {err}"
+    if frame is None:
+        return (f"{what} made the check fail with {error}; look at the type, shape and dtype "
+                "of what it returns")
+    line = f": {frame.line.strip()}" if frame.line else ""
+    return f"{what} raised {error} (in {frame.name}, line {frame.lineno}{line})"
 
 
 @dataclass
@@ -156,10 +229,12 @@ def call(fn, *args, what: str | None = None, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as err:
+        if _learner_frame(err) is None:  # raised by PyTorch on the learner's behalf
+            raise Wrong(f"{what} raised {type(err).__name__}: {err}") from err
         raise NotAttempted(f"{what} still raises NotImplementedError: write its body, then run "
                            "this cell again") from err
     except Exception as err:  # noqa: BLE001 - the learner's error becomes the check's message
-        raise Wrong(f"{what} raised {type(err).__name__}: {err}") from err
+        raise Wrong(_error_message(err, what)) from err
 
 
 def expect(condition, message: str) -> None:
@@ -178,29 +253,77 @@ def tolerance(dtype: torch.dtype, n: int = 1, scale: float = 1.0) -> dict[str, f
     return {"rtol": rtol, "atol": rtol * max(scale, 1.0)}
 
 
-def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
-    """Whether ``actual`` equals ``expected`` within the tolerance policy at ``expected``'s dtype.
+def _lower_precision(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    """The less precise of two dtypes (float64 for anything not floating)."""
+    a = a if a.is_floating_point else torch.float64
+    b = b if b.is_floating_point else torch.float64
+    return a if torch.finfo(a).eps >= torch.finfo(b).eps else b
 
-    ``actual`` may be a tensor or a number; a wrong shape is simply not close.
+
+def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The learner's tensor, NumPy array, list or number as a tensor, or a :class:`Wrong`.
+
+    The answer's own precision is kept (a float32 array stays float32); ``dtype`` is used for
+    Python numbers and lists only.
+    """
+    if isinstance(x, torch.Tensor):
+        return x
+    try:
+        if isinstance(x, np.ndarray | np.generic):
+            return torch.from_numpy(np.asarray(x).copy())
+        return torch.as_tensor(x, dtype=dtype or torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise Wrong(f"{what} must be a tensor (or an array or numbers), got "
+                    f"{type(x).__name__}") from err
+
+
+def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
+    """Whether ``actual`` equals ``expected`` within the tolerance policy.
+
+    The tolerance is that of the less precise of the two dtypes: a right answer computed in
+    float32 (a buffer made with ``torch.zeros(n)``) is judged at float32's precision, as it
+    should be. ``actual`` may be a tensor, a NumPy array, a list or a number; a wrong shape is
+    simply not close.
     """
     if not isinstance(expected, torch.Tensor):
         expected = torch.as_tensor(expected, dtype=torch.float64)
-    if not isinstance(actual, torch.Tensor):
-        try:
-            actual = torch.as_tensor(actual, dtype=expected.dtype, device=expected.device)
-        except (TypeError, ValueError, RuntimeError):
-            return False
-    if actual.shape != expected.shape:
+    try:
+        actual = as_tensor(actual, dtype=expected.dtype if expected.is_floating_point()
+                           else torch.float64)
+    except Wrong:
         return False
-    dtype = expected.dtype if expected.is_floating_point() else torch.float64
+    if actual.shape != expected.shape or actual.is_complex() != expected.is_complex():
+        return False
+    dtype = _lower_precision(actual.dtype, expected.dtype) if not expected.is_complex() \
+        else expected.dtype
     scale = float(expected.abs().max()) if expected.numel() else 1.0
-    return torch.allclose(actual.to(expected.device, dtype), expected.to(dtype),
+    high = expected.dtype if expected.is_floating_point() or expected.is_complex() \
+        else torch.float64
+    return torch.allclose(actual.to(expected.device, high), expected.to(high),
                           **tolerance(dtype, n, scale))
 
 
+def agrees(value, expected: float, digits: int = 3) -> bool:
+    """Whether the number ``value`` equals ``expected`` to ``digits`` significant digits.
+
+    Half a unit of the last asked-for digit either way, so both a rounded answer (0.667 for 2/3)
+    and the exact one pass.
+    """
+    try:
+        value = float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    if expected == 0:
+        return abs(value) <= 0.5 * 10.0 ** (1 - digits)
+    unit = 10.0 ** (math.floor(math.log10(abs(expected))) - digits + 1)
+    return abs(value - expected) <= 0.5 * unit * (1 + 1e-9) + 1e-12 * abs(expected)
+
+
 def returned_tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor, or a :class:`Wrong` that names ``what`` returned instead."""
+    """The learner's result as a tensor (a NumPy array is taken as one), or a :class:`Wrong`."""
     if not isinstance(out, torch.Tensor):
+        if isinstance(out, np.ndarray):
+            return torch.from_numpy(out.copy())
         raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
     return out
 

@@ -1,0 +1,102 @@
+"""Every exercise check proven by mutation (tests/mutation.py): the check passes the chapter's
+reference solution, refuses every mutant of it that computes something different, gives a verdict
+(never a traceback) and leaves the learner's random state as it found it.
+
+The equivalent mutants (the same values on every input the check uses) are listed, each with the
+reason, in ``tests/mutants/chNN.py``; a listed mutant that no longer exists or that the check now
+refuses fails the test, so the list cannot go stale. The kill rate per chapter is printed at the
+end of the test run (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import mutation
+import numpy as np
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parent
+PATHS = {p.stem[:2]: p for p in mutation.chapter_paths()}
+SOLUTIONS = [(path, sol) for path in PATHS.values() for sol in mutation.solutions(path)]
+
+
+def listed(chapter: str, table: str) -> dict:
+    """A table of ``tests/mutants/chNN.py`` (EQUIVALENT, ...), by exercise label."""
+    file = HERE / "mutants" / f"ch{chapter}.py"
+    if not file.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"mutants_ch{chapter}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, table, {})
+
+
+def random_state():
+    return (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+
+
+def same_state(a, b) -> bool:
+    return torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+
+
+def test_every_checked_exercise_has_a_reference_solution():
+    from test_exercise_cells import exercises
+
+    checked = {ex.label for path in PATHS.values() for ex in exercises(path)
+               if ex.check is not None}
+    assert checked == {sol.label for _, sol in SOLUTIONS}
+
+
+@pytest.mark.parametrize(("path", "sol"), SOLUTIONS, ids=[s.label for _, s in SOLUTIONS])
+def test_the_check_refuses_every_mutant(path, sol, record_property):
+    chapter = path.stem[:2]
+    equivalent = listed(chapter, "EQUIVALENT").get(sol.label, {})
+    torch.manual_seed(1234)
+    before = random_state()
+    reference = mutation.run(sol, sol.source, path)
+    assert not isinstance(reference, str) and reference, f"the reference solution: {reference}"
+    assert same_state(before, random_state()), "the check changed the global random state"
+    survivors, moved, errors = [], [], []
+    everything = mutation.mutants(sol)
+    for mutant in everything:
+        before = random_state()
+        result = mutation.run(sol, mutant.source, path)
+        if isinstance(result, str) and result.startswith("check raised"):
+            errors.append(f"{mutant.name}: {result}")
+        elif not isinstance(result, str) and not same_state(before, random_state()):
+            errors.append(f"{mutant.name}: the check changed the global random state")
+        passed = not isinstance(result, str) and result.status == "pass"
+        if passed and mutant.name not in equivalent:
+            survivors.append(mutant.name)
+        if not passed and mutant.name in equivalent:
+            moved.append(mutant.name)
+    names = {m.name for m in everything}
+    stale = sorted(set(equivalent) - names)
+    killed = len(everything) - len(equivalent) - len(survivors)
+    record_property("mutants", (chapter, sol.label, len(everything), killed, len(equivalent)))
+    assert not errors, "a check raised or touched the random state:\n" + "\n".join(errors)
+    assert not survivors, (f"{len(survivors)} of {len(everything)} mutants pass the check "
+                           "(refuse them, or list them in tests/mutants as equivalent, with "
+                           "why):\n" + "\n".join(survivors))
+    assert not moved, "listed as equivalent but refused (remove them):\n" + "\n".join(moved)
+    assert not stale, "listed as equivalent but no longer made:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize(("path", "sol"), SOLUTIONS, ids=[s.label for _, s in SOLUTIONS])
+def test_the_wrong_number_of_answers_is_a_verdict(path, sol):
+    from seqbook.exercises import check
+
+    ns = mutation.namespace(path)
+    exec(sol.source, ns)  # noqa: S102
+    answers = [eval(a, ns) for a in sol.answers]  # noqa: S307
+    before = random_state()
+    extra = check(sol.label, *answers, answers[0])
+    assert extra.status == "fail" and "this exercise takes" in extra.message, extra
+    if len(answers) > 1:
+        fewer = check(sol.label, *answers[:-1])
+        assert fewer.status == "fail" and "this exercise takes" in fewer.message, fewer
+    assert same_state(before, random_state())
