@@ -100,3 +100,81 @@ def test_the_wrong_number_of_answers_is_a_verdict(path, sol):
         fewer = check(sol.label, *answers[:-1])
         assert fewer.status == "fail" and "this exercise takes" in fewer.message, fewer
     assert same_state(before, random_state())
+
+
+# --- right answers written differently --------------------------------------------------------
+
+
+def _tree_map(fn, x):
+    if isinstance(x, tuple | list):
+        return type(x)(_tree_map(fn, v) for v in x)
+    if isinstance(x, dict):
+        return {k: _tree_map(fn, v) for k, v in x.items()}
+    return fn(x)
+
+
+def _to_float32(x):
+    return x.float() if isinstance(x, torch.Tensor) and x.dtype == torch.float64 else x
+
+
+def _to_numpy(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, bool):
+        return np.bool_(x)
+    if isinstance(x, int | float):
+        return np.float64(x) if isinstance(x, float) else np.int64(x)
+    return x
+
+
+def in_float32(fn):
+    """The learner's function computed in float32: float64 tensors in become float32."""
+    def wrapped(*args, **kwargs):
+        return fn(*_tree_map(_to_float32, args), **_tree_map(_to_float32, kwargs))
+    wrapped.__name__ = getattr(fn, "__name__", "answer")
+    return wrapped
+
+
+def as_numpy(fn):
+    """The learner's function returning NumPy arrays and scalars where it returned tensors."""
+    def wrapped(*args, **kwargs):
+        return _tree_map(_to_numpy, fn(*args, **kwargs))
+    wrapped.__name__ = getattr(fn, "__name__", "answer")
+    return wrapped
+
+
+# Exercises where a variant does not mean the same answer, with the reason.
+NOT_FLOAT32 = {
+}
+NOT_NUMPY = {
+}
+
+
+def _answers(path, sol):
+    ns = mutation.namespace(path)
+    exec(sol.source, ns)  # noqa: S102
+    return [eval(a, ns) for a in sol.answers]  # noqa: S307
+
+
+@pytest.mark.parametrize(("path", "sol"), SOLUTIONS, ids=[s.label for _, s in SOLUTIONS])
+def test_a_right_answer_in_float32_passes(path, sol):
+    from seqbook.exercises import check
+
+    if sol.label in NOT_FLOAT32:
+        pytest.skip(NOT_FLOAT32[sol.label])
+    answers = [in_float32(a) if callable(a) and not isinstance(a, type | torch.nn.Module)
+               else _tree_map(_to_float32, a) for a in _answers(path, sol)]
+    result = check(sol.label, *answers)
+    assert result, result
+
+
+@pytest.mark.parametrize(("path", "sol"), SOLUTIONS, ids=[s.label for _, s in SOLUTIONS])
+def test_a_right_answer_in_numpy_passes(path, sol):
+    from seqbook.exercises import check
+
+    if sol.label in NOT_NUMPY:
+        pytest.skip(NOT_NUMPY[sol.label])
+    answers = [as_numpy(a) if callable(a) and not isinstance(a, type | torch.nn.Module)
+               else _tree_map(_to_numpy, a) for a in _answers(path, sol)]
+    result = check(sol.label, *answers)
+    assert result, result
