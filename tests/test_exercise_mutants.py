@@ -106,6 +106,8 @@ def test_the_wrong_number_of_answers_is_a_verdict(path, sol):
 
 
 def _tree_map(fn, x):
+    if isinstance(x, tuple) and hasattr(x, "_fields"):  # a named tuple
+        return type(x)(*(_tree_map(fn, v) for v in x))
     if isinstance(x, tuple | list):
         return type(x)(_tree_map(fn, v) for v in x)
     if isinstance(x, dict):
@@ -119,7 +121,8 @@ def _to_float32(x):
 
 def _to_numpy(x):
     if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
+        array = x.detach().cpu().numpy()
+        return array[()] if array.ndim == 0 else array  # a 0-d tensor is a NumPy scalar
     if isinstance(x, bool):
         return np.bool_(x)
     if isinstance(x, int | float):
@@ -128,8 +131,11 @@ def _to_numpy(x):
 
 
 def in_float32(fn):
-    """The learner's function computed in float32: float64 tensors in become float32."""
+    """The learner's function computed in float32: float64 tensors in become float32 (unless a
+    module comes with them: then the module's dtype is the learner's to follow)."""
     def wrapped(*args, **kwargs):
+        if any(isinstance(a, torch.nn.Module) for a in (*args, *kwargs.values())):
+            return fn(*args, **kwargs)
         return fn(*_tree_map(_to_float32, args), **_tree_map(_to_float32, kwargs))
     wrapped.__name__ = getattr(fn, "__name__", "answer")
     return wrapped
