@@ -11,7 +11,18 @@ import torch
 
 from ..attention import MultiHeadAttention, lengths_to_mask, scaled_dot_product_attention
 from ..online_softmax import tiled_attention
-from .core import Wrong, call, close, exercise, expect, expect_shape, returned_pair, returned_tensor
+from .core import (
+    Wrong,
+    agrees,
+    as_tensor,
+    call,
+    close,
+    exercise,
+    expect,
+    expect_shape,
+    returned_pair,
+    returned_tensor,
+)
 
 F64 = torch.float64
 
@@ -31,22 +42,21 @@ def check_temperature(answer):
            "answer must be a pair (z at c = 0, the limit of z as c grows)")
     zs = []
     for name, z in zip(("z at c = 0", "the limit"), answer, strict=True):
-        try:
-            z = torch.as_tensor(z, dtype=F64).flatten()
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise Wrong(f"{name} must be two numbers, such as (0.5, 0.5)") from err
+        z = as_tensor(z, f"{name} (two numbers, such as (0.5, 0.5))").flatten()
         expect(z.numel() == 2, f"{name} must be two numbers (z has two entries), got {z.numel()}")
-        zs.append(z)
+        expect(not z.is_complex(), f"{name} must be two real numbers")
+        zs.append(z.tolist())
     zero, limit = zs
 
-    def near(z, target):  # an answer computed in float32 is right too
-        return bool((z - torch.tensor(target, dtype=F64)).abs().max() < 1e-4)
+    def near(z, target):  # to 3 significant digits, as the exercise asks
+        return all(agrees(a, b, digits=3) for a, b in zip(z, target, strict=True))
 
     if near(zero, [0.5, 0.5]):
         raise Wrong("z at c = 0 averages the two *different* values: the average runs over all "
                     "three keys, and two of them carry the value (1, 0)")
     expect(near(zero, [2 / 3, 1 / 3]),
-           "z at c = 0 is not what equal weights on the three keys give")
+           "z at c = 0 is not what equal weights on the three keys give (to 3 significant "
+           "digits)")
     if near(limit, [1.0, 0.0]):
         raise Wrong("the limit is the value of a key that loses: compare the scores q . k_t of "
                     "the three keys")
@@ -144,13 +154,13 @@ def check_local(fn):
     "The concatenated heads still pass through out_proj, the matrix W^O of the equation.",
 ])
 def check_heads_loop(fn):
-    torch.manual_seed(51)
-    mha = MultiHeadAttention(12, num_heads=3).to(F64).eval().requires_grad_(False)
+    # float32, the default: a learner's buffers made with torch.zeros fit the module
+    mha = MultiHeadAttention(12, num_heads=3).eval().requires_grad_(False)
     g = torch.Generator().manual_seed(52)
     with torch.no_grad():  # biases that are not zero, so that a forgotten one shows
-        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
-            proj.bias.copy_(torch.randn(proj.bias.shape, generator=g, dtype=F64))
-    x = torch.randn(2, 5, 12, generator=g, dtype=F64)
+        for p in mha.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
+    x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
@@ -169,72 +179,106 @@ def check_heads_loop(fn):
     if close(out, concat, n=12):
         raise Wrong("the heads are concatenated but not mixed: apply out_proj (W^O) to the "
                     "concatenation")
+    interleaved = heads.permute(0, 2, 3, 1).reshape(2, 5, 12)  # feature j of every head, then j+1
+    if close(out, mha.out_proj(interleaved), n=12 + 5):
+        raise Wrong("each head's output is right, but the concatenation interleaves the heads: "
+                    "head i's d_h features must sit side by side, in columns i*d_h to "
+                    "(i+1)*d_h, as torch.cat(heads, dim=-1) puts them")
     expect(close(out, ref, n=12 + 5), "the weights are right but the output is not: check the "
            "values of each head (rows of v_proj, with its bias) and out_proj")
 
 
 # ---------------------------------------------------------------------------------------------
-# Mean pooling over the real tokens.
+# Max pooling over the real tokens.
 # ---------------------------------------------------------------------------------------------
+
+
+def _pooling_case(g, lengths, T, d):
+    """x (B, T, d) with padding vectors larger than every real one, and one sequence whose real
+    values are all negative (below -2, so that no small constant can stand in for -inf)."""
+    lengths = torch.tensor(lengths)
+    real = lengths_to_mask(lengths, T)
+    x = torch.randn(len(lengths), T, d, generator=g, dtype=F64)
+    x = torch.where(real[..., None], x, x.abs() + 5.0)  # padding: large positive values
+    x[1] = torch.where(real[1, :, None], -3.0 - x[1].abs(), x[1])  # all negative where real
+    return x, real
 
 
 @exercise("ex-ch5-pooling", hints=[
-    "Turn the mask into numbers (1.0 at real tokens, 0.0 at padding) with a trailing axis, so "
-    "that it multiplies every feature of a position.",
-    "Sum the masked vectors over time and divide by the number of real tokens of each sequence, "
-    "not by T.",
+    "The maximum must never pick a padding position, whatever the values there. Which number "
+    "loses every comparison with a real value?",
+    "Overwrite the padding positions with -inf, x.masked_fill(~real[..., None], float('-inf')), "
+    "then take the maximum over the time axis. Multiplying by the mask leaves a 0 at the "
+    "padding, and 0 beats a real value that is negative.",
+    "x.max(dim=1) returns a pair (values, indices); x.amax(dim=1) returns the values only.",
 ])
 def check_pooling(fn):
     g = torch.Generator().manual_seed(53)
-    B, T, d = 3, 7, 5
-    x = torch.randn(B, T, d, generator=g, dtype=F64)
-    lengths = torch.tensor([7, 4, 1])
-    real = lengths_to_mask(lengths, T)
-    out = returned_tensor(call(fn, x.clone(), real.clone(), what="mean_pool"), "mean_pool")
-    expect_shape(out, (B, d), "the pooled vectors")
-    keep = real[..., None].to(F64)
-    ref = (x * keep).sum(1) / keep.sum(1)
-    if close(out, x.mean(1), n=T):
-        raise Wrong("the pooled vector changes when the same sequence is padded longer: the "
-                    "mean includes the padding")
-    if close(out, (x * keep).sum(1) / T, n=T):
-        raise Wrong("the padding is left out of the sum but counted in the division: divide "
-                    "by the number of real tokens")
-    padded = (x * (1 - keep)).sum(1) / (1 - keep).sum(1)  # rows 1 and 2 hold padding
-    if close(out[1:], padded[1:], n=T):
-        raise Wrong("you averaged the padding positions: real is True at the real tokens")
-    expect(close(out, ref, n=T), "the result is not the mean of each sequence's real tokens")
+    for lengths, T, d in (((7, 4, 1, 5), 7, 5), ((2, 3), 4, 3)):
+        x, real = _pooling_case(g, lengths, T, d)
+        out = call(fn, x.clone(), real.clone(), what="max_pool")
+        if isinstance(out, tuple) and hasattr(out, "values") and hasattr(out, "indices"):
+            raise Wrong("max_pool returns the pair (values, indices) that torch.max gives along a "
+                        "dimension: return the values only")
+        out = returned_tensor(out, "max_pool")
+        expect_shape(out, (len(lengths), d), "the pooled vectors")
+        ref = x.masked_fill(~real[..., None], -math.inf).amax(1)
+        if close(out, ref):
+            continue
+        if close(out, x.amax(1)):
+            raise Wrong("the pooled vectors hold the values of padding positions: the maximum "
+                        "runs over the padding too")
+        if close(out, (x * real[..., None]).amax(1)):
+            raise Wrong("sequence 1, whose real values are all negative, pools to 0: the "
+                        "padding, multiplied by the mask, is 0 and wins the maximum")
+        if close(out, x.masked_fill(real[..., None], -math.inf).amax(1)):
+            raise Wrong("the maximum runs over the padding positions only: real is True at the "
+                        "real tokens")
+        if close(out, (x * real[..., None]).sum(1) / real.sum(1, keepdim=True)):
+            raise Wrong("that is the mean over the real tokens, the pooling the chapter's "
+                        "classifier uses: take the maximum of each feature instead")
+        raise Wrong("the result is not the maximum of each feature over each sequence's real "
+                    "tokens")
 
 
 # ---------------------------------------------------------------------------------------------
-# The softmax Jacobian.
+# The Jacobian of log-softmax.
 # ---------------------------------------------------------------------------------------------
 
 
 @exercise("ex-ch5-jacobian", hints=[
-    "Differentiate p_i = exp(s_i) / Z with Z = sum_k exp(s_k) by the quotient rule, once for "
-    "j = i and once for j != i.",
-    "The result is J = diag(p) - p p^T. For a batch, torch.diag_embed(p) gives the diagonal "
-    "matrices and p[..., :, None] * p[..., None, :] the outer products.",
+    "log p_i = s_i - log Z with Z = sum_k exp(s_k). Differentiate both terms with respect to "
+    "s_j: the first gives delta_ij, and d log Z / d s_j is a softmax weight.",
+    "d log Z / d s_j = exp(s_j) / Z = p_j, so J[i, j] = delta_ij - p_j: the identity minus a "
+    "matrix whose every row is p. torch.eye(m) and p[..., None, :] broadcast to (..., m, m).",
 ])
 def check_jacobian(fn):
     g = torch.Generator().manual_seed(54)
-    s = torch.randn(3, 6, generator=g, dtype=F64)
+    s = 2 * torch.randn(2, 3, 6, generator=g, dtype=F64)  # a batch (2, 3) of m = 6 scores
     p = torch.softmax(s, dim=-1)
-    J = returned_tensor(call(fn, p.clone(), what="softmax_jacobian"), "softmax_jacobian")
-    expect_shape(J, (3, 6, 6), "the Jacobians of a batch of three p's")
-    ref = torch.stack([torch.autograd.functional.jacobian(lambda t: torch.softmax(t, 0), row)
-                       for row in s])
-    outer = p[:, :, None] * p[:, None, :]
-    if close(J, -outer):
-        raise Wrong("the diagonal term diag(p) is missing")
-    if close(J, torch.diag_embed(p)):
-        raise Wrong("the term -p p^T is missing: every p_i depends on every s_j through the sum "
-                    "in the denominator")
-    if close(J, torch.diag_embed(p * (1 - p))):
-        raise Wrong("only the diagonal is right: p_i also changes with s_j for j != i, by "
-                    "-p_i p_j")
-    expect(close(J, ref), "the Jacobian differs from the one autograd computes")
+    J = returned_tensor(call(fn, s.clone(), what="log_softmax_jacobian"), "log_softmax_jacobian")
+    expect_shape(J, (2, 3, 6, 6), "the Jacobians of a (2, 3) batch of m = 6 scores")
+    eye = torch.eye(6, dtype=F64)
+    ref = eye - p[..., None, :]
+    if close(J, ref):
+        return
+    if close(J, eye - p[..., :, None]):
+        raise Wrong("J[i, j] holds d log p_j / d s_i, the transpose: row i must be the "
+                    "derivatives of log p_i, J[i, j] = d log p_i / d s_j")
+    if close(J, -ref):
+        raise Wrong("the sign is flipped: log p_i grows with s_i")
+    if close(J, torch.diag_embed(p) - p[..., :, None] * p[..., None, :]):
+        raise Wrong("that is the Jacobian of the softmax itself, eq. (5.5); the log divides "
+                    "row i by p_i")
+    if close(J, torch.diag_embed(1 - p)):
+        raise Wrong("only the diagonal is right: log p_i also changes with s_j for j != i, "
+                    "through log Z")
+    if close(J, eye.expand_as(ref)):
+        raise Wrong("the term of log Z is missing: every s_j changes Z, and with it every log p_i")
+    if close(J, eye - torch.softmax(s, dim=-2)[..., None, :]):
+        raise Wrong("the softmax runs over the wrong axis: the scores of one vector are on the "
+                    "last axis")
+    raise Wrong("the Jacobian differs from the one autograd computes for log_softmax")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,8 +307,10 @@ def _triple(out, what: str):
     "keys. Write both relative to the larger maximum m = max(m1, m2).",
     "exp(s - m) = exp(s - m1) exp(m1 - m), so l1 becomes exp(m1 - m) l1, a factor <= 1; o1 gets "
     "the same factor. Then add.",
-    "Return the unnormalised o: the division by l comes once, after the last merge. torch.maximum "
-    "takes the larger of two tensors entry by entry.",
+    "Return the unnormalised o: the division by l comes once, after the last merge. A query that "
+    "sees no key of either block has m1 = m2 = m = -inf, and exp(-inf - (-inf)) is NaN: shift by "
+    "a finite stand-in there, torch.where(torch.isinf(m), 0.0, m), so that both factors are "
+    "exp(-inf) = 0.",
 ])
 def check_merge(fn):
     g = torch.Generator().manual_seed(55)
@@ -273,9 +319,13 @@ def check_merge(fn):
     k = torch.randn(2, S, D, generator=g, dtype=F64)
     v = torch.randn(2, S, Dv, generator=g, dtype=F64)
     rows = torch.arange(T)[:, None]
+
+    def merged(x, y):
+        return _triple(call(fn, x, y, what="merge"), "merge")
+
     a = _partial(q, k, v, rows, 0, 5, False)
     b = _partial(q, k, v, rows, 5, S, False)
-    m, l, o = _triple(call(fn, a, b, what="merge"), "merge")
+    m, l, o = merged(a, b)
     for name, t, ref in (("m", m, a[0]), ("l", l, a[1]), ("o", o, a[2])):
         expect_shape(t, ref.shape, f"the merged {name}")
     whole = _partial(q, k, v, rows, 0, S, False)
@@ -300,17 +350,33 @@ def check_merge(fn):
     expect(close(o, whole[2], n=S), "o is not the sum of exp(s - m) v over both blocks")
     expect(close(o / l, tiled_attention(q, k, v, 5), n=D + S),
            "o / l differs from tiled attention")
-    # merging the other way round, and many blocks one after the other, causal
-    m2, l2, o2 = _triple(call(fn, b, a, what="merge"), "merge")
+    # merging the other way round
+    m2, l2, o2 = merged(b, a)
     expect(close(o2 / l2, o / l, n=D + S), "merge(b, a) differs from merge(a, b): the order "
            "of two blocks of keys must not matter")
+    # causal, block by block: from the second block on, some queries see no key of the block
     state = _partial(q, k, v, rows, 0, 3, True)
     for start in range(3, S, 3):
         block = _partial(q, k, v, rows, start, min(start + 3, S), True)
-        state = _triple(call(fn, state, block, what="merge"), "merge")
+        state = merged(state, block)
         if any(torch.isnan(t).any() for t in state):
             raise Wrong("a block in which a query sees no key (m = -inf, l = 0, o = 0, as causal "
                         "attention gives) makes the merge NaN: exp(-inf) = 0 is fine, but "
                         "-inf - (-inf) is not")
     expect(close(state[2] / state[1], tiled_attention(q, k, v, 3, causal=True), n=D + S),
            "merging the blocks of a causal attention one by one does not give causal attention")
+    # causal, as a tree: queries 0, 1, 2 see no key of either block 3..5 or 6..8
+    empty = merged(_partial(q, k, v, rows, 3, 6, True), _partial(q, k, v, rows, 6, 9, True))
+    blind = slice(0, 3)
+    if any(torch.isnan(t[..., blind, :]).any() for t in empty):
+        raise Wrong("two blocks in which a query sees no key at all (m = -inf in both) merge to "
+                    "NaN for that query: m1 - m is -inf - (-inf)")
+    expect(bool(torch.isneginf(empty[0][..., blind, :]).all())
+           and not empty[1][..., blind, :].any() and not empty[2][..., blind, :].any(),
+           "two blocks in which a query sees no key at all must merge to an empty partial "
+           "result for it: m = -inf, l = 0, o = 0")
+    state = merged(_partial(q, k, v, rows, 0, 3, True),
+                   merged(empty, _partial(q, k, v, rows, 9, S, True)))
+    expect(close(state[2] / state[1], tiled_attention(q, k, v, 3, causal=True), n=D + S),
+           "merging the blocks of a causal attention as a tree (two empty blocks first) does "
+           "not give causal attention")
