@@ -36,6 +36,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# PyTorch imports sympy the first time a shape is broadcast in a process (seconds): import it now,
+# so that no run of a check under the per-run alarm is cut in the middle of an import.
+import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 BINOP_SWAPS = {ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult],

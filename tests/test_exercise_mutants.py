@@ -24,6 +24,16 @@ PATHS = {p.stem[:2]: p for p in mutation.chapter_paths()}
 SOLUTIONS = [(path, sol) for path in PATHS.values() for sol in mutation.solutions(path)]
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread per check: the checks' tensors are tiny, and two threads on a shared pair of
+    cores make each call several times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def listed(chapter: str, table: str) -> dict:
     """A table of ``tests/mutants/chNN.py`` (EQUIVALENT, ...), by exercise label."""
     file = HERE / "mutants" / f"ch{chapter}.py"

@@ -30,8 +30,8 @@ def hint_cell(label: str, level: int, body: str) -> dict:
             "source": source.splitlines(keepends=True)}
 
 
-def rewrite(path: Path) -> bool:
-    """Rewrite the hint cells of the chapter at ``path``; True if anything changed."""
+def rewrite(path: Path, write: bool = True) -> bool:
+    """Rewrite the hint cells of the chapter at ``path`` (with ``write``); True if any differ."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     cells = nb["cells"]
     changed = False
@@ -55,7 +55,7 @@ def rewrite(path: Path) -> bool:
         for i in reversed(spots):
             del cells[i]
         cells[at:at] = new
-    if changed:
+    if changed and write:
         path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return changed
 
@@ -67,10 +67,8 @@ def main() -> int:
     stale = []
     for path in CHAPTERS:
         if args.check:
-            original = path.read_text(encoding="utf-8")
-            if rewrite(path):
+            if rewrite(path, write=False):
                 stale.append(path.name)
-                path.write_text(original, encoding="utf-8")
         elif rewrite(path):
             print(f"rewrote the hints of {path.name}")
     if stale:
