@@ -382,3 +382,34 @@ def test_verdict(name):
 def test_no_check_prints_the_expected_values():
     assert "0.667" not in check(T, ((0.6, 0.3), (0, 1))).message
     assert "2/3" not in check(T, ((0.6, 0.3), (0, 1))).message
+
+
+# --- found by a fresh reading ---------------------------------------------------------------------
+
+
+def _merge(a, b, ratio=False, in_place=False):
+    (m1, l1, o1), (m2, l2, o2) = a, b
+    m = torch.maximum(m1, m2)
+    safe = torch.where(torch.isinf(m), 0.0, m)
+    if ratio:  # exp(m1) / exp(m): right on paper, overflows for large scores
+        f1 = torch.where(torch.isinf(m1), 0.0, torch.exp(m1) / torch.exp(safe))
+        f2 = torch.where(torch.isinf(m2), 0.0, torch.exp(m2) / torch.exp(safe))
+    else:
+        f1, f2 = torch.exp(m1 - safe), torch.exp(m2 - safe)
+    if in_place:
+        return m, l1.mul_(f1).add_(f2 * l2), o1.mul_(f1).add_(f2 * o2)
+    return m, f1 * l1 + f2 * l2, f1 * o1 + f2 * o2
+
+
+def test_merge_overflow_and_in_place():
+    assert "overflows" in check("ex-ch5-merge", lambda a, b: _merge(a, b, ratio=True)).message
+    assert check("ex-ch5-merge", lambda a, b: _merge(a, b, in_place=True))
+
+
+def test_temperature_as_one_array_and_not_a_finite_c():
+    import numpy as np
+
+    assert check("ex-ch5-temperature", np.array([[2 / 3, 1 / 3], [0.0, 1.0]]))
+    assert check("ex-ch5-temperature", torch.tensor([[0.667, 0.333], [0.0, 1.0]]))
+    # z at c = 7 is (0.0018, 0.998): close to the limit, not the limit
+    assert not check("ex-ch5-temperature", ((0.667, 0.333), (0.0018, 0.998)))
