@@ -13,7 +13,6 @@ from ..attention import MultiHeadAttention, lengths_to_mask, scaled_dot_product_
 from ..online_softmax import tiled_attention
 from .core import (
     Wrong,
-    agrees,
     as_tensor,
     call,
     close,
