@@ -4,11 +4,14 @@ wrong in each typical wrong answer."""
 
 import math
 
+import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 from seqbook.exercises import check
 from seqbook.losses import cross_entropy
+from tests.random_state import assert_random_state_untouched
 
 
 def starter(*args):
@@ -48,6 +51,19 @@ def test_bigram():
     assert "shape" in check(name, lambda ids, C: torch.zeros(C)).message
     assert "must return a tensor" in check(name, lambda ids, C: 3.0).message
 
+    def assigned(ids, C):  # t[a, b] += 1 with repeated pairs: each repeated pair counted once
+        pairs = torch.zeros(C, C, dtype=torch.float64)
+        pairs[ids[:-1], ids[1:]] += 1
+        return ((pairs + 1) / (pairs + 1).sum(1, keepdim=True)).log()
+
+    assert "counted once" in check(name, assigned).message
+
+    def by_bincount(ids, C):  # another right answer, in float32 and NumPy
+        counts = torch.bincount(ids[:-1] * C + ids[1:], minlength=C * C).reshape(C, C) + 1
+        return np.log((counts / counts.sum(1, keepdim=True)).float().numpy())
+
+    assert check(name, by_bincount)
+
 
 # --- find the bug: the overflowing cross-entropy ----------------------------------------------------
 
@@ -71,26 +87,85 @@ def test_overflow_bug():
     assert check(name, right)
     assert check(name, lambda z, y: F.cross_entropy(z, y))
     assert check(name, starter).status == "not attempted"
-    assert "overflows" in check(name, buggy_ce).message
+    message = check(name, buggy_ce).message
+    assert "nan" in message and "near 200" in message
+    assert not any(w in message for w in ("subtract", "max", "lse", "shift"))  # no cure
+    assert check(name, lambda z, y: np.asarray(right(z, y).item()))  # a 0-d array
+    shifted_by_mean = lambda z, y: right(z - z.mean(-1, keepdim=True), y)  # noqa: E731
+    assert check(name, shifted_by_mean)  # the mean shift is right in exact arithmetic
+
+    def mean_shift_exp(logits, target):  # exp(z - mean) still overflows at 200 in float32
+        e = torch.exp(logits - logits.mean(-1, keepdim=True))
+        return -torch.log(e.gather(-1, target[:, None])[:, 0] / e.sum(-1)).mean()
+
+    assert "nan" in check(name, mean_shift_exp).message
     assert "underflows to 0" in check(name, log_of_softmax).message
     assert "ordinary logits" in check(name, lambda z, y: right(z, y) + 1).message
     assert "must be a number" in check(name, lambda z, y: "loss").message
 
 
-# --- the margin m* -------------------------------------------------------------------------------
+# --- the margin with a prior ---------------------------------------------------------------------
+
+
+def m_star_prior(prior, y, eps):
+    target = eps * prior
+    target[y] += 1 - eps
+    others = torch.arange(len(prior)) != y
+    return math.log(target[y] / target[others].max())
 
 
 def test_margin():
     name = "ex-ch9-margin"
-    assert check(name, lambda C, eps: math.log((1 - eps + eps / C) * C / eps))
+    assert check(name, m_star_prior)
     assert check(name, starter).status == "not attempted"
-    wrong_classes_only = lambda C, eps: math.log((1 - eps) * (C - 1) / eps)  # noqa: E731
-    assert "C - 1 wrong classes only" in check(name, wrong_classes_only).message
-    no_share = lambda C, eps: math.log((1 - eps) * C / eps)  # noqa: E731
-    assert "its share" in check(name, no_share).message
-    nearly = lambda C, eps: math.log((1 - eps + eps / C) * C / eps) + 1e-5  # noqa: E731
-    assert "closed form" in check(name, nearly).message
-    assert "solve q_y" in check(name, lambda C, eps: 1.0).message
+
+    def closed_form(prior, y, eps):  # another right answer: the formula, in a loop, as a tensor
+        largest = max(p for k, p in enumerate(prior.tolist()) if k != y)
+        return torch.tensor(math.log((1 - eps + eps * prior[y].item()) / (eps * largest)))
+
+    assert check(name, closed_form)
+    assert check(name, lambda p, y, e: np.float32(m_star_prior(p.float(), y, e)))  # float32
+
+    uniform = lambda p, y, e: math.log((1 - e + e / len(p)) * len(p) / e)  # noqa: E731
+    assert "uniform smoothing" in check(name, uniform).message
+
+    def no_share(prior, y, eps):
+        others = torch.arange(len(prior)) != y
+        return math.log((1 - eps) / (eps * prior[others].max()))
+
+    assert "its share of the prior" in check(name, no_share).message
+
+    def with_true(prior, y, eps):
+        target = eps * prior
+        target[y] += 1 - eps
+        return math.log(target[y] / target.max())
+
+    assert "includes the true class" in check(name, with_true).message
+
+    def smallest(prior, y, eps):
+        target = eps * prior
+        target[y] += 1 - eps
+        return math.log(target[y] / target[torch.arange(len(prior)) != y].min())
+
+    assert "smallest wrong logit" in check(name, smallest).message
+
+    def to_mean(prior, y, eps):
+        target = eps * prior
+        target[y] += 1 - eps
+        return (target[y].log() - target[torch.arange(len(prior)) != y].log().mean()).item()
+
+    assert "mean of the wrong logits" in check(name, to_mean).message
+
+    def neighbours(prior, y, eps):  # the true class's neighbour left out of the maximum
+        target = eps * prior
+        target[y] += 1 - eps
+        return math.log(target[y] / torch.cat([target[:y - 1], target[y + 1:]]).max())
+
+    assert not check(name, neighbours)
+    rounded = lambda p, y, e: round(m_star_prior(p, y, e), 4)  # noqa: E731
+    assert check(name, rounded)  # 5 significant digits, as the exercise says
+    assert not check(name, lambda p, y, e: m_star_prior(p, y, e) * (1 + 1e-4))
+    assert "must be a number" in check(name, lambda p, y, e: "big").message
 
 
 # --- the log-sum-exp gap ---------------------------------------------------------------------------
@@ -100,6 +175,12 @@ def test_lse_bounds():
     name = "ex-ch9-lse-bounds"
     assert check(name, math.log(10) / 0.5)
     assert check(name, torch.tensor(math.log(10) / 0.5))
+    assert check(name, 4.605)  # 3 significant digits, as the exercise asks
+    assert check(name, 4.61)
+    assert check(name, np.float32(4.6052))
+    assert not check(name, 4.62)  # a digit off
+    assert not check(name, 4.59)
+    assert "another base" in check(name, math.log2(10) / 0.5).message
     assert check(name, ...).status == "not attempted"
     assert "at beta = 1" in check(name, math.log(10)).message
     assert "not multiplied" in check(name, 0.5 * math.log(10)).message
@@ -146,7 +227,28 @@ def test_smoothing_bug():
     assert check(name, right)
     assert check(name, lambda z, y, e, i: cross_entropy(z, y, label_smoothing=e, ignore_index=i))
     assert check(name, starter).status == "not attempted"
-    assert "uniform part" in check(name, buggy_smoothed).message
+    message = check(name, buggy_smoothed).message
+    assert "padded further" in message
+    assert "mask" not in message and "multiply" not in message  # the symptom, not the cure
+
+    def no_masked_fill(logits, target, label_smoothing, ignore_index):  # breaks at pad -100
+        logq = torch.log_softmax(logits, dim=-1)
+        real = target != ignore_index
+        nll = -logq.gather(-1, target[..., None])[..., 0]
+        loss = (1 - label_smoothing) * nll + label_smoothing * (-logq.mean(-1))
+        return (loss * real).sum() / real.sum()
+
+    assert "RuntimeError" in check(name, no_masked_fill).message
+    assert check(name, lambda z, y, e, i: right(z, y, e, i).detach().numpy())  # a 0-d array
+
+    def smoothed_targets(logits, target, label_smoothing, ignore_index):  # another right answer
+        real = target != ignore_index
+        C = logits.shape[-1]
+        p = F.one_hot(target.masked_fill(~real, 0), C) * (1 - label_smoothing) + label_smoothing / C
+        per = -(p * torch.log_softmax(logits, -1)).sum(-1)
+        return per[real].mean()
+
+    assert check(name, smoothed_targets)
     assert "divide by the number of real tokens" in check(name, over_all).message
     assert "mask them out" in check(name, no_mask).message
     assert check(name, where_nan)  # 0 * x has an exact zero gradient: not a slip
@@ -172,15 +274,33 @@ def fit_temperature(logits, target, invert=False, log=False):
     return s.item() if log else (1 / T if invert else T)
 
 
+def bisection(logits, target):  # another right answer: bisection on d NLL / d beta
+    def slope(beta):
+        q = torch.softmax(beta * logits, -1)
+        return ((q * logits).sum(-1) - logits.gather(-1, target[:, None])[:, 0]).mean()
+
+    lo, hi = 0.0, 100.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if slope(mid) < 0 else (lo, mid)
+    return 2 / (lo + hi)
+
+
 def test_temperature():
     name = "ex-ch9-temperature"
-    assert check(name, fit_temperature)
+    assert check(name, fit_temperature)  # LBFGS on log T
+    assert check(name, bisection)
+    assert check(name, lambda z, y: torch.tensor(bisection(z.float(), y)))  # float32, a tensor
+    assert check(name, lambda z, y: float(f"{bisection(z, y):.3g}"))  # 3 significant digits
+    assert not check(name, lambda z, y: float(f"{bisection(z, y):.2g}"))  # 2: too coarse
     assert check(name, starter).status == "not attempted"
     assert "inverse" in check(name, lambda z, y: fit_temperature(z, y, invert=True)).message
     assert "log T" in check(name, lambda z, y: fit_temperature(z, y, log=True)).message
     assert "still 1" in check(name, lambda z, y: 1.0).message
     assert "positive" in check(name, lambda z, y: -2.0).message
-    assert "above 1" in check(name, lambda z, y: 1.5).message
+    for constant in (2.5, 1.7, 1.5):  # the same T, whatever the network
+        assert "the same T" in check(name, lambda z, y, c=constant: c).message
+    assert "3 significant digits" in check(name, lambda z, y: bisection(z, y) * 1.01).message
 
 
 # --- InfoNCE ---------------------------------------------------------------------------------------
@@ -206,3 +326,38 @@ def test_infonce():
         name, lambda x, y, t: info_nce(x, y, t, divide=False)).message
     assert "symmetric InfoNCE" in check(name, lambda x, y, t: info_nce(x, y, t) + 0.1).message
     assert "scalar" in check(name, lambda x, y, t: x).message
+
+    def without_match(x, y, temperature):  # the positive left out of the denominator
+        s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / temperature
+        eye = torch.eye(len(x), dtype=torch.bool)
+        one = (torch.logsumexp(s.masked_fill(eye, -math.inf), -1) - s.diag()).mean()
+        other = (torch.logsumexp(s.T.masked_fill(eye, -math.inf), -1) - s.diag()).mean()
+        return (one + other) / 2
+
+    assert "match included" in check(name, without_match).message
+    assert check(name, lambda x, y, t: info_nce(x.float(), y.float(), t))  # float32
+    assert check(name, lambda x, y, t: info_nce(x, y, t).item())  # a number
+
+    def by_logsumexp(x, y, temperature):  # another right answer
+        s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / temperature
+        rows = torch.logsumexp(s, 1) - s.diag()
+        cols = torch.logsumexp(s, 0) - s.diag()
+        return (rows.mean() + cols.mean()) / 2
+
+    assert check(name, by_logsumexp)
+
+
+# --- every check leaves the learner's random state alone -------------------------------------------
+
+
+@pytest.mark.parametrize("name, answer", [
+    ("ex-ch9-bigram", bigram),
+    ("ex-ch9-overflow-bug", buggy_ce),
+    ("ex-ch9-smoothing-bug", buggy_smoothed),
+    ("ex-ch9-margin", m_star_prior),
+    ("ex-ch9-lse-bounds", 4.605),
+    ("ex-ch9-temperature", bisection),
+    ("ex-ch9-infonce", info_nce),
+])
+def test_the_random_state_is_untouched(name, answer):
+    assert_random_state_untouched(lambda: check(name, answer))

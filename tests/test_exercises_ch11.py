@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
 from seqbook.exercises import check
+from tests.random_state import assert_random_state_untouched
 
 GIB = 2 * 12 * 8 * 16384 * 768 * 4 / 2**30  # the float32 cache of the exercise
 
@@ -31,16 +34,47 @@ def test_slopes():
     assert status == "fail" and "log time against log length" in message
     status, message = verdict("ex-perf-slopes", lambda n, t: "fast")
     assert status == "fail" and "must be a number" in message
+    # "the three longest" written as a fixed slice of six lengths
+    status, message = verdict("ex-perf-slopes",
+                              lambda n, t: np.polyfit(np.log(n[3:]), np.log(t[3:]), 1)[0])
+    assert status == "fail" and "series of 7 lengths" in message
+
+    def closed_form(lengths, ms):  # another right answer: least squares by hand, as a tensor
+        x, y = torch.log(torch.tensor(lengths[-3:])), torch.log(torch.tensor(ms[-3:]))
+        x = x - x.mean()
+        return (x * y).sum() / (x * x).sum()
+
+    assert check("ex-perf-slopes", closed_form)  # in float32
+    assert check("ex-perf-slopes", lambda n, t: float(f"{exponent(n, t):.3g}"))  # 3 digits
+    assert not check("ex-perf-slopes", lambda n, t: exponent(n, t) * 1.01)
 
 
 def test_kv_memory():
     assert check("ex-perf-kv-memory", (GIB, GIB / 8))
+    assert check("ex-perf-kv-memory", (9.0, 1.1))  # the solution's own rounding: 2 digits
+    assert check("ex-perf-kv-memory", (9, 1.13))
+    assert check("ex-perf-kv-memory", np.array([GIB, GIB / 8], dtype=np.float32))
+    assert check("ex-perf-kv-memory", (torch.tensor(GIB), torch.tensor(GIB / 8)))
+    assert not check("ex-perf-kv-memory", (9.0, 1.2))  # a digit off
+    assert not check("ex-perf-kv-memory", (8.9, 1.1))
     assert verdict("ex-perf-kv-memory", ...)[0] == "not attempted"
     for answer, fragment in [((GIB / 2, GIB / 8), "half"),
                              ((GIB / 12, GIB / 8), "one layer"),
+                             ((GIB / 8, GIB / 8), "one sequence"),
                              ((GIB * 2**30 / 1e9, GIB / 8), "GB"),
                              ((GIB, GIB / 2), "shrink too"),
-                             ((GIB, GIB / 4), "grouped-query size is not right"),
-                             ((GIB,), "pair")]:
+                             ((GIB, GIB / 4), "grouped-query attention in float32"),
+                             ((GIB, GIB / 8 * 2**30 / 1e9), "GB"),
+                             ((GIB, GIB / 16), "grouped-query size is not right"),
+                             ((GIB,), "pair"),
+                             ((GIB, "small"), "must be a number")]:
         status, message = verdict("ex-perf-kv-memory", answer)
         assert status == "fail" and fragment in message, (answer, message)
+
+
+@pytest.mark.parametrize("name, answer", [
+    ("ex-perf-slopes", lambda n, t: np.polyfit(np.log(n[-3:]), np.log(t[-3:]), 1)[0]),
+    ("ex-perf-kv-memory", (9.0, 1.1)),
+])
+def test_the_random_state_is_untouched(name, answer):
+    assert_random_state_untouched(lambda: check(name, answer))

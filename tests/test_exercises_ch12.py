@@ -138,6 +138,8 @@ def numpy_reseed(num_windows, batch_size, step, rank, world_size, seed=0):
 def test_sampler():
     assert check("ex-dist-sampler-bug", fixed)
     assert check("ex-dist-sampler-bug", strided)
+    assert check("ex-dist-sampler-bug",  # the same indices in a NumPy array
+                 lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).numpy())
     status, message = verdict("ex-dist-sampler-bug", buggy)
     assert status == "fail" and "every rank trains on the same windows" in message
     assert "generator" not in message and "slice" not in message  # the symptom, not the fix
@@ -150,6 +152,7 @@ def test_sampler():
         (per_rank_seed, "number of processes"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).tolist(), "tensor of indices"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).double(), "integer"),
+        (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).numpy() * 1.0, "integer"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, 0, 1, seed), "indices (batch_size"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed) + n, "outside"),
         (lambda n, b, s, r, w, seed=0: torch.randint(n, (b // w,)), "global random state"),

@@ -59,18 +59,19 @@ def check_ring(answer):
     for value, N in zip(got, RING["devices"], strict=True):
         right = 2 * (N - 1) / N * M / 1e6
         if _near(value, right / 2):
-            raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts one "
-                        "phase only (the all-gather must still send the summed chunks round), or 2 "
-                        "bytes a number (under autocast the gradients that DDP all-reduces are "
-                        "float32)")
+            raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts "
+                        "one phase only (the all-gather must still send the summed chunks "
+                        "round), or 2 bytes a number (under autocast the gradients that DDP "
+                        "all-reduces are float32)")
         if _near(value, right * N):
             raise Wrong(f"the size for {N} GPUs sends the whole buffer at every step: each step of "
                         "the ring sends one chunk, 1/N of the gradients")
         if _near(value, 2 * right):
-            raise Wrong(f"the size for {N} GPUs is twice too large: it counts what each GPU receives "
-                        "as well as what it sends; count only what it sends")
+            raise Wrong(f"the size for {N} GPUs is twice too large: it counts what each GPU "
+                        "receives as well as what it sends; count only what it sends")
         if _near(value, right * 1e6 / 2**20):
-            raise Wrong(f"the size for {N} GPUs is in MiB (2**20 bytes): give it in MB (10**6 bytes)")
+            raise Wrong(f"the size for {N} GPUs is in MiB (2**20 bytes): give it in MB "
+                        "(10**6 bytes)")
         if _near(value, 2 * M / 1e6):
             raise Wrong(f"the size for {N} GPUs is the limit for very many GPUs: keep the factor "
                         "(N - 1) / N")
@@ -103,7 +104,8 @@ def check_zero(answer):
     right = [b / 2**30 for b in _zero_bytes(P, N)]
     for value, r, stage in zip(got, right, (1, 2, 3), strict=True):
         if _near(value, r * 2**30 / 1e9):
-            raise Wrong(f"the stage-{stage} size is in GB (10**9 bytes): give it in GiB (2**30 bytes)")
+            raise Wrong(f"the stage-{stage} size is in GB (10**9 bytes): give it in GiB "
+                        "(2**30 bytes)")
     if _near(got[0], (4 * P + 8 * P / N) / 2**30):
         raise Wrong("the stage-1 size leaves out the float32 master copy of the weights, which the "
                     "optimiser keeps beside Adam's two moments")
@@ -127,6 +129,8 @@ def check_zero(answer):
 
 
 def _indices(out, what: str, size: int, num_windows: int) -> torch.Tensor:
+    if isinstance(out, np.ndarray):
+        out = torch.from_numpy(out.copy())  # a NumPy array of indices means the same
     if not isinstance(out, torch.Tensor):
         raise Wrong(f"{what} must return a tensor of indices, got {type(out).__name__}")
     expect(not out.is_floating_point() and not out.is_complex() and out.dtype != torch.bool,
@@ -267,8 +271,8 @@ class _CountBackward:
 
 
 @exercise("ex-dist-accumulate", hints=[
-    "The loss of the whole batch is the mean over B examples; the loss of a micro-batch is the mean "
-    "over B / k. How do the k micro-batch means combine into the batch mean?",
+    "The loss of the whole batch is the mean over B examples; the loss of a micro-batch is the "
+    "mean over B / k. How do the k micro-batch means combine into the batch mean?",
     "backward() adds to .grad: call it once per micro-batch, each time on the micro-batch's loss "
     "divided by k, and never zero the gradients in between.",
 ])
@@ -301,10 +305,10 @@ def check_accumulate(accumulate_gradients):
                "some parameters have no gradient after accumulate_gradients: call backward()")
         backwards = events.count("B")
         if k > 1 and backwards and events.index("B") > events.index("F") + 1:
-            raise Wrong(f"with k = {k} the model ran several micro-batches before the first backward "
-                        "pass: every micro-batch's graph (its activations) stays in memory until "
-                        "then, as if the whole batch ran at once, and that memory is what "
-                        "accumulation is meant to save")
+            raise Wrong(f"with k = {k} the model ran several micro-batches before the first "
+                        "backward pass: every micro-batch's graph (its activations) stays in "
+                        "memory until then, as if the whole batch ran at once, and that memory is "
+                        "what accumulation is meant to save")
         expect(backwards <= k, f"with k = {k}, backward ran {backwards} times, more than once per "
                "micro-batch: a graph kept and run backward again adds its gradient twice")
         expect(events == ["F", "B"] * k,
