@@ -301,8 +301,7 @@ def _name_smoothing_slip(out, z, y, eps, pad):
             continue
         if slip == "smoothing on pads":  # the starter's bug: its symptom, not its cure
             raise Wrong(f"with label_smoothing={eps} the loss grows when the same batch is "
-                        "padded further: the padded positions still count in it, through the "
-                        "label-smoothing term")
+                        "padded further")
         raise Wrong({
             "mean over all": "the loss is divided by every position, pads included: divide by "
                              "the number of real tokens",
@@ -362,7 +361,8 @@ def _best_temperature(logits: np.ndarray, y: np.ndarray) -> float:
     "held-out logits and labels. Dividing keeps the order of the logits, so no prediction changes.",
     "The NLL is convex in beta = 1 / T, and its derivative is the mean over the examples of "
     "E_q[z] - z_y, with q = softmax(beta z): it grows with beta, so you can find its zero by "
-    "bisection. (torch.optim.LBFGS on s = log T works too.)",
+    "bisection. (torch.optim.LBFGS on s = log T works too, run until the loss stops changing: "
+    "the check wants T to 3 significant digits.)",
 ])
 def check_temperature(fn):
     tasks = _temperature_tasks()
