@@ -6,7 +6,9 @@ import time
 from collections import Counter
 from itertools import pairwise
 
+import numpy as np
 import torch
+from test_exercise_cells import FIX_WORDS
 from torch import nn
 
 from seqbook.bpe import merge_piece, pretokenize, train_bpe
@@ -48,10 +50,31 @@ def test_linear_embedding():
     def float32(emb):  # a float32 copy is right too
         return right(emb).float()
 
+    def bias_zeroed(emb):  # a bias that is there but zero adds nothing: right
+        lin = nn.Linear(*emb.weight.shape).to(emb.weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(emb.weight.T)
+            lin.bias.zero_()
+        return lin
+
+    def parameter(emb):  # the transposed table as a new Parameter: right
+        lin = nn.Linear(*emb.weight.shape, bias=False)
+        lin.weight = nn.Parameter(emb.weight.detach().T.clone())
+        return lin
+
+    def not_transposed(emb):  # the review's case: a shape error inside the layer, not a traceback
+        lin = nn.Linear(*emb.weight.shape, bias=False)
+        lin.weight = emb.weight
+        return lin
+
     name = "ex-ch1-linear-embedding"
     assert check(name, right)
     assert check(name, float32)
+    assert check(name, bias_zeroed)
+    assert check(name, parameter)
     assert check(name, starter).status == "not attempted"
+    message = check(name, not_transposed).message
+    assert "shape (d, V)" in message and "transposed" in message, message
     assert "has a bias" in check(name, with_bias).message
     assert "maps d features to V" in check(name, transposed_shape).message
     assert "copy the table" in check(name, not_copied).message
@@ -65,7 +88,12 @@ def test_cost():
     V, d, B, T = 50_257, 768, 8, 1024
     name = "ex-ch1-cost"
     assert check(name, (B * T * V * 4, B * T * V * d, B * T * d))
-    assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded
+    assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded to 3 significant digits
+    assert check(name, [np.int64(B * T * V * 4), torch.tensor(3.16e11), np.float32(6.29e6)])
+    assert not check(name, (1.64e9, 3.16e11, 6.29e6))  # a digit off
+    assert not check(name, (1.65e9, 3.17e11, 6.29e6))
+    assert not check(name, (1.65e9, 3.16e11, 6.28e6))
+    assert not check(name, (1.6e9, 3.2e11, 6.3e6))  # 2 digits are not enough
     assert check(name, ...).status == "not attempted"
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
     assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message
@@ -97,6 +125,12 @@ def test_patch_size():
     bias_per_pixel = table(lambda p: (8 // p) ** 2, lambda p: p * p, lambda p: p * p * 33)
     assert "one entry per output" in check(name, bias_per_pixel).message
     assert "keys" in check(name, {1: (64, 1, 64)}).message
+    # side 3, which the exercise asks about, may be there too (patchify refuses it)
+    assert check(name, {**right, 3: None})
+    assert check(name, {**right, 3: "8 is not a multiple of 3"})
+    assert "3 does not divide 8" in check(name, {**right, 3: (4, 9, 320)}).message
+    assert check(name, {p: tuple(np.int64(v) for v in row) for p, row in right.items()})
+    assert check(name, {p: [float(v) for v in row] for p, row in right.items()})
     assert "must be a dict" in check(name, [1, 2]).message
 
 
@@ -141,11 +175,34 @@ def longest_match(piece, merges):
     return parts
 
 
+def rightmost_on_ties(piece, merges):  # the review's case: the lowest rank, the rightmost pair
+    rank = {pair: r for r, pair in enumerate(merges)}
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        r, i = min((rank.get(p, len(rank)), -i) for i, p in enumerate(pairwise(parts)))
+        if r == len(rank):
+            break
+        parts[-i : -i + 2] = [parts[-i] + parts[-i + 1]]
+    return parts
+
+
+def forever(piece, merges):  # a loop that never ends gives a verdict
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        parts = list(parts)
+    return parts
+
+
 def test_bpe_bug():
     name = "ex-ch1-bpe-bug"
     assert check(name, right_encode)
     assert check(name, starter).status == "not attempted"
-    assert "left to right" in check(name, buggy_encode).message
+    bug = check(name, buggy_encode)  # the starter: the symptom, not the fix
+    assert bug.status == "fail" and "b'her' comes out as [b'he', b'r']" in bug.message, bug
+    assert not FIX_WORDS.search(bug.message), bug
+    ties = check(name, rightmost_on_ties)
+    assert ties.status == "fail" and "right one is merged first" in ties.message, ties
+    assert "loop always end" in check(name, forever).message
     assert "latest merges are applied first" in check(name, latest_first).message
     # a greedy longest match is not told that it applies the latest merges first
     message = check(name, longest_match).message
@@ -153,6 +210,25 @@ def test_bpe_bug():
     assert "bytes objects" in check(name, lambda piece, merges: list(piece)).message
     assert "do not spell it again" in check(name, lambda piece, merges: [piece[:1]]).message
     assert "split differently" in check(name, lambda piece, merges: [piece]).message
+
+
+def test_bpe_bug_accepts_other_right_answers():
+    """Leftmost-first written with a scan instead of min(), and merges given as lists."""
+    def scan(piece, merges):
+        rank = {tuple(pair): r for r, pair in enumerate(merges)}
+        parts = [bytes([b]) for b in piece]
+        while True:
+            best = None
+            for i in range(len(parts) - 1):
+                r = rank.get((parts[i], parts[i + 1]))
+                if r is not None and (best is None or r < best[0]):
+                    best = (r, i)
+            if best is None:
+                return parts
+            i = best[1]
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+    assert check("ex-ch1-bpe-bug", scan)
 
 
 def test_bpe_bug_accepts_tiktoken_rule():
@@ -182,8 +258,8 @@ def merge(word, pair):
     return tuple(out)
 
 
-def learn(text, num_merges, weighted=True, recount=True, pieces=True):
-    spans = pretokenize(text) if pieces else [text]
+def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False):
+    spans = text.split() if split else pretokenize(text) if pieces else [text]
     words = Counter(tuple(bytes([b]) for b in p.encode("utf-8")) for p in spans)
     merges = []
 
@@ -198,6 +274,8 @@ def learn(text, num_merges, weighted=True, recount=True, pieces=True):
     for _ in range(num_merges):
         if recount:
             counts = count()
+        if not [p for p in counts if p not in merges and counts[p]]:
+            break  # every piece is one token
         best = max((p for p in counts if p not in merges), key=counts.get)
         merges.append(best)
         words = Counter({merge(w, best): f for w, f in words.items()})
@@ -212,7 +290,20 @@ def test_bpe_merges():
     assert "across them" in check(name, lambda t, n: learn(t, n, pieces=False)).message
     assert "each counted once" in check(name, lambda t, n: learn(t, n, weighted=False)).message
     assert "after every merge" in check(name, lambda t, n: learn(t, n, recount=False)).message
+    # the review's case: words of text.split() were told to weight the pieces
+    assert "text.split()" in check(name, lambda t, n: learn(t, n, split=True)).message
     assert "must return 40 merges" in check(name, lambda t, n: learn(t, n - 1)).message
+
+    def no_stop(text, n):  # runs past the last possible merge: max() of nothing
+        merges = learn(text, n)
+        if len(merges) < n:
+            raise ValueError("max() arg is an empty sequence")
+        return merges
+
+    assert "ab ab" in check(name, no_stop).message
+    padded = check(name, lambda t, n: (learn(t, n) + [(b"a", b"b")] * n)[:n]).message
+    assert "must stop once every pre-token is one token" in padded
+    assert check(name, lambda t, n: [list(p) for p in learn(t, n)])  # pairs as lists
     ids = check(name, lambda t, n: [(116, 104)] * n).message
     assert "pairs of ids" in ids
     assert "pair of non-empty bytes" in check(name, lambda t, n: ["th"] * n).message
@@ -226,8 +317,9 @@ def test_bpe_merges():
 
 
 def test_checks_are_fast():
+    check("ex-ch1-bpe-bug", right_encode)  # the cases are made once
     t = time.perf_counter()
     for name, answer in [("ex-ch1-bpe-merges", learn), ("ex-ch1-bpe-bug", right_encode),
                          ("ex-ch1-bpe-bug", buggy_encode)]:
         check(name, answer)
-    assert time.perf_counter() - t < 3.0
+    assert time.perf_counter() - t < 1.0

@@ -2,8 +2,10 @@
 untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
 wrong in each typical wrong answer."""
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from test_exercise_cells import FIX_WORDS
 
 from seqbook.exercises import check
 from seqbook.lm import CharLM
@@ -20,6 +22,9 @@ def test_next_step():
     name = "ex-ch2-next-step"
     assert check(name, ([0.0, 1.0, 1.0], -1.0))
     assert check(name, (torch.tensor([0.0, 1.0, 1.0]), torch.tensor(-1.0)))
+    assert check(name, (torch.tensor([[0.0, 1.0, 1.0]]), torch.tensor([-1.0])))  # (1, 3), (1,)
+    assert check(name, ((0, 1, 1), -1))
+    assert check(name, (np.array([0.0, 1.0, 1.0], dtype=np.float32), np.float64(-1.0)))
     assert check(name, ...).status == "not attempted"
     assert "transposed" in check(name, ([0.0, 2.0, 0.0], 0.0)).message
     assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 0.0], 0.0)).message
@@ -42,21 +47,53 @@ def test_clip():
 
     def per_parameter(params, max_norm):  # a classic mistake: each gradient clipped alone
         norms = []
-        for p in params:
+        for p in (p for p in params if p.grad is not None):
             n = p.grad.norm()
             p.grad.mul_(min(1.0, max_norm / (n.item() + 1e-6)))
             norms.append(n)
         return torch.sqrt(sum(n**2 for n in norms))
 
     def always(params, max_norm):  # scales even short gradients up to max_norm
-        params = list(params)
+        params = [p for p in params if p.grad is not None]
         norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
         for p in params:
             p.grad.mul_(max_norm / norm)
         return norm
 
+    def exact(params, max_norm):  # eq. (2.12) without PyTorch's 1e-6: right too
+        grads = [p.grad for p in params if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        if norm > max_norm:
+            for g in grads:
+                g.mul_(max_norm / norm)
+        return norm.item()
+
+    def two_passes(params, max_norm):  # the review's case: the second loop finds nothing
+        norm = torch.sqrt(sum((p.grad**2).sum() for p in params if p.grad is not None))
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(min(1.0, max_norm / norm.item()))
+        return norm
+
+    def grad_none_kept(params, max_norm):  # a frozen parameter's .grad is None
+        params = list(params)
+        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
+        for p in params:
+            p.grad.mul_(min(1.0, max_norm / norm.item()))
+        return norm
+
+    def after(params, max_norm):  # returns the norm after clipping
+        params = [p for p in params if p.grad is not None]
+        right(params, max_norm)
+        return torch.sqrt(sum((p.grad**2).sum() for p in params))
+
     assert check("ex-ch2-clip", right)
+    assert check("ex-ch2-clip", exact)
+    assert check("ex-ch2-clip", lambda params, m: torch.nn.utils.clip_grad_norm_(list(params), m))
     assert check("ex-ch2-clip", starter).status == "not attempted"
+    assert "generator" in check("ex-ch2-clip", two_passes).message
+    assert "NoneType" in check("ex-ch2-clip", grad_none_kept).message
+    assert "before clipping" in check("ex-ch2-clip", after).message
     assert "not capped" in check("ex-ch2-clip", per_parameter).message
     assert "must stay unchanged" in check("ex-ch2-clip", always).message
     assert "returns nothing" in check("ex-ch2-clip", lambda p, m: None).message
@@ -76,8 +113,21 @@ def test_temperature():
         p = F.softmax(logits / tau, dim=-1)
         return -(p * p.log()).sum(-1)
 
+    def last_dim_1(logits, tau):  # dim=1 is the last dimension of a 2-D batch only
+        log_p = F.log_softmax(logits / tau, dim=1)
+        return -(log_p.exp() * log_p).sum(1)
+
+    def via_logsumexp(logits, tau):  # H = logsumexp(s) - E_p[s], with s = logits / tau
+        s = logits / tau
+        return torch.logsumexp(s, -1) - (F.softmax(s, -1) * s).sum(-1)
+
     assert check(name, right)
+    assert check(name, via_logsumexp)
+    assert check(name, lambda z, t: torch.distributions.Categorical(logits=z / t).entropy())
+    assert check(name, lambda z, t: right(z.float(), t))  # float32
+    assert check(name, lambda z, t: right(z, t).numpy())
     assert check(name, starter).status == "not attempted"
+    assert "shape (3, 2)" in check(name, last_dim_1).message
     assert "NaN" in check(name, naive).message
     assert "in bits" in check(name, lambda z, t: right(z, t) / torch.log(torch.tensor(2.0))).message
     assert "sign is flipped" in check(name, lambda z, t: -right(z, t)).message
@@ -89,14 +139,14 @@ def test_temperature():
 # --- find the bug: truncated BPTT ----------------------------------------------------------------
 
 
-def make_pass(carry=True, detach=True, assign=True):
+def make_pass(carry=True, detach=True, assign=True, retain=False):
     def tbptt_pass(model, inputs, targets, optimizer):
         state, losses = None, []
         for x, y in zip(inputs, targets, strict=True):
             logits, state = model(x, state)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward(retain_graph=retain)
             optimizer.step()
             losses.append(loss.item())
             if not carry:
@@ -111,12 +161,14 @@ def make_pass(carry=True, detach=True, assign=True):
 
 
 def test_detach():
-    name = "ex-ch2-detach"
+    name = "ex-ch2-tbptt-bug"
     assert check(name, make_pass())
     assert check(name, starter).status == "not attempted"
-    bug = check(name, make_pass(detach=False))
-    assert bug.status == "fail" and "still attached" in bug.message
-    assert "still attached" in check(name, make_pass(assign=False)).message
+    bug = check(name, make_pass(detach=False))  # the starter: the symptom, not the fix
+    assert bug.status == "fail" and "backward through the graph a second time" in bug.message
+    assert not FIX_WORDS.search(bug.message), bug
+    assert check(name, make_pass(assign=False)).message == bug.message
+    assert "retain_graph=True" in check(name, make_pass(detach=False, retain=True)).message
     assert "reset at every chunk" in check(name, make_pass(carry=False)).message
     assert "list of the 4 chunks' losses" in check(name, lambda *a: make_pass()(*a)[:1]).message
 
@@ -126,13 +178,36 @@ def test_detach():
 
     assert "visit the chunks in order" in check(name, shuffled).message
 
+    def detach_in_place(model, inputs, targets, optimizer):  # right too
+        state, losses = None, []
+        for x, y in zip(inputs, targets, strict=True):
+            if state is not None:
+                state.detach_()
+            logits, state = model(x, state)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+        return losses
 
-def test_detach_pass_trains_a_charlm():
+    assert check(name, detach_in_place)
+
+
+def test_detach_takes_a_real_optimizer_too():
+    """The check hands the learner its own small SGD; a pass written for torch.optim runs on
+    it the same way."""
     torch.manual_seed(0)
-    model = CharLM(9, hidden_size=8, cell="rnn", embed_dim=4)
+    model = CharLM(9, hidden_size=8, cell="rnn", embed_dim=4).double()
     ids = torch.randint(4, 9, (3, 2, 6))
-    losses = make_pass()(model, ids[..., :-1], ids[..., 1:], torch.optim.SGD(model.parameters(), 0.1))
-    assert len(losses) == 3
+    from seqbook.exercises.ch02 import _SGD
+
+    twin = CharLM(9, hidden_size=8, cell="rnn", embed_dim=4).double()
+    twin.load_state_dict(model.state_dict())
+    make_pass()(model, ids[..., :-1], ids[..., 1:], torch.optim.SGD(model.parameters(), 0.5))
+    make_pass()(twin, ids[..., :-1], ids[..., 1:], _SGD(twin.parameters(), 0.5))
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
 
 
 # --- the norms of W^k ----------------------------------------------------------------------------
@@ -159,7 +234,17 @@ def test_bound():
         return torch.stack([torch.linalg.matrix_norm(torch.linalg.matrix_power(W, k), ord=2)
                             for k in range(K)])
 
+    def running(W, K):  # a running product and the largest singular value, as a list
+        out, P = [], torch.eye(W.shape[0], dtype=W.dtype)
+        for _ in range(K):
+            P = P @ W
+            out.append(torch.linalg.svdvals(P)[0].item())
+        return out
+
     assert check(name, right)
+    assert check(name, running)
+    assert check(name, lambda W, K: right(W.float(), K))
+    assert check(name, lambda W, K: np.array(running(W, K)))
     assert check(name, starter).status == "not attempted"
     assert "spectral radius" in check(name, radius).message
     assert "largest singular value" in check(name, singular).message
@@ -190,10 +275,78 @@ def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previ
     return dW_ih, dW_hh, dW_y
 
 
+def float32_buffers(W_ih, W_hh, W_y, xs, ys):  # right: float64 updates into torch.zeros buffers
+    T = xs.shape[0]
+    hs = [torch.zeros(W_hh.shape[0], dtype=xs.dtype)]
+    for t in range(T):
+        hs.append(torch.tanh(W_ih @ xs[t] + W_hh @ hs[-1]))
+    dW_ih, dW_hh, dW_y = torch.zeros(W_ih.shape), torch.zeros(W_hh.shape), torch.zeros(W_y.shape)
+    delta = 0
+    for t in range(T, 0, -1):
+        e = (W_y @ hs[t] - ys[t - 1]) / T
+        da = (1 - hs[t] ** 2) * (W_y.T @ e + delta)
+        dW_y += torch.outer(e, hs[t])
+        dW_ih += torch.outer(da, xs[t - 1])
+        dW_hh += torch.outer(da, hs[t - 1])
+        delta = W_hh.T @ da
+    return dW_ih, dW_hh, dW_y
+
+
+def rows(W_ih, W_hh, W_y, xs, ys):  # right: the row-vector form, a whole matrix at a time
+    T = xs.shape[0]
+    H = [torch.zeros(W_hh.shape[0], dtype=xs.dtype)]
+    for t in range(T):
+        H.append(torch.tanh(xs[t] @ W_ih.T + H[-1] @ W_hh.T))
+    H = torch.stack(H)  # (T + 1, m)
+    E = (H[1:] @ W_y.T - ys) / T  # (T, n)
+    A = torch.zeros(T, W_hh.shape[0], dtype=xs.dtype)
+    carry = torch.zeros(W_hh.shape[0], dtype=xs.dtype)
+    for t in reversed(range(T)):
+        A[t] = (1 - H[t + 1] ** 2) * (E[t] @ W_y + carry)
+        carry = A[t] @ W_hh
+    return (A.T @ xs).numpy(), A.T @ H[:-1], E.T @ H[1:]
+
+
+def with_autograd(W_ih, W_hh, W_y, xs, ys):  # the review's case: the exercise forbids it
+    params = [W.clone().requires_grad_() for W in (W_ih, W_hh, W_y)]
+    h, loss = torch.zeros(W_hh.shape[0], dtype=xs.dtype), 0
+    for t in range(xs.shape[0]):
+        h = torch.tanh(params[0] @ xs[t] + params[1] @ h)
+        loss = loss + 0.5 * ((params[2] @ h - ys[t]) ** 2).sum()
+    return torch.autograd.grad(loss / xs.shape[0], params)
+
+
+def with_backward(W_ih, W_hh, W_y, xs, ys):
+    params = [W.clone().requires_grad_() for W in (W_ih, W_hh, W_y)]
+    h, loss = torch.zeros(W_hh.shape[0], dtype=xs.dtype), 0
+    for t in range(xs.shape[0]):
+        h = torch.tanh(params[0] @ xs[t] + params[1] @ h)
+        loss = loss + 0.5 * ((params[2] @ h - ys[t]) ** 2).sum()
+    (loss / xs.shape[0]).backward()
+    return tuple(p.grad for p in params)
+
+
+def with_func(W_ih, W_hh, W_y, xs, ys):
+    def loss(W_ih, W_hh, W_y):
+        h, total = torch.zeros(W_hh.shape[0], dtype=xs.dtype), 0
+        for t in range(xs.shape[0]):
+            h = torch.tanh(W_ih @ xs[t] + W_hh @ h)
+            total = total + 0.5 * ((W_y @ h - ys[t]) ** 2).sum()
+        return total / xs.shape[0]
+
+    return torch.func.grad(loss, argnums=(0, 1, 2))(W_ih, W_hh, W_y)
+
+
 def test_bptt():
     name = "ex-ch2-bptt"
     assert check(name, bptt)
+    assert check(name, float32_buffers)
+    assert check(name, rows)
     assert check(name, starter).status == "not attempted"
+    for autograd in (with_autograd, with_backward, with_func):
+        result = check(name, autograd)
+        assert result.status == "fail" and "without autograd" in result.message or \
+            "torch.func" in result.message, (autograd.__name__, result)
     assert "wrong place" in check(name, lambda *a: bptt(*a, slope="pre")).message
     assert "derivative of tanh is missing" in check(name, lambda *a: bptt(*a, slope="none")).message
     assert "direct terms" in check(name, lambda *a: bptt(*a, carry=False)).message
@@ -205,4 +358,5 @@ def test_bptt():
         dW_ih, dW_hh, dW_y = bptt(*a)
         return dW_ih, dW_hh, 2 * dW_y
 
-    assert "dW_y is not the gradient" in check(name, wrong_y).message
+    message = check(name, wrong_y).message
+    assert message == "dW_y is not the gradient of the loss (dW_ih and dW_hh are right)", message

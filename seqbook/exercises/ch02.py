@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numbers
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,7 @@ from torch import nn
 
 from ..lm import CharLM, detach_state
 from ..rnn import RNNCell
-from .core import NotAttempted, Wrong, call, close, exercise, expect, returned_tensor
+from .core import Wrong, as_tensor, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
 
@@ -45,18 +45,14 @@ def _worked_step(h, x, W_hh=None):
 def check_next_step(answer):
     expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
            "answer must be a pair (h_next, y_next): the state as a list of 3 numbers, then y")
-    h, y = answer
-    if isinstance(h, torch.Tensor):
-        h = h.flatten().tolist()
-    if isinstance(y, torch.Tensor) and y.numel() == 1:
-        y = y.item()
-    expect(isinstance(h, (tuple, list)) and len(h) == 3
-           and all(isinstance(v, numbers.Real) for v in h),
+    h_in = as_tensor(answer[0], "the state h_(t+1)").flatten()
+    y = as_tensor(answer[1], "y_(t+1)")
+    expect(h_in.numel() == 3 and not h_in.is_complex(),
            "the state h_(t+1) must be a list of 3 numbers (the state has 3 units)")
-    expect(isinstance(y, numbers.Real), f"y_(t+1) must be a number, got {type(y).__name__}")
+    expect(y.numel() == 1 and not y.is_complex(),
+           f"y_(t+1) must be a number, got {tuple(y.shape)} values")
     h_t, x_next = [1.0, 0.0, 0.0], [0.0, 1.0]
     h_ref, _ = _worked_step(h_t, x_next)
-    h_in = torch.tensor(h, dtype=F64)
     if not close(h_in, h_ref):
         if close(h_in, _worked_step(h_t, x_next, torch.tensor(W_HH).T)[0]):
             raise Wrong("the state uses W_hh transposed: row i of W_hh h_t is the dot product of "
@@ -67,7 +63,7 @@ def check_next_step(answer):
         if close(h_in, torch.tensor(W_HH, dtype=F64) @ torch.tensor(h_t, dtype=F64)):
             raise Wrong("the state leaves out the input term W_ih x_(t+1)")
         raise Wrong("h_(t+1) is not right: add W_ih x_(t+1) and W_hh h_t, then apply ReLU")
-    expect(abs(y - (torch.tensor(W_Y, dtype=F64) @ h_in).item()) < 1e-9,
+    expect(close(y.reshape(1), torch.tensor(W_Y, dtype=F64) @ h_ref),
            "the state is right but y_(t+1) is not: y_(t+1) = W_y h_(t+1), with no bias")
 
 
@@ -77,16 +73,18 @@ def check_next_step(answer):
 
 
 def _model_with_gradients(seed: int, scale: float) -> nn.Module:
-    """A small network whose gradients have a known size (scaled by ``scale``)."""
+    """A small network whose gradients have a known size (scaled by ``scale``), and one frozen
+    parameter, whose .grad is None."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
+    model.register_parameter("frozen", nn.Parameter(torch.ones(2, dtype=F64)))
     x = torch.randn(16, 4, dtype=torch.float64)
     (model(x).square().sum() * scale).backward()
     return model
 
 
 def _grads(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.grad.flatten() for p in model.parameters()])
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
 @exercise("ex-ch2-clip", hints=[
@@ -95,7 +93,9 @@ def _grads(model: nn.Module) -> torch.Tensor:
     "If that norm exceeds max_norm, every gradient is multiplied by the same factor "
     "max_norm / norm; otherwise nothing changes. Multiply in place (p.grad.mul_) so the "
     "optimiser sees the clipped gradients.",
-    "Skip parameters whose .grad is None, and return the norm measured before clipping.",
+    "Skip parameters whose .grad is None, and return the norm measured before clipping. params "
+    "may be a generator such as model.parameters(), which can be looped over only once: make it "
+    "a list first.",
 ])
 def check_clip(clip_):
     for seed, scale, max_norm in [(0, 100.0, 1.0), (1, 1e-3, 1.0), (2, 50.0, 5.0)]:
@@ -106,21 +106,25 @@ def check_clip(clip_):
         after = _grads(model)
         large = before.norm() > max_norm
         expect(norm is not None, "clip_ returns nothing: it must return the norm before clipping")
-        try:
-            norm = torch.as_tensor(norm, dtype=torch.float64).reshape(())
-        except (TypeError, ValueError, RuntimeError) as err:
-            raise Wrong(f"clip_ must return the norm as a number or a 0-dim tensor, got "
-                        f"{type(norm).__name__}") from err
-        expect(close(norm, ref_norm, n=before.numel()),
+        norm = as_tensor(norm, "the norm clip_ returns")
+        expect(norm.numel() == 1, "clip_ must return the norm as a number or a 0-dim tensor, got "
+               f"{tuple(norm.shape)} values")
+        expect(close(norm.reshape(()), ref_norm, n=before.numel()),
                "the returned norm is not the global norm of all gradients before clipping")
         if large:
+            if torch.equal(after, before):
+                raise Wrong("the gradients are unchanged although their norm exceeds max_norm; "
+                            "note that params may be a generator such as model.parameters(), "
+                            "which a second loop finds empty")
             expect(after.norm() <= max_norm * (1 + 1e-6),
-                   "the norm is not capped at max_norm: after clipping, the gradients are still longer")
+                   "the norm is not capped at max_norm: after clipping, the gradients are still "
+                   "longer")
             cosine = torch.dot(after, before) / (after.norm() * before.norm())
             expect(cosine > 1 - 1e-9, "clipping changed the direction of the gradient: every "
                    "gradient must be scaled by the same factor")
         else:
-            expect(torch.equal(after, before), "gradients shorter than max_norm must stay unchanged")
+            expect(torch.equal(after, before), "gradients shorter than max_norm must stay "
+                   "unchanged")
         # PyTorch divides by norm + 1e-6; an answer without that epsilon is right too
         expect(torch.allclose(after, _grads(ref), rtol=1e-5, atol=1e-12),
                "the clipped gradients differ from what clipping by the global norm gives")
@@ -131,14 +135,20 @@ def check_clip(clip_):
 # ---------------------------------------------------------------------------------------------
 
 
-def _near(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal up to float32 rounding (an entropy needs no more)."""
-    return a.shape == b.shape and torch.allclose(a.to(F64), b, rtol=1e-5, atol=1e-7)
-
-
 def _entropy(logits: torch.Tensor, tau: float) -> torch.Tensor:
     log_p = F.log_softmax(logits / tau, dim=-1)
     return -(log_p.exp() * log_p).sum(-1)
+
+
+def _near(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Equal at the answer's precision (each entropy sums a handful of terms)."""
+    return close(out, ref, n=16)
+
+
+def _like(out: torch.Tensor, slip: torch.Tensor) -> bool:
+    """Equal to a slip's value at float32's precision (a slip computed a little differently,
+    such as a log 2 in float32, is still that slip)."""
+    return close(out.to(torch.float32), slip, n=16)
 
 
 @exercise("ex-ch2-temperature", hints=[
@@ -149,25 +159,25 @@ def _entropy(logits: torch.Tensor, tau: float) -> torch.Tensor:
 ])
 def check_temperature(entropy):
     g = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 10, generator=g, dtype=F64) * 2
+    logits = torch.randn(3, 2, 10, generator=g, dtype=F64) * 2  # (..., V) with two batch dims
     for tau in (0.5, 1.0, 2.0):
         out = returned_tensor(call(entropy, logits.clone(), tau, what="entropy"), "entropy")
         ref = _entropy(logits, tau)
-        expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy must "
-               f"have shape {tuple(ref.shape)}: one number per distribution, summed over the "
-               f"last dimension; got {tuple(out.shape)}")
+        expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy "
+               f"must have shape {tuple(ref.shape)}: one number per distribution, summed over "
+               f"the last dimension; got {tuple(out.shape)}")
         if _near(out, ref):
             continue
-        if _near(out, ref / torch.log(torch.tensor(2.0, dtype=F64))):
+        if _like(out, ref / torch.log(torch.tensor(2.0, dtype=F64))):
             raise Wrong("the entropy is in bits: the book measures it in nats, with the natural "
                         "logarithm")
-        if _near(out, -ref):
+        if _like(out, -ref):
             raise Wrong("the sign is flipped: the entropy is minus the sum of p log p, a number "
                         ">= 0")
-        if _near(out, _entropy(logits, 1.0)):
+        if _like(out, _entropy(logits, 1.0)):
             raise Wrong(f"the temperature does not change your entropy (tau = {tau}): divide the "
                         "logits by tau before the softmax")
-        if _near(out, _entropy(logits, 1 / tau)):
+        if _like(out, _entropy(logits, 1 / tau)):
             raise Wrong("the logits are multiplied by tau; they must be divided by it")
         raise Wrong(f"the entropy at tau = {tau} is not that of softmax(logits / tau)")
     sharp = torch.tensor([[900.0, 0.0, -900.0]], dtype=F64)
@@ -185,6 +195,28 @@ def check_temperature(entropy):
 TBPTT = {"V": 7, "B": 3, "T": 5, "chunks": 4, "hidden": 8}
 
 
+class _SGD:
+    """Plain SGD with what a training loop calls (zero_grad, step). torch.optim's first step
+    imports PyTorch's compiler stack, seconds that a check cannot spend."""
+
+    def __init__(self, params, lr: float):
+        self.params, self.lr = list(params), lr
+        self.param_groups = [{"params": self.params, "lr": lr}]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-self.lr)
+
+
 def _tbptt_setup():
     torch.manual_seed(0)
     model = CharLM(TBPTT["V"], hidden_size=TBPTT["hidden"], cell="rnn", embed_dim=4).double()
@@ -193,10 +225,11 @@ def _tbptt_setup():
     return model, ids[..., :-1], ids[..., 1:]
 
 
-def _tbptt_reference(carry: bool) -> list[torch.Tensor]:
+@lru_cache(maxsize=2)
+def _tbptt_reference(carry: bool) -> tuple[torch.Tensor, ...]:
     """The parameters after one pass: state carried and detached (or reset to zeros)."""
     model, inputs, targets = _tbptt_setup()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    optimizer = _SGD(model.parameters(), lr=0.5)
     state = None
     for x, y in zip(inputs, targets, strict=True):
         logits, state = model(x, detach_state(state) if carry else None)
@@ -204,10 +237,10 @@ def _tbptt_reference(carry: bool) -> list[torch.Tensor]:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return [p.detach() for p in model.parameters()]
+    return tuple(p.detach().clone() for p in model.parameters())
 
 
-@exercise("ex-ch2-detach", hints=[
+@exercise("ex-ch2-tbptt-bug", hints=[
     "The loss of the second chunk depends on the parameters through the second chunk's graph, "
     "and through one tensor also on the first chunk's graph, which the first backward pass has "
     "already used up. Which tensor is it?",
@@ -217,22 +250,21 @@ def _tbptt_reference(carry: bool) -> list[torch.Tensor]:
 ])
 def check_detach(tbptt_pass):
     model, inputs, targets = _tbptt_setup()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    optimizer = _SGD(model.parameters(), lr=0.5)
     try:
-        losses = tbptt_pass(model, inputs, targets, optimizer)
-    except NotImplementedError as err:
-        raise NotAttempted("tbptt_pass still raises NotImplementedError: write its body, then run "
-                           "this cell again") from err
-    except RuntimeError as err:
-        if "backward through the graph a second time" in str(err) \
-                or "modified by an inplace operation" in str(err):
+        losses = call(tbptt_pass, model, inputs, targets, optimizer, what="tbptt_pass")
+    except Wrong as err:
+        cause = str(err.__cause__)
+        if "backward through the graph a second time" in cause:  # the starter: the symptom only
+            raise Wrong("the backward pass of the second chunk fails with RuntimeError: Trying "
+                        "to backward through the graph a second time (the first chunk's graph "
+                        "was freed by the first backward pass)") from None
+        if "modified by an inplace operation" in cause:
             raise Wrong("the backward pass of the second chunk runs on into the first chunk's "
-                        "graph, which is already used up: the state carried into a chunk is still "
-                        "attached to the chunk that computed it. Detach it before the next chunk "
-                        "(and keep the detached tensor: detach does not work in place)") from err
-        raise Wrong(f"tbptt_pass raised RuntimeError: {err}") from err
-    except Exception as err:  # noqa: BLE001 - the learner's error becomes the check's message
-        raise Wrong(f"tbptt_pass raised {type(err).__name__}: {err}") from err
+                        "graph (kept with retain_graph=True?), and there it meets weights that "
+                        "the optimiser has changed since: cut the graph between the chunks "
+                        "instead of keeping it") from None
+        raise
     expect(isinstance(losses, (list, tuple)) and len(losses) == TBPTT["chunks"],
            f"tbptt_pass must return the list of the {TBPTT['chunks']} chunks' losses")
     params = [p.detach() for p in model.parameters()]
@@ -268,7 +300,8 @@ def check_bound(power_norms):
              torch.randn(4, 4, generator=g, dtype=F64) / 2]
     for W in cases:
         K = 12
-        out = returned_tensor(call(power_norms, W.clone(), K, what="power_norms"), "power_norms")
+        out = as_tensor(call(power_norms, W.clone(), K, what="power_norms"),
+                        "what power_norms returns")
         ref = _power_norms(W, K)
         expect(out.shape == ref.shape, f"for K = {K} power_norms must return {K} numbers, "
                f"||W^1||, ..., ||W^K||; got shape {tuple(out.shape)}")
@@ -352,28 +385,56 @@ def _diagnose_bptt(out, problem) -> None:
     ref = _bptt_variant(*problem)
     wrong = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
              if not close(o, r, n=64)]
+    right = [name for name in ("dW_ih", "dW_hh", "dW_y") if name not in wrong]
     raise Wrong(f"{' and '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not the gradient of "
-                "the loss (the others are right)")
+                "the loss" + (f" ({' and '.join(right)} {'is' if len(right) == 1 else 'are'} "
+                              "right)" if right else ""))
+
+
+def _without_autograd(bptt, *args):
+    """``bptt(*args)``, and a :class:`Wrong` if it builds an autograd graph on the way: the inputs
+    do not require grad, and any operation that saves a tensor for a backward pass (which every
+    use of autograd on this loss does) is seen by a saved-tensors hook."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.shape)
+        return t
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = call(bptt, *args, what="bptt")
+    except Wrong as err:
+        if "saved tensor hooks" in str(err):  # torch.func's transforms refuse the hook
+            raise Wrong("bptt computes the gradients with torch.func, which is autograd: the "
+                        "exercise asks for the backward sweep written out by hand") from None
+        raise
+    graph = saved or (isinstance(out, (tuple, list))
+                      and any(isinstance(o, torch.Tensor) and o.requires_grad for o in out))
+    expect(not graph, "bptt builds an autograd graph (a tensor that requires grad goes "
+           "through tanh or a product): the exercise asks for the backward sweep written out "
+           "by hand, without autograd")
+    return out
 
 
 @exercise("ex-ch2-bptt", hints=[
     "Run the forward pass and keep every state. Then walk back from t = T to 1 carrying one "
     "vector, the gradient of L with respect to h_t, made of two parts: what the output at step t "
     "sends back, and what step t + 1 sent back to h_t.",
-    "At step t: dh = W_y^T e_t / T + delta, where e_t = W_y h_t - y_t and delta came from step "
-    "t + 1. Then da = (1 - h_t^2) * dh is the gradient at the pre-activation, and "
-    "delta = W_hh^T da goes on to step t - 1.",
-    "The weights collect outer products: dW_y += outer(e_t / T, h_t), dW_ih += outer(da, x_t), "
-    "dW_hh += outer(da, h_(t-1)).",
+    "The output at step t sends back W_y^T times its error (divided by T, as the loss is an "
+    "average). Step t + 1 sends back through W_hh^T what reached its pre-activation a_(t+1). "
+    "Between h_t and a_t stands tanh, whose derivative you can write with h_t alone.",
+    "Each matrix collects one outer product per step: the gradient at what it produces (a_t for "
+    "W_ih and W_hh, the output for W_y) times the vector it multiplies (x_t, h_(t-1), h_t).",
 ])
 def check_bptt(bptt):
     for seed in range(3):
         W_ih, W_hh, W_y, xs, ys = _bptt_problem(seed)
-        out = call(bptt, W_ih.clone(), W_hh.clone(), W_y.clone(), xs.clone(), ys.clone(),
-                   what="bptt")
-        expect(isinstance(out, (tuple, list)) and len(out) == 3
-               and all(isinstance(o, torch.Tensor) for o in out),
+        out = _without_autograd(bptt, W_ih.clone(), W_hh.clone(), W_y.clone(), xs.clone(),
+                                ys.clone())
+        expect(isinstance(out, (tuple, list)) and len(out) == 3,
                "bptt must return three tensors: (dW_ih, dW_hh, dW_y)")
+        out = [as_tensor(o, "each gradient bptt returns") for o in out]
         params = [p.clone().requires_grad_() for p in (W_ih, W_hh, W_y)]
         h, loss = torch.zeros(W_hh.shape[0], dtype=F64), 0.0
         for t in range(xs.shape[0]):
