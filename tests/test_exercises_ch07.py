@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from seqbook.exercises import check
-from seqbook.hopfield import hebbian_weights
+from seqbook.hopfield import async_sweep, dense_update_async, hebbian_weights, update_sync
 
 
 def starter(*args):
@@ -32,11 +32,34 @@ def test_hebb():
     def over_P(patterns):
         return (patterns.T @ patterns / patterns.shape[0]).fill_diagonal_(0)
 
+    def float32_buffer(patterns):  # float64 outer products accumulated into torch.zeros
+        N = patterns.shape[1]
+        W = torch.zeros(N, N)
+        for x in patterns:
+            W += torch.outer(x, x)
+        W /= N
+        W.fill_diagonal_(0)
+        return W
+
+    def einsum_masked(patterns):
+        N = patterns.shape[1]
+        return torch.einsum("pi,pj->ij", patterns, patterns) / N * (1 - torch.eye(N))
+
+    def no_diagonal_zero(patterns):
+        return patterns.T @ patterns / patterns.shape[1]
+
     name = "ex-ch7-hebb"
     assert check(name, right)
     assert check(name, hebbian_weights)
+    assert check(name, float32_buffer)
+    assert check(name, einsum_masked)
+    assert check(name, lambda p: right(p).numpy())
     assert check(name, starter).status == "not attempted"
-    assert "diagonal is not zero" in check(name, buggy).message
+    # the starter (both bugs): what the learner sees, not what to change
+    message = check(name, buggy).message
+    assert "every diagonal weight W_ii is 5" in message and "whole numbers" in message
+    assert "set" not in message and "divide" not in message
+    assert "diagonal is not zero" in check(name, no_diagonal_zero).message
     assert "N times too large" in check(name, no_factor).message
     assert "divided by P" in check(name, over_P).message
     assert "(N, N)" in check(name, lambda p: p @ p.T).message
@@ -81,17 +104,71 @@ def test_sync_cycle():
             state[:, i] = torch.where(state @ W[:, i] >= 0, 1.0, -1.0).to(state.dtype)
         return state
 
+    def ties_down(W, state, order):
+        state = state.clone()
+        for i in order:
+            state[:, i] = torch.where(state @ W[:, i] > 0, 1.0, -1.0).to(state.dtype)
+        return state
+
     def ignores_order(W, state, order):
         return right(W, state, range(W.shape[0]))
 
+    def once_each(W, state, order):  # a repeated neuron updated at its first turn only
+        return right(W, state, list(dict.fromkeys(order)))
+
+    def last_turn(W, state, order):
+        return right(W, state, list(dict.fromkeys(order[::-1]))[::-1])
+
+    def sorted_set(W, state, order):
+        return right(W, state, sorted(set(order)))
+
+    def reversed_order(W, state, order):
+        return right(W, state, order[::-1])
+
+    def rowwise(W, state, order):  # the field from row i of W, and a nested where
+        state = state.clone()
+        for i in order:
+            h = (W[i] * state).sum(-1)
+            state[:, i] = torch.where(h > 0, 1.0, torch.where(h < 0, -1.0, state[:, i]))
+        return state
+
+    def float32(W, state, order):
+        return right(W.float(), state.float(), order)
+
     name = "ex-ch7-sync-cycle"
     assert check(name, right)
+    assert check(name, rowwise)
+    assert check(name, float32)
+    assert check(name, lambda W, s, o: right(W, s, o).numpy())
+    assert check(name, async_sweep)
     assert check(name, starter).status == "not attempted"
-    assert "swapped values" in check(name, buggy).message
+    # the starter: what the learner sees, not what to change
+    message = check(name, buggy).message
+    assert "swapped values" in message and "never settles" in message
+    assert "synchronous" not in message and "must" not in message
     assert "changed the state it was given" in check(name, in_place).message
     assert "other than -1 and +1" in check(name, plain_sign).message
     assert "becomes +1" in check(name, ties_up).message
-    assert "in the order 0, 1" in check(name, ignores_order).message
+    assert "becomes -1" in check(name, ties_down).message
+    assert "increasing order" in check(name, ignores_order).message
+    assert "only at its first turn" in check(name, once_each).message
+    assert "only at its last turn" in check(name, last_turn).message
+    assert "increasing order" in check(name, sorted_set).message
+    assert "from the end of `order`" in check(name, reversed_order).message
+
+
+def test_sync_cycle_case_makes_every_slip_matter():
+    from seqbook.exercises.ch07 import _orders, _sync_cycle_case, _tie_sweep
+
+    W, state, order, ref = _sync_cycle_case()
+    assert len(order) > len(set(order))  # repeats
+    assert torch.equal(ref, async_sweep(W, state, order))
+    for other in _orders(order).values():
+        assert not torch.equal(async_sweep(W, state, other), ref)
+    for tie in (1.0, -1.0):
+        assert not torch.equal(_tie_sweep(W, state, order, tie), ref)
+    assert not torch.equal(update_sync(W, state), ref)
+    assert torch.equal(W, W.round())  # integer weights: exact fields, exact ties
 
 
 # --- perfect recall --------------------------------------------------------------------------------
@@ -126,9 +203,38 @@ def test_perfect_recall():
                                                                   dtype=torch.float64))
         return (1 - p) ** N, (1 - p) ** (N * P)
 
+    def rounded(N, P):  # the precision the exercise asks for: 3 significant digits
+        return tuple(float(f"{v:.3g}") for v in right(N, P))
+
+    def a_digit_off(N, P):
+        one, every = right(N, P)
+        return float(f"{one:.3g}") + 2 * 10 ** (math.floor(math.log10(one)) - 2), every
+
+    def sign_slip(N, P):  # (p - 1)^N: right only for even powers
+        p = phi(-math.sqrt((N - 1) / (P - 1)))
+        return (p - 1) ** N, (p - 1) ** (N * P)
+
+    def two_tails(N, P):
+        p = math.erfc(math.sqrt((N - 1) / (P - 1)) / math.sqrt(2))
+        return (1 - p) ** N, (1 - p) ** (N * P)
+
+    def union_bound(N, P):
+        p = phi(-math.sqrt((N - 1) / (P - 1)))
+        return 1 - N * p, (1 - p) ** (N * P)
+
+    def in_logs(N, P):  # another order of operations, as tensors
+        p = torch.special.ndtr(torch.tensor(-math.sqrt((N - 1) / (P - 1)), dtype=torch.float64))
+        return torch.exp(N * torch.log1p(-p)), torch.exp(N * P * torch.log1p(-p))
+
     name = "ex-ch7-perfect-recall"
     assert check(name, right)
     assert check(name, torch_normal)
+    assert check(name, rounded)
+    assert check(name, in_logs)
+    assert "wrong (N = 100, P = 10)" in check(name, a_digit_off).message
+    assert "negative (N = 101, P = 11)" in check(name, sign_slip).message
+    assert "twice too large" in check(name, two_tails).message
+    assert "independent" in check(name, union_bound).message
     assert check(name, starter).status == "not attempted"
     assert "approximate form" in check(name, approximate).message
     assert "probability of one bit" in check(name, one_bit).message
@@ -147,8 +253,21 @@ def test_zscore():
     def to_common_norm(x):
         return F.normalize(x, dim=-1) * math.sqrt(x.shape[-1])
 
+    def to_common_norm_float32(x):  # a right answer computed in float32
+        x = x.float()
+        return x / torch.linalg.vector_norm(x, dim=1, keepdim=True) * x.shape[1] ** 0.5
+
     name = "ex-ch7-zscore"
     assert check(name, centre, to_common_norm)
+    assert check(name, lambda x: x - x.mean(dim=1, keepdim=True), to_common_norm_float32)
+    assert check(name, lambda x: (x - x.mean(-1, keepdim=True)).numpy(), to_common_norm)
+    # one function where the exercise takes two: a verdict that says so, not a traceback
+    one = check(name, centre)
+    assert one.status == "fail" and "takes 2 answers" in one.message
+    assert "whatever their length" in check(
+        name, centre, lambda x: F.normalize(x, dim=-1) * 28).message
+    assert "subtract each row's mean" in check(
+        name, lambda x: x - x.median(-1, keepdim=True).values, to_common_norm).message
     assert check(name, starter, starter).status == "not attempted"
     assert check(name, centre, starter).status == "not attempted"
     assert "mean image" in check(name, lambda x: x - x.mean(0), to_common_norm).message
@@ -183,26 +302,85 @@ def dense_exp(patterns, state, order, log_domain=True, factor=True, sync=False):
     return state
 
 
+def dense_exp_slips(patterns, state, order, tie=None, amax=False):
+    """rule (7.7) with F = exp, with a tie turned to +1/-1, or a maximum for one log-sum-exp."""
+    state = state.clone()
+    for i in order:
+        rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
+        minus = (torch.amax if amax else torch.logsumexp)(rest - patterns[:, i], -1)
+        diff = torch.logsumexp(rest + patterns[:, i], -1) - minus
+        old = state[:, i] if tie is None else torch.full_like(diff, tie)
+        state[:, i] = sign_keep(diff, old)
+    return state
+
+
 def test_dense_exp():
+    def recomputed(patterns, state, order):  # the overlaps recomputed at every step, logaddexp
+        state = state.clone()
+        for i in order:
+            plus, minus = state.clone(), state.clone()
+            plus[:, i], minus[:, i] = 1.0, -1.0
+            diff = (torch.logsumexp(plus @ patterns.T, -1)
+                    - torch.logsumexp(minus @ patterns.T, -1))
+            state[:, i] = torch.where(diff > 0, 1.0, torch.where(diff < 0, -1.0, state[:, i]))
+        return state
+
+    def once_each(patterns, state, order):
+        return dense_exp(patterns, state, list(dict.fromkeys(order)))
+
+    def in_place(patterns, state, order):
+        state[:] = dense_exp(patterns, state, order)
+        return state
+
     name = "ex-ch7-dense-exp"
     assert check(name, dense_exp)
+    assert check(name, recomputed)
+    assert check(name, lambda p, s, o: dense_update_async(p, s, "exp", order=o))
+    assert check(name, lambda p, s, o: dense_exp(p.float(), s.float(), o))
     assert check(name, starter).status == "not attempted"
     assert "overflows" in check(name, lambda p, s, o: dense_exp(p, s, o, log_domain=False)).message
     assert "multiply it by xi_l" in check(name, lambda p, s, o: dense_exp(p, s, o, factor=False)
                                           ).message
     assert "synchronous" in check(name, lambda p, s, o: dense_exp(p, s, o, sync=True)).message
     assert "wrong sign" in check(name, lambda p, s, o: -dense_exp(p, s, o)).message
+    assert "changed the state it was given" in check(name, in_place).message
+    # ties set to +1 or -1, where the rule keeps the old value
+    for tie in (1.0, -1.0):
+        message = check(name, lambda p, s, o, t=tie: dense_exp_slips(p, s, o, tie=t)).message
+        assert f"a tie makes the neuron {tie:+.0f}" in message
+    assert "only at its first turn" in check(name, once_each).message
+    assert "increasing order" in check(name, lambda p, s, o: dense_exp(p, s, sorted(set(o)))
+                                       ).message
+    assert "a maximum, not a log-sum-exp" in check(
+        name, lambda p, s, o: dense_exp_slips(p, s, o, amax=True)).message
 
 
-def test_dense_exp_check_has_no_ties():
-    # a tie would make the right answer depend on the order of a sum
-    g = torch.Generator().manual_seed(3)
-    patterns = (torch.randint(0, 2, (30, 40), generator=g) * 2 - 1).double()
-    state = (torch.randint(0, 2, (8, 40), generator=g) * 2 - 1).double()
-    for i in range(40):
-        rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
+def test_dense_exp_cases_make_every_slip_matter():
+    from seqbook.exercises.ch07 import _dense_exp_cases, _orders
+
+    small, ties, large = _dense_exp_cases()
+    patterns, state, order, ref = small
+    assert len(order) > len(set(order))
+    assert torch.equal(dense_exp(patterns, state, order), ref)
+    for other in _orders(order).values():
+        assert not torch.equal(dense_exp(patterns, state, other), ref)
+    assert not torch.equal(dense_exp(patterns, state, order, sync=True), ref)
+    assert not torch.equal(dense_exp_slips(patterns, state, order, amax=True), ref)
+    # no near-tie along the sweep: rounding cannot decide a neuron
+    s = state.clone()
+    for i in order:
+        rest = s @ patterns.T - patterns[:, i] * s[:, i:i + 1]
         diff = torch.logsumexp(rest + patterns[:, i], -1) - torch.logsumexp(rest - patterns[:, i], -1)
-        assert (diff.abs() > 1e-9).all()
+        assert (diff.abs() > 0.08).all()
+        s[:, i] = sign_keep(diff, s[:, i])
+    # two patterns: ties are exact (equal pairs of integer overlaps), and both tie slips matter
+    patterns, state, order, ref = ties
+    assert patterns.shape[0] == 2
+    for tie in (1.0, -1.0):
+        assert not torch.equal(dense_exp_slips(patterns, state, order, tie=tie), ref)
+    # N = 1000: the sums of exponentials overflow
+    patterns, state, order, ref = large
+    assert torch.isinf((state @ patterns.T).exp().sum(-1)).all()
 
 
 # --- separation ------------------------------------------------------------------------------------
@@ -225,10 +403,30 @@ def test_separation():
     def cosines(patterns):
         return right(F.normalize(patterns, dim=-1))
 
+    def zero_diagonal(patterns):  # the review's wrong answer: the diagonal filled with 0
+        G = patterns @ patterns.T
+        return G.diagonal() - G.clone().fill_diagonal_(0).max(-1).values
+
+    def second_largest(patterns):
+        G = patterns @ patterns.T
+        return G.diagonal() - G.topk(2, dim=-1).values[:, 1]
+
+    def looped(patterns):  # a loop with torch.cat, in float32
+        patterns = patterns.float()
+        out = []
+        for i in range(len(patterns)):
+            others = torch.cat([patterns[:i], patterns[i + 1:]]) @ patterns[i]
+            out.append(patterns[i] @ patterns[i] - others.max())
+        return torch.stack(out)
+
     name = "ex-ch7-separation"
     assert check(name, right)
+    assert check(name, looped)
+    assert check(name, lambda p: right(p).numpy())
     assert check(name, starter).status == "not attempted"
     assert "includes the pattern itself" in check(name, with_self).message
+    assert "as an overlap of 0" in check(name, zero_diagonal).message
+    assert "does not give" in check(name, second_largest).message
     assert "smallest overlap" in check(name, smallest).message
     assert "sign is reversed" in check(name, lambda p: -right(p)).message
     assert "cosines" in check(name, cosines).message

@@ -28,9 +28,15 @@ def test_bind_invariance():
     # atan2 puts the angle pi at +1 instead of -1: the same angle
     assert check(name, lambda a, b: torch.atan2(torch.sin(math.pi * (a + b)),
                                                 torch.cos(math.pi * (a + b))) / math.pi)
+    assert check(name, lambda a, b: wrap(a.float() + b.float()))  # in float32
+    assert check(name, lambda a, b: wrap(a + b).numpy())
+    assert check(name, lambda a, b: torch.remainder(a + b - 1.0, 2.0) - 1.0)  # shifted the other way
     assert check(name, starter).status == "not attempted"
     assert "outside [-1, 1]" in check(name, lambda a, b: a + b).message
     assert "torch.fmod" in check(name, lambda a, b: torch.fmod(a + b + 1.0, 2.0) - 1.0).message
+    # wrapped only above 1 (no fmod in it): the message names what happens below -1
+    assert "sums below -1 stay below -1" in check(
+        name, lambda a, b: torch.where(a + b >= 1, a + b - 2, a + b)).message
     assert "off by 1" in check(name, lambda a, b: torch.remainder(a + b, 2.0) - 1.0).message
     assert "unbinding" in check(name, lambda a, b: wrap(a - b)).message
     assert "does not add" in check(name, lambda a, b: wrap(a * b)).message
@@ -44,11 +50,20 @@ def test_unbind():
     def buggy(a, b):  # the starter of the exercise
         return torch.remainder(a + b + 1.0, 2.0) - 1.0
 
+    def conjugate(a, b):  # multiply by the conjugate phasor, in complex64
+        za, zb = (torch.polar(torch.ones_like(x), math.pi * x).to(torch.complex64) for x in (a, b))
+        return torch.angle(za * zb.conj()) / math.pi
+
     name = "ex-ch8-unbind"
     assert check(name, lambda a, b: wrap(a - b))
     assert check(name, vsa.unbind)
+    assert check(name, conjugate)
+    assert check(name, lambda a, b: wrap(a.float() - b.float()).numpy())
     assert check(name, starter).status == "not attempted"
-    assert "binds b a second time" in check(name, buggy).message
+    # the starter: what the learner sees, not what to change
+    message = check(name, buggy).message
+    assert "is not x" in message and "unrelated symbol" in message
+    assert "power" not in message and "subtract" not in message
     assert "gives -x" in check(name, lambda a, b: wrap(b - a)).message
     assert "outside [-1, 1]" in check(name, lambda a, b: a - b).message
     assert "does not give x back" in check(name, lambda a, b: a).message
@@ -71,12 +86,21 @@ def test_bundle():
     def no_pi(symbols):
         return torch.atan2(torch.sin(symbols).sum(0), torch.cos(symbols).sum(0)) / math.pi
 
+    def complex64(symbols):
+        z = torch.polar(torch.ones_like(symbols), math.pi * symbols).to(torch.complex64)
+        return torch.angle(z.sum(0)) / math.pi
+
     name = "ex-ch8-bundle"
     assert check(name, right)
     assert check(name, vsa.bundle)
     assert check(name, lambda s: vsa.from_complex(vsa.to_complex(s).sum(0)))
+    assert check(name, complex64)
+    assert check(name, lambda s: right(s).numpy())
     assert check(name, starter).status == "not attempted"
-    assert "binds the members together" in check(name, buggy).message
+    # the starter: what the learner sees, not what to change
+    message = check(name, buggy).message
+    assert "two copies of one symbol" in message and "unrelated symbol" in message
+    assert "phasor" not in message and "add" not in message.split()
     assert "averaging the angles" in check(name, lambda s: s.mean(0)).message
     assert "radians" in check(name, radians).message
     assert "mind the pi" in check(name, no_pi).message
@@ -138,8 +162,15 @@ def test_order():
     def unwrapped(rows, base):
         return rows + torch.arange(rows.shape[1])[:, None] * base
 
+    def loop_float32(rows, base):  # a loop over t, in float32
+        rows, base = rows.float(), base.float()
+        return torch.stack([wrap(rows[:, t] + t * base) for t in range(rows.shape[1])], dim=1)
+
     name = "ex-ch8-order"
     assert check(name, right)
+    assert check(name, loop_float32)
+    assert check(name, lambda rows, base: vsa.bind(
+        vsa.fractional_power(base, torch.arange(rows.shape[1])), rows))  # binding commutes
     assert check(name, starter).status == "not attempted"
     assert "b^(t+1)" in check(name, from_one).message
     assert "bundled" in check(name, bundled).message
@@ -152,7 +183,9 @@ def test_order():
 
 
 def attention(q, k, v, mask=None, softmax=False, scale=1.0, angles=False, flip=False):
-    scores = torch.cos(math.pi * (q[..., :, None, :] - k[..., None, :, :])).mean(-1) * scale
+    cq, sq, ck, sk = torch.cos(math.pi * q), torch.sin(math.pi * q), torch.cos(math.pi * k), \
+        torch.sin(math.pi * k)
+    scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1] * scale
     if mask is not None:
         scores = scores.masked_fill(mask if flip else ~mask, -math.inf if softmax else 0.0)
     if softmax:
@@ -164,9 +197,22 @@ def attention(q, k, v, mask=None, softmax=False, scale=1.0, angles=False, flip=F
 
 
 def test_attention():
+    def float32(q, k, v, mask=None):
+        return attention(q.float(), k.float(), v.float(), mask)
+
+    def einsum_complex(q, k, v, mask=None):  # another formulation: einsum over complex phasors
+        zq, zk, zv = (torch.polar(torch.ones_like(x), math.pi * x) for x in (q, k, v))
+        scores = torch.einsum("bqd,bkd->bqk", zq, zk.conj()).real / q.shape[-1]
+        if mask is not None:
+            scores = scores * mask
+        return torch.angle(torch.einsum("bqk,bkd->bqd", scores.to(zv.dtype), zv)) / math.pi, scores
+
     name = "ex-ch8-attention"
     assert check(name, attention)
     assert check(name, vsa.vsa_attention)
+    assert check(name, float32)
+    assert check(name, einsum_complex)
+    assert check(name, lambda q, k, v, m: tuple(t.numpy() for t in attention(q, k, v, m)))
     assert check(name, starter).status == "not attempted"
     assert "no softmax" in check(name, lambda q, k, v, m: attention(q, k, v, m, softmax=True)
                                  ).message
@@ -177,3 +223,13 @@ def test_attention():
                                        ).message
     assert "masked keys still count" in check(name, lambda q, k, v, m: attention(q, k, v)).message
     assert "the pair (output, scores)" in check(name, lambda q, k, v, m: q).message
+    # the exercise forbids a (Tq, Tk, D) tensor of angle differences: right values, wrong method
+    assert "(B, Tq, Tk, D)" in check(name, differences).message
+
+
+def differences(q, k, v, mask=None):
+    scores = torch.cos(math.pi * (q[..., :, None, :] - k[..., None, :, :])).mean(-1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
+    return torch.atan2(im, re) / math.pi, scores

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import torch
 
@@ -14,7 +15,7 @@ from ..hopfield import (
     sign_keep,
     update_sync,
 )
-from .core import Wrong, call, close, exercise, expect, returned_tensor
+from .core import Wrong, agrees, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
 
@@ -51,6 +52,10 @@ def check_hebb(hebb):
            f"{tuple(W.shape)}: sum the outer products of the rows, patterns.T @ patterns")
     ref = hebbian_weights(x)
     off = ~torch.eye(N, dtype=torch.bool)
+    if close(W, x.T @ x):  # the starter: both bugs, said as what the learner sees
+        raise Wrong(f"for P = {P} patterns of N = {N} neurons, every diagonal weight W_ii is "
+                    f"{P} and the other weights are whole numbers from -{P} to {P}: this is not "
+                    "the weight matrix of eq. (7.2)")
     if not bool((W.diagonal().abs() < 1e-12).all()):
         raise Wrong("the diagonal is not zero: every pattern adds x_i x_i = 1 to W_ii, so each "
                     "neuron would excite itself; set W_ii = 0")
@@ -69,6 +74,51 @@ def check_hebb(hebb):
 # ---------------------------------------------------------------------------------------------
 
 
+def _orders(order: list[int]) -> dict[str, list[int]]:
+    """The orders of the typical slips: each neuron once (first or last turn), sorted,
+    reversed."""
+    return {
+        "first": list(dict.fromkeys(order)),
+        "last": list(dict.fromkeys(order[::-1]))[::-1],
+        "sorted": sorted(set(order)),
+        "reversed": order[::-1],
+    }
+
+
+_ORDER_SLIPS = {
+    "first": "a neuron listed twice in `order` is updated only at its first turn: it must be "
+             "updated again at every later turn, from the state at that time",
+    "last": "a neuron listed twice in `order` is updated only at its last turn: it must be "
+            "updated at every one of its turns",
+    "sorted": "the neurons are updated in increasing order, each once: update them in the order "
+              "of `order`, repeats included",
+    "reversed": "the neurons are updated from the end of `order` to its start: update them in "
+                "the order given",
+}
+
+
+def _tie_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int], tie: float):
+    """The asynchronous sweep with a field of exactly 0 turned to ``tie`` (a slip)."""
+    state = state.clone()
+    for i in order:
+        field = state @ W[:, i]
+        state[:, i] = torch.where(field == 0, tie, torch.sign(field))
+    return state
+
+
+@lru_cache(maxsize=1)
+def _sync_cycle_case():
+    """A network with integer weights (exact fields, ties among them) and an order with repeats
+    chosen so that every slip of `_orders`, both tie rules and the synchronous rule change the
+    result (tests/test_exercises_ch07.py holds this)."""
+    g = torch.Generator().manual_seed(0)
+    W = hebbian_weights(_spins((4, 16), g), normalize=False)
+    state = _spins((24, 16), g)
+    order = torch.randperm(16, generator=g).tolist() + torch.randint(0, 16, (8,), generator=g
+                                                                        ).tolist()
+    return W, state, order, async_sweep(W, state, order)
+
+
 @exercise("ex-ch7-sync-cycle", hints=[
     "Run the sweep by hand in the two-neuron network from (1, -1) with order [0, 1]: when neuron "
     "1's turn comes, which value of neuron 0 does its field use?",
@@ -83,19 +133,26 @@ def check_sync_cycle(sweep):
     out = returned_tensor(call(sweep, W2.clone(), s2.clone(), [0, 1], what="sweep"), "sweep")
     expect(out.shape == s2.shape, f"sweep must return a state of the input's shape (B, N) = "
            f"{tuple(s2.shape)}, got {tuple(out.shape)}")
-    if torch.equal(out, -s2):
-        raise Wrong("from (1, -1) the two neurons swapped values: both read the state before the "
-                    "sweep, which is the synchronous rule; neuron i must see the changes made "
-                    "before its turn")
+    if torch.equal(out, -s2):  # the starter: said as what the learner sees
+        raise Wrong("in the two-neuron network that stores (1, 1), the sweep with order [0, 1] "
+                    "takes (1, -1) to (-1, 1): the two neurons swapped values, a second sweep "
+                    "swaps them back, and the state never settles")
     _binary(out, "sweep")
+    if torch.equal(out, async_sweep(W2, s2, [1, 0])):
+        raise Wrong(_ORDER_SLIPS["reversed"])
     expect(torch.equal(out, async_sweep(W2, s2, [0, 1])),
            "in the two-neuron network, from (1, -1) with order [0, 1], the sweep does not end in "
            "the state the asynchronous rule gives")
-    # a larger network; two patterns give integer fields with exact ties (a field of 0)
-    g = torch.Generator().manual_seed(1)
-    W = hebbian_weights(_spins((4, 16), g), normalize=False)
-    state = _spins((24, 16), g)
-    order = torch.randperm(16, generator=g).tolist()[:12] + [3, 3, 7]
+    out = returned_tensor(call(sweep, W2.clone(), s2.clone(), [1, 0], what="sweep"), "sweep")
+    if torch.equal(out, async_sweep(W2, s2, [0, 1])):
+        raise Wrong("the neurons are updated in increasing order, not in the order of `order`: "
+                    "in the two-neuron network, the sweep with order [1, 0] ends where the one "
+                    "with order [0, 1] does, although neuron 1 goes first")
+    expect(out.shape == s2.shape and torch.equal(out, async_sweep(W2, s2, [1, 0])),
+           "in the two-neuron network, from (1, -1) with order [1, 0], the sweep does not end in "
+           "the state the asynchronous rule gives: neuron 1 goes first and copies neuron 0")
+    # a larger network: repeats in the order and ties (a field of exactly 0) that matter
+    W, state, order, ref = _sync_cycle_case()
     given = state.clone()
     out = returned_tensor(call(sweep, W.clone(), given, list(order), what="sweep"), "sweep")
     expect(torch.equal(given, state), "sweep changed the state it was given: update a copy "
@@ -103,7 +160,6 @@ def check_sync_cycle(sweep):
     expect(out.shape == state.shape, f"sweep must return a state of the input's shape (B, N) = "
            f"{tuple(state.shape)}, got {tuple(out.shape)}")
     _binary(out, "sweep")
-    ref = async_sweep(W, state, order)
     if torch.equal(out, ref):
         return
     full_sync = update_sync(W, state)
@@ -115,16 +171,14 @@ def check_sync_cycle(sweep):
                     "synchronous rule; compute the field of neuron i from the current state, "
                     "after the updates before it")
     if torch.equal(out, async_sweep(W, state, list(range(16)))):
-        raise Wrong("the neurons are updated in the order 0, 1, ..., N-1: update the neurons of "
-                    "`order`, in that order (repeats included)")
-    h = state @ W  # ties: a field of exactly 0 in the first update
-    for tie_value in (1.0, -1.0):
-        tie_rule = state.clone()
-        for i in order:
-            field = tie_rule @ W[:, i]
-            tie_rule[:, i] = torch.where(field == 0, tie_value, torch.sign(field))
-        if torch.equal(out, tie_rule) and bool((h == 0).any()):
-            raise Wrong(f"a neuron whose field is exactly 0 becomes {tie_value:+.0f}: it must keep "
+        raise Wrong("the neurons are updated in increasing order, 0, 1, ..., N-1: update the "
+                    "neurons of `order`, in that order (repeats included)")
+    for slip, other in _orders(order).items():
+        if torch.equal(out, async_sweep(W, state, other)):
+            raise Wrong(_ORDER_SLIPS[slip])
+    for tie in (1.0, -1.0):
+        if torch.equal(out, _tie_sweep(W, state, order, tie)):
+            raise Wrong(f"a neuron whose field is exactly 0 becomes {tie:+.0f}: it must keep "
                         "its value")
     raise Wrong("the sweep does not give the states of the asynchronous rule: update the neurons "
                 "of `order` one at a time, each from the field of the current state")
@@ -140,12 +194,13 @@ def _phi(z: float) -> float:
     return 0.5 * math.erfc(-z / math.sqrt(2))
 
 
-def _number(value, what: str) -> float:
+def _probability(value) -> float:
+    """One probability of the learner's pair, as a float (a tensor or an array with one entry
+    too)."""
     try:
-        value = float(value)
+        return float(value)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise Wrong(f"{what} must be a number, got {type(value).__name__}") from err
-    return value
+        raise Wrong(f"each probability must be a number, got {type(value).__name__}") from err
 
 
 @exercise("ex-ch7-perfect-recall", hints=[
@@ -155,27 +210,37 @@ def _number(value, what: str) -> float:
     "bits do. Each bit survives with probability 1 - P_err.",
 ])
 def check_perfect_recall(stable_probabilities):
-    for N, P in [(100, 10), (100, 20), (1000, 60), (1000, 100)]:
+    # odd N and N P as well: a sign slip in 1 - P_err is invisible at even powers
+    for N, P in [(100, 10), (101, 11), (100, 20), (1000, 60), (999, 61), (1000, 100)]:
         out = call(stable_probabilities, N, P, what="stable_probabilities")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "stable_probabilities must return a pair (one given pattern, all P patterns)")
-        one, every = (_number(v, "each probability") for v in out)
+        one, every = (_probability(v) for v in out)
         p_err = _phi(-math.sqrt((N - 1) / (P - 1)))
         p_approx = _phi(-math.sqrt(N / P))
         ref_one, ref_all = (1 - p_err) ** N, (1 - p_err) ** (N * P)
 
-        def near(a, b):
-            return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+        def near(a, b):  # the precision the exercise asks for
+            return agrees(a, b, digits=3)
 
         if near(one, (1 - p_approx) ** N) and not near(one, ref_one):
             raise Wrong("you used the approximate form Phi(-sqrt(N/P)); use the first form of "
                         "eq. (7.5), Phi(-sqrt((N-1)/(P-1))), which is more accurate at these N")
+        if near(one, (1 - 2 * p_err) ** N):
+            raise Wrong("P_err is twice too large: a bit flips only when the crosstalk pushes "
+                        "against it, one tail of the Gaussian, Phi(-z) = erfc(z / sqrt(2)) / 2")
+        if near(one, 1 - N * p_err) and not near(one, ref_one):
+            raise Wrong("1 - N P_err is a bound on the probability that all N bits survive; the "
+                        "estimate treats them as independent: (1 - P_err)^N")
         if near(one, p_err) or near(one, 1 - p_err):
             raise Wrong("the first number is the probability of one bit: a pattern is a fixed "
                         "point only when all its N bits survive")
         if near(one, ref_all) and near(every, ref_one):
             raise Wrong("the two probabilities are swapped: the pair is (one given pattern, all "
                         "P patterns)")
+        if near(-one, ref_one) or near(-every, ref_all):
+            raise Wrong(f"a probability is negative (N = {N}, P = {P}): the probability that a "
+                        "bit survives is 1 - P_err")
         expect(near(one, ref_one), f"the probability that one given pattern is a fixed point is "
                f"wrong (N = {N}, P = {P}): all its N bits must survive")
         if near(every, ref_one ** (1 / N)) or near(every, (1 - p_err) ** P):
@@ -219,6 +284,9 @@ def check_zscore(centre, to_common_norm):
     if close(norms, torch.ones(7, dtype=F64), n=20):
         raise Wrong("the rows have norm 1: scale them to norm sqrt(d), the norm of a z-scored "
                     "row, so that beta = 1 means what it meant above")
+    if close(s, x / x.norm(dim=-1, keepdim=True) * 28):
+        raise Wrong("the rows have the norm sqrt(784) whatever their length: d is the length of "
+                    "the rows of x, x.shape[-1]")
     if close(s, x / x.norm(dim=0, keepdim=True) * math.sqrt(7)):
         raise Wrong("to_common_norm scales the columns (one pixel across the images): scale each "
                     "row, one image, by its own norm")
@@ -245,6 +313,71 @@ def _sweep_without_factor(patterns, state, order):
     return state
 
 
+def _exp_sweep(patterns, state, order, tie=None, lse_minus=torch.logsumexp):
+    """Rule (7.7) with F = exp, written out; ``tie`` (+1 or -1 instead of keeping the old value)
+    and ``lse_minus`` (what replaces the log-sum-exp of the bit = -1 overlaps) make slips."""
+    state = state.clone()
+    for i in order:
+        rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
+        diff = torch.logsumexp(rest + patterns[:, i], -1) - lse_minus(rest - patterns[:, i], -1)
+        old = state[:, i] if tie is None else torch.full_like(diff, tie)
+        state[:, i] = sign_keep(diff, old)
+    return state
+
+
+@lru_cache(maxsize=1)
+def _dense_exp_cases():
+    """(patterns, state, order, reference) of three sweeps:
+
+    * a small memory whose order repeats neurons, chosen so that every slip of `_orders`, the
+      synchronous rule and a log-sum-exp replaced by a maximum change the result, and no
+      difference comes within 0.08 of 0 (no near-tie that rounding could decide);
+    * two patterns that differ in 5 bits: exact ties, which decide the state;
+    * N = 1000 near a stored pattern, where exp(overlap) overflows float64.
+    tests/test_exercises_ch07.py holds all of this.
+    """
+    cases = []
+    for seed, (P, N, B, extra) in [(8, (5, 12, 16, 8)), (3, (2, 8, 16, 4))]:
+        g = torch.Generator().manual_seed(seed)
+        patterns, state = _spins((P, N), g), _spins((B, N), g)
+        order = torch.randperm(N, generator=g).tolist() + torch.randint(0, N, (extra,),
+                                                                        generator=g).tolist()
+        cases.append((patterns, state, order))
+    g = torch.Generator().manual_seed(3)
+    patterns = _spins((20, 1000), g)
+    flip = torch.zeros(2, 1000, dtype=torch.bool)
+    flip[:, :60] = True
+    cases.append((patterns, torch.where(flip, -patterns[:2], patterns[:2]),
+                  list(range(5)) + list(range(500, 505))))
+    return [(p, s, o, dense_update_async(p, s, "exp", order=o)) for p, s, o in cases]
+
+
+@lru_cache(maxsize=1)
+def _dense_exp_slips():
+    """(message, result) of the typical slips: on the small case of `_dense_exp_cases`, and the
+    two tie rules on its case of ties."""
+    (patterns, state, order, ref), (p2, s2, o2, _), _ = _dense_exp_cases()
+    slips = [
+        ("the decisions are right where xi_l = +1 and wrong where xi_l = -1: the bracket "
+         "compares the current state with the flipped one, so it says 'keep or flip'; multiply "
+         "it by xi_l, or compare bit l = +1 with bit l = -1 as in eq. (7.7)",
+         _sweep_without_factor(patterns, state, order)),
+        ("every decision sees the state before the sweep (the synchronous rule): update the "
+         "state after each neuron, so that the next one sees the change",
+         dense_update_sync(patterns, state, "exp")),
+        ("every decision has the wrong sign: neuron l takes the value that gives the lower "
+         "energy, i.e. the larger sum of exp(overlap)", -ref),
+        *((_ORDER_SLIPS[slip], dense_update_async(patterns, state, "exp", order=other))
+          for slip, other in _orders(order).items()),
+        ("one side of the comparison is a maximum, not a log-sum-exp: the maximum is only the "
+         "largest term of the sum", _exp_sweep(patterns, state, order, lse_minus=torch.amax)),
+    ]
+    tie_slips = [(f"two patterns that differ in a few bits give exact ties (both sums equal), "
+                  f"and a tie makes the neuron {tie:+.0f}: a tie keeps the old value",
+                  _exp_sweep(p2, s2, o2, tie=tie)) for tie in (1.0, -1.0)]
+    return slips, tie_slips
+
+
 @exercise("ex-ch7-dense-exp", hints=[
     "For F = exp, -E(xi) is sum_mu exp(x_mu . xi): neuron l takes +1 when that sum is larger with "
     "xi_l = +1 than with xi_l = -1. Comparing two sums of exponentials is comparing their "
@@ -255,42 +388,37 @@ def _sweep_without_factor(patterns, state, order):
     "change; a difference of exactly 0 keeps the old value.",
 ])
 def check_dense_exp(dense_exp_sweep):
-    g = torch.Generator().manual_seed(3)
-    patterns = _spins((30, 40), g)
-    state = _spins((8, 40), g)
-    order = torch.randperm(40, generator=g).tolist()
+    small, ties, large = _dense_exp_cases()
+    patterns, state, order, ref = small
     given = state.clone()
     out = returned_tensor(call(dense_exp_sweep, patterns.clone(), given, list(order),
-                       what="dense_exp_sweep"), "dense_exp_sweep")
+                               what="dense_exp_sweep"), "dense_exp_sweep")
     expect(torch.equal(given, state), "dense_exp_sweep changed the state it was given: update a "
            "copy (state.clone()) and return it")
     expect(out.shape == state.shape, f"dense_exp_sweep must return a state of the input's shape "
            f"{tuple(state.shape)}, got {tuple(out.shape)}")
     _binary(out, "dense_exp_sweep")
-    ref = dense_update_async(patterns, state, "exp", order=order)
+    slips, tie_slips = _dense_exp_slips()
     if not torch.equal(out, ref):
-        if torch.equal(out, _sweep_without_factor(patterns, state, order)):
-            raise Wrong("the decisions are right where xi_l = +1 and wrong where xi_l = -1: the "
-                        "bracket compares the current state with the flipped one, so it says "
-                        "'keep or flip'; multiply it by xi_l, or compare bit l = +1 with bit "
-                        "l = -1 as in eq. (7.7)")
-        if torch.equal(out, dense_update_sync(patterns, state, "exp")):
-            raise Wrong("every decision sees the state before the sweep (the synchronous rule): "
-                        "update the state after each neuron, so that the next one sees the change")
-        if torch.equal(-out, ref):
-            raise Wrong("every decision has the wrong sign: neuron l takes the value that gives "
-                        "the lower energy, i.e. the larger sum of exp(overlap)")
+        for message, wrong in slips:
+            if torch.equal(out, wrong):
+                raise Wrong(message)
         raise Wrong("the sweep does not give the states of rule (7.7) with F = exp")
-    # N = 1000 near a stored pattern: the overlaps are near 1000 and exp(1000) overflows float64
-    patterns = _spins((20, 1000), g)
-    flip = torch.zeros(2, 1000, dtype=torch.bool)
-    flip[:, :60] = True
-    state = torch.where(flip, -patterns[:2], patterns[:2])
-    order = list(range(40)) + list(range(500, 520))
+    # exact ties: a difference of exactly 0 keeps the old value
+    patterns, state, order, ref = ties
     out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
-                       what="dense_exp_sweep"), "dense_exp_sweep")
+                               what="dense_exp_sweep"), "dense_exp_sweep")
+    for message, wrong in tie_slips:
+        if out.shape == wrong.shape and torch.equal(out, wrong):
+            raise Wrong(message)
+    expect(torch.equal(out, ref), "with two stored patterns that differ in 5 bits, the sweep "
+           "does not give the states of rule (7.7)")
+    # N = 1000 near a stored pattern: the overlaps are near 1000 and exp(1000) overflows float64
+    patterns, state, order, ref = large
+    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
+                               what="dense_exp_sweep"), "dense_exp_sweep")
     ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
-    expect(ok and torch.equal(out, dense_update_async(patterns, state, "exp", order=order)),
+    expect(ok and torch.equal(out, ref),
            "with N = 1000 neurons the overlaps reach 900 and exp(900) overflows even float64: "
            "compare logarithms of the sums (torch.logsumexp) instead of the sums")
 
@@ -310,26 +438,37 @@ def check_dense_exp(dense_exp_sweep):
 def check_separation(separation):
     g = torch.Generator().manual_seed(4)
     P, d = 9, 6
-    x = torch.randn(P, d, generator=g, dtype=F64)
-    x[3] = 0.9 * x[5] + 0.1 * x[3]  # a close pair: their separation is small
-    delta = returned_tensor(call(separation, x.clone(), what="separation"), "separation")
-    expect(delta.shape == (P,), f"separation must return one number per pattern, shape (P,) = "
-           f"{(P,)}, got {tuple(delta.shape)}")
-    G = x @ x.T
-    eye = torch.eye(P, dtype=torch.bool)
-    ref = G.diagonal() - G.masked_fill(eye, -math.inf).max(-1).values
-    if close(delta, G.diagonal() - G.max(-1).values):
-        raise Wrong("the maximum includes the pattern itself (j = i): it must run over the other "
-                    "patterns, j != i")
-    if close(delta, G.diagonal() - G.masked_fill(eye, math.inf).min(-1).values):
-        raise Wrong("you subtract the smallest overlap: the separation is measured against the "
-                    "closest other pattern, the largest overlap")
-    if close(delta, -ref):
-        raise Wrong("the sign is reversed: Delta_i = x_i . x_i - max_(j != i) x_i . x_j")
-    xn = x / x.norm(dim=-1, keepdim=True)
-    C = xn @ xn.T
-    if close(delta, 1 - C.masked_fill(eye, -math.inf).max(-1).values):
-        raise Wrong("you compare cosines: the separation uses the dot products themselves, whose "
-                    "size matters to the softmax")
-    expect(close(delta, ref, n=d), "separation does not give x_i . x_i - max_(j != i) x_i . x_j "
-           "for every pattern")
+    randn = torch.randn(P, d, generator=g, dtype=F64)
+    randn[3] = 0.9 * randn[5] + 0.1 * randn[3]  # a close pair: their separation is small
+    # and three patterns where the first one's overlaps with the others are all negative
+    opposed = torch.tensor([[1.0, 2.0, 3.0, 0.0], [-1.0, -2.0, -3.0, 1.0], [0.5, -3.0, 1.0, 2.0]],
+                     dtype=F64)
+    for x in (randn, opposed):
+        P, d = x.shape
+        delta = returned_tensor(call(separation, x.clone(), what="separation"), "separation")
+        expect(delta.shape == (P,), f"separation must return one number per pattern, shape "
+               f"(P,) = {(P,)}, got {tuple(delta.shape)}")
+        G = x @ x.T
+        eye = torch.eye(P, dtype=torch.bool)
+        ref = G.diagonal() - G.masked_fill(eye, -math.inf).max(-1).values
+        if close(delta, ref, n=d):
+            continue
+        if close(delta, G.diagonal() - G.max(-1).values):
+            raise Wrong("the maximum includes the pattern itself (j = i): it must run over the "
+                        "other patterns, j != i")
+        if close(delta, G.diagonal() - G.masked_fill(eye, 0.0).max(-1).values):
+            raise Wrong("the pattern itself still takes part in the maximum, as an overlap of 0: "
+                        "when all the other overlaps of a pattern are negative, the maximum over "
+                        "j != i is negative, not 0; fill the diagonal with -inf")
+        if close(delta, G.diagonal() - G.masked_fill(eye, math.inf).min(-1).values):
+            raise Wrong("you subtract the smallest overlap: the separation is measured against "
+                        "the closest other pattern, the largest overlap")
+        if close(delta, -ref):
+            raise Wrong("the sign is reversed: Delta_i = x_i . x_i - max_(j != i) x_i . x_j")
+        xn = x / x.norm(dim=-1, keepdim=True)
+        C = xn @ xn.T
+        if close(delta, 1 - C.masked_fill(eye, -math.inf).max(-1).values):
+            raise Wrong("you compare cosines: the separation uses the dot products themselves, "
+                        "whose size matters to the softmax")
+        raise Wrong("separation does not give x_i . x_i - max_(j != i) x_i . x_j for every "
+                    "pattern")

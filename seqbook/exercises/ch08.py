@@ -6,6 +6,7 @@ import math
 import numbers
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..vsa import (
     fhrr_bind,
@@ -15,17 +16,27 @@ from ..vsa import (
     random_symbols,
     vsa_attention,
 )
-from .core import Wrong, call, close, exercise, expect, returned_tensor
+from .core import Wrong, call, close, exercise, expect, returned_tensor, tolerance
 
 F64 = torch.float64
 
 
-def _same_angles(out: torch.Tensor, ref: torch.Tensor, atol: float = 1e-9) -> bool:
+def _atol(out: torch.Tensor, ref: torch.Tensor, atol: float, n: int = 1) -> float:
+    """``atol``, or the tolerance of the less precise of the two dtypes if that is larger: a
+    right answer computed in float32 is judged at float32's precision."""
+    dtypes = [t.dtype for t in (out, ref) if t.dtype.is_floating_point]
+    if not dtypes:
+        return atol
+    coarse = max(dtypes, key=lambda d: torch.finfo(d).eps)
+    return max(atol, tolerance(coarse, n)["atol"])
+
+
+def _same_angles(out: torch.Tensor, ref: torch.Tensor, atol: float = 1e-9, n: int = 1) -> bool:
     """Whether two symbols name the same angles: equal modulo 2 (so -1 and +1 agree)."""
     if out.shape != ref.shape:
         return False
     diff = fhrr_wrap(out.to(F64) - ref.to(F64))
-    return bool((diff.abs() < atol).all())
+    return bool((diff.abs() <= _atol(out, ref, atol, n)).all())
 
 
 def _in_range(out: torch.Tensor) -> bool:
@@ -69,8 +80,8 @@ def check_bind_invariance(bind_):
         raise Wrong("every angle is turned by pi (off by 1): add 1 before taking the remainder "
                     "modulo 2 and subtract it after")
     if close(out, torch.fmod(a + b + 1.0, 2.0) - 1.0):
-        raise Wrong("sums below -1 stay below -1: torch.fmod keeps the sign of its input; use "
-                    "torch.remainder, whose result lies in [0, 2)")
+        raise Wrong("sums below -1 stay below -1: wrap them too (torch.fmod and % in C keep "
+                    "the sign of their input; torch.remainder's result lies in [0, 2))")
     if _same_angles(out, ref):
         expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them "
                "back, (x + 1) mod 2 - 1")
@@ -93,9 +104,13 @@ def check_unbind(unbind_):
     x, b = _wrapping_pair(1)
     bound = fhrr_bind(x, b)
     out = _symbol(call(unbind_, bound.clone(), b.clone(), what="unbind_"), x, "unbind_")
-    if _same_angles(out, fhrr_bind(bound, b)):
-        raise Wrong("unbind_ binds b a second time, so the angles of b are added twice: "
-                    "unbinding turns them back, binding with the power -1")
+    if _same_angles(out, fhrr_bind(bound, b)):  # the starter: said as what the learner sees
+        x, b = _wrapping_pair(11, n=1024)
+        back = returned_tensor(call(unbind_, fhrr_bind(x, b), b.clone(), what="unbind_"), "")
+        raise Wrong("unbind_(bind(x, b), b) is not x: for random symbols x and b of 1024 "
+                    "angles, its similarity to x is "
+                    f"{float(torch.cos(math.pi * (back - x)).mean()):.2f}, as for an unrelated "
+                    "symbol")
     if _same_angles(out, -x):
         raise Wrong("unbind_(bind(x, b), b) gives -x, every angle of x negated: subtract b from "
                     "a, not a from b")
@@ -124,9 +139,12 @@ def check_bundle(bundle_):
     expect(out.shape == ref.shape, f"bundle_ of (K, D) = {tuple(symbols.shape)} symbols must "
            f"return one symbol of shape (D,) = {tuple(ref.shape)}, got {tuple(out.shape)}: the "
            "members run along dim 0")
-    if _same_angles(out, fhrr_wrap(symbols.sum(0))):
-        raise Wrong("summing the angles binds the members together, and the result is unlike "
-                    "every one of them: add the phasors exp(i pi x) and keep the angle of the sum")
+    if _same_angles(out, fhrr_wrap(symbols.sum(0))):  # the starter: what the learner sees
+        x = random_symbols(1, 1024, generator=g, dtype=F64)
+        twice = returned_tensor(call(bundle_, torch.cat([x, x]), what="bundle_"), "bundle_")
+        similar = float(torch.cos(math.pi * (twice - x)).mean())
+        raise Wrong("the bundle of two copies of one symbol (1024 angles) is not that symbol: "
+                    f"its similarity to it is {similar:.2f}, as for an unrelated symbol")
     if close(out, symbols.mean(0)):
         raise Wrong("averaging the angles fails where the circle wraps: 0.9 and -0.9 are "
                     "neighbours (both near +-1), but their mean is 0; add the phasors instead")
@@ -271,12 +289,41 @@ def _attention_variants(q, k, v, mask):
         ("there is no softmax in VSA attention: the raw similarities in [-1, 1] weigh the "
          "values", read(soft)),
         ("the scores weigh the angles of the values; they must weigh their phasors "
-         "exp(i pi v), and the output is the angle of that sum", scores.masked_fill(~keep, 0.0) @ v),
+         "exp(i pi v), and the output is the angle of that sum",
+         scores.masked_fill(~keep, 0.0) @ v),
         ("the mask is reversed: True means a query may look at that key", read(
             scores.masked_fill(keep, 0.0))),
         ("masked keys still count: set their scores to 0 before weighing the values",
          read(scores)),
     ]
+
+
+class _Sizes(TorchFunctionMode):
+    """Records the largest tensor (in entries) that the code run inside it makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor):
+            self.largest = max(self.largest, out.numel())
+        return out
+
+
+def _same_output(output, ref, q, k, v, mask) -> bool:
+    """Whether the learner's output symbols are VSA attention's, each angle judged by how well
+    its weighted sum defines it: rounding moves the sum by about eps times the total weight, so
+    the angle of a short sum is less certain (a query that may look at no key gets 0)."""
+    if output.shape != ref.shape:
+        return False
+    _, scores = vsa_attention(q, k, v, mask=mask)
+    total = scores.abs().sum(-1, keepdim=True)  # (B, Tq, 1)
+    length = (scores.to(torch.complex128) @ torch.polar(torch.ones_like(v), math.pi * v)).abs()
+    certainty = torch.where(total > 0, length / total.clamp_min(1e-300), 1.0)
+    error = fhrr_wrap(output.to(F64) - ref.to(F64)).abs() * certainty
+    return bool((error <= _atol(output, ref, 1e-9, n=k.shape[-2])).all())
 
 
 @exercise("ex-ch8-attention", hints=[
@@ -299,7 +346,8 @@ def check_attention(attention):
     mask[0, 1] = False  # a query that may look at nothing
     mask[1, 2] = True
     for m in (None, mask):
-        out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
+        with _Sizes() as sizes:  # the method: no (B, Tq, Tk, D) tensor of angle differences
+            out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "attention must return the pair (output, scores)")
         output, scores = returned_tensor(out[0], "attention"), returned_tensor(out[1], "attention")
@@ -308,9 +356,11 @@ def check_attention(attention):
                f"{tuple(ref_scores.shape)}, got {tuple(scores.shape)}")
         expect(output.shape == ref.shape, f"the output must have shape (B, Tq, Dv) = "
                f"{tuple(ref.shape)}, got {tuple(output.shape)}")
-        if not _same_angles(output, ref, atol=1e-9):
+        if not _same_output(output, ref, q, k, v, m):
             for message, wrong in _attention_variants(q, k, v, m):
-                if _same_angles(output, wrong, atol=1e-9) or close(output, wrong, n=Tk):
+                if _same_output(wrong, ref, q, k, v, m):
+                    continue  # without a mask, the mask's slips change nothing
+                if _same_angles(output, wrong, atol=1e-9, n=Tk) or close(output, wrong, n=Tk):
                     raise Wrong(message)
             where = "with a mask" if m is not None else "without a mask"
             raise Wrong(f"the output differs from VSA attention {where}: each output symbol is "
@@ -320,3 +370,6 @@ def check_attention(attention):
                         "similarities themselves")
         expect(close(scores, ref_scores, n=D), "the scores are not the pairwise similarities of "
                "the queries and keys (with masked scores set to 0)")
+        expect(sizes.largest < B * Tq * Tk * D, "the values are right, but attention makes a "
+               "tensor with an entry for every query, key and angle, (B, Tq, Tk, D): compute "
+               "all the similarities with one matrix product, as the exercise asks")
