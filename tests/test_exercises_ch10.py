@@ -12,7 +12,7 @@ from torch.linalg import solve_triangular
 
 from seqbook.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from seqbook.exercises import check
-from seqbook.ssm import decay_mask
+from seqbook.ssm import decay_mask, ssd_attention_form, ssd_recurrent
 from tests.random_state import assert_random_state_untouched
 
 
@@ -34,6 +34,26 @@ def test_state_size():
     assert "must be a number" in check("ex-ch10-state-size", ("many", 3)).message
 
 
+@pytest.mark.parametrize("answer", [
+    (2 * 4096 * 64, 64 * 65),
+    (524288.0, 4160.0),
+    (np.int64(524288), np.float32(4160)),
+    [torch.tensor(524288), torch.tensor(4160.0, dtype=torch.float64)],
+    np.array([524288, 4160]),
+    torch.tensor([524288, 4160]),
+], ids=["ints", "whole-floats", "numpy-scalars", "0-d-tensors", "array", "tensor"])
+def test_state_size_accepts_exact_counts_of_any_type(answer):
+    assert check("ex-ch10-state-size", answer)
+
+
+@pytest.mark.parametrize("answer", [(5.24e5, 4160), (524288, 4.16e3 + 1), (524289, 4160)],
+                         ids=["cache-rounded", "state-off-by-one", "cache-off-by-one"])
+def test_state_size_wants_the_exact_count(answer):
+    result = check("ex-ch10-state-size", answer)
+    assert result.status == "fail" and "exact count" in result.message, result
+    assert "524288" not in result.message and "4160" not in result.message
+
+
 # --- find the bug: combine ----------------------------------------------------------------------
 
 
@@ -50,9 +70,27 @@ def test_combine():
         (a1, b1), (a2, b2) = first, second
         return a1 + a2, a2 * b1 + b2
 
+    def in_float32(first, second):
+        (a1, b1), (a2, b2) = first, second
+        return (a1 * a2).float(), (a2 * b1 + b2).float()
+
+    def as_arrays(first, second):
+        (a1, b1), (a2, b2) = first, second
+        return (a1 * a2).numpy(), (a2.numpy() * b1.numpy() + b2.numpy())
+
+    def with_addcmul(first, second):
+        (a1, b1), (a2, b2) = first, second
+        return a1 * a2, torch.addcmul(b2, a2, b1)
+
     assert check("ex-ch10-combine", right)
+    assert check("ex-ch10-combine", in_float32)
+    assert check("ex-ch10-combine", as_arrays)
+    assert check("ex-ch10-combine", with_addcmul)
     assert check("ex-ch10-combine", starter).status == "not attempted"
-    assert "wrong order" in check("ex-ch10-combine", buggy).message
+    # the chapter stores this line under the starter: the symptom, not the fix
+    assert repr(check("ex-ch10-combine", buggy)) == (
+        "✗ ex-ch10-combine: applied to a state h, the composite step does not give what the step "
+        "(a1, b1) followed by the step (a2, b2) gives: its gate a is right, its input b is not")
     assert "product of the two gates" in check("ex-ch10-combine", sum_of_gates).message
     assert "pair (a, b)" in check("ex-ch10-combine", lambda f, s: f[0]).message
 
@@ -105,7 +143,13 @@ def test_causal_linear_attention():
     assert check(name, right)
     assert check(name, lambda q, k, v: right(q, k, v, eps=1e-6))
     assert check(name, loop)
+    assert check(name, lambda q, k, v: right(q, k, v, eps=1e-7))
+    assert check(name, lambda q, k, v: right(q.float(), k.float(), v.float()))
+    assert check(name, lambda q, k, v: right(q, k, v).numpy())
     assert check(name, starter).status == "not attempted"
+    eps = check(name, lambda q, k, v: right(q, k, v, eps=1e-4))
+    assert eps.status == "fail" and "constant of about 1e-04 added to the normaliser" in \
+        eps.message, eps
     assert "not normalised" in check(name, unnormalised).message
     assert "steps up to t only" in check(name, not_causal).message
     assert "feature map" in check(name, no_phi).message
@@ -164,10 +208,39 @@ def test_decay_mask():
     def zero_diagonal(log_a):
         return right(log_a).tril(-1)
 
+    def masks_the_exponent(log_a):  # the chapter's solution: finite gradients at any length
+        T = log_a.shape[-1]
+        cum = log_a.cumsum(-1)
+        past = torch.ones(T, T, dtype=torch.bool).tril()
+        return (cum[..., :, None] - cum[..., None, :]).masked_fill(~past, -float("inf")).exp()
+
+    def into_float32_zeros(log_a):  # a product loop written into a float32 buffer
+        T = log_a.shape[-1]
+        L = torch.zeros(*log_a.shape, T)
+        for i in range(T):
+            for j in range(i + 1):
+                L[..., i, j] = log_a[..., j + 1:i + 1].sum(-1).exp()
+        return L
+
+    def with_numpy(log_a):
+        a = np.exp(log_a.numpy())
+        T = a.shape[-1]
+        L = np.zeros(a.shape + (T,))
+        for i in range(T):
+            for j in range(i + 1):
+                L[..., i, j] = np.prod(a[..., j + 1:i + 1], axis=-1)
+        return L
+
     assert check("ex-ch10-decay-mask", right)
+    assert check("ex-ch10-decay-mask", masks_the_exponent)
+    assert check("ex-ch10-decay-mask", into_float32_zeros)
+    assert check("ex-ch10-decay-mask", with_numpy)
+    assert check("ex-ch10-decay-mask", lambda log_a: right(log_a.float()))
     assert check("ex-ch10-decay-mask", decay_mask)
     assert check("ex-ch10-decay-mask", starter).status == "not attempted"
-    assert "future" in check("ex-ch10-decay-mask", future_in).message
+    # the chapter stores this line under the starter: the symptom, not the fix
+    assert repr(check("ex-ch10-decay-mask", future_in)) == (
+        "✗ ex-ch10-decay-mask: L[i, j] is not zero for some j > i: the mask lets the future in")
     assert "also multiplies a_j" in check("ex-ch10-decay-mask", includes_a_j).message
     assert "diagonal must be 1" in check("ex-ch10-decay-mask", zero_diagonal).message
     assert "(2, 3, 7, 7)" in check("ex-ch10-decay-mask", lambda log_a: log_a).message
@@ -176,10 +249,10 @@ def test_decay_mask():
 # --- Mamba-2's chunked algorithm -----------------------------------------------------------------------
 
 
-def chunked(x, log_a, B, C, chunk_size, carry=True):
+def chunked(x, log_a, B, C, chunk_size, carry=True, as_list=False):
     T = x.shape[2]
     h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])   # (batch, H, N, P)
-    ys = []
+    ys, states = [], []
     for s in range(0, T, chunk_size):
         xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
         cum = lc.cumsum(-1)                                     # (batch, H, c)
@@ -188,19 +261,106 @@ def chunked(x, log_a, B, C, chunk_size, carry=True):
         if carry:
             to_end = (cum[..., -1:] - cum).exp()                # (batch, H, c)
             h = cum[..., -1, None, None].exp() * h + (Bc * to_end[..., None]).transpose(-2, -1) @ xc
-    return torch.cat(ys, 2)
+        states.append(h)
+    return torch.cat(ys, 2), states if as_list else torch.stack(states, 2)
 
 
-def test_chunked():
+def chunked_einsum(x, log_a, B, C, chunk_size):  # an einsum form, chunks as a new axis
+    b, H, T, P = x.shape
+    h = x.new_zeros(b, H, B.shape[-1], P)
+    ys, states = [], []
+    for s in range(0, T, chunk_size):
+        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+        cum = lc.cumsum(-1)
+        c = lc.shape[-1]
+        seg = cum[..., :, None] - cum[..., None, :]
+        L = seg.masked_fill(~torch.ones(c, c, dtype=torch.bool).tril(), -float("inf")).exp()
+        ys.append(torch.einsum("bhij,bhin,bhjn,bhjp->bhip", L, Cc, Bc, xc)
+                  + torch.einsum("bhi,bhin,bhnp->bhip", cum.exp(), Cc, h))
+        w = (cum[..., -1:] - cum).exp()
+        h = cum[..., -1, None, None].exp() * h + torch.einsum("bhj,bhjn,bhjp->bhnp", w, Bc, xc)
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
+def recurrence(x, log_a, B, C, chunk_size):  # the plain recurrence, chunk_size ignored
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys = []
+    for t in range(x.shape[2]):
+        h = log_a[:, :, t, None, None].exp() * h + B[:, :, t, :, None] * x[:, :, t, None, :]
+        ys.append((C[:, :, t, None, :] @ h)[..., 0, :])
+    return torch.stack(ys, 2)
+
+
+def test_chunked_accepts():
+    name = "ex-ch10-chunked"
+    assert check(name, chunked)
+    assert check(name, chunked_einsum)
+    assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
+    assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
+    assert check(name, lambda *a: tuple(t.numpy() for t in chunked(*a)))
+
+
+def test_chunked_sees_the_chunks():
+    name = "ex-ch10-chunked"
+
+    def ignores_chunks(x, log_a, B, C, chunk_size):  # one chunk, whatever chunk_size says
+        return chunked(x, log_a, B, C, x.shape[2])
+
+    def final_state_only(x, log_a, B, C, chunk_size):
+        y, states = chunked(x, log_a, B, C, chunk_size)
+        return y, states[:, :, -1]
+
+    def entering_states(x, log_a, B, C, chunk_size):
+        y, states = chunked(x, log_a, B, C, chunk_size)
+        return y, torch.cat([torch.zeros_like(states[:, :, :1]), states[:, :, :-1]], 2)
+
+    def with_the_zero_state(x, log_a, B, C, chunk_size):
+        y, states = chunked(x, log_a, B, C, chunk_size)
+        return y, torch.cat([torch.zeros_like(states[:, :, :1]), states], 2)
+
+    def states_not_decayed(x, log_a, B, C, chunk_size):
+        y, states = chunked(x, log_a, B, C, chunk_size)
+        return y, states / 0.9
+
+    def updates_in_place(x, log_a, B, C, chunk_size):  # every kept state is the same tensor
+        h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+        ys, states = [], []
+        for s in range(0, x.shape[2], chunk_size):
+            xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+            cum = lc.cumsum(-1)
+            ys.append((decay_mask(lc) * (Cc @ Bc.transpose(-2, -1))) @ xc
+                      + cum.exp()[..., None] * (Cc @ h))
+            h *= cum[..., -1, None, None].exp()
+            h += (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+            states.append(h)
+        return torch.cat(ys, 2), torch.stack(states, 2)
+
+    assert "every state in states is the last one" in check(name, updates_in_place).message
+    for answer in (recurrence, lambda x, log_a, B, C, c: ssd_recurrent(x, log_a, B, C),
+                   lambda x, log_a, B, C, c: ssd_attention_form(x, log_a, B, C)):
+        result = check(name, answer)
+        assert result.status == "fail" and "returns one tensor" in result.message, result
+    assert "T = 11 steps make 3 chunks, but states holds 1 state" in check(name, ignores_chunks).message
+    assert "a single state" in check(name, final_state_only).message
+    assert "the state that enters chunk" in check(name, entering_states).message
+    assert "zero state before the first chunk" in check(name, with_the_zero_state).message
+    assert "the state after chunk 0" in check(name, states_not_decayed).message
+
+
+def test_chunked_wrong_outputs():
     def wrong_inside(x, log_a, B, C, chunk_size):
-        y = chunked(x, log_a, B, C, chunk_size)
-        return y + 0.1
+        y, states = chunked(x, log_a, B, C, chunk_size)
+        return y + 0.1, states
 
-    assert check("ex-ch10-chunked", chunked)
-    assert check("ex-ch10-chunked", starter).status == "not attempted"
-    no_carry = check("ex-ch10-chunked", lambda *a: chunked(*a, carry=False)).message
-    assert "first chunk is right but a later one is not" in no_carry
-    assert "first chunk is already wrong" in check("ex-ch10-chunked", wrong_inside).message
+    name = "ex-ch10-chunked"
+    assert check(name, starter).status == "not attempted"
+    no_carry = check(name, lambda *a: chunked(*a, carry=False)).message
+    assert "first chunk of y is right but a later one is not" in no_carry
+    assert "first chunk of y is already wrong" in check(name, wrong_inside).message
+    assert "pair (y, states)" in check(name, lambda *a: chunked(*a)[:1]).message
+    assert "y must have x's shape" in check(name, lambda *a: (a[0][:, :, :-1], a[1])).message
+    assert "must be a function" in check(name, "chunks").message
 
 
 # --- the delta rule overwrites: one worked memory --------------------------------------------------
@@ -216,7 +376,9 @@ HEBB_READ, DELTA_READ = (4.0, 1.0), (3.0, -1.0)
     np.array([HEBB_READ, DELTA_READ]),
     torch.tensor([HEBB_READ, DELTA_READ], dtype=torch.bfloat16),
     ([torch.tensor(4.0), 1], (3 + 1e-8, -1.0)),
-], ids=["tuples", "lists", "numpy-and-half", "array-2x2", "tensor-bfloat16", "mixed"])
+    ((4 - 9e-7, 1 + 9e-7), (3 + 9e-7, -1 - 9e-7)),
+], ids=["tuples", "lists", "numpy-and-half", "array-2x2", "tensor-bfloat16", "mixed",
+        "within-1e-6"])
 def test_overwrite_accepts(answer):
     assert check("ex-ch10-overwrite", answer)
 
@@ -231,13 +393,16 @@ def test_overwrite_accepts(answer):
     ((HEBB_READ, (-1.0, 5.0)), "wrong sign"),
     ((HEBB_READ, (1.0, 2.0)), "delta read-out is what the memory returned before"),
     ((HEBB_READ, (3.0, -1.001)), "delta read-out is not right"),
+    ((HEBB_READ, (3.0, -1.000002)), "delta read-out is not right"),
+    (((4.000002, 1.0), DELTA_READ), "Hebb read-out is not right"),
     ((HEBB_READ, (3.0, -1.0, 0.0)), "got 3"),
     ((np.zeros((3, 2)), DELTA_READ), "a whole state"),
     ((HEBB_READ, "3, -1"), "must be two numbers"),
     ((HEBB_READ,), "must be a pair"),
     (7, "must be a pair"),
 ], ids=["swapped", "hebb-forgets-old", "hebb-unchanged", "hebb-other", "delta-adds",
-        "delta-error", "delta-sign", "delta-unchanged", "delta-imprecise", "three-numbers",
+        "delta-error", "delta-sign", "delta-unchanged", "delta-imprecise", "delta-2e-6-off",
+        "hebb-2e-6-off", "three-numbers",
         "a-state", "a-string", "one-read-out", "a-number"])
 def test_overwrite_refuses(answer, says):
     result = check("ex-ch10-overwrite", answer)
@@ -585,6 +750,11 @@ def test_ut_other_answers():
     ("ex-ch10-ut", chunk_errors),
     ("ex-ch10-ut", UT_SLIPS["plus"][0]),
     ("ex-ch10-ut", solves),
+    ("ex-ch10-state-size", (2 * 4096 * 64, 64 * 65)),
+    ("ex-ch10-combine", lambda f, s: (f[0] * s[0], s[0] * f[1] + s[1])),
+    ("ex-ch10-decay-mask", decay_mask),
+    ("ex-ch10-chunked", chunked),
+    ("ex-ch10-chunked", recurrence),
 ])
 def test_the_random_state_is_untouched(name, answer):
     assert_random_state_untouched(lambda: check(name, answer))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..delta_rule import DeltaNet, delta_rule_chunked, delta_rule_recurrent
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
-from ..ssm import decay_mask, discretize_zoh, ssd_recurrent
+from ..ssm import decay_mask, discretize_zoh
 from .core import Wrong, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
@@ -27,6 +27,18 @@ F64 = torch.float64
 STATE_SIZE = {"T": 4096, "D": 64}
 
 
+def _whole_number(value, name: str):
+    """The learner's count as a Python number: an int, a float, a NumPy scalar or a one-element
+    tensor or array (the exercise asks for the exact count, so a float must be a whole one)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    elif isinstance(value, np.ndarray) and value.size == 1:
+        value = value.item()
+    expect(isinstance(value, numbers.Real) and not isinstance(value, bool),
+           f"{name} must be a number, got {type(value).__name__}")
+    return value
+
+
 @exercise("ex-ch10-state-size", hints=[
     "The cache keeps, for every token read so far, what a later query needs to attend to it.",
     "Every token leaves a key and a value of D numbers each in the cache. The state is the pair "
@@ -35,14 +47,18 @@ STATE_SIZE = {"T": 4096, "D": 64}
 ])
 def check_state_size(answer):
     T, D = STATE_SIZE["T"], STATE_SIZE["D"]
+    if isinstance(answer, torch.Tensor | np.ndarray) and answer.ndim == 1:
+        answer = tuple(answer.tolist())
     expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
            "answer must be a pair (numbers in the cache, numbers in the state)")
-    cache, state = answer
-    for name, value in (("the cache's count", cache), ("the state's count", state)):
-        expect(isinstance(value, numbers.Real) and not isinstance(value, bool),
-               f"{name} must be a number, got {type(value).__name__}")
+    cache, state = (_whole_number(value, name) for name, value
+                    in zip(("the cache's count", "the state's count"), answer, strict=True))
     if cache == T * D:
         raise Wrong("the cache count holds one vector per token: a token leaves a key and a value")
+    for name, value, right in (("cache", cache, 2 * T * D), ("state", state, D * D + D)):
+        expect(value == right or abs(value - right) > 0.01 * right,
+               f"the {name} count is near the right one but not equal to it: the exercise asks "
+               "for the exact count, a whole number")
     expect(cache == 2 * T * D, "the first number is not the cache's size: count the numbers "
            "every token leaves behind, for all T tokens")
     if state == D * D:
@@ -60,15 +76,19 @@ def check_state_size(answer):
 
 
 def _doubling_scan(combine, a, b):
-    """Hillis and Steele's scan over dim 1 with the learner's ``combine``."""
-    T, s = a.shape[1], 1
+    """Hillis and Steele's scan over dim 1 with the learner's ``combine``, in the precision of
+    what ``combine`` returns (a float32 combine gives float32 states)."""
+    T, s, dtype = a.shape[1], 1, a.dtype
     while s < T:
         a_new, b_new = returned_pair(call(combine, (a[:, :-s], b[:, :-s]), (a[:, s:], b[:, s:]),
                                   what="combine"), "combine")
+        for new in (a_new, b_new):
+            if new.is_floating_point() and torch.finfo(new.dtype).eps > torch.finfo(dtype).eps:
+                dtype = new.dtype
         a = torch.cat([a[:, :s], a_new], dim=1)
         b = torch.cat([b[:, :s], b_new], dim=1)
         s *= 2
-    return b
+    return b.to(dtype)
 
 
 @exercise("ex-ch10-combine", hints=[
@@ -82,9 +102,10 @@ def check_combine(combine):
     a, b = returned_pair(call(combine, (a1, b1), (a2, b2), what="combine"), "combine")
     expect(a.shape == a1.shape and b.shape == b1.shape,
            "combine must return a pair of tensors of the shape of its inputs")
-    if close(b, a1 * b2 + b1):
-        raise Wrong("the composite applies the steps in the wrong order: (a2, b2) first, then "
-                    "(a1, b1); the first argument is the earlier step")
+    if close(b, a1 * b2 + b1) and close(a, a1 * a2):  # the find-the-bug starter: its symptom
+        raise Wrong("applied to a state h, the composite step does not give what the step "
+                    "(a1, b1) followed by the step (a2, b2) gives: its gate a is right, its input "
+                    "b is not")
     expect(close(a, a1 * a2), "the gate of the composite step must be the product of the two "
            "gates")
     expect(close(b, a2 * b1 + b2), "the input of the composite step is wrong: apply the first "
@@ -113,6 +134,20 @@ def _linear_attention_variants(q, k, v, eps):
     }
 
 
+def _normaliser_constant(out, q, k, exact) -> float | None:
+    """The constant eps >= 0 if ``out`` is causal linear attention with phi(q_t)^T z_t + eps as
+    its normaliser (``exact`` is the one with none), else None."""
+    if out.shape != exact.shape or not out.is_floating_point():
+        return None
+    phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
+    normaliser = (phi_q * phi_k.cumsum(2)).sum(-1, keepdim=True)     # (B, H, T, 1)
+    numerator = exact * normaliser
+    eps = float(torch.nanmedian(numerator / out.detach().to(F64) - normaliser))
+    if not eps >= 0 or not close(out, numerator / (normaliser + eps), n=q.shape[2] * q.shape[3]):
+        return None
+    return eps
+
+
 @exercise("ex-ch10-causal-linear-attention", hints=[
     "Write it as a recurrent network: two running sums over time, one matrix and one vector, "
     "updated with the key and value of step t, and read with the query of step t.",
@@ -130,10 +165,17 @@ def check_causal_linear_attention(fn):
                   "causal_linear_attention")
     expect(out.shape == v.shape, f"the output must have v's shape (B, H, T, D_v) = "
            f"{tuple(v.shape)}, got {tuple(out.shape)}")
-    # with or without the 1e-6 that the book's code adds to the normaliser
+    # with no constant added to the normaliser, or one of at most 1e-6, as the book's code adds
     right = [linear_attention(q, k, v, causal=True, eps=eps) for eps in (0.0, 1e-6)]
     if any(close(out, r, n=T * Dk) for r in right):
         return
+    eps = _normaliser_constant(out, q, k, right[0])
+    if eps is not None:
+        if eps <= 1e-6:
+            return
+        raise Wrong(f"the outputs are causal linear attention's with a constant of about {eps:.0e} "
+                    "added to the normaliser phi(q_t)^T z_t: eq. (10.4) has none, and the check "
+                    "accepts one of at most 1e-6, the package's guard against a division by zero")
     slips = [(slip, wrong) for eps in (0.0, 1e-6)
              for slip, wrong in _linear_attention_variants(q, k, v, eps).items()]
     for slip, wrong in slips:
@@ -234,35 +276,99 @@ def check_decay_mask(fn):
 # ---------------------------------------------------------------------------------------------
 
 
+def _ssd_states(x, log_a, B, C):
+    """The scalar-gated SSM step by step: the outputs y (batch, H, T, P) and the state after
+    every step, h (batch, H, T, N, P)."""
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    states = []
+    for t in range(x.shape[2]):
+        h = log_a[:, :, t, None, None].exp() * h + B[:, :, t, :, None] * x[:, :, t, None, :]
+        states.append(h)
+    states = torch.stack(states, dim=2)
+    return torch.einsum("bhtn,bhtnp->bhtp", C, states), states
+
+
+def _chunk_states(states, what: str) -> torch.Tensor:
+    """The learner's states as one tensor; a list of per-chunk states is stacked along dim 2."""
+    if isinstance(states, list | tuple) and states \
+            and all(isinstance(h, torch.Tensor | np.ndarray) for h in states):
+        states = torch.stack([returned_tensor(h, what) for h in states], dim=2)
+    return returned_tensor(states, what)
+
+
+#: the lengths of the chunks the check cuts T = 11 steps into: 3 chunks with a last one of 3
+#: steps, 3 chunks with a last one of a single step, and the attention form (one chunk of T)
+CHUNK_SIZES = (4, 5, 11)
+
+
 @exercise("ex-ch10-chunked", hints=[
     "Cut the time axis into chunks. Inside a chunk, use the attention form with the chunk's own "
-    "decay mask; between chunks, carry one state h of shape (batch, H, N, P), the recurrence's.",
+    "decay mask; between chunks, carry one state h of shape (batch, H, N, P), the recurrence's, "
+    "and keep a copy of it after every chunk.",
     "A query at step i of a chunk also reads the state h that entered the chunk, decayed by the "
     "gates of the chunk's steps up to i: C_i^T h times exp(cumsum of log a inside the chunk).",
     "After a chunk, the new state is the old one decayed by all the chunk's gates, plus what each "
-    "step j wrote, B_j x_j^T, decayed by the gates after j to the end of the chunk.",
+    "step j wrote, B_j x_j^T, decayed by the gates after j to the end of the chunk. Stack these "
+    "states with torch.stack(..., dim=2).",
 ])
 def check_chunked(fn):
     g = torch.Generator().manual_seed(4)
-    b, H, T, N, P = 2, 2, 11, 3, 4
+    b, H, T, N, P = 2, 3, CHUNK_SIZES[-1], 5, 4  # all different: a missing or swapped axis fails
     x = torch.randn(b, H, T, P, generator=g, dtype=F64)
     log_a = -torch.rand(b, H, T, generator=g, dtype=F64)
     B, C = (torch.randn(b, H, T, N, generator=g, dtype=F64) for _ in range(2))
-    ref = ssd_recurrent(x, log_a, B, C)
-    for chunk in (T, 4, 3, 1):
-        y = returned_tensor(call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
-                         what="ssd_chunked"), "ssd_chunked")
-        expect(y.shape == ref.shape, f"the output must have x's shape (batch, H, T, P) = "
+    ref, every_state = _ssd_states(x, log_a, B, C)
+    for chunk in CHUNK_SIZES:
+        out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk, what="ssd_chunked")
+        if isinstance(out, torch.Tensor | np.ndarray):
+            raise Wrong("ssd_chunked returns one tensor: it must return the pair (y, states), the "
+                        "outputs and the state after each chunk")
+        expect(isinstance(out, tuple | list) and len(out) == 2, "ssd_chunked must return the "
+               f"pair (y, states), got {type(out).__name__}")
+        y = returned_tensor(out[0], "ssd_chunked's y")
+        states = _chunk_states(out[1], "ssd_chunked's states")
+        expect(y.shape == ref.shape, f"y must have x's shape (batch, H, T, P) = "
                f"{tuple(ref.shape)}, got {tuple(y.shape)} (chunk_size={chunk})")
-        if close(y, ref, n=T * N):
+        if not close(y, ref, n=T * N):
+            first = min(chunk, T)
+            if not close(y[:, :, :first], ref[:, :, :first], n=T * N):
+                raise Wrong(f"with chunk_size={chunk} the first chunk of y is already wrong: "
+                            "inside a chunk the output is the masked attention form with the "
+                            "chunk's decay mask")
+            raise Wrong(f"with chunk_size={chunk} the first chunk of y is right but a later one "
+                        "is not: check how the state enters a chunk (decayed up to each step) and "
+                        "how it is updated at the chunk's end")
+        chunks = -(-T // chunk)
+        ends = [min(end, T) - 1 for end in range(chunk, T + chunk, chunk)]
+        want = every_state[:, :, ends]                             # (b, H, chunks, N, P)
+        if tuple(states.shape) == (b, H, N, P):
+            raise Wrong("states is a single state of shape (batch, H, N, P): it must hold the "
+                        "state after each chunk, stacked along dim 2, (batch, H, number of "
+                        f"chunks, N, P) = {tuple(want.shape)} for chunk_size={chunk}")
+        if states.ndim == 5 and tuple(states.shape[:2]) + tuple(states.shape[3:]) == (b, H, N, P) \
+                and states.shape[2] != chunks:
+            extra = (": the first is the zero state before the first chunk"
+                     if states.shape[2] == chunks + 1 and not states[:, :, 0].any() else "")
+            raise Wrong(f"with chunk_size={chunk}, T = {T} steps make {chunks} chunks, but states "
+                        f"holds {states.shape[2]} state{'' if states.shape[2] == 1 else 's'}{extra}")
+        expect(tuple(states.shape) == tuple(want.shape), "states must have shape (batch, H, "
+               f"number of chunks, N, P) = {tuple(want.shape)} for chunk_size={chunk}, got "
+               f"{tuple(states.shape)}")
+        if close(states, want, n=T * N):
             continue
-        first = min(chunk, T)
-        if not close(y[:, :, :first], ref[:, :, :first], n=T * N):
-            raise Wrong(f"with chunk_size={chunk} the first chunk is already wrong: inside a chunk "
-                        "the output is the masked attention form with the chunk's decay mask")
-        raise Wrong(f"with chunk_size={chunk} the first chunk is right but a later one is not: "
-                    "check how the state enters a chunk (decayed up to each step) and how it is "
-                    "updated at the chunk's end")
+        entering = torch.cat([torch.zeros_like(want[:, :, :1]), want[:, :, :-1]], dim=2)
+        if chunks > 1 and close(states, entering, n=T * N):
+            raise Wrong(f"with chunk_size={chunk}, states[:, :, j] is the state that enters chunk "
+                        "j: it must be the state after chunk j, the last one the state after "
+                        "step T")
+        if chunks > 1 and close(states, want[:, :, -1:].expand_as(want), n=T * N):
+            raise Wrong(f"with chunk_size={chunk}, every state in states is the last one: the "
+                        "state kept after each chunk changes with the later updates (an in-place "
+                        "update of h, such as h *= ..., changes the copies already kept)")
+        wrong = next(j for j in range(chunks) if not close(states[:, :, j], want[:, :, j],
+                                                            n=T * N))
+        raise Wrong(f"with chunk_size={chunk}, y is right but the state after chunk {wrong} is "
+                    "not the recurrence's state at the chunk's last step")
 
 
 # ---------------------------------------------------------------------------------------------
