@@ -2,9 +2,12 @@
 untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
 wrong in each typical wrong answer."""
 
+import numpy as np
 import torch
+from test_exercise_cells import FIX_WORDS
 from torch import nn
 
+from seqbook import gating
 from seqbook.exercises import check
 from seqbook.gating import unrolled_weights
 from seqbook.rnn import GRU
@@ -31,6 +34,12 @@ def test_params():
     assert "LSTM has 4 of them, got 3" in check(
         name, lambda cell, D, H: three[cell] * (H * D + H * H + 2 * H)).message
     assert "whole number" in check(name, lambda cell, D, H: "many").message
+    # a count computed in floats, as a NumPy integer or a 0-d tensor is the same count
+    assert check(name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H + 2.0 * H))
+    assert check(name, lambda cell, D, H: np.int64(BLOCKS[cell] * (H * D + H * H + 2 * H)))
+    assert check(name, lambda cell, D, H: torch.tensor(BLOCKS[cell] * (H * D + H * H + 2 * H)))
+    assert "not a whole number" in check(
+        name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H + 2 * H) + 0.5).message
 
 
 # --- find the bug: the gate order ----------------------------------------------------------------
@@ -59,7 +68,11 @@ def test_gate_order():
     assert check(name, lambda x, h, *w: torch.gru_cell(x, h, *w))
     assert check(name, starter).status == "not attempted"
     bug = check(name, lambda *a: gru_step(*a, order="zrn"))  # the starter's bug
-    assert bug.status == "fail" and "order (z, r, n)" in bug.message
+    assert bug.status == "fail" and "differs from the one nn.GRU computes" in bug.message
+    assert not FIX_WORDS.search(bug.message), bug.message  # the symptom, not the fix
+    # right answers in float32 and in NumPy
+    assert check(name, lambda *a: gru_step(*(t.float() for t in a)))
+    assert check(name, lambda *a: gru_step(*a).numpy())
     assert "Cho et al." in check(name, lambda *a: gru_step(*a, reset="before")).message
     assert "scale b_hn too" in check(name, lambda *a: gru_step(*a, bias_inside=False)).message
     assert "swapped" in check(name, lambda *a: gru_step(*a, swap=True)).message
@@ -70,13 +83,16 @@ def test_gate_order():
 # --- the Elman RNN as a GRU ----------------------------------------------------------------------
 
 
-def as_elman(rnn, z_bias=-40.0, r_bias=40.0, block=2):
+def as_elman(rnn, z_bias=-40.0, r_bias=40.0, block=2, zero_gates=True, dtype=None):
     H = rnn.hidden_size
-    gru = GRU(rnn.input_size, H).to(rnn.cells[0].weight_ih.dtype)
+    gru = GRU(rnn.input_size, H).to(dtype or rnn.cells[0].weight_ih.dtype)
     cell_g, cell_r = gru.cells[0], rnn.cells[0]
     with torch.no_grad():
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(cell_g, name)[block * H:(block + 1) * H].copy_(getattr(cell_r, name))
+            param = getattr(cell_g, name)
+            if zero_gates:
+                param.zero_()
+            param[block * H:(block + 1) * H].copy_(getattr(cell_r, name))
         cell_g.bias_ih[H:2 * H] = z_bias
         cell_g.bias_ih[:H] = r_bias
     return gru
@@ -92,6 +108,11 @@ def test_elman():
     assert "does not compute" in check(name, lambda r: as_elman(r, block=0)).message
     assert "GRU layer" in check(name, lambda r: r).message
     assert "nn.Module" in check(name, lambda r: 3).message
+    # the gates pinned by their biases only: right for inputs of order 1, not for large ones
+    loose = check(name, lambda r: as_elman(r, zero_gates=False))
+    assert loose.status == "fail" and "large inputs" in loose.message
+    # a GRU made in float32 (PyTorch's default) with the RNN's weights is right at its precision
+    assert check(name, lambda r: as_elman(r, dtype=torch.float32))
 
     def torch_gru(rnn):
         ours = as_elman(rnn)
@@ -102,6 +123,16 @@ def test_elman():
         return ref
 
     assert check(name, torch_gru)
+
+    def pinned_in_bias_hh(rnn):  # the pins in bias_hh rather than bias_ih
+        gru = as_elman(rnn, z_bias=0.0, r_bias=0.0)
+        H = rnn.hidden_size
+        with torch.no_grad():
+            gru.cells[0].bias_hh[:H] = 40.0
+            gru.cells[0].bias_hh[H:2 * H] = -40.0
+        return gru
+
+    assert check(name, pinned_in_bias_hh)
 
 
 # --- the unrolled GRU ----------------------------------------------------------------------------
@@ -118,9 +149,33 @@ def weights_loop(z, write=lambda z: 1 - z, own=False):
 
 def test_sum_to_one():
     name = "ex-ch3-sum-to-one"
-    assert check(name, unrolled_weights)
     assert check(name, weights_loop)
+    library = check(name, unrolled_weights)  # the statement asks for it without seqbook.gating
+    assert library.status == "fail" and "calls seqbook.gating (unrolled_weights" in library.message
+    assert "seqbook.gating" in check(name, lambda z: gating.unrolled_weights(z)).message
     assert check(name, starter).status == "not attempted"
+
+    def float32_buffer(z):  # torch.zeros is float32: a right answer at float32's precision
+        B, T, H = z.shape
+        w = torch.zeros(B, T, T, H)
+        for t in range(T):
+            for k in range(t + 1):
+                w[:, t, k] = (1 - z[:, k]) * z[:, k + 1:t + 1].prod(1)
+        return w, z.cumprod(1)
+
+    assert check(name, float32_buffer)
+    assert check(name, lambda z: tuple(t.numpy() for t in weights_loop(z)))
+
+    def by_recursion(z):  # w_(t,k) = z_t w_(t-1,k), w_(t,t) = 1 - z_t; initial = 1 - sum
+        B, T, H = z.shape
+        w = torch.zeros(B, T, T, H, dtype=z.dtype)
+        for t in range(T):
+            if t:
+                w[:, t, :t] = z[:, t, None] * w[:, t - 1, :t]
+            w[:, t, t] = 1 - z[:, t]
+        return w, 1 - w.sum(2)
+
+    assert check(name, by_recursion)
     assert "includes z_k itself" in check(name, lambda z: weights_loop(z, own=True)).message
     assert "write factor is missing" in check(
         name, lambda z: weights_loop(z, write=torch.ones_like)).message
@@ -158,3 +213,14 @@ def test_lstm_unroll():
     assert "GRU's weights" in check(name, lambda f, i: lstm_loop(f, i, gru_like=True)).message
     assert "normalised" in check(name, lambda f, i: lstm_loop(f, i, normalise=True)).message
     assert "(B, T, H)" in check(name, lambda f, i: (lstm_loop(f, i)[0], f[0])).message
+    shifted = check(name, lambda f, i: (lstm_loop(f, i)[0], f.cumprod(1) * 0.5))
+    assert "weights of c_0" in shifted.message and "h_0" not in shifted.message
+
+    def log_space(f, i):  # products as sums of logarithms, vectorised
+        logf = torch.log(f).cumsum(1)  # (B, T, H): sum_{j<=t} log f_j
+        t = torch.arange(f.shape[1])
+        later = logf[:, :, None] - logf[:, None, :]  # [b, t, k]: sum_{k<j<=t} log f_j
+        w = i[:, None] * torch.exp(later) * (t[None, :, None, None] >= t[None, None, :, None])
+        return w, torch.exp(logf)
+
+    assert check(name, log_space)

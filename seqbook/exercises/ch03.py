@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+import sys
 
+import numpy as np
 import torch
 from torch import nn
 
+from .. import gating
 from ..gating import unrolled_weights
 from ..rnn import GRU, LSTM, RNN
 from ..utils import count_parameters
-from .core import Wrong, call, close, exercise, expect, returned_pair, returned_tensor
+from .core import Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
 
@@ -22,6 +27,26 @@ F64 = torch.float64
 LAYERS = {"rnn": (RNN, 1), "gru": (GRU, 3), "lstm": (LSTM, 4)}
 
 
+@functools.cache
+def _layer_params(cell: str, D: int, H: int) -> int:
+    """The parameters of seqbook's layer, counted by count_parameters (an int, made once)."""
+    return count_parameters(LAYERS[cell][0](D, H))
+
+
+def _whole_number(n, what: str) -> int:
+    """A count: an int, or a float, NumPy number or one-element tensor with a whole value."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real | torch.Tensor | np.ndarray
+                                             | np.generic):
+        raise Wrong(f"{what} must be a whole number, got {type(n).__name__}")
+    t = as_tensor(n, what)
+    expect(t.numel() == 1 and t.dtype != torch.bool and not t.is_complex(),
+           f"{what} must be one whole number, got {t.numel()} values of type {t.dtype}")
+    value = float(t.reshape(()))
+    expect(math.isfinite(value) and value == round(value),
+           f"{what} is {value}, not a whole number: a count of parameters is whole")
+    return round(value)
+
+
 @exercise("ex-ch3-params", hints=[
     "Count one block first: the weights of one Elman update, W_ih (H x D) and W_hh (H x H), and "
     "its biases. Then count the blocks of each layer.",
@@ -30,12 +55,10 @@ LAYERS = {"rnn": (RNN, 1), "gru": (GRU, 3), "lstm": (LSTM, 4)}
 ])
 def check_params(recurrent_params):
     for D, H in [(7, 11), (32, 128), (1, 5)]:
-        for cell, (cls, blocks) in LAYERS.items():
+        for cell, (_, blocks) in LAYERS.items():
             n = call(recurrent_params, cell, D, H, what="recurrent_params")
-            expect(isinstance(n, numbers.Integral) or (isinstance(n, torch.Tensor) and n.numel() == 1),
-                   f"recurrent_params must return a whole number, got {type(n).__name__}")
-            n = int(n)
-            ref = count_parameters(cls(D, H))
+            n = _whole_number(n, f"recurrent_params({cell!r}, {D}, {H})")
+            ref = _layer_params(cell, D, H)
             if n == ref:
                 continue
             one_block = H * D + H * H
@@ -76,8 +99,9 @@ def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh, order="rzn", reset="after", bias_ins
 
 
 _GRU_MISTAKES = [
-    ({"order": "zrn"}, "the blocks are read in the order (z, r, n): PyTorch stacks them (r, z, n), "
-     "reset gate first, then update gate, then candidate"),
+    # the starter's bug: its message states the symptom only
+    ({"order": "zrn"}, "the new state differs from the one nn.GRU computes with the same weights "
+     "and inputs, although its shape and its range are right"),
     ({"reset": "before"}, "the reset gate multiplies h_(t-1) before W_hn, as in Cho et al.'s GRU; "
      "PyTorch (and eq. (3.3)) applies it to W_hn h_(t-1) + b_hn"),
     ({"bias_inside": False}, "the reset gate must scale b_hn too: it multiplies the whole "
@@ -122,49 +146,54 @@ def check_gate_order(gru_step):
 
 
 @exercise("ex-ch3-elman", hints=[
-    "If the GRU always writes the candidate (z = 0) and its candidate reads the whole old state "
-    "(r = 1), eq. (3.4) is h_t = n_t and eq. (3.3) is an Elman step.",
+    "Look at eqs. (3.3) and (3.4) one at a time: for which value of z_t is h_t the candidate "
+    "itself, and for which value of r_t is the candidate an Elman step?",
     "A gate is pinned to 0 or 1 by a large bias: sigma(-40) and sigma(40) are within 1e-17 of 0 "
-    "and 1, and a bias of +-40 decides the gate as long as the rest of its pre-activation "
-    "(W x + W h) stays far below 40 in size (zero the gate's weights to make it hold for any "
-    "input). The biases of a block live in bias_ih (and bias_hh).",
+    "and 1. The rest of its pre-activation, W x + W h, must not move it, for any input: the "
+    "gate's own weights must be 0. The biases of a block live in bias_ih (and bias_hh).",
     "The cell's weights are stacked (r, z, n): copy the RNN's weight_ih, weight_hh, bias_ih and "
-    "bias_hh into the third block of the GRU's, and set the biases of the first (r) and the "
-    "second (z) block.",
+    "bias_hh into the third block of the GRU's, zero the weights of the first (r) and the second "
+    "(z) block, and set their biases to +40 and -40.",
 ])
 def check_elman(gru_as_elman):
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # the RNN's weights (check restores the global random state)
     rnn = RNN(3, 5, nonlinearity="tanh").double()
     gru = call(gru_as_elman, rnn, what="gru_as_elman")
     expect(isinstance(gru, nn.Module), f"gru_as_elman must return a GRU layer (an nn.Module), "
            f"got {type(gru).__name__}")
     expect(isinstance(gru, (GRU, nn.GRU)), f"gru_as_elman must return a GRU layer, got "
            f"{type(gru).__name__}")
-    gru = gru.double()
+    dtype = next(gru.parameters()).dtype  # a float32 GRU is judged at float32's precision
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 8, 3, generator=g, dtype=F64)
     h0 = torch.randn(1, 2, 5, generator=g, dtype=F64)
+    large = 100 * torch.randn(2, 8, 3, generator=g, dtype=F64)  # the gates' W x is large here
     with torch.no_grad():
-        out = call(gru, x, h0, what="your GRU")[0]
+        out = call(gru, x.to(dtype), h0.to(dtype), what="your GRU")[0]
         expected = rnn(x, h0)[0]
-    expect(out.shape == expected.shape, f"the GRU's output must have the RNN's shape "
-           f"{tuple(expected.shape)}, got {tuple(out.shape)}: same input and hidden size")
-    if torch.allclose(out, expected, rtol=1e-7, atol=1e-9):
-        return
-    if torch.allclose(out, h0[0][:, None].expand_as(out), atol=1e-6):
-        raise Wrong("the GRU keeps its initial state: its update gate is open (z = 1) and never "
-                    "writes. The update gate is the second block of PyTorch's (r, z, n)")
-    cut = RNN(3, 5, nonlinearity="tanh").double()
-    with torch.no_grad():
+        expect(out.shape == expected.shape, f"the GRU's output must have the RNN's shape "
+               f"{tuple(expected.shape)}, got {tuple(out.shape)}: same input and hidden size")
+        if close(out, expected, n=8):
+            out_large = call(gru, large.to(dtype), h0.to(dtype), what="your GRU")[0]
+            if close(out_large, rnn(large, h0)[0], n=8):
+                return
+            raise Wrong("the GRU computes the RNN's states on inputs of order 1, but not on large "
+                        "inputs (entries of about 100): there the rest of a gate's "
+                        "pre-activation, W x + W h, outweighs its bias and moves the gate. The "
+                        "gates must hold for any input")
+        if torch.allclose(out, h0[0][:, None].expand_as(out).to(dtype), atol=1e-6):
+            raise Wrong("the GRU keeps its initial state: its update gate is open (z = 1) and "
+                        "never writes. The update gate is the second block of PyTorch's (r, z, n)")
+        cut = RNN(3, 5, nonlinearity="tanh").double()
         cut.cells[0].weight_ih.copy_(rnn.cells[0].weight_ih)
         cut.cells[0].bias_ih.copy_(rnn.cells[0].bias_ih)
         cut.cells[0].weight_hh.zero_()
         cut.cells[0].bias_hh.zero_()
         no_memory = cut(x, h0)[0]
-    if torch.allclose(out, no_memory, atol=1e-6):
+    if torch.allclose(out.to(F64), no_memory, atol=1e-6):
         raise Wrong("the candidate ignores h_(t-1): the reset gate is closed (r = 0); it must be "
                     "open (r = 1), so the candidate is the full Elman step")
-    if torch.allclose(out, expected, atol=1e-2):
+    if torch.allclose(out.to(F64), expected, atol=1e-2):
         raise Wrong("almost: the outputs differ by a little, so the gates are not quite 0 and 1. "
                     "Make their biases larger")
     raise Wrong("the GRU does not compute the RNN's states: z must be 0, r must be 1, and the "
@@ -190,11 +219,12 @@ def _unrolled(write: torch.Tensor, keep: torch.Tensor, with_own: bool = False):
 def _check_weights_shape(w, w0, B, T, H, what):
     expect(w.shape == (B, T, T, H), f"{what}: the weights must have shape (B, T, T, H) = "
            f"{(B, T, T, H)}, indexed [b, t, k, unit]; got {tuple(w.shape)}")
-    expect(w0.shape == (B, T, H), f"{what}: the weights of h_0 must have shape (B, T, H) = "
+    expect(w0.shape == (B, T, H), f"{what}: the initial weights must have shape (B, T, H) = "
            f"{(B, T, H)}; got {tuple(w0.shape)}")
 
 
-def _diagnose_weights(w, w0, ref, ref0, gate: str, write: str, variants) -> None:
+def _diagnose_weights(w, w0, ref, ref0, gate: str, write: str, variants,
+                      initial: str = "h_0") -> None:
     """Name what is wrong in weights ``w`` (and ``w0``) against the reference."""
     T = w.shape[1]
     future = ~torch.ones(T, T, dtype=torch.bool).tril()
@@ -210,8 +240,28 @@ def _diagnose_weights(w, w0, ref, ref0, gate: str, write: str, variants) -> None
     if not close(w, ref, n=T):
         raise Wrong(f"the candidates' weights are not right: candidate k enters with {write} and "
                     f"then loses a factor {gate}_j at every later step j")
-    raise Wrong(f"the weights of h_0 are not right: h_0 is kept by every gate, {gate}_1 to "
-                f"{gate}_t")
+    raise Wrong(f"the weights of {initial} are not right: {initial} is kept by every gate, "
+                f"{gate}_1 to {gate}_t")
+
+
+class _calls_into:
+    """A context that records the names of the functions of ``module`` called inside it (a
+    profile hook; the one in place before, if any, is put back)."""
+
+    def __init__(self, module):
+        self.file, self.names = module.__file__, set()
+
+    def _hook(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == self.file:
+            self.names.add(frame.f_code.co_name)
+
+    def __enter__(self) -> set[str]:
+        self.before = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self.names
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.before)
 
 
 @exercise("ex-ch3-sum-to-one", hints=[
@@ -225,7 +275,11 @@ def check_sum_to_one(gru_weights):
     g = torch.Generator().manual_seed(0)
     B, T, H = 2, 6, 3
     z = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
-    out = call(gru_weights, z.clone(), what="gru_weights")
+    with _calls_into(gating) as used:
+        out = call(gru_weights, z.clone(), what="gru_weights")
+    public = sorted(name for name in used if not name.startswith("_")) or sorted(used)
+    expect(not used, f"gru_weights calls seqbook.gating ({', '.join(public)}): the exercise "
+           "asks for the weights computed from the gates by your own code")
     w, w0 = returned_pair(out, "gru_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "gru_weights")
     ref, ref0 = unrolled_weights(z)
@@ -273,4 +327,4 @@ def check_lstm_unroll(lstm_weights):
         (ref / (ref.sum(2, keepdim=True) + ref0[:, :, None]), "the weights are normalised to sum "
          "to one; the LSTM's weights are not, and that is the point"),
     ]
-    _diagnose_weights(w, w0, ref, ref0, "f", "weight i_k", variants)
+    _diagnose_weights(w, w0, ref, ref0, "f", "weight i_k", variants, initial="c_0")
