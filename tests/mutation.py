@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -448,13 +449,18 @@ def setup_source(path: Path) -> str:
 LABEL = re.compile(r"ex-[a-z0-9-]+")
 
 
-def namespace(path: Path) -> dict:
-    """A fresh namespace with the chapter's imports (and ``device``, the CPU), as a solution
-    cell sees them."""
+@functools.cache
+def _imports(path: Path) -> dict:
     ns: dict = {"__name__": "__solution__"}
     exec(setup_source(path), ns)  # noqa: S102 - the book's own import lines
     exec("import torch\ndevice = torch.device('cpu')", ns)  # noqa: S102
     return ns
+
+
+def namespace(path: Path) -> dict:
+    """A fresh namespace with the chapter's imports (and ``device``, the CPU), as a solution
+    cell sees them (the imports run once per chapter; each call gets its own copy)."""
+    return dict(_imports(path))
 
 
 class MutantTimeout(BaseException):
