@@ -7,14 +7,15 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from seqbook.attention import causal_mask, scaled_dot_product_attention
 from seqbook.exercises import check
-from seqbook.exercises.ch06 import top_p_cases
+from seqbook.exercises.ch06 import top_p_cases, top_p_exact_case
 from seqbook.kv_cache import KVCache
 from seqbook.rope import apply_rope
 from seqbook.sampling import top_p
-from seqbook.transformer import positional_frequencies
+from seqbook.transformer import positional_frequencies, residual
 
 
 def starter(*args):
@@ -30,9 +31,18 @@ def test_dot():
         pe = positional_encoding(200, d_model)
         return float(pe[50] @ pe[50 + k])
 
+    def in_float32(k, d_model):  # float32 frequencies: right to float32's precision
+        return torch.cos(positional_frequencies(d_model) * k).sum()
+
+    def in_numpy(k, d_model):
+        return np.cos(positional_frequencies(d_model).numpy().astype(np.float64) * k).sum()
+
+    def as_list(k, d_model):  # a one-element list is a number too
+        return [math.fsum(math.cos(w * k) for w in positional_frequencies(d_model).tolist())]
+
     name = "ex-ch6-dot"
-    assert check(name, right)
-    assert check(name, from_the_table)
+    for answer in (right, from_the_table, in_float32, in_numpy, as_list):
+        assert check(name, answer), answer.__name__
     assert check(name, starter).status == "not attempted"
     assert "twice too large" in check(name, lambda k, d: 2 * right(k, d)).message
     assert "sum sines" in check(
@@ -83,9 +93,45 @@ def test_postln():
     def no_mask(layer, x, key_padding_mask=None):
         return right(layer, x)
 
+    def with_norms(first, second):  # post-LN with other LayerNorms (norm1, norm2 or fresh ones)
+        def answer(layer, x, key_padding_mask=None):
+            norms = {"norm1": layer.norm1, "norm2": layer.norm2,
+                     "fresh": nn.LayerNorm(x.shape[-1], dtype=x.dtype),
+                     "bare": lambda t: F.layer_norm(t, t.shape[-1:])}
+            a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask,
+                                   need_weights=False)
+            x = norms[first](x + a)
+            return norms[second](x + layer.ff(x))
+        return answer
+
+    def via_residual(layer, x, key_padding_mask=None):  # the book's own wrapper, post-LN
+        def attend(h):
+            return layer.self_attn(h, h, h, key_padding_mask=key_padding_mask,
+                                   need_weights=False)[0]
+        x = residual(x, attend, layer.norm1, layer.dropout1, norm_first=False)
+        return residual(x, layer.ff, layer.norm2, layer.dropout2, norm_first=False)
+
+    def flag(layer, x, key_padding_mask=None):  # the layer itself, switched to post-LN
+        layer.norm_first = False
+        return layer(x, key_padding_mask=key_padding_mask)
+
+    def fresh_float32(layer, x, key_padding_mask=None):  # nn.LayerNorm(D) is float32
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = nn.LayerNorm(x.shape[-1])(x + a)
+        return nn.LayerNorm(x.shape[-1])(x + layer.ff(x))
+
     name = "ex-ch6-postln"
-    assert check(name, right)
+    for answer in (right, via_residual, flag):
+        assert check(name, answer), answer.__name__
     assert check(name, starter).status == "not attempted"
+    assert "swapped" in check(name, with_norms("norm2", "norm1")).message
+    assert "norm1 is used after both" in check(name, with_norms("norm1", "norm1")).message
+    assert "norm2 is used after both" in check(name, with_norms("norm2", "norm2")).message
+    for first, second, which in (("fresh", "fresh", "both"), ("bare", "bare", "both"),
+                                 ("norm1", "bare", "second"), ("fresh", "norm2", "first")):
+        message = check(name, with_norms(first, second)).message
+        assert "without the layer's gain and shift" in message and which in message, message
+    assert check(name, fresh_float32).status == "fail"
     assert "pre-LN arrangement" in check(name, pre_ln).message
     assert "not normalised" in check(name, one_norm).message
     assert "on the branches" in check(name, on_the_branch).message
@@ -94,9 +140,10 @@ def test_postln():
 
 def test_sliding():
     def right(model, ids, block, stride):
+        model.eval()
         windows = ids.unfold(0, block + 1, stride)
         nll, count = 0.0, 0
-        for w in windows.split(3):  # in batches, as a learner might
+        for w in windows.split(100):  # in batches, as a learner might
             logits, _ = model(w[:, :-1])
             losses = F.cross_entropy(logits.transpose(1, 2), w[:, 1:], reduction="none")
             nll += losses[:, -stride:].sum().item()
@@ -104,6 +151,7 @@ def test_sliding():
         return math.exp(nll / count)
 
     def every_prediction(model, ids, block, stride):
+        model.eval()
         windows = ids.unfold(0, block + 1, stride)
         logits, _ = model(windows[:, :-1])
         return math.exp(F.cross_entropy(logits.transpose(1, 2), windows[:, 1:]).item())
@@ -111,9 +159,42 @@ def test_sliding():
     def mean_loss(model, ids, block, stride):
         return math.log(right(model, ids, block, stride))
 
+    def window_by_window(model, ids, block, stride):  # one window at a time, then train() again
+        model.eval()
+        losses = []
+        for start in range(0, len(ids) - block, stride):
+            w = ids[start : start + block + 1]
+            logits, _ = model(w[None, :-1])
+            losses.append(F.cross_entropy(logits[0, -stride:], w[-stride:], reduction="none"))
+        model.train()
+        return torch.cat(losses).mean().exp()
+
+    def in_numpy(model, ids, block, stride):
+        return np.float64(right(model, ids, block, stride))
+
+    def in_training_mode(model, ids, block, stride):  # no model.eval(): dropout stays on
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return math.exp(losses[:, -stride:].mean().item())
+
+    def one_batch_of_256(model, ids, block, stride):  # drops the windows after the first 256
+        return right(model, ids[: 256 * stride + block], block, stride)
+
+    def mean_of_window_perplexities(model, ids, block, stride):
+        model.eval()
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return losses[:, -stride:].mean(1).exp().mean().item()
+
     name = "ex-ch6-sliding"
-    assert check(name, right)
+    for answer in (right, window_by_window, in_numpy):
+        assert check(name, answer), answer.__name__
     assert check(name, starter).status == "not attempted"
+    assert "training mode" in check(name, in_training_mode).message
+    assert "text of 521 ids" in check(name, one_batch_of_256).message
+    assert "perplexity is wrong" in check(name, mean_of_window_perplexities).message
     assert "every prediction" in check(name, every_prediction).message
     assert "exponential" in check(name, mean_loss).message
 
@@ -127,7 +208,7 @@ def test_causal_mask():
     assert check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(1))
     assert check(name, lambda T: ~causal_mask(T))
     assert check(name, starter).status == "not attempted"
-    assert "diagonal is blocked" in check(name, buggy).message
+    assert "query 0 can read no key at all" in check(name, buggy).message
     assert "polarity is flipped" in check(name, causal_mask).message
     assert "future leaks" in check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(2)
                                    ).message
@@ -155,7 +236,7 @@ def test_rope_values():
     assert check(name, right)
     assert check(name, fused)
     assert check(name, starter).status == "not attempted"
-    assert "values are turned too" in check(name, buggy).message
+    assert "every position shifted by 10" in check(name, buggy).message
     assert "nothing is turned" in check(
         name, lambda q, k, v, c, s: scaled_dot_product_attention(
             q, k, v, causal_mask(q.shape[2]))[0]).message
@@ -165,9 +246,16 @@ def test_rope_values():
 def test_kv_memory():
     name = "ex-ch6-kv-memory"
     right = 2 * 12 * 8 * 1024 * 768 * 4
-    assert check(name, right)
-    assert check(name, float(right))
+    for answer in (right, float(right), 6.04e8, 6.0398e8, np.int64(right), np.float32(right),
+                   torch.tensor(right), np.array([right])):
+        assert check(name, answer), answer
+    assert not check(name, 6.05e8)  # a digit off at 3 significant digits
+    assert not check(name, 6.0e8)  # 2 significant digits
     assert check(name, ...).status == "not attempted"
+    assert "gigabytes" in check(name, 0.604).message
+    assert "gibibytes" in check(name, 0.5625).message
+    assert "megabytes" in check(name, 604).message
+    assert "keys and the values" in check(name, 3.02e8).message
     assert "keys and the values" in check(name, right // 2).message
     assert "multiply by the bytes" in check(name, 2 * 12 * 8 * 1024 * 768).message
     assert "12 layers" in check(name, right // 12).message
@@ -203,13 +291,44 @@ def test_cached_generation():
             idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
         return idx
 
+    def careful(model, idx, max_new_tokens):  # no last call whose logits go unused
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model.forward(idx, caches=caches)  # forward(...) itself is seen too
+        for step in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1, keepdim=True)
+            idx = torch.cat([idx, next_id], dim=1)
+            if step < max_new_tokens - 1:
+                logits, _ = model.forward(next_id, caches=caches)
+        return idx
+
+    def prompt_token_by_token(model, idx, max_new_tokens):  # the cache filled one at a time
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        for t in range(idx.shape[1]):
+            logits, _ = model(idx[:, t : t + 1], caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None], caches=caches)
+        return idx
+
+    def no_cache(model, idx, max_new_tokens):  # right tokens, the whole prefix at each step
+        for _ in range(max_new_tokens):
+            logits, _ = model(idx)
+            idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
+        return idx
+
     with torch.no_grad():
-        assert check(name, right)
-        assert check(name, lambda m, i, n: m.generate(i, n, temperature=0, use_cache=True))
+        for answer in (right, careful, prompt_token_by_token,
+                       lambda m, i, n: m.generate(i, n, temperature=0, use_cache=True)):
+            assert check(name, answer)
+        message = check(name, no_cache).message
+        assert "5, 6, 7, 8, ... positions per call without caches" in message, message
+        message = check(name, lambda m, i, n: m.generate(i, n, temperature=0)).message
+        assert "whole sequence again" in message, message
         assert check(name, starter).status == "not attempted"
         assert "first new token is already wrong" in check(name, fresh_caches).message
         assert "one new token at a time" in check(name, whole_sequence).message
-        assert "shape (2, 17)" in check(name, lambda m, i, n: i).message
+        assert "shape (2, 13)" in check(name, lambda m, i, n: i).message
 
 
 def test_rmsnorm():
@@ -309,8 +428,40 @@ def test_top_p_cases_have_no_token_near_the_cut():
                            torch.isfinite(top_p(logits, p)))
 
 
+def test_top_p_exact_case_is_exact():
+    """The tokens before the third of the exact row hold exactly p, in float32 and float64."""
+    logits, p = top_p_exact_case()
+    for dtype in (torch.float32, torch.float64):
+        probs = logits.to(dtype).softmax(-1).sort(-1, descending=True).values
+        before = probs.cumsum(-1) - probs
+        assert float(before[0, 2]) == p and float(before[0, 1]) < p
+        assert torch.isfinite(top_p_fixed(logits.to(dtype), p)).sum() == 2
+        assert torch.isfinite(top_p(logits.to(dtype), p)).sum() == 4  # top_p keeps the ties
+
+
 def test_top_p_bug():
     name = "ex-ch6-top-p-bug"
+
+    def strictly_more(logits, p):  # the mass before a token must exceed p for it to go
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        remove = probs.cumsum(dim=-1) - probs > p
+        remove = remove.scatter(-1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
+
+    def rows_only(logits, p):  # dim=1: right for a (B, V) batch only
+        sorted_logits, order = logits.sort(dim=1, descending=True)
+        probs = sorted_logits.softmax(dim=1)
+        remove = probs.cumsum(dim=1) - probs >= p
+        remove = remove.scatter(1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
+
+    def stable(logits, p):  # a stable sort: the first tied ids are kept
+        sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
+        probs = sorted_logits.softmax(dim=-1)
+        remove = probs.cumsum(dim=-1) - probs >= p
+        remove = remove.scatter(-1, order, remove)
+        return logits.masked_fill(remove, float("-inf"))
 
     def shifted(logits, p):  # keep = the mass before a token is below p
         sorted_logits, order = logits.sort(dim=-1, descending=True)
@@ -371,7 +522,7 @@ def test_top_p_bug():
         remove = remove.scatter(-1, order, remove)
         return logits.masked_fill(remove, float("-inf"))
 
-    for answer in (top_p_fixed, shifted, ascending, top_p, log_probs,
+    for answer in (top_p_fixed, shifted, ascending, top_p, log_probs, stable,
                    lambda z, p: top_p_fixed(z.double(), p), lambda z, p: top_p_fixed(z, p).numpy()):
         assert check(name, answer)
     assert check(name, starter).status == "not attempted"
@@ -388,6 +539,8 @@ def test_top_p_bug():
     assert "not the most probable" in check(name, unsorted_mask).message
     assert "sorted order" in check(name, sorted_result).message
     assert "larger than needed" in check(name, too_large).message
+    assert "larger than needed" in check(name, strictly_more).message
+    assert "IndexError" in check(name, rows_only).message or not check(name, rows_only)
     assert "must return a tensor" in check(name, lambda z, p: z.tolist()).message
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import numbers
 
@@ -17,17 +19,23 @@ from ..rope import apply_rope, rope_angles
 from ..sampling import top_p
 from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
-from .core import Wrong, call, close, exercise, expect, returned_tensor, tolerance
+from .core import Wrong, agrees, call, close, exercise, expect, returned_tensor, tolerance
 
 F64 = torch.float64
 
 
-def _number(out, what: str) -> float:
-    """The learner's result as a Python float, or a clear complaint."""
+def _number(out, what: str, returns: bool = True) -> float:
+    """The learner's number (a Python or NumPy number, a one-element tensor or array) as a
+    float, or a clear complaint."""
+    if isinstance(out, list | tuple) and len(out) == 1:
+        out = out[0]
     if isinstance(out, torch.Tensor) and out.numel() == 1:
         out = out.item()
+    elif isinstance(out, np.ndarray | np.generic) and np.size(out) == 1:
+        out = out.item()
     if isinstance(out, bool) or not isinstance(out, numbers.Real):
-        raise Wrong(f"{what} must return a number, got {type(out).__name__}")
+        verb = "must return" if returns else "must be"
+        raise Wrong(f"{what} {verb} a number, got {type(out).__name__}")
     return float(out)
 
 
@@ -108,11 +116,18 @@ def check_params(fn):
 
 
 def _post_ln_case():
-    """A PyTorch post-LN layer and our pre-LN layer with the same weights, in float64."""
+    """A PyTorch post-LN layer and our pre-LN layer with the same weights, in float64.
+
+    Both LayerNorms get random gains and shifts, different for the two, so that norm1, norm2
+    and a LayerNorm without gain and shift are three different functions."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         post = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=False,
                                           batch_first=True).double().eval()
+        with torch.no_grad():
+            for norm in (post.norm1, post.norm2):
+                norm.weight.copy_(1 + 0.5 * torch.randn(16, dtype=F64))
+                norm.bias.copy_(0.5 * torch.randn(16, dtype=F64))
         pre = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, norm_first=True,
                                          batch_first=True).double()
         pre.load_state_dict(post.state_dict())
@@ -120,6 +135,40 @@ def _post_ln_case():
     ours = EncoderLayer.from_torch(pre).eval()
     pad = torch.tensor([[False] * 7, [False] * 4 + [True] * 3])
     return post, ours, x, pad
+
+
+def _post_ln_with(layer, x, pad, first, second):
+    """Post-LN with the LayerNorms ``first`` (after attention) and ``second`` (after the FFN)."""
+    a = layer.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+    h = first(x + a)
+    return second(h + layer.ff(h))
+
+
+def _post_ln_norm_slip(layer, out, x, pad):
+    """What is wrong with the LayerNorms of ``out``, when another choice of them explains it."""
+    d = x.shape[-1]
+
+    def bare(t):
+        return F.layer_norm(t, (d,), eps=layer.norm1.eps)
+
+    norms = {"norm1": layer.norm1, "norm2": layer.norm2, "bare": bare}
+    for first, second in ((f, s) for f in norms for s in norms):
+        if (first, second) == ("norm1", "norm2"):
+            continue
+        if not close(out, _post_ln_with(layer, x, pad, norms[first], norms[second]), n=64):
+            continue
+        if "bare" in (first, second):
+            where = {(True, True): "both LayerNorms", (True, False): "the first LayerNorm",
+                     (False, True): "the second LayerNorm"}[first == "bare", second == "bare"]
+            return (f"{where} normalise without the layer's gain and shift: a fresh LayerNorm "
+                    "(or F.layer_norm without weight and bias) is not the layer's norm1 and "
+                    "norm2, which carry learned gains and shifts")
+        if (first, second) == ("norm2", "norm1"):
+            return ("norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, "
+                    "norm2 to the feed-forward one")
+        return (f"{first} is used after both residual sums: each sublayer has its own "
+                "LayerNorm (norm1 after attention, norm2 after the feed-forward network)")
+    return None
 
 
 @exercise("ex-ch6-postln", hints=[
@@ -132,7 +181,8 @@ def check_postln(fn):
     post, ours, x, pad = _post_ln_case()
     with torch.no_grad():
         expected = post(x, src_key_padding_mask=pad)
-        out = returned_tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"), "post_ln_forward")
+        out = returned_tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"),
+                              "post_ln_forward")
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
@@ -140,6 +190,9 @@ def check_postln(fn):
         if close(out, ours(x, key_padding_mask=pad), n=64):
             raise Wrong("this is the pre-LN arrangement: post-LN normalises after the residual "
                         "sum, not before the sublayer")
+        slip = _post_ln_norm_slip(ours, out, x, pad)
+        if slip:
+            raise Wrong(slip)
         a = ours.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
         h = ours.norm1(x + a)
         if close(out, h + ours.ff(h), n=64):
@@ -149,9 +202,7 @@ def check_postln(fn):
         if close(out, branch + ours.norm2(ours.ff(branch)), n=64):
             raise Wrong("the LayerNorms sit on the branches: post-LN normalises the sum "
                         "x + sublayer(x), residual included")
-        attn_only = ours.self_attn(x, x, x, need_weights=False)[0]
-        h = ours.norm1(x + attn_only)
-        if close(out, ours.norm2(h + ours.ff(h)), n=64):
+        if close(out, _post_ln_with(ours, x, None, ours.norm1, ours.norm2), n=64):
             raise Wrong("the padding mask is missing: pass key_padding_mask to self_attn")
     raise Wrong("the output differs from PyTorch's post-LN layer with the same weights")
 
@@ -170,12 +221,44 @@ def sliding_reference(model, ids, block, stride, last_only=True):
     return math.exp(scored.double().mean().item())
 
 
-def _small_gpt(positional="learned", block_size=16, seed=0):
+@functools.cache
+def _gpt_prototype(positional: str, block_size: int, seed: int, dropout: float) -> GPT:
+    """A small seeded GPT in float64, made once; checks hand out copies only."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         config = GPTConfig(vocab_size=12, block_size=block_size, n_layer=2, n_head=2, n_embd=16,
-                           dropout=0.0, init_std=0.3, positional=positional)
+                           dropout=dropout, init_std=0.3, positional=positional)
         return GPT(config).double().eval()
+
+
+def _small_gpt(positional="learned", block_size=16, seed=0, dropout=0.0) -> GPT:
+    """A fresh copy of a small GPT (in evaluation mode), for the learner's code to run."""
+    return copy.deepcopy(_gpt_prototype(positional, block_size, seed, dropout))
+
+
+#: (block, stride, length of the text): the last two make 257 and 256 windows, so that a
+#: solution that runs the windows in batches of 256 has one window over, and none over.
+SLIDING_CASES = ((16, 4, 161), (8, 2, 521), (8, 8, 2049))
+
+
+@functools.cache
+def _sliding_expected(block: int, stride: int, length: int) -> float:
+    with torch.no_grad():
+        return sliding_reference(_gpt_prototype("learned", 16, 0, 0.1), _sliding_text()[:length],
+                                 block, stride)
+
+
+def _sliding_text() -> torch.Tensor:
+    length = max(n for _, _, n in SLIDING_CASES)
+    return torch.randint(12, (length,), generator=torch.Generator().manual_seed(1))
+
+
+def _dropout_watch(model):
+    """Hooks that record whether a dropout of ``model`` ran in training mode."""
+    seen = []
+    hooks = [m.register_forward_pre_hook(lambda m, args: seen.append(m.training))
+             for m in model.modules() if isinstance(m, nn.Dropout)]
+    return seen, hooks
 
 
 @exercise("ex-ch6-sliding", hints=[
@@ -184,26 +267,39 @@ def _small_gpt(positional="learned", block_size=16, seed=0):
     "ids.unfold(0, block + 1, stride) makes all windows at once. Run the model on the inputs, "
     "take the cross-entropy of every prediction (reduction='none') and keep only the last "
     "stride columns.",
-    "The perplexity is exp of the mean of the kept losses, over all windows together.",
+    "The perplexity is exp of the mean of the kept losses, over all windows together; measure "
+    "in evaluation mode, model.eval(), so that dropout is off.",
 ])
 def check_sliding(fn):
-    model = _small_gpt()
-    ids = torch.randint(12, (161,), generator=torch.Generator().manual_seed(1))
-    for block, stride in ((16, 4), (16, 16), (8, 2)):
+    model = _small_gpt(dropout=0.1)  # comes in training mode, as after a training loop
+    text = _sliding_text()
+    for block, stride, length in SLIDING_CASES:
+        ids = text[:length]
+        model.train()
+        seen, hooks = _dropout_watch(model)
+        try:
+            with torch.no_grad():
+                out = call(fn, model, ids.clone(), block, stride, what="sliding_perplexity")
+        finally:
+            for h in hooks:
+                h.remove()
+        out = _number(out, "sliding_perplexity")
+        ref = _sliding_expected(block, stride, length)
+        if math.isclose(out, ref, rel_tol=1e-6):
+            continue
+        model = _small_gpt(dropout=0.1)  # the learner's copy may have changed
+        if any(seen):
+            raise Wrong("the model ran in training mode: its dropout zeroes activations at "
+                        "random while you measure; call model.eval() first")
         with torch.no_grad():
-            out = _number(call(fn, model, ids.clone(), block, stride, what="sliding_perplexity"),
-                          "sliding_perplexity")
-            ref = sliding_reference(model, ids, block, stride)
-            if math.isclose(out, ref, rel_tol=1e-6):
-                continue
-            if stride < block and math.isclose(
-                    out, sliding_reference(model, ids, block, stride, last_only=False),
-                    rel_tol=1e-6):
-                raise Wrong("you score every prediction of each window: only the last stride "
-                            "predictions have at least block - stride characters of context")
-            if math.isclose(out, math.log(ref), rel_tol=1e-6):
-                raise Wrong("you return the mean loss: the perplexity is its exponential")
-            raise Wrong(f"the perplexity is wrong for block={block}, stride={stride}")
+            every = sliding_reference(model, ids, block, stride, last_only=False)
+        if stride < block and math.isclose(out, every, rel_tol=1e-6):
+            raise Wrong("you score every prediction of each window: only the last stride "
+                        "predictions have at least block - stride characters of context")
+        if math.isclose(out, math.log(ref), rel_tol=1e-6):
+            raise Wrong("you return the mean loss: the perplexity is its exponential")
+        raise Wrong(f"the perplexity is wrong for block={block}, stride={stride} on a text of "
+                    f"{length} ids")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,9 +327,8 @@ def check_causal_mask(fn):
             raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
-            raise Wrong("a query cannot see its own key: the diagonal is blocked, so the first "
-                        "query has no key left to read (its softmax is 0/0). Keep the diagonal "
-                        "open")
+            raise Wrong("query 0 can read no key at all: its whole row is blocked, so its "
+                        "softmax is 0/0, and no query can read its own position")
         if bool((~mask & blocked).any()):
             raise Wrong("some query sees a later key: the future leaks in")
         raise Wrong("the mask blocks keys a query may read: query i reads keys 0 .. i")
@@ -257,8 +352,8 @@ def check_rope_values(fn):
     mask = causal_mask(6)
     ref = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v,
                                        mask)[0]
-    out = returned_tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin, what="rope_attention"),
-                  "rope_attention")
+    out = returned_tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin,
+                               what="rope_attention"), "rope_attention")
     expect(out.shape == v.shape, f"rope_attention must return v's shape {tuple(v.shape)}, got "
            f"{tuple(out.shape)}")
     if close(out, ref, n=8 * 6):
@@ -266,9 +361,8 @@ def check_rope_values(fn):
     turned_v = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
                                             apply_rope(v, cos, sin), mask)[0]
     if close(out, turned_v, n=8 * 6):
-        raise Wrong("the values are turned too: the output then depends on where the tokens "
-                    "stand, not only on their offsets (shift every position by 10 and it "
-                    "changes). Turn the queries and keys only")
+        raise Wrong("the output depends on where the tokens stand, not only on their "
+                    "offsets: with every position shifted by 10 it is different")
     if close(out, scaled_dot_product_attention(q, k, v, mask)[0], n=8 * 6):
         raise Wrong("nothing is turned: without RoPE the attention does not see positions")
     if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
@@ -292,30 +386,56 @@ KV_MEMORY = {"n_layer": 12, "n_embd": 768, "T": 1024, "B": 8, "bytes": 4}
 ])
 def check_kv_memory(answer):
     c = KV_MEMORY
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        raise Wrong(f"answer must be a number of bytes, got {type(answer).__name__}")
+    answer = _number(answer, "answer", returns=False)
     right = 2 * c["n_layer"] * c["B"] * c["T"] * c["n_embd"] * c["bytes"]
-    if answer == right:
+    if agrees(answer, right, digits=3):
         return
-    slips = {
-        right // 2: "that is half: the cache keeps the keys and the values, and a float32 "
-                    "number takes 4 bytes",
-        right // c["bytes"]: "that is the number of numbers: multiply by the bytes each takes",
-        right // c["n_layer"]: "that is 12 times too small: every one of the 12 layers keeps "
+    slips = (
+        (right / 2, "that is half: the cache keeps the keys and the values, and a float32 "
+                    "number takes 4 bytes"),
+        (right / c["bytes"], "that is the number of numbers: multiply by the bytes each takes"),
+        (right / c["n_layer"], "that is 12 times too small: every one of the 12 layers keeps "
                                "its own keys and values, for all 12 heads (n_embd numbers per "
-                               "token)",
-        right // c["B"]: "that is one sequence: the batch has 8",
-    }
-    message = slips.get(answer)
-    if message:
-        raise Wrong(message)
-    raise Wrong("the number of bytes is wrong: count keys and values, layers, sequences, "
-                "positions, width and bytes per number")
+                               "token)"),
+        (right / c["B"], "that is one sequence: the batch has 8"),
+        (right / 1e9, "that is in gigabytes: give the number of bytes"),
+        (right / 2**30, "that is in gibibytes: give the number of bytes"),
+        (right / 1e6, "that is in megabytes: give the number of bytes"),
+        (right / 2**20, "that is in mebibytes: give the number of bytes"),
+    )
+    for value, message in slips:
+        if agrees(answer, value, digits=3):
+            raise Wrong(message)
+    raise Wrong("the number of bytes is wrong (to 3 significant digits): count keys and values, "
+                "layers, sequences, positions, width and bytes per number")
 
 
 # ---------------------------------------------------------------------------------------------
 # Greedy generation with a cache, written by the learner.
 # ---------------------------------------------------------------------------------------------
+
+
+def _watch_calls(model):
+    """Hooks that record, for each forward call of the GPT ``model``, the positions it runs
+    (at the token embedding, so model.forward(...) is seen too) and whether caches came."""
+    positions, cached = [], []
+
+    def count(module, args):
+        positions.append(args[0].shape[-1])
+
+    def caches_given(module, args, kwargs):
+        cached.append(bool(args[4] if len(args) > 4 else kwargs.get("caches")))
+
+    hooks = [model.tok_emb.register_forward_pre_hook(count),
+             model.register_forward_pre_hook(caches_given, with_kwargs=True)]
+    return positions, cached, hooks
+
+
+@functools.cache
+def _greedy_tokens(positional: str, prompt: int, steps: int) -> torch.Tensor:
+    """The prompt of the check and its greedy continuation (made once; compare, never edit)."""
+    idx = torch.randint(12, (2, prompt), generator=torch.Generator().manual_seed(4))
+    return _gpt_prototype(positional, 24, 3, 0.0).generate(idx, steps, temperature=0)
 
 
 @exercise("ex-ch6-cached-generation", hints=[
@@ -328,25 +448,38 @@ def check_kv_memory(answer):
     "the sequence with torch.cat.",
 ])
 def check_cached_generation(fn):
+    prompt, steps = 5, 8
     for positional in ("learned", "rope"):
         model = _small_gpt(positional, block_size=24, seed=3)
-        idx = torch.randint(12, (2, 5), generator=torch.Generator().manual_seed(4))
-        out = returned_tensor(call(fn, model, idx.clone(), 12, what="greedy_with_cache"),
-                      "greedy_with_cache")
-        expect(out.shape == (2, 17), f"greedy_with_cache(model, idx of shape (2, 5), 12) must "
-               f"return shape (2, 17), got {tuple(out.shape)}")
-        expect(torch.equal(out[:, :5], idx), "the result must start with the prompt")
-        expected = model.generate(idx, 12, temperature=0)
-        if torch.equal(out, expected):
-            continue
-        first_wrong = int((out != expected).any(0).nonzero()[0])
-        if first_wrong == 5:
-            raise Wrong(
-                "the first new token is already wrong: it is the argmax of the prompt's last "
-                "logits")
-        raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ "
-                    f"({positional} positions): each step must feed the newest token only, at "
-                    "the next position, with the same caches")
+        idx = _greedy_tokens(positional, prompt, steps)[:, :prompt].clone()
+        positions, cached, hooks = _watch_calls(model)
+        try:
+            out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
+        finally:
+            for h in hooks:
+                h.remove()
+        out = returned_tensor(out, "greedy_with_cache")
+        expect(out.shape == (2, prompt + steps), f"greedy_with_cache(model, idx of shape (2, "
+               f"{prompt}), {steps}) must return shape (2, {prompt + steps}), got "
+               f"{tuple(out.shape)}")
+        expect(torch.equal(out[:, :prompt], idx), "the result must start with the prompt")
+        expected = _greedy_tokens(positional, prompt, steps)
+        if not torch.equal(out, expected):
+            first_wrong = int((out != expected).any(0).nonzero()[0])
+            if first_wrong == prompt:
+                raise Wrong("the first new token is already wrong: it is the argmax of the "
+                            "prompt's last logits")
+            raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ "
+                        f"({positional} positions): each step must feed the newest token only, "
+                        "at the next position, with the same caches")
+        # The method: with a cache every position runs once (a last call whose logits are
+        # not used is fine); without one, each step runs the whole sequence again.
+        if sum(positions) > prompt + steps:
+            shown = ", ".join(map(str, positions[:4]))
+            without = " without caches" if cached and not any(cached) else ""
+            raise Wrong(f"the tokens are right, but the model runs {shown}, ... positions per "
+                        f"call{without}: each step runs the whole sequence again. With a cache "
+                        "the prompt runs once and each step runs only the newest token")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,16 +489,7 @@ def check_cached_generation(fn):
 
 def _tensor(out, what: str) -> torch.Tensor:
     """The learner's result as a tensor (a NumPy array is fine too), or a :class:`Wrong`."""
-    if isinstance(out, np.ndarray):
-        out = torch.from_numpy(out)
     return returned_tensor(out, what).detach()
-
-
-def _matches(out: torch.Tensor, expected: torch.Tensor, n: int) -> bool:
-    """:func:`close` at the lower of the two precisions: float32 work on float64 is right too."""
-    if out.dtype == torch.float32 and expected.dtype == F64:
-        expected = expected.float()
-    return close(out, expected, n=n)
 
 
 #: (shape, dtype, eps passed to the learner's function (None: its default 1e-6), seed)
@@ -404,7 +528,8 @@ def _rms_slips(x, weight, eps, ref):
     norm = ("you divide by the norm of each token, the square root of the sum of its squares: "
             "RMSNorm divides by the root of their mean, so the result is sqrt(D) times too small")
     total = x.pow(2).sum(-1, keepdim=True)
-    slips += [(x / torch.sqrt(total + eps) * weight, norm), (x / (total.sqrt() + eps) * weight, norm),
+    slips += [(x / torch.sqrt(total + eps) * weight, norm),
+              (x / (total.sqrt() + eps) * weight, norm),
               (x / total.sqrt() * weight, norm), (ref / math.sqrt(d), norm)]
     axis = ("the mean of the squares runs over the wrong axis: each token (a row along the last "
             "axis) is divided by its own root mean square")
@@ -448,16 +573,16 @@ def check_rmsnorm(fn):
             norm.weight.copy_(weight)
             ref = norm(x)
         n = shape[-1]
-        if _matches(out, ref, n):
+        if close(out, ref, n):
             continue
         x64, w64 = x.double(), weight.double()
         if _rows_centred(out.double() / w64) or _rows_centred(out.double()):
             raise Wrong("the mean of each token is subtracted: that is LayerNorm. RMSNorm keeps "
                         "the mean and only rescales each token")
         for slip, message in _rms_slips(x64, w64, eps, ref.double()):
-            if _matches(out, slip.expand(shape).to(dtype), n):
+            if close(out, slip.expand(shape).to(dtype), n):
                 raise Wrong(message)
-        if eps != 1e-6 and _matches(out, x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True)
+        if eps != 1e-6 and close(out, x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True)
                                                           + 1e-6) * w64, n):
             raise Wrong(f"rms_norm ignores the eps it is given: called with eps = {eps}, it "
                         "must use that eps")
@@ -473,12 +598,23 @@ TOP_P_HANDMADE = ((0.25, 0.08, 0.35, 0.12, 0.2), (0.06, 0.8, 0.04, 0.07, 0.03))
 
 
 def top_p_cases():
-    """(logits, p) pairs: handmade rows, then seeded rows; no token sits near the cut."""
+    """(logits, p) pairs: handmade rows, then seeded rows of several shapes (a single row, a
+    (B, T, V) block); no token sits near the cut."""
     handmade = torch.tensor(TOP_P_HANDMADE, dtype=F64).log() + 3.0
     g = torch.Generator().manual_seed(63)
     wide = 2 * torch.randn(4, 50, generator=g)
     peaked = 3 * torch.randn(3, 20, generator=g, dtype=F64)
-    return [(handmade.float(), 0.7), (wide, 0.9), (wide, 0.5), (wide, 0.2), (peaked, 0.75)]
+    row = 1.5 * torch.randn(30, generator=g, dtype=F64)
+    block = 2 * torch.randn(2, 3, 20, generator=g)
+    return [(handmade.float(), 0.7), (wide, 0.9), (wide, 0.5), (wide, 0.2), (peaked, 0.75),
+            (row, 0.6), (block, 0.8)]
+
+
+def top_p_exact_case():
+    """A row whose probabilities are exact in floating point, (1/4, 1/4, 1/4, 1/4, 0, ...),
+    with p = 1/2: the tokens before the third hold exactly p, so it is not needed. Four tokens
+    tie: the two most probable of them are any two (or all four, as top_p keeps ties)."""
+    return torch.tensor([[0.0, -800, 0, -800, 0, -800, 0, -800]]), 0.5
 
 
 def _complements(probs: torch.Tensor, p: float) -> list[torch.Tensor]:
@@ -522,21 +658,30 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
         return
     least_kept = probs.masked_fill(~keep, math.inf).amin(-1)
     most_removed = probs.masked_fill(keep, -math.inf).amax(-1)
-    if bool((most_removed > least_kept).any()):
+    ordered = bool((most_removed <= least_kept).all())
+    # With ties at the cut, the smallest nucleus may take any of the tied tokens (or all of
+    # them, as top_p does); without ties both counts are the same.
+    sp = probs.sort(-1, descending=True).values
+    smallest = (sp.cumsum(-1) - sp < p).sum(-1).clamp(min=1)
+    count = keep.sum(-1)
+    if ordered and bool(((count == smallest) | (count == ref.sum(-1))).all()):
+        return
+    if not ordered:
         raise Wrong("the kept tokens are not the most probable ones: a removed token is more "
                     "probable than a kept one. Is the mask, made in sorted order, applied to the "
                     "tokens it was made for?")
     candidates = _complements(probs, p)  # at p = 0.5 they are the set itself: no complement
-    if p != 0.5 and all(any(torch.equal(keep[i], c[i]) for c in candidates) for i in range(len(keep))):
+    if p != 0.5 and all(any(torch.equal(keep[i], c[i]) for c in candidates)
+                        for i in range(len(keep))):
         raise Wrong(f"for p = {p} the kept tokens hold about 1 - p of the probability instead "
                     "of at least p: the complement is confused")
     expect(keep.any(-1).all(), f"for p = {p} a row keeps no token at all: the most probable "
            "token is always kept")
     mass = (probs * keep).sum(-1)
     if bool((mass < p).any()):
-        raise Wrong(f"for p = {p} the kept tokens' probability sums to less than p: the set is "
-                    "too small")
-    raise Wrong(f"for p = {p} the kept set is larger than needed: without its least probable "
+        raise Wrong(f"for p = {p} the kept tokens' probability sums to less than p: the nucleus "
+                    "is too small")
+    raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p")
 
 
@@ -550,7 +695,7 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
     "itself.",
 ])
 def check_top_p_bug(fn):
-    for logits, p in top_p_cases():
+    for logits, p in (*top_p_cases(), top_p_exact_case()):
         given = logits.clone()
         out = _tensor(call(fn, given, p, what="top_p_filter"), "top_p_filter")
         expect(torch.equal(given, logits), "top_p_filter changes the logits it is given, in "
@@ -559,4 +704,5 @@ def check_top_p_bug(fn):
                f"{tuple(logits.shape)}, got {tuple(out.shape)}")
         expect(out.is_floating_point(), f"top_p_filter must return logits (floats), got "
                f"{out.dtype}")
-        _top_p_diagnose(out, logits, p)
+        v = logits.shape[-1]
+        _top_p_diagnose(out.reshape(-1, v), logits.reshape(-1, v), p)
