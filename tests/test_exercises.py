@@ -63,3 +63,22 @@ def test_every_exercise_has_hints():
 def test_wrong_is_an_exception_for_checkers():
     with pytest.raises(Wrong, match="boom"):
         expect(False, "boom")
+
+
+def test_pytorch_not_implemented_is_a_verdict_not_not_attempted():
+    @exercise("ex-test-ce", hints=["one", "two"])
+    def checker(fn):
+        call(fn, torch.randn(3, 5))
+
+    try:
+        def wrong(logits):  # arguments swapped: PyTorch raises NotImplementedError itself
+            return torch.nn.functional.cross_entropy(torch.tensor([1, 2, 0]), logits)
+
+        def starter(logits):
+            raise NotImplementedError  # your code here
+
+        r = check("ex-test-ce", wrong)
+        assert r.status == "fail" and "NotImplementedError" in r.message, r
+        assert check("ex-test-ce", starter).status == "not attempted"
+    finally:
+        del EXERCISES["ex-test-ce"]

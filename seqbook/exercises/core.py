@@ -170,6 +170,12 @@ def _learner_frame(err: BaseException):
     return frames[-1] if frames else None
 
 
+def _raised_in_a_library(err: BaseException) -> bool:
+    """Whether the frame that raised ``err`` is inside torch, NumPy or seqbook."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and str(Path(frames[-1].filename).resolve()).startswith(_library_dirs())
+
+
 def _error_message(err: BaseException, what: str = "your code") -> str:
     frame = _learner_frame(err)
     error = f"{type(err).__name__}: {err}"
@@ -229,8 +235,8 @@ def call(fn, *args, what: str | None = None, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as err:
-        if _learner_frame(err) is None:  # raised by PyTorch on the learner's behalf
-            raise Wrong(f"{what} raised {type(err).__name__}: {err}") from err
+        if _raised_in_a_library(err):  # PyTorch's own, for what the learner's line asked
+            raise Wrong(_error_message(err, what)) from err
         raise NotAttempted(f"{what} still raises NotImplementedError: write its body, then run "
                            "this cell again") from err
     except Exception as err:  # noqa: BLE001 - the learner's error becomes the check's message
