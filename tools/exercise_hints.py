@@ -2,6 +2,7 @@
 registry of ``seqbook.exercises`` (``@exercise(label, hints=[...])`` in ``seqbook/exercises/chNN.py``).
 
     python tools/exercise_hints.py            # rewrite the dropdowns of every chapter
+    python tools/exercise_hints.py chapters/05_self_attention.ipynb   # of one chapter
     python tools/exercise_hints.py --check    # exit 1 if a chapter's dropdowns differ
 
 The notebook's hint cells (one ``:::{admonition} Hint N`` dropdown each, between the check cell
@@ -63,9 +64,10 @@ def rewrite(path: Path, write: bool = True) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report, change nothing")
+    parser.add_argument("chapters", nargs="*", type=Path, help="notebooks (default: all)")
     args = parser.parse_args()
     stale = []
-    for path in CHAPTERS:
+    for path in [p.resolve() for p in args.chapters] or CHAPTERS:
         if args.check:
             if rewrite(path, write=False):
                 stale.append(path.name)
