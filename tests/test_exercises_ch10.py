@@ -86,6 +86,10 @@ def test_combine():
     assert check("ex-ch10-combine", in_float32)
     assert check("ex-ch10-combine", as_arrays)
     assert check("ex-ch10-combine", with_addcmul)
+    # one tensor of the two stacked unpacks as the pair (a, b): right too
+    assert check("ex-ch10-combine", lambda f, s: torch.stack(right(f, s)))
+    assert check("ex-ch10-combine", lambda f, s: torch.stack(right(f, s)).numpy())
+    assert "got Tensor" in check("ex-ch10-combine", lambda f, s: right(f, s)[0]).message
     assert check("ex-ch10-combine", starter).status == "not attempted"
     # the chapter stores this line under the starter: the symptom, not the fix
     assert repr(check("ex-ch10-combine", buggy)) == (
@@ -361,6 +365,66 @@ def test_chunked_wrong_outputs():
     assert "pair (y, states)" in check(name, lambda *a: chunked(*a)[:1]).message
     assert "y must have x's shape" in check(name, lambda *a: (a[0][:, :, :-1], a[1])).message
     assert "must be a function" in check(name, "chunks").message
+    no_states = check(name, lambda *a: (chunked(*a)[0], None)).message
+    assert "states, the second item of the pair (y, states), must be a tensor, got NoneType" \
+        in no_states
+    assert "y, the first item" in check(name, lambda *a: ("y", chunked(*a)[1])).message
+
+
+def every_state(x, log_a, B, C):  # the loop over time: the outputs and the state after each step
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, hs = [], []
+    for t in range(x.shape[2]):
+        h = log_a[:, :, t, None, None].exp() * h + B[:, :, t, :, None] * x[:, :, t, None, :]
+        ys.append((C[:, :, t, None, :] @ h)[..., 0, :])
+        hs.append(h)
+    return torch.stack(ys, 2), torch.stack(hs, 2)
+
+
+def _at_chunk_ends(hs, chunk_size):
+    T = hs.shape[2]
+    return hs[:, :, [min(end, T) - 1 for end in range(chunk_size, T + chunk_size, chunk_size)]]
+
+
+def loop_keeping_boundaries(x, log_a, B, C, chunk_size):  # a step per position, h kept per chunk
+    y, hs = every_state(x, log_a, B, C)
+    return y, _at_chunk_ends(hs, chunk_size)
+
+
+def attention_form_and_loop(x, log_a, B, C, chunk_size):  # y at once, the states from the loop
+    return ssd_attention_form(x, log_a, B, C), _at_chunk_ends(every_state(x, log_a, B, C)[1],
+                                                             chunk_size)
+
+
+def attention_form_and_chunk_states(x, log_a, B, C, chunk_size):  # y over the whole sequence
+    return ssd_attention_form(x, log_a, B, C), chunked(x, log_a, B, C, chunk_size)[1]
+
+
+def whole_mask_cut_in_blocks(x, log_a, B, C, chunk_size):  # the T x T mask, then its blocks
+    L = decay_mask(log_a)
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, states = [], []
+    for s in range(0, x.shape[2], chunk_size):
+        e = s + chunk_size
+        xc, lc, Bc, Cc = (t[:, :, s:e] for t in (x, log_a, B, C))
+        cum = lc.cumsum(-1)
+        ys.append((L[..., s:e, s:e] * (Cc @ Bc.transpose(-2, -1))) @ xc
+                  + cum.exp()[..., None] * (Cc @ h))
+        h = cum[..., -1, None, None].exp() * h \
+            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
+def test_chunked_sees_the_method():
+    name = "ex-ch10-chunked"
+    for answer in (loop_keeping_boundaries, attention_form_and_loop):
+        result = check(name, answer)
+        assert result.status == "fail" and "runs a step per position inside a chunk" \
+            in result.message, result
+    for answer in (attention_form_and_chunk_states, whole_mask_cut_in_blocks):
+        result = check(name, answer)
+        assert result.status == "fail" and "makes a T x T matrix" in result.message, result
 
 
 # --- the delta rule overwrites: one worked memory --------------------------------------------------
@@ -451,6 +515,11 @@ def delta_write_package(S, k, v, beta):
     return delta_rule_recurrent(kk, kk, vv, beta[:, None, None], state=S[:, None])[1][:, 0]
 
 
+def delta_write_in_place(S, k, v, beta):  # the write goes into S itself, which it returns
+    S += _outer(k, beta[:, None] * (v - _read(S, k)))
+    return S
+
+
 def _read(S, k):
     return torch.einsum("bkv,bk->bv", S, k)
 
@@ -486,8 +555,9 @@ DELTA_SLIPS = {
 
 
 @pytest.mark.parametrize("fn", [delta_write, delta_write_gated_form, delta_write_eye_in_float32,
-                                delta_write_loop, delta_write_package],
-                         ids=["einsum", "gated-form", "eye-in-float32", "loop", "package"])
+                                delta_write_loop, delta_write_package, delta_write_in_place],
+                         ids=["einsum", "gated-form", "eye-in-float32", "loop", "package",
+                              "in-place"])
 def test_delta_bug_accepts(fn):
     assert check("ex-ch10-delta-bug", fn)
 
@@ -507,8 +577,17 @@ def test_delta_bug_starter_gets_its_symptom_only():
 
 
 def test_delta_bug_other_wrong_answers():
-    def in_place(S, k, v, beta):
-        S += _outer(k, beta[:, None] * (v - _read(S, k)))
+    def changes_k(S, k, v, beta):
+        k /= 1.0 + k.norm(dim=-1, keepdim=True)
+        return delta_write(S, k, v, beta)
+
+    def clears_S(S, k, v, beta):  # S changed in place, but not to the state it returns
+        out = delta_write(S, k, v, beta)
+        S.zero_()
+        return out
+
+    def hebb_in_place(S, k, v, beta):  # the starter's write, in place
+        S += beta[:, None, None] * torch.einsum("bk,bv->bkv", k, v)
         return S
 
     def squeezes(S, k, v, beta):  # right, except for a batch of one memory
@@ -524,7 +603,9 @@ def test_delta_bug_other_wrong_answers():
 
     name = "ex-ch10-delta-bug"
     assert check(name, starter).status == "not attempted"
-    assert "in place" in check(name, in_place).message
+    assert "changed its argument k in place" in check(name, changes_k).message
+    assert "S does not hold the new state it returns" in check(name, clears_S).message
+    assert "unless it was empty before" in check(name, hebb_in_place).message
     assert "B = 1" in check(name, squeezes).message
     assert "into an empty memory" in check(name, forgets_to_write_v).message
     assert check(name, reads_from_the_new_state).status == "fail"

@@ -10,12 +10,13 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from ..delta_rule import DeltaNet, delta_rule_chunked, delta_rule_recurrent
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
 from ..ssm import decay_mask, discretize_zoh
-from .core import Wrong, call, close, exercise, expect, returned_pair, returned_tensor
+from .core import Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
 
@@ -75,13 +76,22 @@ def check_state_size(answer):
 # ---------------------------------------------------------------------------------------------
 
 
+def _combined(out, ndim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the learner's ``combine`` returned, as the pair (a, b): a tuple or list, or one tensor
+    or array of two stacked ones, ``torch.stack([a, b])``, which unpacks as a pair too (``ndim``:
+    the number of axes of a and of b)."""
+    if isinstance(out, torch.Tensor | np.ndarray) and out.ndim == ndim + 1 and len(out) == 2:
+        out = tuple(out)
+    return returned_pair(out, "combine")
+
+
 def _doubling_scan(combine, a, b):
     """Hillis and Steele's scan over dim 1 with the learner's ``combine``, in the precision of
     what ``combine`` returns (a float32 combine gives float32 states)."""
     T, s, dtype = a.shape[1], 1, a.dtype
     while s < T:
-        a_new, b_new = returned_pair(call(combine, (a[:, :-s], b[:, :-s]), (a[:, s:], b[:, s:]),
-                                  what="combine"), "combine")
+        a_new, b_new = _combined(call(combine, (a[:, :-s], b[:, :-s]), (a[:, s:], b[:, s:]),
+                                      what="combine"), a.ndim)
         for new in (a_new, b_new):
             if new.is_floating_point() and torch.finfo(new.dtype).eps > torch.finfo(dtype).eps:
                 dtype = new.dtype
@@ -99,7 +109,7 @@ def _doubling_scan(combine, a, b):
 def check_combine(combine):
     g = torch.Generator().manual_seed(0)
     a1, b1, a2, b2 = (torch.rand(3, 5, generator=g, dtype=F64) for _ in range(4))
-    a, b = returned_pair(call(combine, (a1, b1), (a2, b2), what="combine"), "combine")
+    a, b = _combined(call(combine, (a1, b1), (a2, b2), what="combine"), a1.ndim)
     expect(a.shape == a1.shape and b.shape == b1.shape,
            "combine must return a pair of tensors of the shape of its inputs")
     if close(b, a1 * b2 + b1) and close(a, a1 * a2):  # the find-the-bug starter: its symptom
@@ -249,8 +259,10 @@ def check_zoh(fn):
     "function returns, entry by entry.",
     "Above the diagonal, j > i, step j has not happened yet when output i is computed. What does "
     "exp(A_i - A_j) give there, and what should L hold?",
-    "Keep the entries with j <= i and put zeros elsewhere: masked_fill with the complement of a "
-    "lower-triangular boolean mask, torch.ones(T, T, dtype=torch.bool).tril().",
+    "Keep the entries with j <= i and make the others zero by masking the exponent before exp: "
+    "fill A_i - A_j with -inf where j > i (masked_fill with the complement of a lower-triangular "
+    "boolean mask, torch.ones(T, T, dtype=torch.bool).tril()), since exp(-inf) = 0. Zeros put in "
+    "after exp would come too late: on a long sequence those entries overflow to inf first.",
 ])
 def check_decay_mask(fn):
     g = torch.Generator().manual_seed(3)
@@ -288,12 +300,77 @@ def _ssd_states(x, log_a, B, C):
     return torch.einsum("bhtn,bhtnp->bhtp", C, states), states
 
 
-def _chunk_states(states, what: str) -> torch.Tensor:
+def _chunk_states(states) -> torch.Tensor:
     """The learner's states as one tensor; a list of per-chunk states is stacked along dim 2."""
     if isinstance(states, list | tuple) and states \
             and all(isinstance(h, torch.Tensor | np.ndarray) for h in states):
-        states = torch.stack([returned_tensor(h, what) for h in states], dim=2)
-    return returned_tensor(states, what)
+        states = torch.stack([as_tensor(h, "each state in states") for h in states], dim=2)
+    return _item_tensor(states, "states, the second item of the pair (y, states),")
+
+
+def _item_tensor(x, what: str) -> torch.Tensor:
+    """An item of the learner's pair as a tensor (a NumPy array is taken as one), or a
+    :class:`Wrong` that says ``what`` must be a tensor."""
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x.copy())
+    expect(isinstance(x, torch.Tensor), f"{what} must be a tensor, got {type(x).__name__}")
+    return x
+
+
+class _TorchCalls(TorchFunctionMode):
+    """Counts the torch functions and tensor methods the code run inside it calls (those that
+    PyTorch calls inside them are not counted), and keeps the shape of the first result with two
+    axes of length ``T``: a T x T matrix."""
+
+    def __init__(self, T: int):
+        super().__init__()
+        self.T, self.calls, self.square = T, 0, None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        out = func(*args, **(kwargs or {}))
+        if self.square is None:
+            for t in out if isinstance(out, tuple | list) else (out,):
+                if isinstance(t, torch.Tensor) and list(t.shape).count(self.T) >= 2:
+                    self.square = tuple(t.shape)
+                    break
+        return out
+
+
+def _ssd_inputs(b, H, T, N, P, seed):
+    """x, log_a, B, C of the scalar-gated SSM, float64, from a local generator."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, H, T, P, generator=g, dtype=F64)
+    log_a = -torch.rand(b, H, T, generator=g, dtype=F64)
+    B, C = (torch.randn(b, H, T, N, generator=g, dtype=F64) for _ in range(2))
+    return x, log_a, B, C
+
+
+def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
+    """Runs the learner's ssd_chunked on T steps in chunks of ``chunk_size`` and returns what it
+    called; batch 1, H = 2, N = 2, P = 3, so that only the time axes have length T."""
+    inputs = _ssd_inputs(1, 2, T, 2, 3, seed=5)
+    with _TorchCalls(T) as watch:
+        call(fn, *inputs, chunk_size, what="ssd_chunked")
+    return watch
+
+
+def _check_chunked_method(fn) -> None:
+    """A :class:`Wrong` unless ``fn`` works by chunks: with one chunk of T steps its number of
+    torch calls does not grow with T (no step per position inside a chunk), and with chunks of
+    4 steps it makes no T x T matrix (no attention form over the whole sequence)."""
+    short, long = (_watch_chunked(fn, T, T) for T in (8, 32))
+    if long.calls - short.calls >= (32 - 8) // 2:
+        raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
+                    f"(chunk_size = T) it makes {short.calls} torch calls for T = 8 and "
+                    f"{long.calls} for T = 32. Inside a chunk, compute all its outputs at once with "
+                    "the attention form, and the state at its end with one matrix product")
+    whole = _watch_chunked(fn, 32, 4)
+    if whole.square is not None:
+        raise Wrong("ssd_chunked makes a T x T matrix with chunks of 4 steps (a tensor of shape "
+                    f"{whole.square} for T = 32): it computes over the whole sequence at once. "
+                    "Inside a chunk the attention form needs the chunk's steps only, "
+                    "chunk_size x chunk_size")
 
 
 #: the lengths of the chunks the check cuts T = 11 steps into: 3 chunks with a last one of 3
@@ -312,11 +389,8 @@ CHUNK_SIZES = (4, 5, 11)
     "states with torch.stack(..., dim=2).",
 ])
 def check_chunked(fn):
-    g = torch.Generator().manual_seed(4)
     b, H, T, N, P = 2, 3, CHUNK_SIZES[-1], 5, 4  # all different: a missing or swapped axis fails
-    x = torch.randn(b, H, T, P, generator=g, dtype=F64)
-    log_a = -torch.rand(b, H, T, generator=g, dtype=F64)
-    B, C = (torch.randn(b, H, T, N, generator=g, dtype=F64) for _ in range(2))
+    x, log_a, B, C = _ssd_inputs(b, H, T, N, P, seed=4)
     ref, every_state = _ssd_states(x, log_a, B, C)
     for chunk in CHUNK_SIZES:
         out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk, what="ssd_chunked")
@@ -325,8 +399,8 @@ def check_chunked(fn):
                         "outputs and the state after each chunk")
         expect(isinstance(out, tuple | list) and len(out) == 2, "ssd_chunked must return the "
                f"pair (y, states), got {type(out).__name__}")
-        y = returned_tensor(out[0], "ssd_chunked's y")
-        states = _chunk_states(out[1], "ssd_chunked's states")
+        y = _item_tensor(out[0], "y, the first item of the pair (y, states),")
+        states = _chunk_states(out[1])
         expect(y.shape == ref.shape, f"y must have x's shape (batch, H, T, P) = "
                f"{tuple(ref.shape)}, got {tuple(y.shape)} (chunk_size={chunk})")
         if not close(y, ref, n=T * N):
@@ -369,6 +443,7 @@ def check_chunked(fn):
                                                             n=T * N))
         raise Wrong(f"with chunk_size={chunk}, y is right but the state after chunk {wrong} is "
                     "not the recurrence's state at the chunk's last step")
+    _check_chunked_method(fn)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,9 +649,13 @@ def check_delta_bug(fn):
         out = returned_tensor(_call_on(fn, given, "delta_write", case), "delta_write")
         expect(tuple(out.shape) == tuple(S.shape), f"the new state must have S's shape "
                f"(B, D_k, D_v) = {tuple(S.shape)}, got {tuple(out.shape)}")
-        for name, x, x_given in zip(("S", "k", "v", "beta"), (S, k, v, beta), given, strict=True):
+        for name, x, x_given in zip(("k", "v", "beta"), (k, v, beta), given[1:], strict=True):
             expect(torch.equal(x, x_given), f"delta_write changed its argument {name} in place: "
-                   "return the new state and leave the memory it was given as it was")
+                   "it writes into the memory S only, and leaves k, v and beta as they were")
+        # the write may go into S itself (S += ...), if S then holds the new state it returns
+        expect(torch.equal(given[0], S) or close(given[0], out, n=Dk),
+               "delta_write changed its argument S in place, but S does not hold the new state it "
+               "returns: either write the new state into S, or leave S as it was")
         out = out.detach()
         ref = _delta_reference(S, k, v, beta)
         if close(out, ref, n=Dk):
