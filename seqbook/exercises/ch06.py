@@ -87,6 +87,9 @@ def check_dot(fn):
 def check_params(fn):
     for d, d_ff, heads in ((64, 256, 4), (12, 20, 3), (8, 8, 1)):
         out = call(fn, d, d_ff, what="layer_params")
+        if isinstance(out, torch.Tensor | np.ndarray) and out.size == 2 or (
+                isinstance(out, torch.Tensor) and out.numel() == 2):
+            out = tuple(out.reshape(-1).tolist())
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "layer_params must return a pair (encoder layer, decoder layer)")
         enc, dec = (_number(v, "layer_params") for v in out)
@@ -160,7 +163,8 @@ def _post_ln_norm_slip(layer, out, x, pad):
         if "bare" in (first, second):
             where = {(True, True): "both LayerNorms", (True, False): "the first LayerNorm",
                      (False, True): "the second LayerNorm"}[first == "bare", second == "bare"]
-            return (f"{where} normalise without the layer's gain and shift: a fresh LayerNorm "
+            verb = "normalise" if where == "both LayerNorms" else "normalises"
+            return (f"{where} {verb} without the layer's gain and shift: a fresh LayerNorm "
                     "(or F.layer_norm without weight and bias) is not the layer's norm1 and "
                     "norm2, which carry learned gains and shifts")
         if (first, second) == ("norm2", "norm1"):
@@ -327,8 +331,8 @@ def check_causal_mask(fn):
             raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
-            raise Wrong("query 0 can read no key at all: its whole row is blocked, so its "
-                        "softmax is 0/0, and no query can read its own position")
+            raise Wrong("the first query's attention weights are not a distribution: its "
+                        "softmax is 0/0")
         if bool((~mask & blocked).any()):
             raise Wrong("some query sees a later key: the future leaks in")
         raise Wrong("the mask blocks keys a query may read: query i reads keys 0 .. i")
@@ -453,11 +457,21 @@ def check_cached_generation(fn):
         model = _small_gpt(positional, block_size=24, seed=3)
         idx = _greedy_tokens(positional, prompt, steps)[:, :prompt].clone()
         positions, cached, hooks = _watch_calls(model)
+        generated = []
+
+        def generate(*args, model=model, generated=generated, **kwargs):  # the library's
+            generated.append(True)
+            return type(model).generate(model, *args, **kwargs)
+
+        model.generate = generate
         try:
             out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
         finally:
+            del model.generate
             for h in hooks:
                 h.remove()
+        expect(not generated, "greedy_with_cache calls model.generate: the exercise asks for the "
+               "loop itself, the prompt run once and then one new token per step")
         out = returned_tensor(out, "greedy_with_cache")
         expect(out.shape == (2, prompt + steps), f"greedy_with_cache(model, idx of shape (2, "
                f"{prompt}), {steps}) must return shape (2, {prompt + steps}), got "
@@ -682,7 +696,8 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
         raise Wrong(f"for p = {p} the kept tokens' probability sums to less than p: the nucleus "
                     "is too small")
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
-                "token the rest still sums to at least p")
+                "token the rest still sums to at least p (a prefix that sums to exactly p is "
+                "already enough)")
 
 
 @exercise("ex-ch6-top-p-bug", hints=[
