@@ -105,6 +105,12 @@ def test_elman():
     assert "keeps its initial state" in check(name, lambda r: as_elman(r, z_bias=40.0)).message
     assert "reset gate is closed" in check(name, lambda r: as_elman(r, r_bias=-40.0)).message
     assert "almost" in check(name, lambda r: as_elman(r, z_bias=-8.0, r_bias=8.0)).message
+    # the right structure with gates pinned by too small a bias: the outputs differ by 1e-2 or more
+    for z_bias, r_bias in [(-5.0, 5.0), (-3.0, 3.0), (-40.0, 5.0), (-5.0, 40.0), (-1.0, 1.0)]:
+        weak = check(name, lambda r, z=z_bias, b=r_bias: as_elman(r, z_bias=z, r_bias=b))
+        assert weak.status == "fail" and "biases larger" in weak.message, (z_bias, r_bias)
+    weak_f32 = check(name, lambda r: as_elman(r, z_bias=-5.0, r_bias=5.0, dtype=torch.float32))
+    assert "biases larger" in weak_f32.message
     assert "does not compute" in check(name, lambda r: as_elman(r, block=0)).message
     assert "GRU layer" in check(name, lambda r: r).message
     assert "nn.Module" in check(name, lambda r: 3).message
@@ -114,8 +120,8 @@ def test_elman():
     # a GRU made in float32 (PyTorch's default) with the RNN's weights is right at its precision
     assert check(name, lambda r: as_elman(r, dtype=torch.float32))
 
-    def torch_gru(rnn):
-        ours = as_elman(rnn)
+    def torch_gru(rnn, **kwargs):
+        ours = as_elman(rnn, **kwargs)
         ref = nn.GRU(rnn.input_size, rnn.hidden_size, batch_first=True).double()
         with torch.no_grad():
             for name_ in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
@@ -123,6 +129,8 @@ def test_elman():
         return ref
 
     assert check(name, torch_gru)
+    weak_torch = check(name, lambda r: torch_gru(r, z_bias=-5.0, r_bias=5.0))
+    assert "biases larger" in weak_torch.message
 
     def pinned_in_bias_hh(rnn):  # the pins in bias_hh rather than bias_ih
         gru = as_elman(rnn, z_bias=0.0, r_bias=0.0)

@@ -41,11 +41,12 @@ def _number(out, what: str) -> torch.Tensor:
 
 
 def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
-                   large: bool = False) -> None:
+                   large: bool = False, word: str = "energies") -> None:
     """Name the typical mistakes with padding: weight on it, a finite fill value (-40) in place of
     -inf, a softmax over the wrong axis, rows that no longer sum to one. ``fix`` is added to the
     first message (not for a find-the-bug exercise, whose first message states the symptom only).
-    ``large``: the case whose real energies are far below 0, where a finite fill value leaks."""
+    ``large``: the case whose real energies are far below 0, where a finite fill value leaks.
+    ``word``: what the exercise calls the numbers under the softmax (energies, scores)."""
     on_padding = weights.masked_fill(real, 0).abs()
     if (on_padding > 1e-12).any() and not large:
         b, j = (int(t) for t in (on_padding > 1e-12).nonzero()[0])
@@ -53,10 +54,10 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
         raise Wrong(f"position {j} of a source of length {n} gets weight, so the context of this "
                     f"source changes with the padding of its batch{fix}")
     if (on_padding != 0).any():
-        raise Wrong("the padding gets weight: little while the energies are of order 1, much once "
-                    "the real energies fall below the fill value. A finite fill such as -40 hides "
-                    "the padding only while every real energy stays well above it; the padding's "
-                    "weight must be exactly 0 whatever the energies (fill with -inf)")
+        raise Wrong(f"the padding gets weight: little while the {word} are of order 1, much once "
+                    f"the real {word} fall below the fill value. A finite fill such as -40 hides "
+                    f"the padding only while every real {word[:-1]} stays well above it; the "
+                    f"padding's weight must be exactly 0 whatever the {word} (fill with -inf)")
     sums = weights.sum(-1)
     if not close(sums, torch.ones(sums.shape, dtype=F64), n=weights.shape[-1]):
         if weights.shape[0] > 1 and close(weights.sum(0), torch.ones(weights.shape[-1]),
@@ -204,8 +205,7 @@ def check_context_bug(fn):
     expect_shape(s, ref_s.shape, "the new state")
     if close(s, ref_s, n=10) and close(logits, slips["new state"], n=10):
         # the starter's bug: the symptom only
-        raise Wrong("the new state s_i is right, but the logits are not those of eq. (4.9): the "
-                    "context in the read-out is not the context that the update read")
+        raise Wrong("the new state s_i is right, but the logits differ from those of eq. (4.9)")
     if close(logits, slips["first state"], n=10):
         raise Wrong("the context is computed from s_0 at every step: the query is the previous "
                     "state s_(i-1), which changes from step to step")
@@ -250,7 +250,7 @@ def check_luong(fn):
         ref_w = _masked_softmax(scores, real)
         ref = (ref_w[..., None] * h).sum(1)
         _padding_slips(weights, real, ". Mask the scores with -inf before the softmax",
-                       large=case == 1)
+                       large=case == 1, word="scores")
         if close(weights, _masked_softmax(scores / h.shape[-1] ** 0.5, real), n=4):
             raise Wrong("the scores are divided by sqrt(d): that is the transformer's scaled dot "
                         "product; Luong's general score is s^T W h_j as it is")
