@@ -372,7 +372,7 @@ def dense_energy(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tens
 
 
 def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch.Tensor:
-    """Apply rule (6.5) to every neuron at once (each decision sees the old state):
+    """Apply rule (7.7) to every neuron at once (each decision sees the old state):
     neuron l takes the value, +1 or -1, that gives the lower energy; a tie keeps the old value.
 
     A state is a fixed point of the asynchronous dynamics exactly when this leaves it unchanged,
@@ -431,7 +431,7 @@ def dense_update_async(
     order: torch.Tensor | list[int] | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """One asynchronous sweep of Demircigil et al.'s rule (6.5), one neuron at a time:
+    """One asynchronous sweep of Demircigil et al.'s rule (7.7), one neuron at a time:
 
         xi_new[l] = sgn[ -E(xi^(l+)) + E(xi^(l-)) ],
 

@@ -224,7 +224,14 @@ def test_attention():
     assert "masked keys still count" in check(name, lambda q, k, v, m: attention(q, k, v)).message
     assert "the pair (output, scores)" in check(name, lambda q, k, v, m: q).message
     # the exercise forbids a (Tq, Tk, D) tensor of angle differences: right values, wrong method
-    assert "(B, Tq, Tk, D)" in check(name, differences).message
+    assert "(Tq, Tk, D)" in check(name, differences).message
+
+    def per_sequence(q, k, v, mask=None):  # a (Tq, Tk, D) tensor for each sequence in turn
+        outs = [differences(q[b:b + 1], k[b:b + 1], v[b:b + 1],
+                            None if mask is None else mask[b:b + 1]) for b in range(len(q))]
+        return torch.cat([o for o, _ in outs]), torch.cat([s for _, s in outs])
+
+    assert "(Tq, Tk, D)" in check(name, per_sequence).message
 
 
 def differences(q, k, v, mask=None):
@@ -233,3 +240,12 @@ def differences(q, k, v, mask=None):
         scores = scores.masked_fill(~mask, 0.0)
     re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
     return torch.atan2(im, re) / math.pi, scores
+
+
+def test_capacity_names_only_the_slip_it_sees():
+    import math
+
+    # pi forgotten: not the 1/sqrt(n) spread, whatever n is
+    assert "1/sqrt(n)" not in check("ex-ch8-capacity", lambda n: math.floor(n / 50)).message
+    assert "1/sqrt(n)" in check("ex-ch8-capacity",
+                                lambda n: math.floor(math.pi * n / 100)).message
