@@ -2,6 +2,7 @@
 untouched starter "not attempted" (the find-the-bug starter gets its bug named), and names what is
 wrong in each typical wrong answer."""
 
+import re
 import time
 from collections import Counter
 from itertools import pairwise
@@ -90,6 +91,12 @@ def test_cost():
     assert check(name, (B * T * V * 4, B * T * V * d, B * T * d))
     assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded to 3 significant digits
     assert check(name, [np.int64(B * T * V * 4), torch.tensor(3.16e11), np.float32(6.29e6)])
+    # the three numbers as one array or tensor
+    assert check(name, np.array([B * T * V * 4, B * T * V * d, B * T * d]))
+    assert check(name, np.array([1.65e9, 3.16e11, 6.29e6]))
+    assert check(name, torch.tensor([B * T * V * 4, B * T * V * d, B * T * d]))
+    assert not check(name, np.array([1.64e9, 3.16e11, 6.29e6]))
+    assert "three numbers" in check(name, np.array([1.65e9, 3.16e11])).message
     assert not check(name, (1.64e9, 3.16e11, 6.29e6))  # a digit off
     assert not check(name, (1.65e9, 3.17e11, 6.29e6))
     assert not check(name, (1.65e9, 3.16e11, 6.28e6))
@@ -131,6 +138,12 @@ def test_patch_size():
     assert "3 does not divide 8" in check(name, {**right, 3: (4, 9, 320)}).message
     assert check(name, {p: tuple(np.int64(v) for v in row) for p, row in right.items()})
     assert check(name, {p: [float(v) for v in row] for p, row in right.items()})
+    # rows given as NumPy arrays or tensors
+    assert check(name, {p: np.array(row) for p, row in right.items()})
+    assert check(name, {p: torch.tensor(row) for p, row in right.items()})
+    assert check(name, {p: torch.tensor(row, dtype=torch.float32) for p, row in right.items()})
+    assert "miss the bias" in check(name, {p: np.array(r) for p, r in no_bias.items()}).message
+    assert "3 does not divide 8" in check(name, {**right, 3: np.array([4, 9, 320])}).message
     assert "must be a dict" in check(name, [1, 2]).message
 
 
@@ -208,8 +221,25 @@ def test_bpe_bug():
     message = check(name, longest_match).message
     assert "longest known token" in message, message
     assert "bytes objects" in check(name, lambda piece, merges: list(piece)).message
+    as_str = check(name, lambda piece, merges: [c for c in piece.decode("utf-8")]).message
+    assert "got a list holding str objects" in as_str, as_str
+    assert "got str" in check(name, lambda piece, merges: piece.decode("utf-8")).message
     assert "do not spell it again" in check(name, lambda piece, merges: [piece[:1]]).message
     assert "split differently" in check(name, lambda piece, merges: [piece]).message
+
+    def one_off(piece, merges):  # wrong on one piece only: "1 of the ... pieces is split"
+        return [piece] if piece == b" weather" else right_encode(piece, merges)
+
+    message = check(name, one_off).message
+    assert message.startswith("1 of the ") and " pieces is split differently" in message, message
+
+
+def test_bpe_bug_times_the_learner_only():
+    """The cases are built outside the time limit: a fresh cache does not count against
+    encode_piece."""
+    from seqbook.exercises.ch01 import _bug_cases
+    _bug_cases.cache_clear()
+    assert check("ex-ch1-bpe-bug", right_encode)
 
 
 def test_bpe_bug_accepts_other_right_answers():
@@ -258,8 +288,10 @@ def merge(word, pair):
     return tuple(out)
 
 
-def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False):
+def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False, regex=False):
     spans = text.split() if split else pretokenize(text) if pieces else [text]
+    if regex:
+        spans = re.findall(r"\w+|[^\w\s]+", text)
     words = Counter(tuple(bytes([b]) for b in p.encode("utf-8")) for p in spans)
     merges = []
 
@@ -292,6 +324,9 @@ def test_bpe_merges():
     assert "after every merge" in check(name, lambda t, n: learn(t, n, recount=False)).message
     # the review's case: words of text.split() were told to weight the pieces
     assert "text.split()" in check(name, lambda t, n: learn(t, n, split=True)).message
+    # words cut by a regular expression get a message that is true of them too
+    regex = check(name, lambda t, n: learn(t, n, regex=True)).message
+    assert "no merge joins a space to a word" in regex and "regular expression" in regex, regex
     assert "must return 40 merges" in check(name, lambda t, n: learn(t, n - 1)).message
 
     def no_stop(text, n):  # runs past the last possible merge: max() of nothing

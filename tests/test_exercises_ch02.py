@@ -20,18 +20,24 @@ def starter(*args):
 
 def test_next_step():
     name = "ex-ch2-next-step"
-    assert check(name, ([0.0, 1.0, 1.0], -1.0))
-    assert check(name, (torch.tensor([0.0, 1.0, 1.0]), torch.tensor(-1.0)))
-    assert check(name, (torch.tensor([[0.0, 1.0, 1.0]]), torch.tensor([-1.0])))  # (1, 3), (1,)
-    assert check(name, ((0, 1, 1), -1))
-    assert check(name, (np.array([0.0, 1.0, 1.0], dtype=np.float32), np.float64(-1.0)))
+    # x_(t+1) = (-1, 1): the sum (-1, 1, 2), which ReLU makes (0, 1, 2); y = 0 - 2
+    assert check(name, ([0.0, 1.0, 2.0], -2.0))
+    assert check(name, (torch.tensor([0.0, 1.0, 2.0]), torch.tensor(-2.0)))
+    assert check(name, (torch.tensor([[0.0, 1.0, 2.0]]), torch.tensor([-2.0])))  # (1, 3), (1,)
+    assert check(name, ((0, 1, 2), -2))
+    assert check(name, (np.array([0.0, 1.0, 2.0], dtype=np.float32), np.float64(-2.0)))
     assert check(name, ...).status == "not attempted"
-    assert "transposed" in check(name, ([0.0, 2.0, 0.0], 0.0)).message
-    assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 0.0], 0.0)).message
+    no_relu = check(name, ([-1.0, 1.0, 2.0], -3.0))  # ReLU forgotten
+    assert no_relu.status == "fail" and "without ReLU" in no_relu.message, no_relu
+    assert "without ReLU" in check(name, ([-1.0, 1.0, 2.0], -2.0)).message
+    assert "transposed" in check(name, ([0.0, 2.0, 1.0], -1.0)).message
+    assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 1.0], -1.0)).message
     assert "leaves out the input term" in check(name, ([0.0, 0.0, 1.0], -1.0)).message
-    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 1.0], 1.0)).message
+    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 2.0], 2.0)).message
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
     assert "must be a pair" in check(name, 3).message
+    # the old input (0, 1), whose sum ReLU left alone, is not this exercise's answer
+    assert not check(name, ([0.0, 1.0, 1.0], -1.0))
 
 
 # --- gradient clipping ---------------------------------------------------------------------------
@@ -360,3 +366,26 @@ def test_bptt():
 
     message = check(name, wrong_y).message
     assert message == "dW_y is not the gradient of the loss (dW_ih and dW_hh are right)", message
+
+    def finite_differences(W_ih, W_hh, W_y, xs, ys, eps=1e-5):  # right to ~1e-9, not exact
+        def loss(Ws):
+            h, total = torch.zeros(Ws[1].shape[0], dtype=xs.dtype), 0.0
+            for t in range(xs.shape[0]):
+                h = torch.tanh(Ws[0] @ xs[t] + Ws[1] @ h)
+                total = total + 0.5 * ((Ws[2] @ h - ys[t]) ** 2).sum()
+            return total / xs.shape[0]
+
+        Ws, grads = [W_ih, W_hh, W_y], []
+        for k, W in enumerate(Ws):
+            g = torch.zeros_like(W)
+            for idx in np.ndindex(*W.shape):
+                up, down = [w.clone() for w in Ws], [w.clone() for w in Ws]
+                up[k][idx] += eps
+                down[k][idx] -= eps
+                g[idx] = (loss(up) - loss(down)) / (2 * eps)
+            grads.append(g)
+        return tuple(grads)
+
+    message = check(name, finite_differences).message
+    assert "by more than float64 rounding" in message and "not the gradient" not in message, \
+        message

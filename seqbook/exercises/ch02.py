@@ -39,8 +39,9 @@ def _worked_step(h, x, W_hh=None):
 @exercise("ex-ch2-next-step", hints=[
     "Do what the chapter did for h_t: first the input's contribution W_ih x_(t+1), then the "
     "state's W_hh h_t, add them, apply ReLU, and read the output off the new state.",
-    "W_ih x_(t+1) picks the second column of W_ih. W_hh is the cyclic shift of the worked "
-    "example: it moves the entry of each slot to the slot above it, the first to the last.",
+    "W_ih x_(t+1) is the second column of W_ih minus the first. W_hh is the cyclic shift of the "
+    "worked example: it moves the entry of each slot to the slot above it, the first to the last.",
+    "This time ReLU has work to do: it sets every negative entry of the sum to 0.",
 ])
 def check_next_step(answer):
     expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
@@ -51,16 +52,21 @@ def check_next_step(answer):
            "the state h_(t+1) must be a list of 3 numbers (the state has 3 units)")
     expect(y.numel() == 1 and not y.is_complex(),
            f"y_(t+1) must be a number, got {tuple(y.shape)} values")
-    h_t, x_next = [1.0, 0.0, 0.0], [0.0, 1.0]
+    h_t, x_next = [1.0, 0.0, 0.0], [-1.0, 1.0]  # the sum is (-1, 1, 2): ReLU cuts the -1
     h_ref, _ = _worked_step(h_t, x_next)
+    from_x = torch.tensor(W_IH, dtype=F64) @ torch.tensor(x_next, dtype=F64)
+    from_h = torch.tensor(W_HH, dtype=F64) @ torch.tensor(h_t, dtype=F64)
     if not close(h_in, h_ref):
+        if close(h_in, from_x + from_h):
+            raise Wrong("the state is W_ih x_(t+1) + W_hh h_t without ReLU: the cell applies "
+                        "ReLU to the sum")
         if close(h_in, _worked_step(h_t, x_next, torch.tensor(W_HH).T)[0]):
             raise Wrong("the state uses W_hh transposed: row i of W_hh h_t is the dot product of "
                         "row i of W_hh with h_t")
-        if close(h_in, torch.relu(torch.tensor(W_IH, dtype=F64) @ torch.tensor(x_next, dtype=F64))):
+        if close(h_in, torch.relu(from_x)):
             raise Wrong("the state leaves out the recurrent term W_hh h_t: the old state must "
                         "enter the new one")
-        if close(h_in, torch.tensor(W_HH, dtype=F64) @ torch.tensor(h_t, dtype=F64)):
+        if close(h_in, torch.relu(from_h)):
             raise Wrong("the state leaves out the input term W_ih x_(t+1)")
         raise Wrong("h_(t+1) is not right: add W_ih x_(t+1) and W_hh h_t, then apply ReLU")
     expect(close(y.reshape(1), torch.tensor(W_Y, dtype=F64) @ h_ref),
@@ -386,6 +392,13 @@ def _diagnose_bptt(out, problem) -> None:
     wrong = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
              if not close(o, r, n=64)]
     right = [name for name in ("dW_ih", "dW_hh", "dW_y") if name not in wrong]
+    near = all(torch.allclose(o.to(F64), r, rtol=1e-4, atol=1e-7)
+               for o, r in zip(out, ref, strict=True))
+    if near:  # an estimate, such as finite differences: right to a few digits, not to rounding
+        raise Wrong(f"{' and '.join(wrong)} {'differs' if len(wrong) == 1 else 'differ'} from "
+                    "the gradient of the loss by more than float64 rounding, although by "
+                    "little: the exercise asks for the exact gradients of the backward sweep, "
+                    "not an estimate")
     raise Wrong(f"{' and '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not the gradient of "
                 "the loss" + (f" ({' and '.join(right)} {'is' if len(right) == 1 else 'are'} "
                               "right)" if right else ""))
