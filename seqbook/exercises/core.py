@@ -9,6 +9,7 @@ attempted", any other exception a :class:`Wrong` that names it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import random
@@ -136,44 +137,38 @@ def _arity_message(name: str, checker: Callable, given: int) -> str:
     return (f"this exercise takes {what}, check({call_}); got {given}")
 
 
+@contextlib.contextmanager
 def untouched_random_state():
     """A context in which random draws leave no trace: the global generators of torch (CPU and
     every initialised CUDA device), NumPy and Python's ``random`` are restored on exit."""
-    return _RandomState()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    python, numpy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy)
 
 
-class _RandomState:
-    def __enter__(self):
-        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-        self._fork = torch.random.fork_rng(devices=devices)
-        self._fork.__enter__()
-        self._python, self._numpy = random.getstate(), np.random.get_state()
-        return self
-
-    def __exit__(self, *exc):
-        random.setstate(self._python)
-        np.random.set_state(self._numpy)
-        return self._fork.__exit__(*exc)
-
-
-def _library_dirs() -> tuple[str, ...]:
+def _in_a_library(filename: str) -> bool:
+    """Whether ``filename`` is inside torch, NumPy or seqbook (not where the learner should look)."""
     package = Path(__file__).resolve().parent.parent  # seqbook
-    return tuple(str(Path(m.__file__).resolve().parent) for m in (torch, np)) + (str(package),)
+    dirs = tuple(str(Path(m.__file__).resolve().parent) for m in (torch, np)) + (str(package),)
+    return str(Path(filename).resolve()).startswith(dirs)
 
 
 def _learner_frame(err: BaseException):
     """The innermost frame of ``err``'s traceback that is not inside torch, NumPy or seqbook."""
-    dirs = _library_dirs()
     frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if not str(Path(f.filename).resolve()).startswith(dirs)
-              and not f.filename.startswith("<frozen")]
+              if not _in_a_library(f.filename) and not f.filename.startswith("<frozen")]
     return frames[-1] if frames else None
 
 
 def _raised_in_a_library(err: BaseException) -> bool:
     """Whether the frame that raised ``err`` is inside torch, NumPy or seqbook."""
     frames = traceback.extract_tb(err.__traceback__)
-    return bool(frames) and str(Path(frames[-1].filename).resolve()).startswith(_library_dirs())
+    return bool(frames) and _in_a_library(frames[-1].filename)
 
 
 def _error_message(err: BaseException, what: str = "your code") -> str:
