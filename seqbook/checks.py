@@ -17,9 +17,12 @@ checks still run there.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import math
 import numbers
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -28,6 +31,7 @@ from torch import nn
 
 __all__ = [
     "checked",
+    "readers_code",
     "INTEGER_DTYPES",
     "check_lm_chunks",
     "check_positive_int",
@@ -53,33 +57,80 @@ __all__ = [
 ]
 
 
-def checked(validate: Callable) -> Callable:
-    """Run ``validate`` with a function's arguments before the function: the package's one way to
-    keep argument checks out of the code the chapters print.
+# How many checked calls are running in this thread: a checked function called while another one
+# runs was called by the package, whose arguments were checked at the door, so it does not check again.
+_calls = threading.local()
 
-    ``validate`` takes the same arguments as the decorated function (``self`` first for a method)
-    and raises a clear error or returns nothing; it never changes the arguments. The decorated
-    function is then the computation only, and :func:`seqbook.utils.show_source` prints it without
-    the decorator line::
+
+def checked(validate: Callable) -> Callable:
+    """Run ``validate`` with a function's arguments before the function, once, where the reader's
+    call enters the package: the package's one way to keep argument checks out of the code the
+    chapters print.
+
+    ``validate`` sits right above the function it guards and names the parameters it checks, a
+    subset of the function's, under the same names and without defaults (it receives the values
+    the call bound, defaults included); it raises a clear error or returns nothing and never
+    changes the arguments. The decorated function is then the computation only, and
+    :func:`seqbook.utils.show_source` prints it without the decorator line::
 
         def _check_forward(self, x):
             check_float_tensor("x", x, shape=(None, None, self.embed_dim))
 
         @checked(_check_forward)
-        def forward(self, x):
+        def forward(self, x, mask=None):
             return self.linear2(self.activation(self.linear1(x)))  # the math only
+
+    **Once, at the door.** While a checked call runs, the checked calls it makes (a GPT's blocks,
+    a block's attention) skip their validators: their arguments were built by the package from
+    arguments already checked. :func:`readers_code` opens the door again around code the reader
+    supplied (a model handed to a training loop, a callback).
     """
+    own = inspect.signature(validate).parameters
 
     def decorate(fn: Callable) -> Callable:
+        signature = inspect.signature(fn)
+        params = list(signature.parameters)
+        names = [n for n in own if n in params]
+        variadic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in own.values())
+        unknown = [n for n in own if n not in params and own[n].default is inspect.Parameter.empty
+                   and not variadic]
+        if unknown:
+            raise TypeError(f"validator {validate.__qualname__} names {unknown}, which "
+                            f"{fn.__qualname__} does not take")
+        same = names == params == list(own)  # the validator takes the whole signature: no binding needed
+
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            validate(*args, **kwargs)
-            return fn(*args, **kwargs)
+            if getattr(_calls, "depth", 0):  # called by the package: checked at the door
+                return fn(*args, **kwargs)
+            if variadic or (same and not kwargs and len(args) == len(params)):
+                validate(*args, **kwargs)
+            else:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                validate(**{n: bound.arguments[n] for n in names})
+            _calls.depth = 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _calls.depth = 0
 
         run.validate = validate
         return run
 
     return decorate
+
+
+@contextlib.contextmanager
+def readers_code():
+    """Check the package's calls again inside this block: for code the reader supplied (a model
+    passed to a training loop), whose calls into the package enter by the door."""
+    depth = getattr(_calls, "depth", 0)
+    _calls.depth = 0
+    try:
+        yield
+    finally:
+        _calls.depth = depth
 
 
 def shape_of(x: torch.Tensor) -> tuple[int, ...]:
