@@ -125,6 +125,71 @@ def test_long_context_run_times_generation_against_key_value_heads():
         assert r["ms_per_token"] > 0
 
 
+def test_gpt_cpu_step_times_three_models_of_one_function(tmp_path):
+    pytest.importorskip("transformers")
+    from benchmarks import gpt_cpu_step
+
+    threads = torch.get_num_threads()
+    out = tmp_path / "gpt_cpu.json"
+    result = gpt_cpu_step.main(["--size", "tiny", "--steps", "3", "--warmup", "1", "--quiet",
+                                "--threads", "1", "--json", str(out)])
+    assert torch.get_num_threads() == threads  # the caller's setting is restored
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["meta"]["commit"] and result["meta"]["torch_threads"] == result["threads"] == 1
+    assert result["meta"]["clock"] == "wall" and result["meta"]["load_average_end"]
+    assert set(result["models"]) == {"seqbook", "native", "hf"} and result["steps"] == 3
+    assert result["models"]["hf"]["attention"] == "sdpa"
+    losses = result["initial_loss"]  # the three compute one function: equal losses before timing
+    assert losses["seqbook"] == pytest.approx(losses["native"], rel=1e-5) == losses["hf"]
+    assert len({m["parameters"] for m in result["models"].values()}) == 1  # tied in all three
+    ms = {name: m["ms_per_step"] for name, m in result["models"].items()}
+    assert min(ms.values()) > 0
+    assert result["ratio"]["seqbook/native"] == pytest.approx(ms["seqbook"] / ms["native"], abs=2e-3)
+    assert result["ratio"]["seqbook/hf"] == pytest.approx(ms["seqbook"] / ms["hf"], abs=2e-3)
+
+
+def test_gpt_cpu_step_refuses_models_that_differ():
+    pytest.importorskip("transformers")
+    from benchmarks import gpt_cpu_step
+
+    size = gpt_cpu_step.SIZES["tiny"]
+    models, _ = gpt_cpu_step.build(size)
+    x = torch.randint(size["vocab_size"], (2, size["block_size"]))
+    gpt_cpu_step.check_equal_losses(models, x, x)
+    for name in ("native", "hf"):  # every copied weight matters: the gradients of the copy agree
+        models[name].zero_grad()
+        gpt_cpu_step.LOSSES[name](models[name], x, x).backward()
+    models["seqbook"].zero_grad()
+    gpt_cpu_step.LOSSES["seqbook"](models["seqbook"], x, x).backward()
+    ln = models["seqbook"].blocks[1].norm2
+    assert_close(models["native"].h[1].ln_2.weight.grad, ln.weight.grad)
+    assert_close(models["hf"].transformer.h[1].ln_2.weight.grad, ln.weight.grad)
+    with torch.no_grad():
+        models["native"].h[1].fc.bias.add_(0.1)  # one wrong weight: no longer one function
+    with pytest.raises(AssertionError, match="one function"):
+        gpt_cpu_step.check_equal_losses(models, x, x)
+    models["seqbook"].blocks[0].self_attn.fast = False  # the readable path is not what is timed
+    with pytest.raises(RuntimeError, match="fused path"):
+        gpt_cpu_step.check_fused(models["seqbook"])
+
+
+def test_committed_gpt_cpu_step_names_its_commit_and_three_models():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "perf" / "gpt_cpu.json"
+    if not path.exists():
+        pytest.skip("perf/gpt_cpu.json is not committed yet (run on a quiet machine: "
+                    "python -m benchmarks.gpt_cpu_step --json perf/gpt_cpu.json)")
+    data = json.loads(path.read_text())
+    commit = data["meta"]["commit"]
+    assert isinstance(commit, str) and len(commit) >= 40 and not commit.endswith("+dirty")
+    assert set(data["models"]) == {"seqbook", "native", "hf"} and data["size"] == "default"
+    assert data["steps"] >= 8 and data["meta"]["torch_threads"] == data["threads"]
+    ms = {name: m["ms_per_step"] for name, m in data["models"].items()}
+    assert data["ratio"]["seqbook/native"] == pytest.approx(ms["seqbook"] / ms["native"], abs=2e-3)
+    assert data["ratio"]["seqbook/hf"] == pytest.approx(ms["seqbook"] / ms["hf"], abs=2e-3)
+
+
 def _has_transformers() -> bool:
     try:
         import transformers  # noqa: F401

@@ -1,0 +1,111 @@
+"""A GPT-2 built from PyTorch's native layers only: the floor the fused path is measured against.
+
+The same function as :class:`seqbook.gpt.GPT` with learned positions, biases, GPT-2's tanh GELU,
+a final LayerNorm and tied embeddings, written the way nanoGPT's ``model.py`` writes it: every
+piece is one of PyTorch's own kernels (``nn.Embedding``, ``nn.LayerNorm``, ``nn.Linear``,
+``F.scaled_dot_product_attention`` with ``is_causal=True``, ``F.gelu(approximate="tanh")``), and
+the query, key and value projections are one ``nn.Linear`` of width 3 D, as in nanoGPT and GPT-2.
+No dropout (the benchmark trains with none), no checks, no cache: nothing but the computation.
+:func:`copy_from_seqbook` gives it the weights of a seqbook ``GPT``, and :func:`copy_to_hf` hands
+them on to Hugging Face's ``GPT2LMHeadModel``, so that the three models timed side by side compute
+one function (``benchmarks.gpt_cpu_step`` asserts equal losses before it times anything).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(n_embd, 3 * n_embd)  # W_Q, W_K, W_V stacked: one matrix product
+        self.proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=2)  # 3 x (B, T, D)
+        q, k, v = (t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2)
+                   for t in (q, k, v))  # (B, H, T, D_h)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D_h)
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd: int, n_head: int, eps: float):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=eps)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=eps)
+        self.fc = nn.Linear(n_embd, 4 * n_embd)
+        self.fc_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        h = F.gelu(self.fc(self.ln_2(x)), approximate="tanh")  # (B, T, 4D)
+        return x + self.fc_proj(h)
+
+
+class NativeGPT(nn.Module):
+    """GPT-2 of the given sizes from PyTorch's native layers; ``forward`` returns (logits, loss)."""
+
+    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int,
+                 eps: float = 1e-5):
+        super().__init__()
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head, eps) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd, eps=eps)
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe.weight[:T]  # (B, T, D)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+@torch.no_grad()
+def copy_from_seqbook(native: NativeGPT, gpt: nn.Module) -> NativeGPT:
+    """Give ``native`` the weights of ``gpt``, a :class:`seqbook.gpt.GPT` with learned positions,
+    biases and tied embeddings. Fails loudly (AttributeError) if the GPT's parts are renamed."""
+    native.wte.weight.copy_(gpt.tok_emb.weight)
+    native.wpe.weight.copy_(gpt.pos_emb.weight)
+    for n, b in zip(native.h, gpt.blocks, strict=True):
+        a = b.self_attn
+        n.ln_1.load_state_dict(b.norm1.state_dict())
+        n.ln_2.load_state_dict(b.norm2.state_dict())
+        n.attn.qkv.weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+        n.attn.qkv.bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
+        n.attn.proj.load_state_dict(a.out_proj.state_dict())
+        n.fc.load_state_dict(b.ff.linear1.state_dict())
+        n.fc_proj.load_state_dict(b.ff.linear2.state_dict())
+    native.ln_f.load_state_dict(gpt.ln_f.state_dict())
+    return native
+
+
+@torch.no_grad()
+def copy_to_hf(hf: nn.Module, native: NativeGPT) -> nn.Module:
+    """Give Hugging Face's ``GPT2LMHeadModel`` ``hf`` the weights of ``native``. Hugging Face keeps
+    each linear map as a ``Conv1D`` whose weight is (in, out), the transpose of ``nn.Linear``'s."""
+    t = hf.transformer
+    t.wte.weight.copy_(native.wte.weight)  # the head is tied to it in both models
+    t.wpe.weight.copy_(native.wpe.weight)
+    for h, n in zip(t.h, native.h, strict=True):
+        h.ln_1.load_state_dict(n.ln_1.state_dict())
+        h.ln_2.load_state_dict(n.ln_2.state_dict())
+        for conv, lin in ((h.attn.c_attn, n.attn.qkv), (h.attn.c_proj, n.attn.proj),
+                          (h.mlp.c_fc, n.fc), (h.mlp.c_proj, n.fc_proj)):
+            conv.weight.copy_(lin.weight.T)
+            conv.bias.copy_(lin.bias)
+    t.ln_f.load_state_dict(native.ln_f.state_dict())
+    return hf
