@@ -10,13 +10,17 @@ and tied embeddings, in float32:
   PyTorch's kernels allow;
 * ``hf``: Hugging Face's ``GPT2LMHeadModel`` built from a ``GPT2Config`` (SDPA attention).
 
-The weights of the first are copied into the other two, and the script refuses to time anything
-unless the three losses on one batch agree (float32 tolerance). One step is what training costs:
-``zero_grad``, forward to the mean cross-entropy, backward, and an AdamW step. The steps are timed
-with :func:`benchmarks.timing.measure`: warm-up steps of each model, one calibration step, then
-rounds that take one step of every model, in an order that alternates from round to round
-(seqbook, native, hf, then hf, native, seqbook), so that a machine that gets busier slows all three
-alike. A timing is the median over the rounds; the ratios are ours / native and ours / hf.
+One set of weights serves all three: Hugging Face's model is built first and copied into the other
+two (:meth:`seqbook.gpt.GPT.from_hf`, :func:`benchmarks.native_gpt.copy_from_hf`; the copy names
+GPT-2's parts, not seqbook's, so a change inside seqbook's modules does not break it), and the
+script refuses to time anything unless the three losses on one batch agree (float32 tolerance).
+
+One step is what training costs: forward to the mean cross-entropy, backward, an AdamW step,
+``zero_grad``. The steps are timed with :func:`benchmarks.timing.measure`: warm-up steps of each
+model, one calibration step, then rounds that take one step of every model, in an order that
+alternates from round to round (seqbook, native, hf, then hf, native, seqbook), so that a machine
+that gets busier slows all three alike. A timing is the median over the rounds; the ratios are
+ours / native and ours / hf.
 
 Run it from the root of the repository::
 
@@ -39,10 +43,10 @@ import torch
 from torch import nn
 
 from benchmarks.gpu.gpt_throughput import readable_attention_calls
-from benchmarks.native_gpt import NativeGPT, copy_from_seqbook, copy_to_hf
+from benchmarks.native_gpt import NativeGPT, copy_from_hf
 from benchmarks.report import machine_info
 from benchmarks.timing import measure
-from seqbook.gpt import GPT, GPTConfig
+from seqbook.gpt import GPT
 
 # Model and batch sizes. "default": the issue's measurement (GPT-2's vocabulary padded to 50304).
 SIZES = {
@@ -53,13 +57,18 @@ MODELS = ("seqbook", "native", "hf")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def seqbook_gpt(size: dict) -> tuple[nn.Module, dict]:
-    """seqbook's GPT on the fused path, checked to run no readable attention."""
-    config = GPTConfig(vocab_size=size["vocab_size"], block_size=size["block_size"],
-                       n_layer=size["n_layer"], n_head=size["n_head"], n_embd=size["n_embd"],
-                       dropout=0.0, bias=True, tie_weights=True, positional="learned",
-                       activation="gelu_tanh", fast=True)
-    model = GPT(config)
+# seqbook's GPT as issue 35 asks for it: the fused path, GPT-2's pieces, no dropout
+SEQBOOK_CONFIG = dict(dropout=0.0, bias=True, tie_weights=True, positional="learned",
+                      activation="gelu_tanh", fast=True)
+
+
+def seqbook_gpt(hf: nn.Module) -> tuple[nn.Module, dict]:
+    """seqbook's GPT on the fused path with the weights of ``hf``, checked to run no readable part."""
+    model = GPT.from_hf(hf, fast=True)
+    c = model.config
+    wrong = {k: getattr(c, k) for k, v in SEQBOOK_CONFIG.items() if getattr(c, k) != v}
+    if wrong:
+        raise RuntimeError(f"the measured GPT must have GPTConfig({SEQBOOK_CONFIG}), got {wrong}")
     return model, {"name": "seqbook.gpt.GPT", "config": "GPTConfig(..., fast=True)",
                    "fast_switches": check_fused(model)}
 
@@ -111,14 +120,13 @@ LOSSES = {"seqbook": seqbook_loss, "native": native_loss, "hf": hf_loss}
 
 
 def build(size: dict) -> tuple[dict, dict]:
-    """The three models with one set of weights (seqbook's, copied into the other two)."""
+    """The three models with one set of weights (Hugging Face's initial ones, copied)."""
     torch.manual_seed(0)
-    ours, ours_info = seqbook_gpt(size)
+    hf, hf_info = hf_gpt2(size)
+    ours, ours_info = seqbook_gpt(hf)
     native = NativeGPT(size["vocab_size"], size["block_size"], size["n_layer"], size["n_head"],
                        size["n_embd"])
-    copy_from_seqbook(native, ours)
-    hf, hf_info = hf_gpt2(size)
-    copy_to_hf(hf, native)
+    copy_from_hf(native, hf)
     models = {"seqbook": ours, "native": native, "hf": hf}
     infos = {"seqbook": ours_info,
              "native": {"name": "benchmarks.native_gpt.NativeGPT",

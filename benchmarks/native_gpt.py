@@ -6,9 +6,10 @@ piece is one of PyTorch's own kernels (``nn.Embedding``, ``nn.LayerNorm``, ``nn.
 ``F.scaled_dot_product_attention`` with ``is_causal=True``, ``F.gelu(approximate="tanh")``), and
 the query, key and value projections are one ``nn.Linear`` of width 3 D, as in nanoGPT and GPT-2.
 No dropout (the benchmark trains with none), no checks, no cache: nothing but the computation.
-:func:`copy_from_seqbook` gives it the weights of a seqbook ``GPT``, and :func:`copy_to_hf` hands
-them on to Hugging Face's ``GPT2LMHeadModel``, so that the three models timed side by side compute
-one function (``benchmarks.gpt_cpu_step`` asserts equal losses before it times anything).
+:func:`copy_from_hf` gives it the weights of Hugging Face's ``GPT2LMHeadModel`` (whose names and
+layout are GPT-2's), as :meth:`seqbook.gpt.GPT.from_hf` does for seqbook's model, so that the three
+models timed side by side compute one function (``benchmarks.gpt_cpu_step`` asserts equal losses
+before it times anything).
 """
 
 from __future__ import annotations
@@ -75,37 +76,18 @@ class NativeGPT(nn.Module):
 
 
 @torch.no_grad()
-def copy_from_seqbook(native: NativeGPT, gpt: nn.Module) -> NativeGPT:
-    """Give ``native`` the weights of ``gpt``, a :class:`seqbook.gpt.GPT` with learned positions,
-    biases and tied embeddings. Fails loudly (AttributeError) if the GPT's parts are renamed."""
-    native.wte.weight.copy_(gpt.tok_emb.weight)
-    native.wpe.weight.copy_(gpt.pos_emb.weight)
-    for n, b in zip(native.h, gpt.blocks, strict=True):
-        a = b.self_attn
-        n.ln_1.load_state_dict(b.norm1.state_dict())
-        n.ln_2.load_state_dict(b.norm2.state_dict())
-        n.attn.qkv.weight.copy_(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-        n.attn.qkv.bias.copy_(torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]))
-        n.attn.proj.load_state_dict(a.out_proj.state_dict())
-        n.fc.load_state_dict(b.ff.linear1.state_dict())
-        n.fc_proj.load_state_dict(b.ff.linear2.state_dict())
-    native.ln_f.load_state_dict(gpt.ln_f.state_dict())
-    return native
-
-
-@torch.no_grad()
-def copy_to_hf(hf: nn.Module, native: NativeGPT) -> nn.Module:
-    """Give Hugging Face's ``GPT2LMHeadModel`` ``hf`` the weights of ``native``. Hugging Face keeps
-    each linear map as a ``Conv1D`` whose weight is (in, out), the transpose of ``nn.Linear``'s."""
+def copy_from_hf(native: NativeGPT, hf: nn.Module) -> NativeGPT:
+    """Give ``native`` the weights of Hugging Face's ``GPT2LMHeadModel`` ``hf``, which keeps each
+    linear map as a ``Conv1D`` whose weight is (in, out), the transpose of ``nn.Linear``'s."""
     t = hf.transformer
-    t.wte.weight.copy_(native.wte.weight)  # the head is tied to it in both models
-    t.wpe.weight.copy_(native.wpe.weight)
-    for h, n in zip(t.h, native.h, strict=True):
-        h.ln_1.load_state_dict(n.ln_1.state_dict())
-        h.ln_2.load_state_dict(n.ln_2.state_dict())
-        for conv, lin in ((h.attn.c_attn, n.attn.qkv), (h.attn.c_proj, n.attn.proj),
-                          (h.mlp.c_fc, n.fc), (h.mlp.c_proj, n.fc_proj)):
-            conv.weight.copy_(lin.weight.T)
-            conv.bias.copy_(lin.bias)
-    t.ln_f.load_state_dict(native.ln_f.state_dict())
-    return hf
+    native.wte.weight.copy_(t.wte.weight)  # the head is tied to it in both models
+    native.wpe.weight.copy_(t.wpe.weight)
+    for n, h in zip(native.h, t.h, strict=True):
+        n.ln_1.load_state_dict(h.ln_1.state_dict())
+        n.ln_2.load_state_dict(h.ln_2.state_dict())
+        for lin, conv in ((n.attn.qkv, h.attn.c_attn), (n.attn.proj, h.attn.c_proj),
+                          (n.fc, h.mlp.c_fc), (n.fc_proj, h.mlp.c_proj)):
+            lin.weight.copy_(conv.weight.T)
+            lin.bias.copy_(conv.bias)
+    native.ln_f.load_state_dict(t.ln_f.state_dict())
+    return native

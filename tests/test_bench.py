@@ -156,19 +156,19 @@ def test_gpt_cpu_step_refuses_models_that_differ():
     models, _ = gpt_cpu_step.build(size)
     x = torch.randint(size["vocab_size"], (2, size["block_size"]))
     gpt_cpu_step.check_equal_losses(models, x, x)
-    for name in ("native", "hf"):  # every copied weight matters: the gradients of the copy agree
-        models[name].zero_grad()
-        gpt_cpu_step.LOSSES[name](models[name], x, x).backward()
-    models["seqbook"].zero_grad()
-    gpt_cpu_step.LOSSES["seqbook"](models["seqbook"], x, x).backward()
-    ln = models["seqbook"].blocks[1].norm2
-    assert_close(models["native"].h[1].ln_2.weight.grad, ln.weight.grad)
-    assert_close(models["hf"].transformer.h[1].ln_2.weight.grad, ln.weight.grad)
+    norms = {}  # the gradients agree too (their norm over all the weights)
+    for name, m in models.items():
+        m.zero_grad()
+        gpt_cpu_step.LOSSES[name](m, x, x).backward()
+        norms[name] = torch.stack([p.grad.square().sum() for p in m.parameters()]).sum().sqrt()
+    assert_close(norms["native"], norms["seqbook"])
+    assert_close(norms["hf"], norms["seqbook"])
     with torch.no_grad():
         models["native"].h[1].fc.bias.add_(0.1)  # one wrong weight: no longer one function
     with pytest.raises(AssertionError, match="one function"):
         gpt_cpu_step.check_equal_losses(models, x, x)
-    models["seqbook"].blocks[0].self_attn.fast = False  # the readable path is not what is timed
+    switch = next(m for m in models["seqbook"].modules() if isinstance(getattr(m, "fast", None), bool))
+    switch.fast = False  # a readable part is not what is timed
     with pytest.raises(RuntimeError, match="fused path"):
         gpt_cpu_step.check_fused(models["seqbook"])
 
