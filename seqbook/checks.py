@@ -17,6 +17,7 @@ checks still run there.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import inspect
@@ -54,6 +55,20 @@ __all__ = [
     "check_like",
     "check_bool_mask",
     "check_same_batch",
+    "ANGLE_TOLERANCE",
+    "check_angles",
+    "check_phasors",
+    "check_broadcast",
+    "check_symbol_pair",
+    "check_score_mask",
+    "check_symbol_attention",
+    "check_set_dim",
+    "check_layer_input",
+    "check_symbols_and_codebook",
+    "check_optional_str",
+    "check_axes",
+    "int_at_least",
+    "number_at_least",
 ]
 
 
@@ -388,3 +403,241 @@ def check_str(name: str, value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by several validators of the FHRR modules (vsa, vsa_models, molecules): symbols
+# are real tensors (..., D) of pi-normalised angles, phasors complex tensors (..., D).
+# ---------------------------------------------------------------------------------------------
+
+ANGLE_TOLERANCE = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
+
+
+def _symbols_shape(min_dim: int) -> str:
+    """How a set of symbols is written in a message: (..., D), (..., ?, D), ..."""
+    return "(" + ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"]) + ")"
+
+
+def check_angles(name: str, x, min_dim: int = 1, any_real: bool = False,
+                 complex_view: bool = False) -> torch.Tensor:
+    """Symbols: a real floating-point tensor (..., D) of pi-normalised angles.
+
+    ``x`` has at least ``min_dim`` dims (2 for a set (..., K, D)) and, when ``min_dim >= 1``, a
+    symbol dimension D >= 1. Its values lie in [-1, 1], or with ``any_real`` are any finite angles
+    (read modulo 2). ``complex_view``: float32 or float64 only, the dtypes whose phasors torch
+    supports. A phasor (a complex tensor) is a wrong dtype: ``TypeError``. Reads the values (a GPU
+    sync) where :func:`has_values`.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():  # a complex tensor too: a phasor passed where an angle belongs
+        raise TypeError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
+                        f"got dtype {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have shape {_symbols_shape(min_dim)}, got {shape_of(x)}")
+    if min_dim >= 1 and x.shape[-1] == 0:
+        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {shape_of(x)}")
+    if complex_view and x.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(f"{name} must be float32 or float64 to make phasors (torch has no complex type "
+                        f"with {x.dtype} parts that these operations support), got {x.dtype}")
+    if not x.numel() or not has_values(x):
+        return x
+    if any_real:
+        if not bool(torch.isfinite(x.detach()).all()):
+            raise ValueError(f"{name} must be finite, got a NaN or infinite entry (shape {shape_of(x)})")
+        return x
+    lo, hi = (float(t) for t in torch.aminmax(x.detach()))  # one read of the values
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < -1 - ANGLE_TOLERANCE or hi > 1 + ANGLE_TOLERANCE:
+        raise ValueError(f"{name} must hold pi-normalised angles in [-1, 1], got values in "
+                         f"[{lo:.4g}, {hi:.4g}] (shape {shape_of(x)})")
+    return x
+
+
+def check_phasors(name: str, z, min_dim: int = 1) -> torch.Tensor:
+    """Phasors: a complex64 or complex128 tensor (..., D), at least ``min_dim`` dims, D >= 1 when
+    ``min_dim >= 1``. A real tensor (an angle passed where a phasor belongs) is a ``TypeError``.
+    Reads no values."""
+    if not isinstance(z, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(z).__name__}")
+    if not z.is_complex():
+        raise TypeError(f"{name} must be a complex tensor of phasors (see seqbook.vsa.to_phasor), "
+                        f"got dtype {z.dtype}")
+    if z.dtype not in (torch.complex64, torch.complex128):
+        raise TypeError(f"{name} must be a complex64 or complex128 tensor of phasors, got {z.dtype}")
+    if z.dim() < min_dim:
+        raise ValueError(f"{name} must have shape {_symbols_shape(min_dim)}, got {shape_of(z)}")
+    if min_dim >= 1 and z.shape[-1] == 0:
+        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {shape_of(z)}")
+    return z
+
+
+def check_broadcast(what: str, **shapes) -> tuple[int, ...]:
+    """The broadcast of the named ``shapes``, or a ``ValueError`` that lists them (``what`` says
+    which shapes, e.g. ``"leading dims of a and b"``)."""
+    try:
+        return tuple(torch.broadcast_shapes(*shapes.values()))
+    except RuntimeError:
+        listed = ", ".join(f"{k} {tuple(s)}" for k, s in shapes.items())
+        raise ValueError(f"the {what} must broadcast, got {listed}") from None
+
+
+def check_symbol_pair(a_name: str, a, b_name: str, b, pairwise: bool = False,
+                      phasors: bool = False) -> None:
+    """Two sets of symbols compared or combined element by element (or, ``pairwise``, every one of
+    ``a`` (..., M, D) with every one of ``b`` (..., N, D)): each checked by :func:`check_angles`
+    (or :func:`check_phasors`), one symbol dimension D, one device, leading dims that broadcast,
+    and for the matrix products of ``pairwise`` one dtype."""
+    lead = 2 if pairwise else 1
+    for name, x in ((a_name, a), (b_name, b)):
+        check_phasors(name, x, lead) if phasors else check_angles(name, x, lead)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"{a_name} and {b_name} must have the same symbol dimension D (last dim), "
+                         f"got {a_name} {shape_of(a)} and {b_name} {shape_of(b)}")
+    if a.device != b.device:
+        raise ValueError(f"{a_name} and {b_name} must be on the same device, got {a.device} and {b.device}")
+    if pairwise and a.dtype != b.dtype:
+        raise TypeError(f"{a_name} and {b_name} must have the same dtype, got {a.dtype} and {b.dtype}")
+    check_broadcast(f"leading dims of {a_name} and {b_name}",
+                    **{a_name: a.shape[:a.dim() - lead], b_name: b.shape[:b.dim() - lead]})
+
+
+def check_score_mask(name: str, mask, target: Sequence[int], names: str) -> torch.Tensor:
+    """A bool mask, True where a query may look at a key, that broadcasts to the attention scores
+    of shape ``target`` (written ``names`` in the message, e.g. ``"(B, T, T)"``)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (True where a query may look at a key), "
+                        f"got {mask.dtype}")
+    try:
+        fits = tuple(torch.broadcast_shapes(mask.shape, target)) == tuple(target)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name} must broadcast to {names} = {tuple(target)}, got {shape_of(mask)}")
+    return mask
+
+
+def check_symbol_attention(q, k, v, mask=None, phasors: bool = False) -> tuple[int, ...]:
+    """The arguments of VSA attention: queries q (..., Tq, D), keys k (..., Tk, D) and values
+    v (..., Tk, Dv), symbols (or ``phasors``) of one dtype and device whose leading dims broadcast,
+    and an optional bool ``mask`` that broadcasts to the scores (..., Tq, Tk). Returns the scores'
+    shape."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_phasors(name, x, 2) if phasors else check_angles(name, x, 2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same symbol dimension D (last dim), got q {shape_of(q)} "
+                         f"and k {shape_of(k)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {shape_of(k)} "
+                         f"and v {shape_of(v)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must be on the same device, got {q.device}, {k.device} and {v.device}")
+    check_broadcast("leading dims of q, k and v", q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
+    scores = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.shape[-2], k.shape[-2])
+    if mask is not None:
+        check_score_mask("mask", mask, scores, "(..., Tq, Tk)")
+    return scores
+
+
+def check_set_dim(name: str, dim, set_name: str, x: torch.Tensor) -> int:
+    """``dim``: an int that names a dimension of the set ``x`` (any but the last, the symbol
+    dimension D) along which ``x`` is not empty. Returns it as a Python int."""
+    dim = check_int(name, dim, minimum=None)
+    nd = x.dim()
+    if not -nd <= dim < nd or dim % nd == nd - 1:
+        raise ValueError(f"{name} must name a set dimension of {set_name} {shape_of(x)} "
+                         f"(any but the last, the symbol dimension D), got {name}={dim}")
+    if x.shape[dim] == 0:
+        raise ValueError(f"cannot bundle an empty set: {set_name} has shape {shape_of(x)} "
+                         f"with size 0 along {name}={dim}")
+    return dim
+
+
+def check_layer_input(name: str, x, like: torch.Tensor, shape: Sequence,
+                      names: str | None = None) -> torch.Tensor:
+    """The input of a layer: a real floating-point tensor of ``shape`` (``None`` matches any size,
+    a leading ``...`` any number of leading dims; ``names`` writes it in the message), on the
+    device and (autocast aside) of the dtype of the layer's tensor ``like``. Reads no values; an
+    empty batch is legal."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():  # complex too
+        raise TypeError(f"{name} must be a real floating-point tensor, got {x.dtype}")
+    shape = tuple(shape)
+    lead = shape[:1] == (...,)
+    fixed = shape[1:] if lead else shape
+    rank_ok = x.dim() >= len(fixed) if lead else x.dim() == len(fixed)
+    if not rank_ok or any(s is not None and s != n
+                          for s, n in zip(fixed, x.shape[x.dim() - len(fixed):], strict=True)):
+        written = names or "(" + ", ".join("..." if s is ... else "*" if s is None else str(s)
+                                           for s in shape) + ")"
+        raise ValueError(f"{name} must have shape {written}, got {shape_of(x)}")
+    return check_like(name, x, like)
+
+
+def check_symbols_and_codebook(x, codebook) -> None:
+    """x (B, n) and a codebook (C, n) of class symbols: finite floating-point tensors (angles,
+    read modulo 2), C, n >= 1. Reads the values (a GPU sync)."""
+    for name, t in (("x", x), ("codebook", codebook)):
+        check_tensor(name, t, nonempty=False)
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
+    if codebook.dim() != 2 or 0 in codebook.shape:
+        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {shape_of(codebook)}")
+    n = codebook.shape[1]
+    if x.dim() != 2 or x.shape[1] != n:
+        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {shape_of(codebook)}, "
+                         f"got {shape_of(x)}")
+    check_finite("x", x)
+    check_finite("codebook", codebook)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures (seqbook.plot) and command lines (seqbook.vsa_train, seqbook.gpt_train).
+# ---------------------------------------------------------------------------------------------
+
+
+def check_optional_str(name: str, value) -> str | None:
+    """``value`` is a ``str`` or None (a label or a title that may be left out)."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+    return value
+
+
+def check_axes(name: str, ax):
+    """``ax`` is None (the current axes) or a matplotlib ``Axes``."""
+    if ax is None:
+        return ax
+    from matplotlib.axes import Axes  # imported here: only the figures need matplotlib
+
+    if not isinstance(ax, Axes):
+        raise TypeError(f"{name} must be a matplotlib Axes or None, got {type(ax).__name__}")
+    return ax
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An ``argparse`` type: the text of an int >= ``minimum`` (argparse names the flag in its
+    error, e.g. ``argument --dim: invalid int >= 1 value: '0'``)."""
+    def parse(text: str) -> int:
+        value = int(text)  # a ValueError here: argparse reports "invalid ... value"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
+def number_at_least(minimum: float) -> Callable[[str], float]:
+    """An ``argparse`` type: the text of a number >= ``minimum`` (not NaN)."""
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"must be a number >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"number >= {minimum}"
+    return parse

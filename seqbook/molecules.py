@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .checks import check_ids, check_int, check_module_input, check_positive_int, checked
+from .checks import check_ids, check_int, check_layer_input, check_positive_int, checked
 from .data import ATOM_FEATURES, BOND_FEATURES, load_solubility
 from .utils import seed_everything
 from .vsa import fhrr_bind, fhrr_bundle, fhrr_wrap, random_symbols
@@ -36,26 +36,25 @@ class MoleculeEncoder(nn.Module):
         (E, bond_features) -> (E, embed_dim) symbols.
     """
 
+    def _check_init(self, atom_features, bond_features, embed_dim) -> None:
+        check_positive_int("atom_features", atom_features)
+        check_positive_int("bond_features", bond_features)
+        check_positive_int("embed_dim", embed_dim)
+
+    @checked(_check_init)
     def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
         super().__init__()
-        atom_features = check_positive_int("atom_features", atom_features)
-        bond_features = check_positive_int("bond_features", bond_features)
-        self.embed_dim = check_positive_int("embed_dim", embed_dim)
+        self.embed_dim = int(embed_dim)
         self.atom = SymbolProjection(atom_features, embed_dim)
         self.bond = SymbolProjection(bond_features, embed_dim)
         self.register_buffer("position_base", random_symbols(1, embed_dim)[0])
 
-    def _check_forward(self, atoms: torch.Tensor, bonds: torch.Tensor,
-                       bond_features: torch.Tensor) -> None:
-        check_module_input("atoms", atoms, self.position_base, f"(A, {self.atom.in_features})", 2)
-        check_module_input("bond_features", bond_features, self.position_base,
-                            f"(E, {self.bond.in_features})", 2)
-        if atoms.dim() != 2 or atoms.shape[1] != self.atom.in_features:
-            raise ValueError(f"atoms must have shape (A, {self.atom.in_features}), got {tuple(atoms.shape)}")
+    def _check_forward(self, atoms, bonds, bond_features) -> None:
+        n, m = self.atom.in_features, self.bond.in_features
+        check_layer_input("atoms", atoms, self.position_base, (None, n), f"(A, {n})")
         check_ids("bonds", bonds, len(atoms), shape=(None, 2), names="(E, 2)", nonempty=False)
-        if bond_features.shape != (len(bonds), self.bond.in_features):
-            raise ValueError(f"bond_features must have shape (E, {self.bond.in_features}) with E = "
-                             f"{len(bonds)} bonds, got {tuple(bond_features.shape)}")
+        check_layer_input("bond_features", bond_features, self.position_base, (len(bonds), m),
+                          f"(E, {m}) with E = {len(bonds)} bonds")
 
     @checked(_check_forward)
     def forward(self, atoms: torch.Tensor, bonds: torch.Tensor, bond_features: torch.Tensor) -> torch.Tensor:

@@ -20,8 +20,10 @@ of class symbols, the molecule encoder) live in :mod:`seqbook.vsa_models`.
 
 The complex view is computed with real arithmetic (a cosine part and a sine part, recombined with
 ``atan2``): the result is the same as with complex tensors, which no layer needs to store.
-Public functions check their inputs; the modules call the unchecked formulas (``fhrr_*``) so a
-forward pass never waits on a device-to-host check.
+Every public function and module checks its arguments once, where the reader's call enters the
+package (:func:`seqbook.checks.checked`): the functions read values (angles in [-1, 1]), the modules
+only shapes and dtypes, so a forward pass never waits on a device-to-host check. The ``fhrr_*``
+functions are the formulas alone, unchecked: what the chapters print and the modules call.
 
 The fast path (same numbers, fewer cosines): code that chains several operations can convert its
 symbols once with :func:`to_phasor`, work on the complex phasors with :func:`bind_phasor`,
@@ -39,11 +41,19 @@ import torch
 from torch import nn
 
 from .checks import (
+    check_angles,
+    check_broadcast,
+    check_finite,
     check_flag,
-    check_int,
-    check_module_input,
+    check_generator,
+    check_layer_input,
     check_number,
+    check_phasors,
     check_positive_int,
+    check_score_mask,
+    check_set_dim,
+    check_symbol_attention,
+    check_symbol_pair,
     checked,
 )
 
@@ -56,125 +66,8 @@ __all__ = [
     "SelfAttentionBlock", "CrossAttentionBlock",
 ]
 
-_TOL = 1e-5  # angles a hair outside [-1, 1] from float round-off are accepted
-
-# ---------------------------------------------------------------------------------------------
-# Input checks. A symbol is a real floating-point tensor (..., D) with D >= 1; a phasor a complex64
-# or complex128 tensor (..., D). The functions check values (angles in [-1, 1], finite numbers);
-# the modules check only shapes and dtypes, so that a forward pass never waits on the device.
-# ---------------------------------------------------------------------------------------------
-
-
-def _shape_text(min_dim: int) -> str:
-    return "(" + ", ".join(["..."] + ["?"] * (min_dim - 1) + ["D"]) + ")"
-
-
-def _check_tensor(name: str, x, min_dim: int = 1) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.is_complex():  # a ValueError, as it always was: a phasor passed where an angle belongs
-        raise ValueError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
-                         f"got dtype {x.dtype}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a real floating-point tensor of pi-normalised angles, "
-                        f"got dtype {x.dtype}")
-    if x.dim() < min_dim:
-        raise ValueError(f"{name} must have shape {_shape_text(min_dim)}, got {tuple(x.shape)}")
-    if min_dim >= 1 and x.shape[-1] == 0:
-        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {tuple(x.shape)}")
-
-
-def _check_range(name: str, x: torch.Tensor) -> None:
-    """Symbols live in [-1, 1]; anything else is a caller bug (e.g. radians passed for angles / pi)."""
-    if x.numel() == 0:
-        return
-    lo, hi = torch.aminmax(x.detach())
-    lo, hi = float(lo), float(hi)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < -1 - _TOL or hi > 1 + _TOL:
-        raise ValueError(f"{name} must hold pi-normalised angles in [-1, 1], got values in "
-                         f"[{lo:.4g}, {hi:.4g}] (shape {tuple(x.shape)})")
-
-
-def _check_finite(name: str, x: torch.Tensor) -> None:
-    if x.numel() and not bool(torch.isfinite(x.detach()).all()):
-        raise ValueError(f"{name} must be finite, got a NaN or infinite entry (shape {tuple(x.shape)})")
-
-
-def _check_symbols(name: str, x, min_dim: int = 1) -> None:
-    _check_tensor(name, x, min_dim)
-    _check_range(name, x)
-
-
-def _check_same_dim(a: torch.Tensor, b: torch.Tensor, a_name: str = "a", b_name: str = "b") -> None:
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"{a_name} and {b_name} must have the same symbol dimension D (last dim), "
-                         f"got {a_name} {tuple(a.shape)} and {b_name} {tuple(b.shape)}")
-
-
-def _check_broadcast(what: str, **shapes) -> tuple[int, ...]:
-    """The broadcast of ``shapes``, or a ValueError that lists them."""
-    try:
-        return tuple(torch.broadcast_shapes(*shapes.values()))
-    except RuntimeError:
-        listed = ", ".join(f"{k} {tuple(s)}" for k, s in shapes.items())
-        raise ValueError(f"the {what} must broadcast, got {listed}") from None
-
-
-def _check_pair(a: torch.Tensor, b: torch.Tensor, lead: int, a_name: str = "a", b_name: str = "b",
-                same_dtype: bool = False) -> None:
-    """Two sets of symbols (or phasors) that are compared or combined: one D, one device, leading
-    dims (all but the last ``lead``) that broadcast, and for matrix products one dtype."""
-    _check_same_dim(a, b, a_name, b_name)
-    if a.device != b.device:
-        raise ValueError(f"{a_name} and {b_name} must be on the same device, got {a.device} and {b.device}")
-    if same_dtype and a.dtype != b.dtype:
-        raise TypeError(f"{a_name} and {b_name} must have the same dtype, got {a.dtype} and {b.dtype}")
-    _check_broadcast(f"leading dims of {a_name} and {b_name}",
-                     **{a_name: a.shape[:a.dim() - lead], b_name: b.shape[:b.dim() - lead]})
-
-
-def _check_qkv(q, k, v, check) -> tuple[int, ...]:
-    """Attention inputs: each a set of symbols (``check`` tells angles from phasors), q and k of one
-    dimension D, k and v of one length Tk, one dtype and device, leading dims that broadcast.
-    Returns the shape of the scores, (..., Tq, Tk)."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check(name, x, 2)
-    _check_same_dim(q, k, "q", "k")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must hold the same number of symbols Tk, got k {tuple(k.shape)} "
-                         f"and v {tuple(v.shape)}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if not q.device == k.device == v.device:
-        raise ValueError(f"q, k and v must be on the same device, got {q.device}, {k.device} and {v.device}")
-    _check_broadcast("leading dims of q, k and v", q=q.shape[:-2], k=k.shape[:-2], v=v.shape[:-2])
-    return tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + (q.shape[-2], k.shape[-2])
-
-
-def _check_mask(mask, target: tuple[int, ...], names: str) -> None:
-    """A bool mask, True where a query may look at a key, that broadcasts to the scores ``target``."""
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a bool tensor (True where a query may look at a key), "
-                        f"got {mask.dtype}")
-    try:
-        fits = tuple(torch.broadcast_shapes(mask.shape, target)) == tuple(target)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"mask must broadcast to {names} = {tuple(target)}, got {tuple(mask.shape)}")
-
-
-def _check_optional_size(name: str, value) -> int | None:
-    return None if value is None else check_positive_int(name, value)
-
-
-def _check_complexable(name: str, x: torch.Tensor) -> None:
-    """torch has no bfloat16 complex type and few operations on complex32 (float16 parts)."""
-    if x.dtype in (torch.float16, torch.bfloat16):
-        raise TypeError(f"{name} must be float32 or float64 to make phasors (torch has no complex type "
-                        f"with {x.dtype} parts that these operations support), got {x.dtype}")
+# Input checks: each public function and module has one validator, right above it; the checks
+# they share (check_angles, check_phasors, check_symbol_pair, ...) live in seqbook.checks.
 
 
 def _complex_parts(t: torch.Tensor) -> torch.Tensor:
@@ -192,37 +85,61 @@ def fhrr_wrap(x: torch.Tensor) -> torch.Tensor:
     return torch.remainder(x + 1.0, 2.0) - 1.0
 
 
+def _check_wrap(x) -> None:
+    check_angles("x", x, min_dim=0, any_real=True)
+
+
+@checked(_check_wrap)
 def wrap(x: torch.Tensor) -> torch.Tensor:
     """Map any real pi-normalised angle to its equivalent in [-1, 1): ``(x + 1) mod 2 - 1``.
 
     ``x`` is a finite real floating-point tensor of any shape (a single angle too).
     """
-    _check_tensor("x", x, min_dim=0)
-    _check_finite("x", x)
     return fhrr_wrap(x)
 
 
+def _check_to_complex(x) -> None:
+    check_angles("x", x, any_real=True, complex_view=True)
+
+
+@checked(_check_to_complex)
 def to_complex(x: torch.Tensor) -> torch.Tensor:
     """The phasor view of a symbol: ``exp(i pi x)``, a complex tensor of the same shape.
 
     Any finite real angle is accepted (read modulo 2). ``x`` must be float32 or float64: torch has
     no bfloat16 complex type, so float16 and bfloat16 are refused with a TypeError (convert first).
     """
-    _check_tensor("x", x)
-    _check_complexable("x", x)
-    _check_finite("x", x)
     return torch.polar(torch.ones_like(x), math.pi * x)
 
 
+def _check_from_complex(z) -> None:
+    check_phasors("z", z, min_dim=0)
+
+
+@checked(_check_from_complex)
 def from_complex(z: torch.Tensor) -> torch.Tensor:
     """Back from the complex plane to symbols: ``angle(z) / pi``, values in [-1, 1].
 
     ``z`` is a complex64 or complex128 tensor of any shape; the angle of 0 is taken as 0.
     """
-    _check_phasors("z", z, min_dim=0)
     return torch.angle(z) / math.pi
 
 
+def _check_random_symbols(n, embed_dim, generator, device, dtype) -> None:
+    check_positive_int("n", n)
+    check_positive_int("embed_dim", embed_dim)
+    check_generator("generator", generator)
+    if device is not None:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") \
+                from None
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise TypeError(f"dtype must be a real floating-point torch.dtype or None, got {dtype!r}")
+
+
+@checked(_check_random_symbols)
 def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = None,
                    device: torch.device | str | None = None,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -231,18 +148,6 @@ def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = N
     Shape:
         Output: (n, embed_dim).
     """
-    n = check_positive_int("n", n)
-    embed_dim = check_positive_int("embed_dim", embed_dim)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
-        raise TypeError(f"dtype must be a real floating-point torch.dtype or None, got {dtype!r}")
-    if device is not None:
-        try:
-            torch.device(device)
-        except (RuntimeError, TypeError):
-            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") \
-                from None
     # Draw on the generator's device (so a seeded CPU generator gives the same symbols everywhere).
     where = generator.device if generator is not None else device
     x = 2.0 * torch.rand(n, embed_dim, generator=generator, device=where, dtype=dtype) - 1.0
@@ -264,6 +169,12 @@ def fhrr_similarity(
     return dots / a.shape[-1]
 
 
+def _check_similarity(a, b, pairwise) -> None:
+    check_flag("pairwise", pairwise)
+    check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise))
+
+
+@checked(_check_similarity)
 def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
     """FHRR similarity (Eqn. 1): the mean cosine of the element-wise angle differences,
 
@@ -280,13 +191,6 @@ def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torc
         pairwise=False: a (..., D), b (..., D) -> (...) (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) -> (..., M, N).
     """
-    check_flag("pairwise", pairwise)
-    min_dim = 2 if pairwise else 1
-    _check_tensor("a", a, min_dim)
-    _check_tensor("b", b, min_dim)
-    _check_pair(a, b, min_dim, same_dtype=pairwise)
-    _check_range("a", a)
-    _check_range("b", b)
     return fhrr_similarity(a, b, pairwise)
 
 
@@ -297,6 +201,12 @@ def fhrr_bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     return torch.atan2(im, re) / math.pi
 
 
+def _check_bundle(symbols, dim) -> None:
+    check_angles("symbols", symbols, min_dim=2)
+    check_set_dim("dim", dim, "symbols", symbols)
+
+
+@checked(_check_bundle)
 def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     """FHRR bundling (Eqn. 2): one symbol similar to all of a set,
 
@@ -311,15 +221,6 @@ def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     Shape:
         Input: (..., K, D) for the default ``dim=-2``. Output: the input without ``dim``, e.g. (..., D).
     """
-    _check_symbols("symbols", symbols, 2)
-    dim = check_int("dim", dim, minimum=None)
-    nd = symbols.dim()
-    if not -nd <= dim < nd or dim % nd == nd - 1:
-        raise ValueError(f"dim must name a set dimension of symbols {tuple(symbols.shape)} "
-                         f"(any but the last, the symbol dimension D), got dim={dim}")
-    if symbols.shape[dim] == 0:
-        raise ValueError(f"cannot bundle an empty set: symbols has shape {tuple(symbols.shape)} "
-                         f"with size 0 along dim={dim}")
     return fhrr_bundle(symbols, dim)
 
 
@@ -330,6 +231,23 @@ def fhrr_bind(
     return torch.remainder(a + power * b + 1.0, 2.0) - 1.0
 
 
+def _check_bind(a, b, power) -> None:
+    check_symbol_pair("a", a, "b", b)
+    if isinstance(power, torch.Tensor):
+        if power.is_complex() or power.dtype == torch.bool:
+            raise TypeError(f"power must be a real number or a real tensor, got dtype {power.dtype}")
+        check_broadcast("shapes of a, b and power", a=a.shape, b=b.shape, power=power.shape)
+        if not torch.isfinite(power).all():
+            raise ValueError("power must be finite, got a NaN or infinite entry")
+    else:
+        if isinstance(power, bool) or not isinstance(power, numbers.Real):
+            raise TypeError(f"power must be a real number or a real tensor, got {type(power).__name__} "
+                            f"{power!r}")
+        if not math.isfinite(power):
+            raise ValueError(f"power must be finite, got {power}")
+
+
+@checked(_check_bind)
 def bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) -> torch.Tensor:
     """FHRR binding (Eqn. 3): rotate every angle of ``a`` by ``power`` times the angle of ``b``,
 
@@ -343,28 +261,12 @@ def bind(a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0) ->
         a (..., D), b (..., D) -> (..., D) (leading dims broadcast); ``power`` a number or a tensor
         that broadcasts with them.
     """
-    _check_tensor("a", a)
-    _check_tensor("b", b)
-    _check_pair(a, b, 1)
-    _check_range("a", a)
-    _check_range("b", b)
-    if isinstance(power, torch.Tensor):
-        if power.is_complex() or power.dtype == torch.bool:
-            raise TypeError(f"power must be a real number or a real tensor, got dtype {power.dtype}")
-        _check_broadcast("shapes of a, b and power", a=a.shape, b=b.shape, power=power.shape)
-        if not torch.isfinite(power).all():
-            raise ValueError("power must be finite, got a NaN or infinite entry")
-    else:
-        if isinstance(power, bool) or not isinstance(power, numbers.Real):
-            raise TypeError(f"power must be a real number or a real tensor, got {type(power).__name__} "
-                            f"{power!r}")
-        if not math.isfinite(power):
-            raise ValueError(f"power must be finite, got {power}")
     return fhrr_bind(a, b, power)
 
 
 def unbind(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Undo :func:`bind`: rotate ``a`` back by ``b``, so ``unbind(bind(x, b), b) == x`` (mod 2).
+    Its arguments are checked by :func:`bind`.
 
     Shape:
         a (..., D), b (..., D) -> (..., D).
@@ -372,16 +274,8 @@ def unbind(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return bind(a, b, power=-1.0)
 
 
-def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """Fractional power encoding of real numbers: ``bind(0, base, power=x) = wrap(x * base)``.
-
-    Nearby numbers get similar symbols; with ``base`` uniform on [-1, 1] the expected similarity of
-    the codes of ``x`` and ``y`` is ``sinc(x - y) = sin(pi (x - y)) / (pi (x - y))``.
-
-    Shape:
-        base (D,), x (...) -> (..., D).
-    """
-    _check_symbols("base", base)
+def _check_fractional_power(base, x) -> None:
+    check_angles("base", base)
     if base.dim() != 1:
         raise ValueError(f"base must have shape (D,), got {tuple(base.shape)}")
     if isinstance(x, bool) or (isinstance(x, torch.Tensor) and (x.is_complex() or x.dtype == torch.bool)):
@@ -393,6 +287,19 @@ def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
                         f"{x!r}") from None
     if not torch.isfinite(x).all():
         raise ValueError("x must be finite, got a NaN or infinite entry")
+
+
+@checked(_check_fractional_power)
+def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Fractional power encoding of real numbers: ``bind(0, base, power=x) = wrap(x * base)``.
+
+    Nearby numbers get similar symbols; with ``base`` uniform on [-1, 1] the expected similarity of
+    the codes of ``x`` and ``y`` is ``sinc(x - y) = sin(pi (x - y)) / (pi (x - y))``.
+
+    Shape:
+        base (D,), x (...) -> (..., D).
+    """
+    x = torch.as_tensor(x, dtype=base.dtype, device=base.device)
     return fhrr_wrap(x.unsqueeze(-1) * base)
 
 
@@ -417,6 +324,43 @@ def fhrr_generalized_bundle(
     return torch.atan2(im, re) / math.pi  # angle(z) / pi
 
 
+def _check_generalized_bundle(a, w_r, w_p, bias) -> None:
+    check_angles("a", a, min_dim=2, any_real=True)
+    m, n = a.shape[-2], a.shape[-1]
+    if m == 0:
+        raise ValueError(f"cannot bundle an empty set: a has shape {tuple(a.shape)} with M = 0")
+    for name, w in (("w_r", w_r), ("w_p", w_p)):
+        if w is None:
+            continue
+        if not isinstance(w, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(w).__name__}")
+        if w.dtype != a.dtype:
+            raise TypeError(f"{name} must have the dtype of a, {a.dtype}, got {w.dtype}")
+        if w.device != a.device:
+            raise ValueError(f"{name} must be on the device of a, {a.device}, got {w.device}")
+    if w_r is not None and (w_r.dim() != 2 or w_r.shape[1] != m or w_r.shape[0] == 0):
+        raise ValueError(f"w_r must have shape (R, {m}) with R >= 1 for a of shape {tuple(a.shape)}, "
+                         f"got {tuple(w_r.shape)}")
+    if w_p is not None and (w_p.dim() != 2 or w_p.shape[0] != n or w_p.shape[1] == 0):
+        raise ValueError(f"w_p must have shape ({n}, P) with P >= 1 for a of shape {tuple(a.shape)}, "
+                         f"got {tuple(w_p.shape)}")
+    for name, w in (("w_r", w_r), ("w_p", w_p)):
+        if w is not None:
+            check_finite(name, w)
+    if bias is None:
+        return
+    if isinstance(bias, bool) or not isinstance(bias, (numbers.Number, torch.Tensor)):
+        raise TypeError(f"bias must be a number, a tensor or None, got {type(bias).__name__} {bias!r}")
+    bias = torch.as_tensor(bias, device=a.device)
+    if bias.dtype == torch.bool:
+        raise TypeError(f"bias must be a real or complex number or tensor, got {bias.dtype}")
+    out = a.shape[:-2] + (m if w_r is None else w_r.shape[0], n if w_p is None else w_p.shape[1])
+    check_broadcast("shapes of bias and the output (..., R, P)", bias=bias.shape, output=out)
+    if not bool(torch.isfinite(bias).all()):  # a complex bias too
+        raise ValueError(f"bias must be finite, got a NaN or infinite entry (shape {tuple(bias.shape)})")
+
+
+@checked(_check_generalized_bundle)
 def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: torch.Tensor | None = None,
                        bias: complex | torch.Tensor | None = None) -> torch.Tensor:
     """Generalized bundling (Eqn. 4) with an optional complex bias,
@@ -435,39 +379,9 @@ def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: to
     Shape:
         a (..., M, N) -> (..., R, P).
     """
-    _check_tensor("a", a, 2)
-    m, n = a.shape[-2], a.shape[-1]
-    if m == 0:
-        raise ValueError(f"cannot bundle an empty set: a has shape {tuple(a.shape)} with M = 0")
-    _check_finite("a", a)
-    for name, w in (("w_r", w_r), ("w_p", w_p)):
-        if w is None:
-            continue
-        if not isinstance(w, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(w).__name__}")
-        if w.dtype != a.dtype:
-            raise TypeError(f"{name} must have the dtype of a, {a.dtype}, got {w.dtype}")
-        if w.device != a.device:
-            raise ValueError(f"{name} must be on the device of a, {a.device}, got {w.device}")
-    if w_r is not None and (w_r.dim() != 2 or w_r.shape[1] != m or w_r.shape[0] == 0):
-        raise ValueError(f"w_r must have shape (R, {m}) with R >= 1 for a of shape {tuple(a.shape)}, "
-                         f"got {tuple(w_r.shape)}")
-    if w_p is not None and (w_p.dim() != 2 or w_p.shape[0] != n or w_p.shape[1] == 0):
-        raise ValueError(f"w_p must have shape ({n}, P) with P >= 1 for a of shape {tuple(a.shape)}, "
-                         f"got {tuple(w_p.shape)}")
-    for name, w in (("w_r", w_r), ("w_p", w_p)):
-        if w is not None:
-            _check_finite(name, w)
     bias_real = bias_imag = None
     if bias is not None:
-        if isinstance(bias, bool) or not isinstance(bias, (numbers.Number, torch.Tensor)):
-            raise TypeError(f"bias must be a number, a tensor or None, got {type(bias).__name__} {bias!r}")
         bias = torch.as_tensor(bias, device=a.device)
-        if bias.dtype == torch.bool:
-            raise TypeError(f"bias must be a real or complex number or tensor, got {bias.dtype}")
-        out = a.shape[:-2] + (m if w_r is None else w_r.shape[0], n if w_p is None else w_p.shape[1])
-        _check_broadcast("shapes of bias and the output (..., R, P)", bias=bias.shape, output=out)
-        _check_finite("bias", bias)
         bias_real = bias.real.to(a.dtype)
         bias_imag = bias.imag.to(a.dtype) if bias.is_complex() else None
     return fhrr_generalized_bundle(a, w_r, w_p, bias_real, bias_imag)
@@ -494,11 +408,9 @@ class PhasorLinear(nn.Module):
         Input: (..., in_features). Output: (..., out_features), angles in [-1, 1].
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
-                 init_scale: float = 1.0):
-        super().__init__()
-        in_features = check_positive_int("in_features", in_features)
-        out_features = check_positive_int("out_features", out_features)
+    def _check_init(self, in_features, out_features, bias, bias_init, init_scale) -> None:
+        check_positive_int("in_features", in_features)
+        check_positive_int("out_features", out_features)
         check_flag("bias", bias)
         if isinstance(bias_init, torch.Tensor) and bias_init.numel() == 1:
             bias_init = bias_init.item()
@@ -508,7 +420,14 @@ class PhasorLinear(nn.Module):
         if not (math.isfinite(complex(bias_init).real) and math.isfinite(complex(bias_init).imag)):
             raise ValueError(f"bias_init must be finite, got {bias_init}")
         check_number("init_scale", init_scale, low=0.0)
-        self.in_features, self.out_features = in_features, out_features
+
+    @checked(_check_init)
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
+                 init_scale: float = 1.0):
+        super().__init__()
+        if isinstance(bias_init, torch.Tensor):
+            bias_init = bias_init.item()
+        self.in_features, self.out_features = int(in_features), int(out_features)
         std = init_scale / math.sqrt(in_features)
         self.weight = nn.Parameter(torch.randn(in_features, out_features) * std)
         if bias:
@@ -519,22 +438,19 @@ class PhasorLinear(nn.Module):
             self.register_parameter("bias_real", None)
             self.register_parameter("bias_imag", None)
 
-    def _check_input(self, x) -> None:
-        shape = f"(..., {self.in_features})"
-        check_module_input("x", x, self.weight, shape)
-        if x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
+    def _check_input(self, x) -> None:  # forward's and pre_activation's
+        check_layer_input("x", x, self.weight, (..., self.in_features))
 
+    @checked(_check_input)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._check_input(x)
         return fhrr_generalized_bundle(x, None, self.weight, self.bias_real, self.bias_imag)
 
+    @checked(_check_input)
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         """The complex value ``exp(i pi x) W + b`` before its angle is taken (for plots).
 
         complex64 for a float32, float16 or bfloat16 layer (and under autocast), complex128 for float64.
         """
-        self._check_input(x)
         z = torch.complex(_complex_parts(torch.cos(math.pi * x) @ self.weight),
                           _complex_parts(torch.sin(math.pi * x) @ self.weight))
         if self.bias_real is not None:
@@ -554,14 +470,23 @@ class PhasorMLP(nn.Module):
         Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
+    def _check_init(self, embed_dim, d_ff, out_scale) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        check_number("out_scale", out_scale, low=0.0)
+
+    @checked(_check_init)
     def __init__(self, embed_dim: int, d_ff: int | None = None, out_scale: float = 1.0):
         super().__init__()
-        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        check_number("out_scale", out_scale, low=0.0)
         d_ff = d_ff or 2 * embed_dim
         self.fc1 = PhasorLinear(embed_dim, d_ff)
         self.fc2 = PhasorLinear(d_ff, embed_dim, init_scale=out_scale)
 
+    def _check_forward(self, x) -> None:
+        check_layer_input("x", x, self.fc1.weight, (..., self.fc1.in_features))
+
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.fc1(x))
 
@@ -580,20 +505,28 @@ class ResidualBlock(nn.Module):
     by pi, and 12 such blocks in a row
     forget their input. ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
     stack near the identity; ``out_scale=0`` makes every block start as the exact identity.
-    The input is checked by the block's first phasor layer.
 
     Shape:
         Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
-    def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
-        super().__init__()
-        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
+    def _check_init(self, embed_dim, d_ff, skip, out_scale) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
         check_flag("skip", skip)
         check_number("out_scale", out_scale, low=0.0)
-        self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
-        self.skip = skip
 
+    @checked(_check_init)
+    def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
+        super().__init__()
+        self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
+        self.skip = bool(skip)
+
+    def _check_forward(self, x) -> None:
+        check_layer_input("x", x, self.mlp.fc1.weight, (..., self.mlp.fc1.in_features))
+
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.mlp(x)  # (..., D)
         return fhrr_bind(x, h) if self.skip else h
@@ -615,6 +548,12 @@ def fhrr_attention(q, k, v, mask=None):
     return torch.atan2(im, re) / math.pi, scores
 
 
+def _check_vsa_attention(q, k, v, mask, fast) -> None:
+    check_flag("fast", fast)
+    check_symbol_attention(q, k, v, mask)
+
+
+@checked(_check_vsa_attention)
 def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   mask: torch.Tensor | None = None, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """VSA attention (Eqn. 6): similarity scores weigh the value phasors,
@@ -636,10 +575,6 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
     """
-    check_flag("fast", fast)
-    target = _check_qkv(q, k, v, _check_symbols)
-    if mask is not None:
-        _check_mask(mask, target, "(..., Tq, Tk)")
     return fhrr_attention_fast(q, k, v, mask) if fast else fhrr_attention(q, k, v, mask)
 
 
@@ -710,19 +645,11 @@ def _real_view(z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z.resolve_conj()).flatten(-2)
 
 
-def _check_phasors(name: str, z, min_dim: int = 1) -> None:
-    if not isinstance(z, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(z).__name__}")
-    if not z.is_complex():  # a ValueError, as it always was: an angle passed where a phasor belongs
-        raise ValueError(f"{name} must be a complex tensor of phasors (see to_phasor), got dtype {z.dtype}")
-    if z.dtype not in (torch.complex64, torch.complex128):
-        raise TypeError(f"{name} must be a complex64 or complex128 tensor of phasors, got {z.dtype}")
-    if z.dim() < min_dim:
-        raise ValueError(f"{name} must have shape {_shape_text(min_dim)}, got {tuple(z.shape)}")
-    if min_dim >= 1 and z.shape[-1] == 0:
-        raise ValueError(f"{name} must have a symbol dimension D >= 1 (last dim), got {tuple(z.shape)}")
+def _check_to_phasor(x) -> None:
+    check_angles("x", x, any_real=True, complex_view=True)
 
 
+@checked(_check_to_phasor)
 def to_phasor(x: torch.Tensor) -> torch.Tensor:
     """Symbols to phasors, ``exp(i pi x)`` (as :func:`to_complex`), with a backward pass that reuses
     the forward's cosines and sines. Any real angle is accepted (read modulo 2).
@@ -734,12 +661,14 @@ def to_phasor(x: torch.Tensor) -> torch.Tensor:
     Shape:
         (..., D) real -> (..., D) complex (complex64 for float32, complex128 for float64).
     """
-    _check_tensor("x", x)
-    _check_complexable("x", x)
-    _check_finite("x", x)
     return _to_phasor(x)
 
 
+def _check_from_phasor(z) -> None:
+    check_phasors("z", z)
+
+
+@checked(_check_from_phasor)
 def from_phasor(z: torch.Tensor) -> torch.Tensor:
     """Phasors (of any magnitude but 0) to symbols, ``angle(z) / pi`` (as :func:`from_complex`),
     values in [-1, 1], with a backward pass that needs no trigonometry. A phasor 0 (e.g. the bundle
@@ -748,10 +677,14 @@ def from_phasor(z: torch.Tensor) -> torch.Tensor:
     Shape:
         (..., D) complex -> (..., D) real.
     """
-    _check_phasors("z", z)
     return _from_phasor(z)
 
 
+def _check_phasor_pair(a, b) -> None:  # bind_phasor's and unbind_phasor's
+    check_symbol_pair("a", a, "b", b, phasors=True)
+
+
+@checked(_check_phasor_pair)
 def bind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """:func:`bind` on phasors: the element-wise product ``a * b``, so that
     ``from_phasor(bind_phasor(to_phasor(x), to_phasor(y))) == bind(x, y)`` (mod 2).
@@ -759,24 +692,26 @@ def bind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Shape:
         a (..., D), b (..., D) complex -> (..., D) complex (leading dims broadcast).
     """
-    _check_phasors("a", a)
-    _check_phasors("b", b)
-    _check_pair(a, b, 1)
     return a * b
 
 
+@checked(_check_phasor_pair)
 def unbind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """:func:`unbind` on phasors: ``a * conj(b)`` (the inverse of a unit phasor is its conjugate).
 
     Shape:
         a (..., D), b (..., D) complex -> (..., D) complex.
     """
-    _check_phasors("a", a)
-    _check_phasors("b", b)
-    _check_pair(a, b, 1)
     return a * b.conj()
 
 
+def _check_bundle_phasor(z, dim, normalize) -> None:
+    check_phasors("z", z, min_dim=2)
+    check_set_dim("dim", dim, "z", z)  # a sum over an empty set would be 0, a phasor without angle
+    check_flag("normalize", normalize)
+
+
+@checked(_check_bundle_phasor)
 def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> torch.Tensor:
     """:func:`bundle` on phasors: the sum over the set, ``sum_j z_j`` (Eqn. 2 before the angle).
 
@@ -788,28 +723,16 @@ def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> to
     Shape:
         (..., K, D) complex for the default ``dim=-2`` -> (..., D) complex.
     """
-    _check_phasors("z", z, 2)
-    dim = check_int("dim", dim, minimum=None)
-    check_flag("normalize", normalize)
-    nd = z.dim()
-    if not -nd <= dim < nd or dim % nd == nd - 1:
-        raise ValueError(f"dim must name a set dimension of z {tuple(z.shape)} "
-                         f"(any but the last, the symbol dimension D), got dim={dim}")
-    if z.shape[dim] == 0:  # as bundle: the sum would be 0, a phasor without an angle
-        raise ValueError(f"cannot bundle an empty set: z has shape {tuple(z.shape)} "
-                         f"with size 0 along dim={dim}")
     out = z.sum(dim)
     return torch.sgn(out) if normalize else out
 
 
-def _similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
-    # Re(a conj(b)) = Re a Re b + Im a Im b: a real dot product of the interleaved (Re, Im) views.
-    ar, br = _real_view(a), _real_view(b)  # (..., 2D)
-    if pairwise:
-        return ar @ br.transpose(-2, -1) / a.shape[-1]  # (..., M, N): one real matrix product
-    return (ar * br).sum(-1) / a.shape[-1]  # (...)
+def _check_similarity_phasor(a, b, pairwise) -> None:
+    check_flag("pairwise", pairwise)
+    check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise), phasors=True)
 
 
+@checked(_check_similarity_phasor)
 def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
     """:func:`similarity` on phasors: ``1/D * sum_i Re(a_i conj(b_i))``.
 
@@ -820,20 +743,11 @@ def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) 
         pairwise=False: a (..., D), b (..., D) complex -> (...) real (broadcast leading dims).
         pairwise=True: a (..., M, D), b (..., N, D) complex -> (..., M, N) real.
     """
-    check_flag("pairwise", pairwise)
-    min_dim = 2 if pairwise else 1
-    _check_phasors("a", a, min_dim)
-    _check_phasors("b", b, min_dim)
-    _check_pair(a, b, min_dim, same_dtype=pairwise)
-    return _similarity_phasor(a, b, pairwise)
-
-
-def _vsa_attention_phasor(q, k, v, mask=None):
-    scores = _similarity_phasor(q, k, pairwise=True)  # (..., Tq, Tk), real
-    if mask is not None:
-        scores = scores.masked_fill(~mask, 0.0)
-    out = scores @ _real_view(v)  # (..., Tq, 2 Dv): real scores times (Re, Im) of the values
-    return torch.view_as_complex(out.unflatten(-1, (-1, 2))), scores
+    # Re(a conj(b)) = Re a Re b + Im a Im b: a real dot product of the interleaved (Re, Im) views.
+    ar, br = _real_view(a), _real_view(b)  # (..., 2D)
+    if pairwise:
+        return ar @ br.transpose(-2, -1) / a.shape[-1]  # (..., M, N): one real matrix product
+    return (ar * br).sum(-1) / a.shape[-1]  # (...)
 
 
 def fhrr_attention_fast(q, k, v, mask=None):
@@ -854,6 +768,11 @@ def fhrr_attention_fast(q, k, v, mask=None):
     return torch.atan2(im, re) / math.pi, scores
 
 
+def _check_vsa_attention_phasor(q, k, v, mask) -> None:
+    check_symbol_attention(q, k, v, mask, phasors=True)
+
+
+@checked(_check_vsa_attention_phasor)
 def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`vsa_attention` on phasors: ``sim(Q, K) V`` (Eqn. 6 before the angle), unnormalised.
@@ -864,23 +783,11 @@ def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) complex; mask as in :func:`vsa_attention`
         -> ``(output, scores)``: (..., Tq, Dv) complex and (..., Tq, Tk) real.
     """
-    target = _check_qkv(q, k, v, _check_phasors)
+    scores = similarity_phasor(q, k, pairwise=True)  # (..., Tq, Tk), real
     if mask is not None:
-        _check_mask(mask, target, "(..., Tq, Tk)")
-    return _vsa_attention_phasor(q, k, v, mask)
-
-
-def _check_block_input(block: nn.Module, x, mask, num_queries: int | None) -> None:
-    """The input of an attention block, checked on entry (``__call__``): x (B, T, embed_dim) of the block's
-    dtype and device, and a bool mask broadcastable to the scores (B, Tq, T)."""
-    shape = f"(B, T, {block.embed_dim})"
-    check_module_input("x", x, block.key.weight, shape, min_dim=3)
-    if x.dim() != 3 or x.shape[-1] != block.embed_dim:
-        raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
-    if mask is not None:
-        b, t = x.shape[:2]
-        tq = t if num_queries is None else num_queries
-        _check_mask(mask, (b, tq, t), "(B, T, T)" if num_queries is None else "(B, num_queries, T)")
+        scores = scores.masked_fill(~mask, 0.0)
+    out = scores @ _real_view(v)  # (..., Tq, 2 Dv): real scores times (Re, Im) of the values
+    return torch.view_as_complex(out.unflatten(-1, (-1, 2))), scores
 
 
 class SelfAttentionBlock(nn.Module):
@@ -902,17 +809,27 @@ class SelfAttentionBlock(nn.Module):
         Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, T, embed_dim) and (B, T, T).
     """
 
+    def _check_init(self, embed_dim, d_ff, fast) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        check_flag("fast", fast)
+
+    @checked(_check_init)
     def __init__(self, embed_dim: int, d_ff: int | None = None, fast: bool = False):
         super().__init__()
-        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
+        self.embed_dim, self.fast = int(embed_dim), bool(fast)
         self.query = PhasorLinear(embed_dim, embed_dim)
         self.key = PhasorLinear(embed_dim, embed_dim)
         self.value = PhasorLinear(embed_dim, embed_dim)
         self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
-    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        _check_block_input(self, x, mask, num_queries=None)
+    def _check_forward(self, x, mask) -> None:
+        d = self.embed_dim
+        check_layer_input("x", x, self.key.weight, (None, None, d), f"(B, T, {d})")
+        if mask is not None:
+            b, t = x.shape[:2]
+            check_score_mask("mask", mask, (b, t, t), "(B, T, T)")
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
@@ -943,17 +860,27 @@ class CrossAttentionBlock(nn.Module):
         (B, num_queries, T).
     """
 
+    def _check_init(self, embed_dim, num_queries, d_ff, fast) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("num_queries", num_queries)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        check_flag("fast", fast)
+
+    @checked(_check_init)
     def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None, fast: bool = False):
         super().__init__()
-        embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), _check_optional_size("d_ff", d_ff)
-        num_queries = check_positive_int("num_queries", num_queries)
-        self.embed_dim, self.fast = embed_dim, check_flag("fast", fast)
+        self.embed_dim, self.fast = int(embed_dim), bool(fast)
         self.queries = nn.Parameter(random_symbols(num_queries, embed_dim))  # inducing points
         self.key, self.value = PhasorLinear(embed_dim, embed_dim), PhasorLinear(embed_dim, embed_dim)
         self.residual = ResidualBlock(embed_dim, d_ff or embed_dim)
 
-    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        _check_block_input(self, x, mask, num_queries=self.queries.shape[0])
+    def _check_forward(self, x, mask) -> None:
+        d = self.embed_dim
+        check_layer_input("x", x, self.key.weight, (None, None, d), f"(B, T, {d})")
+        if mask is not None:
+            b, t = x.shape[:2]
+            check_score_mask("mask", mask, (b, self.queries.shape[0], t), "(B, num_queries, T)")
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):

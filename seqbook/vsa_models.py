@@ -17,14 +17,15 @@ from torch import nn
 
 from .checks import (
     check_bool_mask,
-    check_finite,
     check_flag,
     check_float_tensor,
     check_ids,
+    check_layer_input,
     check_module_input,
     check_number,
     check_positive_int,
-    check_tensor,
+    check_probability,
+    check_symbols_and_codebook,
     checked,
 )
 from .vsa import (
@@ -64,26 +65,24 @@ class SymbolProjection(nn.Module):
         Input: (..., in_features). Output: (..., embed_dim), angles in [-1, 1).
     """
 
+    def _check_init(self, in_features, embed_dim, sigma) -> None:
+        check_positive_int("in_features", in_features)
+        check_positive_int("embed_dim", embed_dim)
+        check_number("sigma", sigma, low=0.0, low_open=True)
+
+    @checked(_check_init)
     def __init__(self, in_features: int, embed_dim: int, sigma: float = 3.0):
         super().__init__()
-        in_features = check_positive_int("in_features", in_features)
-        embed_dim = check_positive_int("embed_dim", embed_dim)
-        check_number("sigma", sigma, low=0.0, low_open=True)
-        self.in_features, self.sigma = in_features, sigma
+        self.in_features, self.sigma = int(in_features), sigma
         self.register_buffer("projection", torch.randn(in_features, embed_dim))
         self.norm = nn.LayerNorm(embed_dim)
 
+    def _check_forward(self, x) -> None:
+        check_layer_input("x", x, self.projection, (..., self.in_features))
+
+    @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = f"(..., {self.in_features})"
-        check_module_input("x", x, self.projection, shape)
-        if x.shape[-1] != self.in_features:
-            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
         return fhrr_wrap(self.norm(x @ self.projection) / self.sigma)
-
-
-def _check_sparsity(name: str, sparsity) -> float:
-    """A share of angles set to 0: a number in [0, 1)."""
-    return check_number(name, sparsity, low=0.0, high=1.0, high_open=True)
 
 
 class Codebook(nn.Module):
@@ -98,25 +97,38 @@ class Codebook(nn.Module):
         Output: (B, num_classes), similarities in [-1, 1].
     """
 
+    def _check_init(self, num_classes, embed_dim, sparsity) -> None:
+        check_positive_int("num_classes", num_classes)
+        check_positive_int("embed_dim", embed_dim)
+        check_probability("sparsity", sparsity)  # a share of angles set to 0: in [0, 1)
+
+    @checked(_check_init)
     def __init__(self, num_classes: int, embed_dim: int, sparsity: float = 0.0):
         super().__init__()
-        num_classes = check_positive_int("num_classes", num_classes)
-        embed_dim = check_positive_int("embed_dim", embed_dim)
-        _check_sparsity("sparsity", sparsity)
         codes = random_symbols(num_classes, embed_dim)
         if sparsity > 0:
             codes = codes * (torch.rand(num_classes, embed_dim) >= sparsity)  # a share `sparsity` set to 0
         self.sparsity = float(sparsity)
         self.register_buffer("codes", codes)
 
+    def _check_forward(self, y) -> None:
+        check_layer_input("y", y, self.codes, (..., self.codes.shape[-1]))
+
+    @checked(_check_forward)
     def forward(self, y: torch.Tensor) -> torch.Tensor:
-        shape = f"(..., {self.codes.shape[-1]})"
-        check_module_input("y", y, self.codes, shape)
-        if y.shape[-1] != self.codes.shape[-1]:
-            raise ValueError(f"y must have shape {shape}, got {tuple(y.shape)}")
         return fhrr_similarity(y, self.codes, pairwise=True)
 
 
+def _check_codebook_loss(similarities, labels) -> None:
+    check_float_tensor("similarities", similarities, ndim=2, names="(B, C)")  # real: not complex
+    b, c = similarities.shape
+    check_ids("labels", labels, num_classes=c, shape=(b,), names=f"({b},) (B of similarities {(b, c)})")
+    if labels.device != similarities.device:
+        raise ValueError(f"labels must be on the device of similarities, {similarities.device}, "
+                         f"got {labels.device}")
+
+
+@checked(_check_codebook_loss)
 def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The paper's loss: ``mean(1 - sim(output, code of the true class))``, in [0, 2].
 
@@ -126,14 +138,6 @@ def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Ten
     Shape:
         similarities (B, C) with B, C >= 1, labels (B,) int -> scalar.
     """
-    check_float_tensor("similarities", similarities, ndim=2, names="(B, C)")
-    if similarities.is_complex():
-        raise TypeError(f"similarities must be a real floating-point tensor, got {similarities.dtype}")
-    b, c = similarities.shape
-    check_ids("labels", labels, num_classes=c, shape=(b,), names=f"({b},) (B of similarities {(b, c)})")
-    if labels.device != similarities.device:
-        raise ValueError(f"labels must be on the device of similarities, {similarities.device}, "
-                         f"got {labels.device}")
     return (1.0 - similarities.gather(1, labels.long()[:, None]).squeeze(1)).mean()
 
 
@@ -148,29 +152,37 @@ class VSAResNet(nn.Module):
         Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
     """
 
+    def _check_init(self, embed_dim, num_layers, skip, in_features, num_classes, d_ff, out_scale,
+                    codebook_sparsity) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("num_layers", num_layers, minimum=0)
+        check_flag("skip", skip)
+        check_positive_int("in_features", in_features)
+        check_positive_int("num_classes", num_classes)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        check_number("out_scale", out_scale, low=0.0)
+        check_probability("codebook_sparsity", codebook_sparsity)
+
+    @checked(_check_init)
     def __init__(self, embed_dim: int = 1024, num_layers: int = 12, skip: bool = True, in_features: int = 784,
                  num_classes: int = 10, d_ff: int | None = None, out_scale: float = 0.25,
                  codebook_sparsity: float = 0.0):
         super().__init__()
-        embed_dim = check_positive_int("embed_dim", embed_dim)
-        in_features = check_positive_int("in_features", in_features)
-        num_layers = check_positive_int("num_layers", num_layers, minimum=0)
-        num_classes = check_positive_int("num_classes", num_classes)
-        d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
-        check_flag("skip", skip)
-        check_number("out_scale", out_scale, low=0.0)
-        _check_sparsity("codebook_sparsity", codebook_sparsity)
         self.embed = SymbolProjection(in_features, embed_dim)
         self.blocks = nn.Sequential(*[ResidualBlock(embed_dim, d_ff, skip, out_scale)
                                       for _ in range(num_layers)])
         self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def _check_forward(self, images) -> None:
         n = self.embed.in_features
-        check_module_input("images", images, self.embed.projection, f"(B, ...) with {n} values per image", 2)
+        shape = f"(B, ...) with {n} values per image"
+        check_module_input("images", images, self.embed.projection, shape, 2)
         if math.prod(images.shape[1:]) != n:
-            raise ValueError(f"images must have shape (B, ...) with {n} values per image, "
-                             f"got {tuple(images.shape)}")
+            raise ValueError(f"images must have shape {shape}, got {tuple(images.shape)}")
+
+    @checked(_check_forward)
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.embed(images.flatten(1))  # (B, D)
         return self.codebook(self.blocks(x))  # (B, C)
 
@@ -181,9 +193,9 @@ class VSAAttentionClassifier(nn.Module):
 
     Only the input encoding depends on the domain. For images (``cols`` an int) every row becomes a
     symbol through one shared fixed random projection (figure 6a). With ``cols=None`` the input is
-    already a padded set of ``rows`` symbols of dimension ``embed_dim``, for example molecules encoded by
-    :class:`MoleculeEncoder` (figure 6b), and ``mask`` (B, rows), True at real symbols, says which
-    are padding: no query looks at a padding symbol, and self-attention outputs at padding
+    already a padded set of ``rows`` symbols of dimension ``embed_dim``, for example molecules encoded
+    by :class:`seqbook.molecules.MoleculeEncoder` (figure 6b), and ``mask`` (B, rows), True at real
+    symbols, says which are padding: no query looks at a padding symbol, and self-attention outputs at padding
     positions are set to angle 0 before the reduction, so padding content cannot change the result.
 
     The inputs carry no position code of their own; the self-attention model still knows their
@@ -197,21 +209,28 @@ class VSAAttentionClassifier(nn.Module):
         scores of the block.
     """
 
+    def _check_init(self, embed_dim, kind, num_queries, rows, cols, num_classes, d_ff, codebook_sparsity,
+                    fast) -> None:
+        check_positive_int("embed_dim", embed_dim)
+        if not isinstance(kind, str) or kind not in ("self", "cross"):
+            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
+        check_positive_int("num_queries", num_queries)
+        check_positive_int("rows", rows)
+        if cols is not None:
+            check_positive_int("cols", cols)
+        check_positive_int("num_classes", num_classes)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        check_probability("codebook_sparsity", codebook_sparsity)
+        check_flag("fast", fast)
+
+    @checked(_check_init)
     def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
                  cols: int | None = 28, num_classes: int = 10, d_ff: int | None = None,
                  codebook_sparsity: float = 0.0, fast: bool = False):
         super().__init__()
-        if not isinstance(kind, str) or kind not in ("self", "cross"):
-            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
-        embed_dim = check_positive_int("embed_dim", embed_dim)
-        num_queries = check_positive_int("num_queries", num_queries)
-        rows = check_positive_int("rows", rows)
-        cols = None if cols is None else check_positive_int("cols", cols)
-        num_classes = check_positive_int("num_classes", num_classes)
-        d_ff = None if d_ff is None else check_positive_int("d_ff", d_ff)
-        _check_sparsity("codebook_sparsity", codebook_sparsity)
-        check_flag("fast", fast)
-        self.kind, self.rows, self.cols, self.embed_dim = kind, rows, cols, embed_dim
+        self.kind, self.rows, self.embed_dim = kind, int(rows), int(embed_dim)
+        self.cols = None if cols is None else int(cols)
         self.embed = SymbolProjection(cols, embed_dim) if cols is not None else None
         if kind == "self":
             self.block = SelfAttentionBlock(embed_dim, d_ff, fast)
@@ -222,8 +241,14 @@ class VSAAttentionClassifier(nn.Module):
         self.reduce = PhasorLinear(tokens * embed_dim, embed_dim)
         self.codebook = Codebook(num_classes, embed_dim, codebook_sparsity)
 
-    def _check_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        self._check_input(x, mask)
+    def _check_forward(self, x, mask) -> None:
+        last = self.cols if self.cols is not None else self.embed_dim
+        check_layer_input("x", x, self.reduce.weight, (None, self.rows, last), f"(B, {self.rows}, {last})")
+        if mask is None:
+            return
+        check_bool_mask("mask", mask, shape=x.shape[:2], names=f"(B, {self.rows}) = {tuple(x.shape[:2])}")
+        if mask.device != x.device:
+            raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
@@ -236,24 +261,18 @@ class VSAAttentionClassifier(nn.Module):
         y = self.reduce(h.flatten(1))  # (B, D)
         return self.codebook(y), scores
 
-    def _check_input(self, x, mask) -> None:
-        last = self.cols if self.cols is not None else self.embed_dim
-        shape = f"(B, {self.rows}, {last})"
-        check_module_input("x", x, self.reduce.weight, shape, 3)
-        if x.dim() != 3 or x.shape[1:] != (self.rows, last):
-            raise ValueError(f"x must have shape {shape}, got {tuple(x.shape)}")
-        if mask is None:
-            return
-        check_bool_mask("mask", mask, shape=x.shape[:2], names=f"(B, {self.rows}) = {tuple(x.shape[:2])}")
-        if mask.device != x.device:
-            raise ValueError(f"mask must be on the device of x, {x.device}, got {mask.device}")
-
 
 # ---------------------------------------------------------------------------------------------
 # Similarity losses for training against a codebook of class symbols (chapters 8 and 9).
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_similarity_logits(x, codebook, scale) -> None:
+    check_symbols_and_codebook(x, codebook)
+    check_number("scale", scale)
+
+
+@checked(_check_similarity_logits)
 def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     r"""``scale * sim(x_i, s_k)`` for every output symbol and every class symbol.
 
@@ -266,11 +285,22 @@ def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.
     Shape:
         x: (B, n) angles in [-1, 1]; codebook: (C, n) -> (B, C)
     """
-    _check_x_codebook(x, codebook)
-    check_number("scale", scale)
     return scale * fhrr_similarity(x[:, None, :], codebook[None, :, :])  # (B, C)
 
 
+def _check_similarity_loss(x, codebook, target) -> None:
+    check_symbols_and_codebook(x, codebook)
+    if x.shape[0] == 0:
+        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
+                         f"got shape {tuple(x.shape)}")
+    if not isinstance(target, torch.Tensor):
+        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
+    if target.shape != x.shape[:1]:
+        raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
+    check_ids("target", target, codebook.shape[0])
+
+
+@checked(_check_similarity_loss)
 def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     r"""Mean of ``1 - sim(x_i, codebook[y_i])``: the loss of Olin-Ammentorp and Bazhenov (2022).
 
@@ -281,32 +311,7 @@ def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tenso
     Shape:
         x: (B, n) angles in [-1, 1], B >= 1; codebook: (C, n); target: (B,) ids -> scalar
     """
-    _check_x_codebook(x, codebook)
-    if x.shape[0] == 0:
-        raise ValueError(f"x must hold at least one symbol (B >= 1) to average over, "
-                         f"got shape {tuple(x.shape)}")
-    if not isinstance(target, torch.Tensor):
-        raise TypeError(f"target must be a torch.Tensor of integer class ids, got {type(target).__name__}")
-    if target.shape != x.shape[:1]:
-        raise ValueError(f"target must have shape (B,) = ({x.shape[0]},), got {tuple(target.shape)}")
-    check_ids("target", target, codebook.shape[0])
     return (1.0 - fhrr_similarity(x, codebook[target.long()])).mean()
-
-
-def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
-    """x: (B, n) and codebook: (C, n), finite floating-point tensors, C, n >= 1."""
-    for name, t in (("x", x), ("codebook", codebook)):
-        check_tensor(name, t, nonempty=False)
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor of angles, got {t.dtype}")
-    if codebook.dim() != 2 or 0 in codebook.shape:
-        raise ValueError(f"codebook must have shape (C, n) with C, n >= 1, got {tuple(codebook.shape)}")
-    n = codebook.shape[1]
-    if x.dim() != 2 or x.shape[1] != n:
-        raise ValueError(f"x must have shape (B, n) = (B, {n}) to match codebook {tuple(codebook.shape)}, "
-                         f"got {tuple(x.shape)}")
-    check_finite("x", x)
-    check_finite("codebook", codebook)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,8 +319,8 @@ def _check_x_codebook(x: torch.Tensor, codebook: torch.Tensor) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_build_classifier(kind, embed_dim, num_layers=12, skip=True, num_queries=32, out_scale=0.25,
-                            d_ff=None, codebook_sparsity=0.0) -> None:
+def _check_build_classifier(kind, embed_dim, num_layers, skip, num_queries, out_scale, d_ff,
+                            codebook_sparsity) -> None:
     """Every argument, whichever ``kind`` uses it."""
     if not isinstance(kind, str) or kind not in ("self", "cross", "resnet"):
         raise ValueError(f"kind must be 'self', 'cross' or 'resnet', got {kind!r}")
@@ -326,7 +331,7 @@ def _check_build_classifier(kind, embed_dim, num_layers=12, skip=True, num_queri
     check_number("out_scale", out_scale, low=0.0)
     if d_ff is not None:
         check_positive_int("d_ff", d_ff)
-    _check_sparsity("codebook_sparsity", codebook_sparsity)
+    check_probability("codebook_sparsity", codebook_sparsity)
 
 
 @checked(_check_build_classifier)

@@ -556,6 +556,47 @@ case("Codebook-sparsity-negative", lambda: Codebook(3, 8, sparsity=-0.1), "spars
 case("Codebook-sparsity-str", lambda: Codebook(3, 8, sparsity="half"), "sparsity", "'half'")
 
 
+# One error type per mistake (CONTRIBUTING, "One way to check arguments"): phasors (a complex
+# tensor) where angles belong, and angles (a real tensor) where phasors belong, are a wrong dtype,
+# a TypeError, at every door.
+WRONG_KIND = {
+    "wrap": lambda: vsa.wrap(ZA),
+    "to_complex": lambda: vsa.to_complex(ZA),
+    "from_complex": lambda: vsa.from_complex(A),
+    "similarity": lambda: vsa.similarity(A, ZB),
+    "bundle": lambda: vsa.bundle(ZA[None]),
+    "bind": lambda: vsa.bind(ZA, B),
+    "unbind": lambda: vsa.unbind(A, ZB),
+    "fractional_power": lambda: vsa.fractional_power(ZA[0], 0.5),
+    "generalized_bundle": lambda: vsa.generalized_bundle(ZA),
+    "vsa_attention": lambda: vsa.vsa_attention(Q, K, ZV),
+    "to_phasor": lambda: vsa.to_phasor(ZA),
+    "from_phasor": lambda: vsa.from_phasor(A),
+    "bind_phasor": lambda: vsa.bind_phasor(A, ZB),
+    "unbind_phasor": lambda: vsa.unbind_phasor(ZA, B),
+    "bundle_phasor": lambda: vsa.bundle_phasor(A[None]),
+    "similarity_phasor": lambda: vsa.similarity_phasor(ZA, B),
+    "vsa_attention_phasor": lambda: vsa.vsa_attention_phasor(ZQ, ZK, V),
+    "PhasorLinear.forward": lambda: PhasorLinear(8, 4)(ZA),
+    "PhasorLinear.pre_activation": lambda: PhasorLinear(8, 4).pre_activation(ZA),
+    "PhasorMLP.forward": lambda: PhasorMLP(8)(ZA),
+    "ResidualBlock.forward": lambda: ResidualBlock(8)(ZA),
+    "SelfAttentionBlock.forward": lambda: SelfAttentionBlock(8)(vsa.to_phasor(X3)),
+    "CrossAttentionBlock.forward": lambda: CrossAttentionBlock(8, 2)(vsa.to_phasor(X3)),
+    "SymbolProjection.forward": lambda: SymbolProjection(8, 6)(ZA),
+    "Codebook.forward": lambda: Codebook(3, 8)(ZA),
+    "VSAAttentionClassifier.forward": lambda: VSAAttentionClassifier(8, rows=3, cols=None)(
+        vsa.to_phasor(X3)),
+    "similarity_logits": lambda: vsa_models.similarity_logits(ZA, B),
+    "codebook_loss": lambda: vsa_models.codebook_loss(ZA, LABELS),
+}
+
+
+@pytest.mark.parametrize("fn", WRONG_KIND.values(), ids=WRONG_KIND.keys())
+def test_phasors_for_angles_and_angles_for_phasors_are_type_errors(fn):
+    assert_clear_error(fn, exc=TypeError)
+
+
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):

@@ -144,7 +144,7 @@ def test_complex_view_round_trip(device):
     assert_same_math(z, torch.tensor([1, 1j, -1j, (1 + 1j) / math.sqrt(2), -1],
                                      dtype=torch.complex128, device=device))
     circular_close(vsa.from_complex(z), x)
-    with pytest.raises(ValueError, match="complex tensor"):
+    with pytest.raises(TypeError, match="complex tensor"):  # a wrong dtype
         vsa.from_complex(x)
 
 
@@ -362,7 +362,7 @@ def test_bad_input_raises():
         bundle(torch.zeros(0, 4))
     with pytest.raises(ValueError, match=r"shape \(\.\.\., \?, D\)"):
         bundle(torch.zeros(4))
-    with pytest.raises(ValueError, match="complex"):
+    with pytest.raises(TypeError, match="complex"):  # phasors where angles belong: a wrong dtype
         similarity(torch.zeros(3, dtype=torch.complex64), torch.zeros(3, dtype=torch.complex64))
     with pytest.raises(ValueError, match="int >= 1"):
         random_symbols(0, 4)
@@ -381,6 +381,52 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match=r"base must have shape \(D,\)"):
         fractional_power(a, torch.tensor(0.5))
     assert vsa.wrap(torch.tensor([1.0, 3.5, -1.0])).tolist() == [-1.0, -0.5, -1.0]
+
+
+# ------------------------------------------------------------------ checked once, at the door
+
+
+def _reader_calls():
+    """(name, the reader's call, the parameters it takes) for the doors of the VSA modules."""
+    torch.manual_seed(0)
+    x3, images, mask = random_symbols(6, 16).view(2, 3, 16), torch.rand(2, 3, 4), torch.ones(2, 3).bool()
+    self_model = VSAAttentionClassifier(16, "self", rows=3, cols=None)
+    cross_model = VSAAttentionClassifier(16, "cross", num_queries=2, rows=3, cols=4)
+    resnet = VSAResNet(16, num_layers=2, in_features=12)
+    encoder = molecules.MoleculeEncoder(3, 2, 16)
+    atoms, bonds, bond_features = torch.rand(3, 3), torch.tensor([[0, 1], [1, 2]]), torch.rand(2, 2)
+    a, b = random_symbols(2, 16), random_symbols(2, 16)
+    return [
+        ("VSAAttentionClassifier(self)", lambda: self_model(x3, mask), VSAAttentionClassifier.forward),
+        ("VSAAttentionClassifier(cross)", lambda: cross_model(images), VSAAttentionClassifier.forward),
+        ("VSAResNet", lambda: resnet(images), VSAResNet.forward),
+        ("SelfAttentionBlock", lambda: self_model.block(x3, mask[:, None, :]), SelfAttentionBlock.forward),
+        ("ResidualBlock", lambda: resnet.blocks[0](x3), ResidualBlock.forward),
+        ("MoleculeEncoder", lambda: encoder(atoms, bonds, bond_features), molecules.MoleculeEncoder.forward),
+        ("build VSAAttentionClassifier", lambda: VSAAttentionClassifier(16, "cross", num_queries=2),
+         VSAAttentionClassifier.__init__),
+        ("build VSAResNet", lambda: VSAResNet(16, num_layers=2, d_ff=8), VSAResNet.__init__),
+        ("build_classifier", lambda: vsa_models.build_classifier("self", 16, d_ff=8),
+         vsa_models.build_classifier),
+        ("similarity", lambda: similarity(a, b, pairwise=True), similarity),
+        ("unbind", lambda: unbind(a, b), vsa.bind),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_reader_calls())), ids=[c[0] for c in _reader_calls()])
+def test_each_argument_is_checked_once_where_the_reader_s_call_enters(index):
+    """A model's blocks, phasor layers and codebook, and the layers a constructor builds, are
+    called by the package and do not check again: one reader's call checks each argument once."""
+    import inspect
+
+    from tests.test_check_once import count_checks
+
+    _, call, fn = _reader_calls()[index]
+    counts = count_checks(call)
+    params = set(inspect.signature(fn).parameters) - {"self"}
+    assert counts, "no check ran: the reader's call was not checked"
+    assert set(counts) <= params, f"checks named {set(counts) - params}, not arguments of the call"
+    assert max(counts.values()) == 1, f"an argument was checked more than once: {dict(counts)}"
 
 
 # ------------------------------------------------------------------ training entry point
@@ -541,7 +587,7 @@ def test_phasor_bad_input_raises():
     a, b = vsa.to_phasor(random_symbols(2, 8)), vsa.to_phasor(random_symbols(2, 7))
     with pytest.raises(ValueError, match=r"same symbol dimension D.*\(2, 8\).*\(2, 7\)"):
         vsa.bind_phasor(a, b)
-    with pytest.raises(ValueError, match="complex tensor of phasors"):
+    with pytest.raises(TypeError, match="complex tensor of phasors"):  # angles: a wrong dtype
         vsa.similarity_phasor(random_symbols(2, 8), a)
     with pytest.raises(ValueError, match=r"shape \(\.\.\., \?, D\), got \(8,\)"):
         vsa.similarity_phasor(a[0], a[0], pairwise=True)
@@ -549,9 +595,9 @@ def test_phasor_bad_input_raises():
         vsa.bundle_phasor(a, dim=-1)
     with pytest.raises(ValueError, match="same number of symbols Tk"):
         vsa.vsa_attention_phasor(a, a, a[:1])
-    with pytest.raises(ValueError, match="complex tensor"):
+    with pytest.raises(TypeError, match="complex tensor"):
         vsa.from_phasor(random_symbols(2, 8))
-    with pytest.raises(ValueError, match="real floating-point"):
+    with pytest.raises(TypeError, match="real floating-point"):
         vsa.to_phasor(a)
 
 
