@@ -81,6 +81,7 @@ from pathlib import Path
 import torch
 
 from .bpe import train_bpe
+from .checks import int_at_least, number_at_least
 from .data import load_time_machine, split_text, time_machine_ids
 from .distributed import (
     PARALLEL,
@@ -99,29 +100,6 @@ from .vocab import Vocab
 __all__ = ["main", "build_parser", "load_ids"]
 
 
-def _int_at_least(minimum: int):
-    """An argparse ``type``: an int >= ``minimum`` (argparse names the flag in its error)."""
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"int >= {minimum}"
-    return parse
-
-
-def _float_at_least(minimum: float):
-    def parse(text: str) -> float:
-        value = float(text)
-        if not value >= minimum:
-            raise argparse.ArgumentTypeError(f"must be a number >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"number >= {minimum}"
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m seqbook.gpt_train", allow_abbrev=False,
@@ -129,13 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train chapter 6's GPT on one process or many (torchrun): DDP or FSDP2, gradient "
                     "accumulation, checkpoints that resume on any number of processes, a JSON log.",
     )
-    positive, count = _int_at_least(1), _int_at_least(0)
+    positive, count = int_at_least(1), int_at_least(0)
     g = p.add_argument_group("data")
     g.add_argument("--data", default=None, metavar="FILE",
                    help="a UTF-8 text file (None: The Time Machine)")
     g.add_argument("--tokenizer", choices=["char", "bpe"], default="char",
                    help="characters, or a byte-level BPE trained on the training part")
-    g.add_argument("--vocab-size", type=_int_at_least(256), default=512,
+    g.add_argument("--vocab-size", type=int_at_least(256), default=512,
                    help="bpe: tokens of the trained byte-level BPE, the 256 bytes included")
     g.add_argument("--valid-frac", type=float, default=0.1, help="held-out tail of the text")
     g = p.add_argument_group("model (GPTConfig)")
@@ -150,13 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=positive, default=64,
                    help="sequences per optimiser step, over all processes")
     g.add_argument("--accumulate", type=positive, default=1, help="micro-batches per optimiser step")
-    g.add_argument("--lr", type=_float_at_least(0.0), default=1e-3, help="peak learning rate (AdamW)")
-    g.add_argument("--weight-decay", type=_float_at_least(0.0), default=0.01, help="AdamW's")
+    g.add_argument("--lr", type=number_at_least(0.0), default=1e-3, help="peak learning rate (AdamW)")
+    g.add_argument("--weight-decay", type=number_at_least(0.0), default=0.01, help="AdamW's")
     g.add_argument("--warmup", type=count, default=0, help="steps of linear warm-up")
     g.add_argument("--schedule", choices=["cosine", "linear", "constant", "inverse_sqrt"], default="cosine",
                    help="the learning rate after the warm-up (seqbook.train.warmup_factor)")
     g.add_argument("--min-lr-factor", type=float, default=0.1, help="cosine/linear: final lr / peak lr")
-    g.add_argument("--clip", type=_float_at_least(0.0), default=1.0, help="global gradient norm (0: none)")
+    g.add_argument("--clip", type=number_at_least(0.0), default=1.0, help="global gradient norm (0: none)")
     g.add_argument("--seed", type=int, default=0, help="initial weights and the order of the data")
     g.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="of the parameters")
     g.add_argument("--bf16", action="store_true", help="bfloat16 autocast (GPUs only)")

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .checks import check_flag, check_int, check_number
+from .checks import check_axes, check_flag, check_int, check_number, check_optional_str, check_str
 from .losses import calibration_bins, expected_calibration_error
 
 
@@ -30,17 +30,6 @@ def _as_array(name: str, values, ndim: int) -> np.ndarray:
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
     return array
-
-
-def _check_ax(ax) -> None:
-    """``ax`` is None (the current axes) or a matplotlib ``Axes``."""
-    if ax is not None and not isinstance(ax, plt.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-
-
-def _check_label(name: str, label) -> None:
-    if label is not None and not isinstance(label, str):
-        raise TypeError(f"{name} must be a str or None, got {type(label).__name__}")
 
 
 MAX_FIGURE_WIDTH = 9.0
@@ -106,12 +95,11 @@ def plot_history(history, ax=None, label: str | None = None, baseline: float | N
     if len(history.eval_step) != len(history.eval_loss):
         raise ValueError(f"history must have as many eval_step as eval_loss entries, got "
                          f"{len(history.eval_step)} and {len(history.eval_loss)}")
-    _check_label("label", label)
+    check_optional_str("label", label)
     if baseline is not None:
         baseline = check_number("baseline", baseline)
-    if not isinstance(baseline_label, str):
-        raise TypeError(f"baseline_label must be a str, got {type(baseline_label).__name__}")
-    _check_ax(ax)
+    check_str("baseline_label", baseline_label)
+    check_axes("ax", ax)
     smoothed = smooth(history.step_loss, window)
     ax = ax or plt.gca()
     line, = ax.plot(smoothed, label=f"{label or 'train'} (smoothed)")
@@ -155,8 +143,8 @@ def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis"
     elif not isinstance(cmap, plt.matplotlib.colors.Colormap):
         raise TypeError(f"cmap must be a colormap name or a matplotlib Colormap, got {type(cmap).__name__}")
     colorbar = check_flag("colorbar", colorbar)
-    _check_label("title", title)
-    _check_ax(ax)
+    check_optional_str("title", title)
+    check_axes("ax", ax)
     ax = ax or plt.gca()
     im = ax.imshow(matrix, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
     if x_labels is not None:
@@ -194,7 +182,7 @@ def confusion_matrix(y_true, y_pred, labels: Sequence[str], ax=None, normalize: 
     if len(y_true) != len(y_pred):
         raise ValueError(f"y_true and y_pred must have the same length, got {len(y_true)} and {len(y_pred)}")
     normalize = check_flag("normalize", normalize)
-    _check_ax(ax)
+    check_axes("ax", ax)
     counts = np.zeros((k, k), dtype=int)
     np.add.at(counts, (y_true, y_pred), 1)
     shown = counts / np.maximum(counts.sum(1, keepdims=True), 1) if normalize else counts
@@ -218,8 +206,8 @@ def reliability_diagram(probs: torch.Tensor, target: torch.Tensor, n_bins: int =
     :func:`seqbook.losses.calibration_bins`;
     ``title`` is a str or None.
     """
-    _check_label("title", title)
-    _check_ax(ax)
+    check_optional_str("title", title)
+    check_axes("ax", ax)
     bins = calibration_bins(probs, target, n_bins)
     ece = expected_calibration_error(probs, target, n_bins)
     conf, acc, count = (t.cpu().numpy() for t in bins)

@@ -1,6 +1,6 @@
 """The command line for the longer runs of chapter 8: train a VSA network on Fashion-MNIST or on
 molecules and record the result. The work is done by library functions
-(:func:`seqbook.vsa_models.build_classifier`, :func:`seqbook.vsa_models.encode_solubility`,
+(:func:`seqbook.vsa_models.build_classifier`, :func:`seqbook.molecules.encode_solubility`,
 :func:`seqbook.train.train_vsa`); this module only reads the arguments and writes the JSON.
 
 The paper's full-scale runs (symbol dimension 1024, 2000 steps of batch 128; RMSprop with learning
@@ -12,7 +12,7 @@ rate 1e-3 and smoothing 0.9, the optimiser of the authors' code) on a GPU::
     python -m seqbook.vsa_train --model resnet --blocks 12 --no-skip --dim 1024 --steps 2000
 
 The same attention classifiers on molecules (the solubility data of :func:`seqbook.data.load_solubility`,
-encoded by :class:`seqbook.vsa_models.MoleculeEncoder`)::
+encoded by :class:`seqbook.molecules.MoleculeEncoder`)::
 
     python -m seqbook.vsa_train --data solubility --model self --dim 256 --steps 500 --batch 64
 
@@ -29,6 +29,7 @@ import os
 import torch
 from torch import nn
 
+from .checks import int_at_least
 from .data import load_fashion_mnist
 from .losses import macro_auroc
 from .molecules import encode_solubility
@@ -44,21 +45,9 @@ def _device_name(model: nn.Module) -> str:
     return f"{cpu_name()} ({os.cpu_count()} cores)"
 
 
-def _int_at_least(minimum: int):
-    """An argparse ``type``: an int >= ``minimum`` (argparse names the flag in its error)."""
-    def parse(text: str) -> int:
-        value = int(text)  # a ValueError here: argparse reports "invalid ... value"
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an int >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"int >= {minimum}"
-    return parse
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=__doc__.split("\n")[0])
-    positive, count = _int_at_least(1), _int_at_least(0)
+    positive, count = int_at_least(1), int_at_least(0)
     parser.add_argument("--data", choices=["fashion-mnist", "solubility"], default="fashion-mnist")
     parser.add_argument("--model", choices=["self", "cross", "resnet"], default="self")
     parser.add_argument("--dim", type=positive, default=1024, help="symbol dimension n")
