@@ -4,12 +4,13 @@ Two kinds of check:
 
 * without a browser: every chapter carries what ``tools/jupyterlab_notebooks.py`` adds (the
   frontmatter cell that makes jupyterlab-myst number equations and exercises as the book does, no
-  unlabelled ``$$`` block, collapsed solution cells);
+  unlabelled ``$$`` block, collapsed solution cells, and the cells the book folds (tag
+  ``hide-input``) folded);
 * in a real JupyterLab (headless Chromium, a server on 127.0.0.1 that serves a copy of chapter 1, so
   that JupyterLab's autosave cannot touch the repository): equations and exercises carry the book's
   numbers, references to exercises further down resolve, citations are rendered by MyST (as their keys:
-  jupyterlab-myst reads no bibliography), no raw MyST markup is left, and the solution cells are
-  collapsed.
+  jupyterlab-myst reads no bibliography), no raw MyST markup is left, and the solution cells and
+  the folded cells are collapsed.
 """
 
 from __future__ import annotations
@@ -78,12 +79,14 @@ def test_frontmatter_numbers_match_the_table_of_contents():
             assert first.get("id") != tool.FRONTMATTER_ID, f"{path.name} is not numbered in the book"
 
 
-def test_only_solution_cells_are_collapsed():
+def test_only_solution_and_folded_cells_are_collapsed():
     for path in CHAPTERS:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        inside = [c.get("id") for c in tool.solution_cells(cells)]
+        expected = {id(c) for c in tool.hidden_cells(cells)}
+        inside = [c.get("id") for c in cells if id(c) in expected]
         hidden = [c.get("id") for c in cells if c["metadata"].get("jupyter", {}).get("source_hidden")]
-        assert hidden == inside, f"{path.name}: collapsed cells {hidden}, solution cells {inside}"
+        assert hidden == inside, (f"{path.name}: collapsed cells {hidden}, solution and hide-input "
+                                  f"cells {inside}")
 
 
 # ------------------------------------------------------------------ in JupyterLab
@@ -193,7 +196,7 @@ def read_rendered(url: str, profile: Path) -> tuple[dict, dict, dict, list]:
     driver.set_page_load_timeout(120)
     nb = json.loads(CHAPTER.read_text(encoding="utf-8"))
     equations, exercises = expected_numbers(nb, 1)
-    collapsed = tool.solution_cells(nb["cells"])
+    collapsed = tool.hidden_cells(nb["cells"])
     try:
         driver.get(f"{url}/lab/tree/chapters/{CHAPTER.name}?reset")
         # jupyterlab-myst renders the cells one by one and re-resolves the whole notebook's references
@@ -253,10 +256,12 @@ def test_chapter_1_in_jupyterlab(lab, tmp_path_factory):
         if raw in state["text"]:
             problems.append(f"raw markup {raw!r} in the rendered notebook")
 
-    # solutions: every solution cell collapsed, with its output
+    # solutions: every solution cell collapsed, with its output; folded cells: their source only
     if state["inputPlaceholders"] != len(collapsed):
-        problems.append(f"{state['inputPlaceholders']} collapsed cells, {len(collapsed)} solution cells")
-    code = sum(c["cell_type"] == "code" for c in collapsed)
+        problems.append(f"{state['inputPlaceholders']} collapsed cells, {len(collapsed)} solution "
+                        "and folded cells")
+    code = sum(c["cell_type"] == "code" and c["metadata"].get("jupyter", {}).get("outputs_hidden") is True
+               for c in collapsed)
     if state["outputPlaceholders"] != code:
         problems.append(f"{state['outputPlaceholders']} collapsed outputs, {code} solution code cells")
 

@@ -2,10 +2,11 @@
 
 Usage::
 
-    python apply.py CHAPTERS_DIR            # edit the notebooks in place
-    python apply.py CHAPTERS_DIR --check    # change nothing; exit 1 if a notebook needs this script
+    python tools/jupyterlab_notebooks.py chapters            # edit the notebooks in place
+    python tools/jupyterlab_notebooks.py chapters --check    # change nothing; exit 1 if one needs it
+    python tools/jupyterlab_notebooks.py chapters/01_embeddings.ipynb   # named notebooks only
 
-Three changes, invisible in the built book, and idempotent (a second run writes nothing):
+Four changes, invisible in the built book, and idempotent (a second run writes nothing):
 
 1. Chapters 01-10 get a first markdown cell with the id ``jupyterlab-myst-frontmatter`` that holds only
    a MyST frontmatter block, ``numbering: enumerator: "N.%s"``. jupyterlab-myst reads page frontmatter
@@ -32,9 +33,16 @@ Three changes, invisible in the built book, and idempotent (a second run writes 
    fixed list of ids) so that solution cells added later are covered; the script prints the ids it
    touched.
 
+4. Every code cell tagged ``hide-input`` (the book folds its source behind a "Show code cell source"
+   button and shows its outputs) gets ``jupyter.source_hidden: true``, so that JupyterLab folds the
+   same cells, to their first line, with their outputs shown. The tag is the one source of truth: a
+   cell that carries ``source_hidden`` without the tag, outside a solution, loses it (JupyterLab
+   writes it when a reader folds a cell and saves). A folded cell's first line is a comment that
+   says what the cell does, so that it can be found (``tests/test_setup_cells.py``).
+
 Nothing else is rewritten: the script only inserts/updates the one cell named above, swaps the
-delimiter lines of unlabelled display math, and sets the ``jupyter`` key of the solution cells'
-metadata. Notebooks are written with json.dump(indent=1,
+delimiter lines of unlabelled display math, and sets the ``jupyter`` key of the solution cells' and
+the folded cells' metadata. Notebooks are written with json.dump(indent=1,
 ensure_ascii=False) plus a trailing newline, as everywhere in the project.
 """
 
@@ -169,6 +177,18 @@ def hidden_flags(cell: dict) -> dict:
     return flags
 
 
+def folded_cells(cells: list[dict]) -> list[dict]:
+    """The code cells whose source the book folds (tag ``hide-input``)."""
+    return [c for c in cells if c["cell_type"] == "code" and "hide-input" in c["metadata"].get("tags", [])]
+
+
+def hidden_cells(cells: list[dict]) -> list[dict]:
+    """Every cell that JupyterLab opens with its source folded: the solution cells and the folded
+    cells (a solution cell may be both)."""
+    seen = {id(c) for c in solution_cells(cells)}
+    return solution_cells(cells) + [c for c in folded_cells(cells) if id(c) not in seen]
+
+
 def _sorted(d: dict) -> dict:
     """Keys in sorted order, as nbformat writes them, so a later nbconvert --inplace changes nothing."""
     return {k: d[k] for k in sorted(d)}
@@ -207,17 +227,34 @@ def apply(nb: dict, stem: str) -> list[str]:
         if jup != want or any(meta.get(k) != v for k, v in extra.items()):
             cell["metadata"] = _sorted({**meta, **extra, "jupyter": want})
             changes.append(f"collapsed solution cell {cell.get('id')} ({cell['cell_type']})")
+    solutions = {id(c) for c in solution_cells(cells)}
+    folded = {id(c) for c in folded_cells(cells)}
+    for cell in cells:
+        if id(cell) in solutions:
+            continue
+        meta = cell.get("metadata", {})
+        jup = meta.get("jupyter", {})
+        if id(cell) in folded and jup.get("source_hidden") is not True:
+            cell["metadata"] = _sorted({**meta, "jupyter": _sorted({**jup, "source_hidden": True})})
+            changes.append(f"folded hide-input cell {cell.get('id')}")
+        elif id(cell) not in folded and "source_hidden" in jup:
+            rest = {k: v for k, v in jup.items() if k != "source_hidden"}
+            cell["metadata"] = _sorted({k: v for k, v in meta.items() if k != "jupyter"}
+                                       | ({"jupyter": rest} if rest else {}))
+            changes.append(f"unfolded cell {cell.get('id')} (source_hidden without hide-input)")
     return changes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("chapters", type=Path, help="folder with the chapter notebooks (NN_name.ipynb)")
+    parser.add_argument("chapters", type=Path, nargs="+",
+                        help="a folder with the chapter notebooks (NN_name.ipynb), or notebooks")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if changes are due")
     args = parser.parse_args(argv)
-    paths = sorted(args.chapters.glob("[0-9][0-9]_*.ipynb"))
+    paths = sorted(p for arg in args.chapters
+                   for p in (arg.glob("[0-9][0-9]_*.ipynb") if arg.is_dir() else [arg]))
     if not paths:
-        parser.error(f"no chapter notebooks in {args.chapters}")
+        parser.error(f"no chapter notebooks in {' '.join(map(str, args.chapters))}")
     due = False
     for path in paths:
         text = path.read_text(encoding="utf-8")
