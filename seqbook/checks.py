@@ -51,6 +51,8 @@ __all__ = [
     "check_float_tensor",
     "check_features",
     "check_ids",
+    "check_lengths",
+    "check_forbid",
     "check_finite",
     "check_like",
     "check_bool_mask",
@@ -286,6 +288,39 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
             elif lo < 0 or hi >= num_classes:
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"{name} must hold ids in [0, {num_classes - 1}], found {bad}")
+    return ids
+
+
+def check_lengths(name: str, lengths: torch.Tensor, size: int, minimum: int = 1, of: str = "the sequence"
+                  ) -> torch.Tensor:
+    """Check that every entry of the integer tensor ``lengths`` lies in [minimum, size]: no length
+    beyond the sequence it measures, whose length is ``size`` (``of`` names it in the message).
+
+    The message names the argument, the range, and the longest (or shortest) length found. Reads the
+    values (a GPU sync); skipped where there are none (:func:`has_values`).
+    """
+    if lengths.numel() and has_values(lengths):
+        lo, hi = torch.stack(torch.aminmax(lengths)).tolist()  # one read of the values
+        if hi > size or lo < minimum:
+            found = f"a longest length of {hi}" if hi > size else f"a shortest length of {lo}"
+            raise ValueError(f"{name} must lie in [{minimum}, {size}] ({size} = the length of {of}), "
+                             f"got {found}")
+    return lengths
+
+
+def check_forbid(name: str, forbid, vocab_size: int | None = None) -> tuple[int, ...]:
+    """Check ids a sampler must never emit: a sequence (tuple, list, range) of ints in
+    [0, vocab_size) that leaves at least one of the ``vocab_size`` ids. Without ``vocab_size`` (not
+    known yet) only the form and the lower end are checked. Returns the ids as a tuple of ints."""
+    if isinstance(forbid, (str, bytes)) or not isinstance(forbid, Sequence):
+        raise TypeError(f"{name} must be a sequence (tuple or list) of int ids, got "
+                        f"{type(forbid).__name__} {forbid!r}")
+    if vocab_size is not None:
+        vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+    top = None if vocab_size is None else vocab_size - 1
+    ids = tuple(check_int(f"{name}[{i}]", x, minimum=0, maximum=top) for i, x in enumerate(forbid))
+    if vocab_size is not None and len(set(ids)) >= vocab_size:
+        raise ValueError(f"{name} must leave at least one id to emit, got all {vocab_size} ids")
     return ids
 
 

@@ -26,8 +26,8 @@ from .checks import (
     check_probability,
     checked,
 )
+from .decoding import check_sampling, generate_tokens
 from .kv_cache import KVCache
-from .lm import check_sampling, generate_tokens
 from .rope import rope_angles
 from .transformer import (
     EncoderLayer,

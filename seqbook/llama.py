@@ -45,8 +45,8 @@ from .checks import (
     check_same_dtype,
     checked,
 )
+from .decoding import check_sampling, generate_tokens
 from .kv_cache import KVCache
-from .lm import check_sampling, generate_tokens
 from .rope import apply_rope, rope_angles
 from .transformer import check_caches, check_targets, check_token_ids
 

@@ -209,7 +209,7 @@ def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = Non
     z = logits
     for rule, arg in zip(WARPERS, (temperature, top_k, top_p, min_p), strict=True):
         if arg is not None:
-            z = rule.__wrapped__(z, arg)  # unchecked: warp checked every argument
+            z = rule(z, arg)  # checked once, by warp
     return z
 
 
@@ -240,7 +240,7 @@ def sample(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = N
     if temperature == 0:
         return logits.argmax(dim=-1)                           # (...): greedy
     z = logits if logits.dtype == torch.float64 else logits.float()
-    z = warp.__wrapped__(z, temperature, top_k, top_p, min_p)  # checked above
+    z = warp(z, temperature, top_k, top_p, min_p)              # checked once, by sample
     probs = z.softmax(dim=-1).reshape(-1, z.shape[-1])         # (N, V): N rows
     on = generator.device if generator is not None else probs.device
     ids = torch.multinomial(probs.to(on), 1, generator=generator)  # (N, 1)

@@ -10,30 +10,18 @@ The model of Bahdanau et al. (2014), eqs. (4.4)-(4.9) of the book, in three part
 * :class:`PlainDecoder`: the same decoder with one fixed context for every step, the encoder's
   final states ``c = [->h_S ; <-h_1]`` (the encoder-decoder of Cho et al., 2014, without attention).
 
-:class:`Seq2Seq` joins an encoder and a decoder, trains with teacher forcing (the decoder reads
-the true previous character) and predicts with :func:`greedy_decode` or :func:`beam_search`.
-
-**The decoding protocol.** :func:`greedy_decode`, :func:`beam_search` and :func:`translate` work
-for any encoder-decoder with two methods, here :class:`Seq2Seq` and chapter 6's
-:class:`seqbook.transformer.Seq2SeqTransformer`:
-
-* ``encode(src, src_lengths) -> memory``, run once per batch of sources: a tensor or a tuple of
-  batch-first tensors (None allowed), which beam search repeats row by row for its beams;
-* ``decode_step(prev_tokens, state, memory, need_weights=False) -> (logits, state)``: read the
-  previous token of each row (B,) and the decoder state, return the next-token logits (B, V) and the
-  new state, a batch-first tensor (or a tuple of them) whose rows beam search reorders. ``state`` is
-  None before the first step, whose ``prev_tokens`` is ``<sos>``. With ``need_weights`` a third item
-  is the step's attention over the source (B, S), or None for a model without attention.
-
-:class:`Seq2Seq`'s state is the decoder's GRU state (B, H); the transformer's is the target prefix
-so far (B, t), over which it reruns its decoder at every step (no cache). Token ids follow
-:class:`seqbook.data.Vocab`: ``<pad>`` 0, ``<sos>`` 2, ``<eos>`` 3. Both decoders take ``forbid``,
-ids never to emit, blocked by the rule of the samplers (:func:`seqbook.lm.forbid_tokens`).
+:class:`Seq2Seq` joins an encoder and a decoder and trains with teacher forcing (the decoder reads
+the true previous character). For prediction it has the two methods of the decoding protocol of
+:mod:`seqbook.decoding` (``encode`` and ``decode_step``), whose :func:`~seqbook.decoding.greedy_decode`,
+:func:`~seqbook.decoding.beam_search` and :func:`~seqbook.decoding.translate` decode it, as they decode
+chapter 6's :class:`seqbook.transformer.Seq2SeqTransformer`. Its state is the decoder's GRU state
+(B, H). Token ids follow the reserved ids of :mod:`seqbook.decoding`: ``<pad>`` is
+:data:`~seqbook.decoding.PAD_ID` 0 (the padding row of the embeddings, ignored by the loss).
 
 The data sets live in :mod:`seqbook.data` (:func:`~seqbook.data.date_dataset`,
-:func:`~seqbook.data.copy_dataset`, :class:`~seqbook.data.TranslationData`,
-:func:`~seqbook.data.bucket_batches`); :func:`translate` and :func:`exact_match` go from a trained
-model back to strings and scores.
+:func:`~seqbook.data.copy_dataset`, :class:`~seqbook.data.TranslationData`), the batches in
+:mod:`seqbook.batching` (:func:`~seqbook.batching.bucket_batches`); :func:`exact_match` and
+:func:`exact_match_by_length` score translations.
 
 All recurrent parts are ``seqbook.rnn`` modules. ``fast=True`` runs them through PyTorch's fused
 GRU kernels on the same parameters (same values, chapter 3); the tests check both paths agree.
@@ -41,7 +29,6 @@ GRU kernels on the same parameters (same values, chapter 3); the tests check bot
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -52,27 +39,23 @@ from torch import nn
 
 from . import rnn
 from .attention import AdditiveAttention, lengths_to_mask
-from .batching import encode_pairs
 from .checks import (
     check_bool_mask,
     check_flag,
     check_float_tensor,
     check_ids,
-    check_number,
+    check_lengths,
     check_positive_int,
     check_same_dtype,
     checked,
     has_values,
 )
-from .lm import check_sampling, forbid_tokens, sample_next
-from .vocab import Vocab, check_vocab, decode_ids
+from .decoding import PAD_ID
 
 __all__ = [
     "reverse_padded", "EncoderOutput", "Encoder", "Decoder", "AttentionDecoder", "PlainDecoder", "Seq2Seq",
-    "greedy_decode", "beam_search", "translate", "exact_match", "exact_match_by_length",
+    "exact_match", "exact_match_by_length",
 ]
-
-PAD_ID, SOS_ID, EOS_ID = Vocab.pad_id, Vocab.sos_id, Vocab.eos_id
 
 
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
@@ -90,10 +73,7 @@ def _check_reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> None:
     check_ids("lengths", lengths, nonempty=False)
     if x.dim() < 2 or _shape(lengths) != (x.shape[0],):
         raise ValueError(f"need x (B, T, ...) and lengths (B,), got {_shape(x)} and {_shape(lengths)}")
-    if lengths.numel() and has_values(lengths):
-        lo, hi = int(lengths.min()), int(lengths.max())
-        if lo < 0 or hi > x.shape[1]:
-            raise ValueError(f"lengths must lie in [0, {x.shape[1]}] (T of x), got values in [{lo}, {hi}]")
+    check_lengths("lengths", lengths, x.shape[1], minimum=0, of="x (T)")
 
 
 @checked(_check_reverse_padded)
@@ -185,11 +165,9 @@ def _check_source(src: torch.Tensor, src_lengths: torch.Tensor, vocab_size: int)
     if B == 0 or S == 0:
         raise ValueError(f"src must hold at least one sequence and one position, got shape {_shape(src)}")
     check_ids("src_lengths", src_lengths, shape=(B,), names=f"({B},)")
-    if src.is_meta or src_lengths.is_meta:  # shapes only: a meta tensor holds no values
+    check_lengths("src_lengths", src_lengths, S, of="src")
+    if not has_values(src):  # shapes only: a meta tensor holds no values
         return
-    if src_lengths.min() < 1 or src_lengths.max() > S:
-        raise ValueError(f"src_lengths must lie in [1, {S}] (the width of src), got values in "
-                         f"[{int(src_lengths.min())}, {int(src_lengths.max())}]")
     if src.min() < 0 or src.max() >= vocab_size:
         raise ValueError(f"src ids must lie in [0, {vocab_size}), got values in [{int(src.min())}, "
                          f"{int(src.max())}]")
@@ -382,7 +360,7 @@ class Seq2Seq(nn.Module):
         fast: run the GRUs through PyTorch's fused kernels (set or clear it later with
             ``model.fast = ...``; the parameters are the same).
 
-    For decoding it has the two methods of the decoding protocol (see :mod:`seqbook.seq2seq`):
+    For decoding it has the two methods of the decoding protocol (see :mod:`seqbook.decoding`):
     :meth:`encode` runs the encoder once, and :meth:`decode_step` runs one decoder step, whose state
     is the GRU state :math:`s_{i-1}`.
 
@@ -409,15 +387,28 @@ class Seq2Seq(nn.Module):
         else:
             self.decoder = PlainDecoder(tgt_vocab_size, embed_dim, hidden_size, 2 * hidden_size, fast)
 
+    def _check_encode(self, src, src_lengths) -> None:
+        _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
+
+    @checked(_check_encode)
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         """Run the encoder and the decoder's per-source preparation (the first method of the
-        decoding protocol).
+        decoding protocol of :mod:`seqbook.decoding`).
 
         Shape:
             src: (B, S) int64 ids, src_lengths: (B,) in 1..S -> :class:`EncoderOutput` of batch B
         """
         return self.decoder.prepare(self.encoder(src, src_lengths))
 
+    def _check_decode_step(self, prev_tokens, state, memory, need_weights) -> None:
+        check_flag("need_weights", need_weights)
+        B = self.decoder._check_memory(memory)
+        check_ids("prev_tokens", prev_tokens, self.decoder.vocab_size, shape=(B,))
+        if state is not None:
+            check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
+            check_same_dtype("state", state, self.decoder.init.weight.dtype)
+
+    @checked(_check_decode_step)
     def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None, memory: EncoderOutput,
                     need_weights: bool = False):
         """One decoder step (the second method of the decoding protocol): attend, update, predict.
@@ -430,21 +421,12 @@ class Seq2Seq(nn.Module):
             prev_tokens: (B,) ids y_{i-1}; state: (B, H) or None; memory: from :meth:`encode`
             -> logits (B, V_tgt), state s_i (B, H) [, weights (B, S) or None]
         """
-        check_flag("need_weights", need_weights)
-        B = self.decoder._check_memory(memory)
-        check_ids("prev_tokens", prev_tokens, self.decoder.vocab_size, shape=(B,))
         if state is None:
             state = self.decoder.init_state(memory)                    # s_0 (B, H)
-        else:
-            check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
-            check_same_dtype("state", state, self.decoder.init.weight.dtype)
-        step = self.decoder.step.__wrapped__  # the unchecked step: checked above
-        logits, s, weights = step(self.decoder, prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
+        logits, s, weights = self.decoder.step(prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
-                return_attention: bool = False):
-        """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
+    def _check_forward(self, src, src_lengths, tgt_in, return_attention) -> None:
         _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
         if not isinstance(tgt_in, torch.Tensor):
             raise TypeError(f"tgt_in must be a torch.Tensor, got {type(tgt_in).__name__}")
@@ -452,14 +434,15 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
         check_ids("tgt_in", tgt_in, self.decoder.vocab_size)
         check_flag("return_attention", return_attention)
+
+    @checked(_check_forward)
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
+                return_attention: bool = False):
+        """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
         logits, weights = self.decoder(tgt_in, self.encode(src, src_lengths))
         return (logits, weights) if return_attention else logits
 
-    def loss(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]`` (teacher forcing), padding ignored.
-
-        ``tgt`` is ``<sos> y_1 ... y_T <eos>`` padded, as made by :func:`encode_pairs`.
-        """
+    def _check_loss(self, src, src_lengths, tgt) -> None:
         if not isinstance(tgt, torch.Tensor):
             raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
         if tgt.dim() != 2 or tgt.shape[1] < 2:
@@ -468,216 +451,16 @@ class Seq2Seq(nn.Module):
         if has_values(tgt) and not bool((tgt[:, 1:] != PAD_ID).any()):
             raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
                              "token is undefined")
+        self._check_forward(src, src_lengths, tgt[:, :-1], False)
+
+    @checked(_check_loss)
+    def loss(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]`` (teacher forcing), padding ignored.
+
+        ``tgt`` is ``<sos> y_1 ... y_T <eos>`` padded, as made by :func:`seqbook.batching.encode_pairs`.
+        """
         logits = self(src, src_lengths, tgt[:, :-1])                   # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
-
-
-# ---------------------------------------------------------------------------------------------
-# Decoding.
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_model(model) -> None:
-    """``model`` follows the decoding protocol and :class:`Vocab`'s reserved ids."""
-    if not isinstance(model, nn.Module) or not all(
-            callable(getattr(model, name, None)) for name in ("encode", "decode_step")):
-        raise TypeError(f"model must be a Seq2Seq or a Seq2SeqTransformer (an nn.Module with encode and "
-                        f"decode_step), got {type(model).__name__}")
-    pad_id = getattr(model, "pad_id", PAD_ID)
-    if pad_id != PAD_ID:
-        raise ValueError(f"model.pad_id must be {PAD_ID}, the <pad> of seqbook.data.Vocab that the decoders "
-                         f"write after <eos>, got {pad_id}")
-
-
-def _check_decode_args(model, src, src_lengths, max_len: int) -> int:
-    """Check what every decoder takes; return the batch size B. ``model.encode`` checks the source."""
-    _check_model(model)
-    check_positive_int("max_len", max_len)
-    _check_src_tensor(src)
-    return src.shape[0]
-
-
-@contextlib.contextmanager
-def _eval_mode(model: nn.Module):
-    """Run the block in eval mode (no dropout), then restore the model's train/eval mode."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
-
-
-def _rows(x, index: torch.Tensor):
-    """Index the rows (dim 0) of a tensor, or of each tensor in a (named) tuple; None stays None."""
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x[index]
-    items = [_rows(t, index) for t in x]
-    return x._make(items) if hasattr(x, "_make") else type(x)(items)
-
-
-@torch.no_grad()
-def greedy_decode(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
-                  return_attention: bool = False, forbid: Sequence[int] = ()):
-    """Feed back the most probable token at every step, until ``<eos>`` or ``max_len``.
-
-    ``model`` is a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer` (any model
-    with the decoding protocol of this module); it runs in eval mode, and its mode is restored
-    after. Ids in ``forbid`` are never emitted (:func:`seqbook.lm.forbid_tokens`); the argmax is
-    :func:`seqbook.lm.sample_next` at temperature 0.
-
-    Shape:
-        src: (B, S) int64 ids, src_lengths: (B,) -> ys (B, L) with L <= max_len
-        [, attention (B, L, S) or None]
-
-    Returns:
-        ``ys`` (B, L) int64 with L <= ``max_len``: each row's tokens, its ``<eos>`` (if it
-        emitted one within ``max_len`` steps) and ``<pad>`` after it. Decoding stops as soon as
-        every row has emitted ``<eos>``. With ``return_attention`` also the attention weights
-        (B, L, S), zero after a row's ``<eos>`` (None for a model without attention; for the
-        transformer, the last decoder layer's cross-attention averaged over its heads).
-    """
-    B = _check_decode_args(model, src, src_lengths, max_len)
-    check_flag("return_attention", return_attention)
-    with _eval_mode(model):
-        memory = model.encode(src, src_lengths)
-        state, y = None, torch.full((B,), SOS_ID, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        ys, attention = [], []
-        for _ in range(max_len):
-            logits, state, *weights = model.decode_step(y, state, memory, need_weights=return_attention)
-            y = sample_next(logits, temperature=0.0, forbid=forbid).masked_fill(done, PAD_ID)  # (B,)
-            ys.append(y)
-            if weights and weights[0] is not None:
-                attention.append(weights[0].masked_fill(done[:, None], 0.0))  # (B, S)
-            done = done | (y == EOS_ID)
-            if bool(done.all()):
-                break
-    ys = torch.stack(ys, 1)                                            # (B, L)
-    if return_attention:
-        return ys, (torch.stack(attention, 1) if attention else None)  # (B, L, S)
-    return ys
-
-
-def _length_penalty(lengths: torch.Tensor, alpha: float, dtype: torch.dtype) -> torch.Tensor:
-    """lp(y) = ((5 + |y|) / 6) ** alpha of Wu et al. (2016); exactly 1 for alpha = 0."""
-    return ((5.0 + lengths.to(dtype)) / 6.0) ** alpha
-
-
-@torch.no_grad()
-def beam_search(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,
-                max_len: int, return_scores: bool = False, length_penalty: float = 0.0,
-                forbid: Sequence[int] = ()):
-    r"""Keep the ``beam_width`` most probable prefixes at every step; return the best sequence.
-
-    A prefix scores the sum of the log-probabilities of its tokens. At each step every live
-    prefix is extended by every token, and the ``beam_width`` best extensions per source
-    survive. A prefix that emitted ``<eos>`` is finished: it keeps its score (later steps
-    append ``<pad>`` at no cost), so it competes fairly with the live ones, whose scores can
-    only fall. The search stops when every kept prefix has finished, or after ``max_len`` steps.
-    ``beam_width=1`` is greedy decoding; a ``beam_width`` above the vocabulary size is legal (the
-    extra beams stay at -inf). Scores are float32, or float64 for a float64 model.
-
-    **Length normalisation.** With ``length_penalty`` :math:`\alpha > 0`, prefixes are ranked (and
-    the best one chosen) by :math:`\log p(y \mid x) / \mathrm{lp}(y)` with
-    :math:`\mathrm{lp}(y) = ((5 + |y|) / 6)^\alpha` (Wu et al., 2016), :math:`|y|` the tokens written,
-    ``<eos>`` included. Live prefixes all have the same length, so it changes only how finished
-    prefixes compare with live ones and with each other; larger :math:`\alpha` favours longer
-    outputs. ``length_penalty=0`` (the default) ranks by the raw sum.
-
-    ``model`` is a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer` (any model
-    with the decoding protocol of this module), run in eval mode (its mode is restored after). Ids in
-    ``forbid`` never extend a prefix (:func:`seqbook.lm.forbid_tokens`).
-
-    Shape:
-        src: (B, S) int64 ids, src_lengths: (B,) -> ys (B, L) with L <= max_len [, scores (B,)]
-
-    Returns:
-        ``ys`` (B, L), laid out as in :func:`greedy_decode`; with ``return_scores`` also the
-        log-probability of each returned sequence (B,), the raw sum, whatever ``length_penalty``.
-    """
-    B = _check_decode_args(model, src, src_lengths, max_len)
-    K = check_positive_int("beam_width", beam_width)
-    check_flag("return_scores", return_scores)
-    alpha = check_number("length_penalty", length_penalty, low=0.0)
-    dev = src.device
-    param = next(model.parameters(), None)
-    dtype = torch.float64 if param is not None and param.dtype == torch.float64 else torch.float32  # scores
-    offset = torch.arange(B, device=dev)[:, None] * K                  # (B, 1): first beam of each source
-    with _eval_mode(model):
-        memory = _rows(model.encode(src, src_lengths), torch.arange(B, device=dev).repeat_interleave(K))
-        y = torch.full((B * K,), SOS_ID, dtype=torch.long, device=dev)  # the beams of a source side by side
-        state = None
-        scores = torch.full((B, K), float("-inf"), dtype=dtype, device=dev)
-        scores[:, 0] = 0.0                                             # the K start beams are one beam
-        lengths = torch.zeros(B * K, dtype=torch.long, device=dev)     # tokens written, <eos> included
-        done = torch.zeros(B * K, dtype=torch.bool, device=dev)
-        ys = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
-        for _ in range(max_len):
-            logits, state = model.decode_step(y, state, memory)
-            logp = torch.log_softmax(forbid_tokens(logits.to(dtype), forbid), dim=-1)  # (B*K, V)
-            V = logp.shape[-1]
-            finished = torch.full_like(logp, float("-inf"))
-            finished[:, PAD_ID] = 0.0                                  # a finished beam only pads, for free
-            logp = torch.where(done[:, None], finished, logp)
-            candidates = (scores.view(B * K, 1) + logp).view(B, K * V)  # every beam times every token
-            grown = (lengths + ~done).view(B, K, 1).expand(B, K, V).reshape(B, K * V)  # their lengths
-            ranks, index = (candidates / _length_penalty(grown, alpha, dtype)).topk(K, dim=-1)  # (B, K)
-            scores = candidates.gather(1, index)                       # (B, K): the raw sums
-            parent = (index // V + offset).view(-1)                    # (B*K,) the beam each one extends
-            y = (index % V).view(-1)                                   # (B*K,) the token it appends
-            state, done, ys = _rows(state, parent), done[parent], torch.cat([ys[parent], y[:, None]], 1)
-            lengths = grown.gather(1, index).view(-1)
-            done = done | (y == EOS_ID)
-            if bool(done.all()):
-                break
-    best = ranks.argmax(-1)                                            # (B,)
-    ys = ys[best + offset.squeeze(1)]                                  # (B, L)
-    return (ys, scores.gather(1, best[:, None]).squeeze(1)) if return_scores else ys
-
-
-@torch.no_grad()
-def translate(model: nn.Module, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab, max_len: int,
-              beam_width: int = 1, batch_size: int = 512, length_penalty: float = 0.0,
-              forbid: Sequence[int] = ()) -> list[str]:
-    """Translate strings with a :class:`Seq2Seq` or a :class:`~seqbook.transformer.Seq2SeqTransformer`:
-    greedy decoding (``beam_width=1``) or beam search (with ``length_penalty``), in batches.
-
-    The sources are encoded with ``src_vocab`` (:func:`~seqbook.data.encode_pairs`), decoded with
-    :func:`greedy_decode` or :func:`beam_search` on the model's device (in eval mode; the mode is
-    restored after), and read back with ``tgt_vocab`` up to the first ``<eos>``
-    (:func:`~seqbook.data.decode_ids`). Ids in ``forbid`` are never emitted.
-
-    Returns:
-        one string per source, in order.
-    """
-    if isinstance(sources, str):
-        raise ValueError("sources must be a list of strings, got one string")
-    _check_model(model)
-    if not isinstance(sources, Sequence) or not all(isinstance(x, str) for x in sources):
-        raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
-    check_vocab("src_vocab", src_vocab)
-    check_vocab("tgt_vocab", tgt_vocab)
-    check_positive_int("max_len", max_len)
-    beam_width = check_positive_int("beam_width", beam_width)
-    batch_size = check_positive_int("batch_size", batch_size)
-    check_number("length_penalty", length_penalty, low=0.0)
-    check_sampling(len(tgt_vocab), forbid=forbid)  # also when there is nothing to translate
-    device = next(model.parameters()).device
-    out: list[str] = []
-    for start in range(0, len(sources), batch_size):
-        chunk = [(s, "") for s in sources[start : start + batch_size]]
-        src, src_lengths, _ = encode_pairs(chunk, src_vocab, tgt_vocab)
-        src, src_lengths = src.to(device), src_lengths.to(device)
-        if beam_width == 1:
-            ys = greedy_decode(model, src, src_lengths, max_len, forbid=forbid)
-        else:
-            ys = beam_search(model, src, src_lengths, beam_width, max_len, length_penalty=length_penalty,
-                             forbid=forbid)
-        out += [decode_ids(row, tgt_vocab) for row in ys.cpu()]
-    return out
 
 
 def exact_match(predictions: Sequence[str], targets: Sequence[str]) -> float:

