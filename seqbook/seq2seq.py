@@ -212,9 +212,12 @@ class Decoder(nn.Module):
         """``(c_i (B, 2H), weights (B, S) or None)`` for the previous state ``s`` (B, H)."""
         raise NotImplementedError
 
+    def _check_init_state(self, memory) -> None:
+        self._check_memory(memory)
+
+    @checked(_check_init_state)
     def init_state(self, memory: EncoderOutput) -> torch.Tensor:
         """:math:`s_0` (B, H) from the encoder's final states."""
-        self._check_memory(memory)
         return torch.tanh(self.init(memory.final))
 
     def update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
@@ -271,14 +274,17 @@ class Decoder(nn.Module):
         logits = self.out(torch.cat([s, c, e], dim=-1))  # predict: (B, V)
         return logits, s, weights
 
+    def _check_forward(self, tgt_in, memory) -> None:
+        B = self._check_memory(memory)
+        check_ids("tgt_in", tgt_in, self.vocab_size, shape=(B, None), names=f"({B}, T>=1)")
+
+    @checked(_check_forward)
     def forward(self, tgt_in: torch.Tensor, memory: EncoderOutput):
         """Teacher forcing: step i reads the true ``tgt_in[:, i]``; returns ``(logits, weights)``.
 
         Shape:
             tgt_in: (B, T) -> logits (B, T, V), weights (B, T, S) or None
         """
-        B = self._check_memory(memory)
-        check_ids("tgt_in", tgt_in, self.vocab_size, shape=(B, None), names=f"({B}, T>=1)")
         E = self.embedding(tgt_in)                                     # (B, T, E), all steps at once
         s = self.init_state(memory)
         states, contexts, weights = [], [], []
@@ -313,8 +319,11 @@ class AttentionDecoder(Decoder):
         super().__init__(vocab_size, embed_dim, hidden_size, annotation_dim, fast)
         self.attention = AdditiveAttention(hidden_size, annotation_dim, attention_dim)
 
-    def prepare(self, enc: EncoderOutput) -> EncoderOutput:
+    def _check_prepare(self, enc) -> None:
         self._check_memory(enc)
+
+    @checked(_check_prepare)
+    def prepare(self, enc: EncoderOutput) -> EncoderOutput:
         return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
 
     def _check_keys(self, keys, B: int, S: int) -> None:

@@ -179,7 +179,7 @@ def normalize_text(text: str) -> str:
 
 def check_vocab(name: str, vocab) -> None:
     if not isinstance(vocab, Vocab):
-        raise TypeError(f"{name} must be a seqbook.data.Vocab, got {type(vocab).__name__}")
+        raise TypeError(f"{name} must be a seqbook.vocab.Vocab, got {type(vocab).__name__}")
 
 
 def decode_ids(ids: Sequence[int] | torch.Tensor, vocab: Vocab) -> str:

@@ -1,4 +1,4 @@
-# 160 cases: 150 bad inputs that must end in a clear error (22 of them generators and loops, under a
+# 177 cases: 167 bad inputs that must end in a clear error (22 of them generators and loops, under a
 # timeout; 4 also checked to be TypeErrors), 10 legal edge inputs checked for a correct result.
 """Bad input to seqbook.seq2seq and the encoder-decoder functions of seqbook.decoding: every public
 callable refuses it clearly, or handles a legal edge.
