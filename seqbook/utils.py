@@ -118,13 +118,7 @@ def small_model_threads(device: torch.device | str, threads: int = 1) -> None:
     wait for each other can make a training run many times slower. On a GPU the setting is irrelevant.
     """
     threads = check_int("threads", threads)
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__} {device!r}")
-    try:
-        device = torch.device(device)
-    except RuntimeError:
-        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
-    if device.type == "cpu":
+    if as_device("device", device).type == "cpu":
         torch.set_num_threads(threads)
 
 
@@ -158,27 +152,22 @@ def set_fast(model: torch.nn.Module, fast: bool) -> torch.nn.Module:
 
 
 
-def show_source(obj, start: str | None = None, docstring: bool = True) -> None:
-    """Print the source code of a function, method or class, the way the chapters show the package.
+def show_source(obj, docstring: bool = True) -> None:
+    """Print the source code of a function, method or class, the way the chapters show the package:
+    whole, without the ``@checked(...)`` line that runs its argument checks (they live in the
+    validator, which is not printed).
 
     Args:
         obj: a function, method or class (of seqbook or anything else with Python source).
-        start: print the definition line (up to the colon that ends the signature), then ``...``,
-            then the body from the first line that contains ``start``: the way to skip a function's
-            input checks and show only its mathematics. The marker is matched as text, so it must
-            be a piece of one line of the body that does not depend on how the code is wrapped.
         docstring: ``False`` leaves the docstring out.
 
     Raises:
         TypeError: ``obj`` has no source (a built-in, a lambda defined in a notebook cell, ...).
-        ValueError: ``start`` occurs in no line of the body.
     """
-    print(_source_text(obj, start, docstring), end="")
+    print(_source_text(obj, docstring), end="")
 
 
-def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
-    if start is not None and not isinstance(start, str):
-        raise TypeError(f"start must be a str or None, got {type(start).__name__}")
+def _source_text(obj, docstring: bool = True) -> str:
     docstring = check_flag("docstring", docstring)
     try:
         source = textwrap.dedent(inspect.getsource(obj))
@@ -199,12 +188,4 @@ def _source_text(obj, start: str | None = None, docstring: bool = True) -> str:
     head = [line for i, line in enumerate(lines[: first.lineno - 1]) if i not in skip]
     doc = lines[first.lineno - 1 : first.end_lineno] if has_doc else []
     body = [line for i, line in enumerate(lines) if i >= body_start and i not in skip]
-    if start is not None:
-        hits = [i for i, line in enumerate(body) if start in line]
-        if not hits:
-            name = getattr(obj, "__qualname__", repr(obj))
-            raise ValueError(f"start {start!r} occurs in no line of the body of {name}")
-        line = body[hits[0]]
-        skipped = [line[: len(line) - len(line.lstrip())] + "...\n"] if hits[0] else []
-        body = skipped + body[hits[0] :]
     return "".join(head + (doc if docstring else []) + body)

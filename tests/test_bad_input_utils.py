@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.utils``: a clear error, or a correct edge result.
 
-Cases: 25 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 7 legal
+Cases: 24 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 7 legal
 edge checks.
 """
 
@@ -36,9 +36,8 @@ REJECTED = {
     "small_model_threads-device-int": (lambda: utils.small_model_threads(5), "device", "int"),
     "small_model_threads-device-None": (lambda: utils.small_model_threads(None), "device", "NoneType"),
     "small_model_threads-device-unknown": (lambda: utils.small_model_threads("gpu0"), "device", "'gpu0'"),
-    # --- set_fast(model, fast), show_source(obj, start, docstring): flags through check_flag
+    # --- set_fast(model, fast), show_source(obj, docstring): flags through check_flag
     "set_fast-model-without-switch": (lambda: utils.set_fast(nn.GRU(2, 2), True), "model", "fast switch"),
-    "show_source-start-int": (lambda: utils.show_source(utils.set_fast, start=3), "start", "int"),
 }
 for kind, value, word in BAD_FLAGS:
     REJECTED[f"set_fast-fast-{kind}"] = (lambda v=value: utils.set_fast(GRU(2, 2), v), "fast", word)

@@ -54,6 +54,14 @@ def test_small_model_threads_sets_cpu_threads_only():
         torch.set_num_threads(before)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_small_model_threads_reads_the_device_as_every_function_does():
+    from seqbook.utils import small_model_threads
+
+    with pytest.raises(ValueError, match="device is 'cuda', but this machine has no cuda device"):
+        small_model_threads("cuda")  # as_device's check, the package's one reading of a device
+
+
 def _example(x, y=1):
     """Add, then scale.
 
@@ -65,7 +73,7 @@ def _example(x, y=1):
     return 2 * total
 
 
-def test_show_source_prints_whole_without_docstring_or_from_a_marker(capsys):
+def test_show_source_prints_whole_with_or_without_docstring(capsys):
     from seqbook.utils import show_source
 
     show_source(_example)
@@ -75,29 +83,27 @@ def test_show_source_prints_whole_without_docstring_or_from_a_marker(capsys):
     show_source(_example, docstring=False)
     bare = capsys.readouterr().out
     assert "Add, then scale" not in bare and "if x is None" in bare
-    show_source(_example, start="total = x + y", docstring=False)
-    assert capsys.readouterr().out == (
-        "def _example(x, y=1):\n    ...\n    total = x + y  # the teaching line\n    return 2 * total\n"
-    )
+    assert bare.endswith("    total = x + y  # the teaching line\n    return 2 * total\n")
 
 
 def test_show_source_methods_are_dedented(capsys):
     from seqbook.rnn import GRUCell
     from seqbook.utils import show_source
 
-    show_source(GRUCell.step, start="z = torch.sigmoid")
+    show_source(GRUCell.step)
     out = capsys.readouterr().out
-    assert out.startswith("def step(self, xw") and "\n    ...\n    z = torch.sigmoid" in out
+    assert out.startswith("def step(self, xw") and "\n    z = torch.sigmoid" in out
+    from seqbook.vsa import SelfAttentionBlock
+
+    show_source(SelfAttentionBlock.forward)
+    out = capsys.readouterr().out
+    assert out.startswith("def forward(self, x") and "@checked" not in out  # its checks are not the math
 
 
 def test_show_source_bad_input():
     from seqbook.utils import show_source
 
-    with pytest.raises(ValueError, match="start 'no such line' occurs in no line of the body of _example"):
-        show_source(_example, start="no such line")
     with pytest.raises(TypeError, match="obj must be a function, method or class with Python source"):
         show_source(len)
-    with pytest.raises(TypeError, match="start must be a str or None, got int"):
-        show_source(_example, start=3)
     with pytest.raises(TypeError, match="docstring must be a bool, got str"):
         show_source(_example, docstring="no")
