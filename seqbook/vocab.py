@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
-from .checks import INTEGER_DTYPES, check_flag, check_ids, check_int, check_str
+from .checks import INTEGER_DTYPES, check_flag, check_ids, check_int, check_str, checked
 
 __all__ = [
     "PAD", "UNK", "SOS", "EOS", "RESERVED", "Vocab", "tokenize_chars", "tokenize_words",
@@ -78,6 +78,11 @@ class Vocab:
         """The id of ``token``; ``<unk>``'s id if it is not in the vocabulary."""
         return self.stoi.get(check_str("token", token), self.unk_id)
 
+    def _check_encode(self, add_sos, add_eos) -> None:
+        check_flag("add_sos", add_sos)
+        check_flag("add_eos", add_eos)
+
+    @checked(_check_encode)
     def encode(self, tokens: Sequence[str], add_sos: bool = False, add_eos: bool = False) -> list[int]:
         """Map tokens to ids; unknown tokens map to ``<unk>``.
 
@@ -86,7 +91,6 @@ class Vocab:
         vocabulary has a token longer than one character, a string is refused (pass a list of
         tokens, e.g. ``tokenize_words(text)``).
         """
-        add_sos, add_eos = check_flag("add_sos", add_sos), check_flag("add_eos", add_eos)
         if isinstance(tokens, str):
             longer = next((t for t in self.itos[len(RESERVED):] if len(t) > 1), None)
             if longer is not None:
