@@ -132,10 +132,9 @@ def _promoted(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return a.to(dtype), b.to(dtype)
 
 
-def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]:
-    """The neurons to update, in order: ``order`` as a list, or a random permutation of all N."""
-    if order is None:
-        return torch.randperm(N, generator=generator).tolist()
+def _check_order(order, N: int) -> None:
+    """``order``: the neurons a sweep updates, in order: ints in [0, N), at least one (a list, tuple,
+    range, NumPy array or 1-D integer tensor; repeats allowed)."""
     if isinstance(order, torch.Tensor):
         if order.dtype == torch.bool or order.is_floating_point() or order.is_complex() or order.dim() != 1:
             raise TypeError(f"order must be a 1-D integer tensor of neuron indices, got {order.dtype} "
@@ -144,12 +143,22 @@ def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]
     elif isinstance(order, (str, bytes)) or not hasattr(order, "__iter__"):
         raise TypeError(f"order must be a sequence of neuron indices, got {type(order).__name__}")
     order = list(order)
+    if not order:
+        raise ValueError(f"order must name at least one neuron to update (indices in [0, {N - 1}]), "
+                         f"got an empty order")
     for i in order:
         if isinstance(i, bool) or not isinstance(i, numbers.Integral):
             raise TypeError(f"order must hold int neuron indices, got {type(i).__name__} {i!r}")
         if not 0 <= i < N:
             raise ValueError(f"order must hold neuron indices in [0, {N - 1}], got {i}")
-    return [int(i) for i in order]
+
+
+def _update_order(order, N: int, generator: torch.Generator | None) -> list[int]:
+    """The neurons to update, in order: ``order`` (checked) as a list, or a random permutation of
+    all N."""
+    if order is None:
+        return torch.randperm(N, generator=generator).tolist()
+    return [int(i) for i in (order.tolist() if isinstance(order, torch.Tensor) else order)]
 
 
 def sign_keep(h: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -227,9 +236,21 @@ def update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     return _update_sync(W, state)
 
 
+def _check_async_sweep(W, state, order) -> None:
+    N = _check_weights(W)
+    _check_state(state, N, binary=True)
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
+    _check_order(order, N)
+
+
+@checked(_check_async_sweep)
 def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch.Tensor:
-    """One asynchronous sweep in the given ``order``, without input checks: the loop of
-    :func:`update_async`, which checks its arguments and draws the order first."""
+    """One asynchronous sweep in the given ``order`` (neuron indices, at least one): the loop of
+    :func:`update_async`, which draws a random order when none is given.
+
+    Shape:
+        W: (..., N, N).  state: (..., N) in {-1, +1}.  Output: like state.
+    """
     state = state.clone()
     for i in order:
         h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
@@ -237,6 +258,16 @@ def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch
     return state
 
 
+def _check_update_async(W, state, order, generator) -> None:
+    N = _check_weights(W)
+    _check_state(state, N, binary=True)
+    _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
+    if order is not None:
+        _check_order(order, N)
+    check_generator("generator", generator)
+
+
+@checked(_check_update_async)
 def update_async(
     W: torch.Tensor,
     state: torch.Tensor,
@@ -252,21 +283,28 @@ def update_async(
         W: (..., N, N) weights; leading dims broadcast to the state's (e.g. (K, 1, N, N)
             for K networks and (K, Q, N) states, Q cues per network).
         state: (..., N) in {-1, +1}; not modified.
-        order: the neurons to update, in order (ints in [0, N), repeats allowed, empty for no
-            update); default a random permutation of all N (drawn from ``generator``), the same
-            for every state in the batch.
+        order: the neurons to update, in order (ints in [0, N), at least one, repeats
+            allowed); default a random permutation of all N (drawn from ``generator``), the
+            same for every state in the batch.
         generator: random generator for the default order.
 
     Shape:
         Output: like state.
     """
+    return async_sweep(W, state, _update_order(order, W.shape[-1], generator))
+
+
+def _check_recall(W, state, mode, max_sweeps, generator) -> None:
+    if mode not in ("async", "sync"):
+        raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
+    check_int("max_sweeps", max_sweeps, 1)
     N = _check_weights(W)
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
     check_generator("generator", generator)
-    return async_sweep(W, state, _update_order(order, N, generator))
 
 
+@checked(_check_recall)
 def recall(
     W: torch.Tensor,
     state: torch.Tensor,
@@ -288,15 +326,9 @@ def recall(
         ``(final_state, energies)``: the last state (..., N) and the energy before the first
         sweep and after each sweep, (sweeps + 1, ...). The batch stops when no state changed.
     """
-    if mode not in ("async", "sync"):
-        raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
-    max_sweeps = check_int("max_sweeps", max_sweeps, 1)
-    N = _check_weights(W)
-    _check_state(state, N, binary=True)
-    _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
-    check_generator("generator", generator)
+    N = W.shape[-1]
     energies = [_energy(W, state)]
-    for _ in range(max_sweeps):
+    for _ in range(int(max_sweeps)):
         if mode == "async":
             new = async_sweep(W, state, _update_order(None, N, generator))
         else:
@@ -394,22 +426,32 @@ def dense_update_sync(patterns: torch.Tensor, state: torch.Tensor, F=2) -> torch
     return sign_keep(plus - minus, state)
 
 
-def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator) -> tuple:
-    """The checks of the asynchronous dense updates; returns the checked ``F`` and ``N``."""
+def _check_dense_async(patterns: torch.Tensor, state: torch.Tensor, F, generator=None) -> None:
+    """The checks of the asynchronous dense updates."""
     _check_patterns(patterns, binary=True)
     F = _check_F(F)
     P, N = patterns.shape
     _check_state(state, N, binary=True)
     _check_F_range(F, P, N, state.dtype)
     check_generator("generator", generator)
-    return F, N
 
 
+def _check_dense_async_sweep(patterns, state, F, order) -> None:
+    _check_dense_async(patterns, state, F)
+    _check_order(order, patterns.shape[1])
+
+
+@checked(_check_dense_async_sweep)
 def dense_async_sweep(
     patterns: torch.Tensor, state: torch.Tensor, F, order: list[int]
 ) -> torch.Tensor:
-    """One asynchronous sweep of the dense network, unchecked: the loop of
-    :func:`dense_update_async`, which checks its arguments and draws the order first."""
+    """One asynchronous sweep of the dense network in the given ``order`` (neuron indices, at
+    least one): the loop of :func:`dense_update_async`, which draws a random order when none is
+    given.
+
+    Shape:
+        patterns: (P, N) in {-1, +1}.  state: (..., N) in {-1, +1}.  Output: like state.
+    """
     patterns = patterns.to(state.dtype)
     state = state.clone()
     overlaps = state @ patterns.T  # (..., P)
@@ -424,6 +466,13 @@ def dense_async_sweep(
     return state
 
 
+def _check_dense_update_async(patterns, state, F, order, generator) -> None:
+    _check_dense_async(patterns, state, F, generator)
+    if order is not None:
+        _check_order(order, patterns.shape[1])
+
+
+@checked(_check_dense_update_async)
 def dense_update_async(
     patterns: torch.Tensor,
     state: torch.Tensor,
@@ -449,10 +498,15 @@ def dense_update_async(
     Shape:
         Output: like state.
     """
-    F, N = _check_dense_async(patterns, state, F, generator)
-    return dense_async_sweep(patterns, state, F, _update_order(order, N, generator))
+    return dense_async_sweep(patterns, state, F, _update_order(order, patterns.shape[1], generator))
 
 
+def _check_dense_recall(patterns, state, F, max_sweeps, generator) -> None:
+    check_int("max_sweeps", max_sweeps, 1)
+    _check_dense_async(patterns, state, F, generator)
+
+
+@checked(_check_dense_recall)
 def dense_recall(
     patterns: torch.Tensor,
     state: torch.Tensor,
@@ -467,9 +521,8 @@ def dense_recall(
     Shape:
         patterns: (P, N).  state: (..., N).  Output: like state.
     """
-    max_sweeps = check_int("max_sweeps", max_sweeps, 1)
-    F, N = _check_dense_async(patterns, state, F, generator)
-    for _ in range(max_sweeps):
+    N = patterns.shape[1]
+    for _ in range(int(max_sweeps)):
         new = dense_async_sweep(patterns, state, F, _update_order(None, N, generator))
         if torch.equal(new, state):
             break
@@ -598,17 +651,23 @@ def _check_dim(name: str, value, default: int | None = None) -> int:
     return check_positive_int(name, value)
 
 
-def _stored_mask(mask: torch.Tensor | None, B: int, S: int) -> torch.Tensor | None:
-    """(B, S) bool mask, True = real stored pattern -> (B, 1, S) attend-mask for the scores."""
+def _check_stored_mask(mask, B: int, S: int) -> None:
+    """``mask``: None or a (B, S) bool tensor, True at a real stored pattern (a float copy would
+    be read as nothing, not as a mask: refused)."""
     if mask is None:
-        return None
+        return
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a bool tensor of shape ({B}, {S}), got {type(mask).__name__}")
-    if mask.dtype != torch.bool or tuple(mask.shape) != (B, S):
-        raise ValueError(
-            f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} of shape {tuple(mask.shape)}"
-        )
-    return mask[:, None, :]
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True at real elements) of shape ({B}, {S}), got "
+                        f"{mask.dtype}")
+    if tuple(mask.shape) != (B, S):
+        raise ValueError(f"mask must be a bool tensor of shape ({B}, {S}), got shape {tuple(mask.shape)}")
+
+
+def _stored_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, S) bool mask, True = real stored pattern -> (B, 1, S) attend-mask for the scores."""
+    return None if mask is None else mask[:, None, :]
 
 
 def _hopfield_update(q, k, w_v: nn.Linear, beta: float, steps: int, mask):
@@ -671,14 +730,18 @@ class Hopfield(nn.Module):
         self.w_k = nn.Linear(stored_dim, key_dim, bias=bias)  # W_K, eq. (7.10)
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)  # W_V, eq. (7.10)
 
-    def forward(self, R: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None):
+    def _check_forward(self, R, Y, mask) -> None:
         _check_set(R, self.state_dim, "R", self.w_q.weight.dtype)
         _check_set(Y, self.stored_dim, "Y", self.w_k.weight.dtype)
         if Y.shape[0] != R.shape[0]:
             raise ValueError(
                 f"R and Y must have the same batch size, got {tuple(R.shape)} and {tuple(Y.shape)}"
             )
-        attend = _stored_mask(mask, Y.shape[0], Y.shape[1])
+        _check_stored_mask(mask, Y.shape[0], Y.shape[1])
+
+    @checked(_check_forward)
+    def forward(self, R: torch.Tensor, Y: torch.Tensor, mask: torch.Tensor | None = None):
+        attend = _stored_mask(mask)  # (B, 1, S)
         q = self.w_q(R)  # (B, L, d_k)
         k = self.w_k(Y)  # (B, S, d_k)
         return _hopfield_update(q, k, self.w_v, self.beta, self.steps, attend)
@@ -724,9 +787,13 @@ class HopfieldPooling(nn.Module):
         self.w_k = nn.Linear(input_dim, key_dim, bias=bias)
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
 
-    def forward(self, Y: torch.Tensor, mask: torch.Tensor | None = None):
+    def _check_forward(self, Y, mask) -> None:
         _check_set(Y, self.input_dim, "Y", self.w_k.weight.dtype)
-        attend = _stored_mask(mask, Y.shape[0], Y.shape[1])
+        _check_stored_mask(mask, Y.shape[0], Y.shape[1])
+
+    @checked(_check_forward)
+    def forward(self, Y: torch.Tensor, mask: torch.Tensor | None = None):
+        attend = _stored_mask(mask)  # (B, 1, S)
         q = self.query.expand(Y.shape[0], -1, -1)  # (B, L, d_k)
         k = self.w_k(Y)  # (B, S, d_k)
         return _hopfield_update(q, k, self.w_v, self.beta, 1, attend)
@@ -769,8 +836,11 @@ class HopfieldLayer(nn.Module):
         self.stored = nn.Parameter(torch.randn(num_stored, key_dim))  # K, (S, d_k)
         self.w_v = nn.Linear(key_dim, value_dim, bias=bias)
 
-    def forward(self, R: torch.Tensor):
+    def _check_forward(self, R) -> None:
         _check_set(R, self.input_dim, "R", self.w_q.weight.dtype)
+
+    @checked(_check_forward)
+    def forward(self, R: torch.Tensor):
         q = self.w_q(R)  # (B, L, d_k)
         k = self.stored.expand(R.shape[0], -1, -1)  # (B, S, d_k)
         return _hopfield_update(q, k, self.w_v, self.beta, 1, None)

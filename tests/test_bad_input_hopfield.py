@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 run under a timeout. The legal edge inputs below them are checked for their result.
 """
 
-# Cases: 250 bad inputs (236 calls + 14 recall loops under a timeout), every one a clear error;
+# Cases: 263 bad inputs (242 calls + 21 recall loops under a timeout), every one a clear error;
 # plus 11 tests of legal edge inputs (empty batches, masks, NumPy sizes, dtypes, meta).
 
 import math
@@ -150,6 +150,25 @@ for name in ("dense_update_sync", "dense_update_async"):
 case("dense_update_async-order-too-large", lambda: hf.dense_update_async(X, S, order=[9]), "order",
      "[0, 5]", "9")
 case("dense_update_async-generator-int", lambda: hf.dense_update_async(X, S, generator=1), "generator", "int")
+
+# an empty order would update no neuron: refused (issue 35, the class of empty inputs)
+case("update_async-order-empty", lambda: hf.update_async(W, S, order=[]), "order", "empty")
+case("update_async-order-empty-tensor", lambda: hf.update_async(W, S, order=torch.zeros(0, dtype=torch.long)),
+     "order", "empty")
+case("dense_update_async-order-empty", lambda: hf.dense_update_async(X, S, order=()), "order", "empty")
+
+# the sweeps the chapter prints are public: checked at their door too
+case("async_sweep-order-empty", lambda: hf.async_sweep(W, S, []), "order", "empty")
+case("async_sweep-order-None", lambda: hf.async_sweep(W, S, None), "order", "NoneType")
+case("async_sweep-order-too-large", lambda: hf.async_sweep(W, S, [6]), "order", "[0, 5]", "6")
+case("async_sweep-order-float", lambda: hf.async_sweep(W, S, [0.5]), "order", "float")
+case("async_sweep-W-not-square", lambda: hf.async_sweep(W[:5], S, [0]), "W", "(..., N, N)", "(5, 6)")
+case("async_sweep-state-not-binary", lambda: hf.async_sweep(W, S * 0.5, [0]), "state", "-1 and +1")
+case("dense_async_sweep-order-empty", lambda: hf.dense_async_sweep(X, S, 2, []), "order", "empty")
+case("dense_async_sweep-order-too-large", lambda: hf.dense_async_sweep(X, S, 2, [9]), "order", "[0, 5]", "9")
+case("dense_async_sweep-F-0", lambda: hf.dense_async_sweep(X, S, 0, [0]), "F", "0")
+case("dense_async_sweep-patterns-not-binary", lambda: hf.dense_async_sweep(X * 2, S, 2, [0]), "patterns",
+     "-1 and +1")
 
 case("dense_recall-max_sweeps-0", lambda: hf.dense_recall(X, S, max_sweeps=0), "max_sweeps",
      ">= 1", into=LOOPS)
@@ -359,9 +378,11 @@ def test_empty_batches_give_empty_results():
     assert layer()(R[:0])[0].shape == (0, 3, 8)
 
 
-def test_update_async_empty_order_and_repeats():
-    assert torch.equal(hf.update_async(W, S, order=[]), S)  # empty order: no update
+def test_update_async_repeats_and_the_sweeps_it_runs():
     assert torch.equal(hf.update_async(W, S, order=torch.tensor([1, 1])), hf.update_async(W, S, order=[1]))
+    assert torch.equal(hf.async_sweep(W, S, [2, 0, 4]), hf.update_async(W, S, order=[2, 0, 4]))
+    dense = hf.dense_async_sweep(X, S, 3, np.array([5, 1]))
+    assert torch.equal(dense, hf.dense_update_async(X, S, 3, [5, 1]))
 
 
 def test_single_query_keeps_a_memory_batch():
