@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> dict:
         "model": {k: v for k, v in size.items() if k != "batch"},
         "batch": [size["batch"], size["block_size"]],
         "threads": args.threads,
+        "optimizer": "torch.optim.AdamW(lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1), "
+                     "PyTorch's default implementation",
         "steps": timed[0]["samples"], "warmup_steps": args.warmup,
         "initial_loss": losses,
         "models": {n: {**infos[n], "ms_per_step": round(t["ms"], 2), "min_ms": round(t["min_ms"], 2)}

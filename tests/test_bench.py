@@ -404,13 +404,13 @@ def _mha_masks(kind, B, H, L, S, device, dtype=torch.float32):
         blocked = torch.rand(B * H, L, S, generator=g) > 0.6
         blocked[..., 0] = False
         return {"attn_mask": blocked.to(device)}
-    if kind == "float padding + causal":
-        pad = torch.zeros(B, S, dtype=dtype).masked_fill(torch.arange(S) >= S - 2, float("-inf"))
+    if kind == "padding + causal":  # a bool key_padding_mask (a float one is refused, issue 35)
+        pad = (torch.arange(S) >= S - 2).expand(B, S)
         return {"key_padding_mask": pad.to(device), "is_causal": True}
     return {"is_causal": True}  # causal with L != S: the top-left aligned triangle
 
 
-MASK_KINDS = ["float (L, S)", "bool (B*H, L, S)", "float padding + causal", "causal L != S"]
+MASK_KINDS = ["float (L, S)", "bool (B*H, L, S)", "padding + causal", "causal L != S"]
 
 
 @DTYPES
