@@ -42,9 +42,11 @@ CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
 def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_size: int) -> float:
     r"""Perplexity on ``eval_ids`` of the model that ignores context: :math:`p(c)` = the frequency
     of ``c`` in ``train_ids`` (add-one smoothed). Any useful language model must beat it.
-    Every id must lie in [0, vocab_size); the result is computed in float64."""
+    Every id must lie in [0, vocab_size), and neither set may be empty (an empty training set,
+    a slip such as a split of size 0, would give the uniform model); the result is computed in
+    float64."""
     vocab_size = check_int("vocab_size", vocab_size, 1)
-    check_ids("train_ids", train_ids, vocab_size, shape=(None,), names="(N,)", nonempty=False)
+    check_ids("train_ids", train_ids, vocab_size, shape=(None,), names="(N,)")
     check_ids("eval_ids", eval_ids, vocab_size, shape=(None,), names="(N,)")
     counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
     log_p = (counts / counts.sum()).log()

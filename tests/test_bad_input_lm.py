@@ -61,6 +61,7 @@ REJECTED = {
     "unigram_perplexity-2d": (lambda: unigram_perplexity(IDS[None], IDS, V), "train_ids", "(N,)"),
     "unigram_perplexity-eval-2d": (lambda: unigram_perplexity(IDS, IDS[None], V), "eval_ids", "(N,)"),
     "unigram_perplexity-eval-empty": (lambda: unigram_perplexity(IDS, IDS[:0], V), "eval_ids", "empty"),
+    "unigram_perplexity-train-empty": (lambda: unigram_perplexity(IDS[:0], IDS, V), "train_ids", "empty"),
     "unigram_perplexity-float": (lambda: unigram_perplexity(IDS.float(), IDS, V), "train_ids", "integer"),
     "unigram_perplexity-id-too-large": (lambda: unigram_perplexity(IDS, IDS, 5), "train_ids", "[0, 4]"),
     "unigram_perplexity-eval-id-too-large": (lambda: unigram_perplexity(IDS, torch.tensor([V]), V),
@@ -260,8 +261,8 @@ def test_bad_input_gives_a_clear_error_in_time(case):
 
 
 def test_legal_edge_inputs():
-    # unigram perplexity: float64 math, an empty training set is legal (add-one smoothing: uniform)
-    assert unigram_perplexity(IDS[:0], IDS, V) == pytest.approx(V)
+    # unigram perplexity: float64 math; one training token is enough (add-one smoothing)
+    assert unigram_perplexity(IDS[:1], IDS[:1], V) == pytest.approx((V + 1) / 2)
     assert unigram_perplexity(IDS.to(torch.int32), IDS[:3], np.int64(V)) > 1
     assert detach_state(None) is None
     h, c = detach_state([torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)])
