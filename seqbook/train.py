@@ -32,6 +32,7 @@ from .checks import (
     check_positive_int,
     check_tensor,
     checked,
+    readers_code,
 )
 from .data import TranslationData
 from .lm import detach_state
@@ -104,6 +105,10 @@ def fit(
     ``lr = 0`` is legal (the parameters do not move). ``batches`` must yield at least one batch;
     an iterator that runs out before ``steps`` (a generator, say) cannot be cycled and is an error.
 
+    ``loss_fn`` and ``eval_fn`` are the reader's code: the package functions they call check their
+    arguments (a model's ids against its vocabulary, say) even when ``fit`` runs inside another
+    checked call such as :func:`train_lm` (:func:`seqbook.checks.readers_code`).
+
     Returns:
         A :class:`History` with the per-step losses, the evaluations and the gradient norms.
     """
@@ -140,7 +145,8 @@ def fit(
         model.eval()
         with torch.no_grad():
             history.eval_step.append(step)
-            value = eval_fn(model)
+            with readers_code():
+                value = eval_fn(model)
             if isinstance(value, torch.Tensor) and value.numel() == 1:
                 value = value.item()
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -169,7 +175,8 @@ def fit(
     bar = tqdm(range(1, steps + 1), desc=desc, disable=disable, leave=False)
     for step in bar:
         iterator, batch = next_batch(iterator, step)
-        loss = loss_fn(model, _to_device(batch, device))
+        with readers_code():  # the reader's loss and model: their calls into seqbook are checked
+            loss = loss_fn(model, _to_device(batch, device))
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             got = f"shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise ValueError(f"loss_fn must return a scalar loss tensor, got {got}")
@@ -326,6 +333,9 @@ class ChunksInOrder:
     """
 
     def __init__(self, inputs: torch.Tensor, targets: torch.Tensor):
+        check_tensor("inputs", inputs, ndim=3, names="(num_chunks, B, T)")  # not empty: a pass visits
+        check_tensor("targets", targets, shape=tuple(inputs.shape),       # at least one chunk
+                     names=f"{tuple(inputs.shape)}, the shape of inputs")
         self.inputs, self.targets = inputs, targets
 
     def __iter__(self) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
@@ -333,8 +343,12 @@ class ChunksInOrder:
             yield k, self.inputs[k], self.targets[k]
 
 
-def _check_train_lm(model, inputs, targets, steps, *args, **kwargs) -> None:
-    check_lm_chunks(inputs, targets, model)
+def _check_train_lm(model, inputs, targets) -> None:
+    check_lm_chunks(inputs, targets, model)  # at least one chunk of at least one token
+    size = getattr(getattr(model, "config", None), "vocab_size", None)  # a GPT states it in its config
+    if isinstance(size, int) and not isinstance(getattr(model, "vocab_size", None), int):
+        check_ids("inputs", inputs, size)
+        check_ids("targets", targets, size)
 
 
 @checked(_check_train_lm)
@@ -364,7 +378,9 @@ def train_lm(
 
     Args:
         model: ``model(ids, state) -> (logits, state)``, e.g. :class:`CharLM`.
-        inputs, targets: (num_chunks, B, T) from :func:`seqbook.data.lm_chunks`.
+        inputs, targets: (num_chunks, B, T) from :func:`seqbook.data.lm_chunks`, at least one
+            chunk; every id in [0, vocab_size) when the model states its ``vocab_size`` (or its
+            ``config.vocab_size``), and the model checks its inputs at every step.
         steps: optimiser steps (one chunk each).
 
     Returns:
@@ -429,6 +445,8 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
     _check_model(model)  # parameters for the optimiser
     if not isinstance(data, TranslationData):
         raise TypeError(f"data must be a TranslationData, got {type(data).__name__}")
+    if not data.train:
+        raise ValueError(f"data.train must hold at least one (source, target) pair, got {data.train!r}")
     steps, seed = check_int("steps", steps), check_int("seed", seed, minimum=None)
     batch_size = check_int("batch_size", batch_size, maximum=len(data.train))
     lr = check_number("lr", lr, low=0.0, low_open=True)
@@ -449,7 +467,8 @@ def fit_seq2seq(model: nn.Module, data: TranslationData, steps: int, batch_size:
 
 
 def _similarities(model: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
-    out = model(*inputs)
+    with readers_code():  # the reader's model checks its inputs, called from inside seqbook too
+        out = model(*inputs)
     return out[0] if isinstance(out, tuple) else out  # attention models also return their scores
 
 
@@ -510,9 +529,19 @@ def predict_similarities(model: nn.Module, *inputs: torch.Tensor, batch_size: in
     return torch.cat(sims)
 
 
+def _check_labels_fit(model, **splits) -> None:
+    """The labels (the last tensor) of every split index the model's class symbols, when it has a
+    codebook: checked for the whole split, not for the rows that happen to be drawn."""
+    codes = getattr(getattr(model, "codebook", None), "codes", None)
+    if isinstance(codes, torch.Tensor):
+        for name, split in splits.items():
+            check_ids(f"{name}[{len(split) - 1}]", split[-1], codes.shape[0])
+
+
 def _check_evaluate(model, *data, batch_size=1000) -> None:
     _check_model(model)
     _check_split("data", data, labels=True)
+    _check_labels_fit(model, data=data)
     check_positive_int("batch_size", batch_size)
 
 
@@ -522,7 +551,7 @@ def evaluate_vsa(model: nn.Module, *data: torch.Tensor, batch_size: int = 1000) 
     """Accuracy (nearest class symbol) and mean loss over a whole split ``(*inputs, labels)``;
     returns ``(accuracy, loss)``. Every label must lie in [0, C) for the model's C classes."""
     *inputs, labels = data
-    sims = predict_similarities.__wrapped__(model, *inputs, batch_size=batch_size)
+    sims = predict_similarities(model, *inputs, batch_size=batch_size)
     labels = labels.cpu()
     loss = float(codebook_loss(sims, labels))  # checks every label against the C classes
     correct = int((sims.argmax(-1) == labels).sum())
@@ -550,10 +579,7 @@ def _check_train_vsa(model, train, test, steps, batch_size=128, lr=1e-3, alpha=0
     _check_split("test", test, labels=True)
     if len(test) != len(train):
         raise ValueError(f"test must hold as many tensors as train, {len(train)}, got {len(test)}")
-    codes = getattr(getattr(model, "codebook", None), "codes", None)
-    if isinstance(codes, torch.Tensor):  # the paper's models: labels index their class symbols
-        for name, split in (("train", train), ("test", test)):
-            check_ids(f"{name}[{len(split) - 1}]", split[-1], codes.shape[0])
+    _check_labels_fit(model, train=train, test=test)  # the paper's models: labels index their classes
     check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
     if batch_size > n:
