@@ -46,6 +46,17 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
+from .checks import (
+    INTEGER_DTYPES,
+    check_flag,
+    check_ids,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_tensor,
+    checked,
+    readers_code,
+)
 from .gpt import GPT, GPTConfig
 from .train import warmup_factor
 
@@ -61,6 +72,7 @@ CHECKPOINT_VERSION = 1
 LOG_FORMAT = "seqbook.gpt_train log"
 LOG_VERSION = 1
 PARALLEL = ("ddp", "fsdp")
+SCHEDULES = ("cosine", "linear", "constant", "inverse_sqrt")  # warmup_factor's kinds
 TENSOR_FILE = "tensors.safetensors"
 STATE_FILE = "state.json"
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -87,6 +99,11 @@ class Dist:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     backend: str | None = None
     owns_group: bool = False  # this process joined the group in init_distributed (and leaves it)
+
+    def __post_init__(self):
+        check_int("world_size", self.world_size)
+        check_int("rank", self.rank, minimum=0, maximum=self.world_size - 1)
+        check_int("local_rank", self.local_rank, minimum=0)
 
     @property
     def grouped(self) -> bool:
@@ -179,6 +196,18 @@ def _torch_seed(*numbers: int) -> int:
     return _mixed_seed(*numbers) >> 193
 
 
+def _check_global_batch_starts(seed, step, num_tokens, block_size, batch_size) -> None:
+    check_int("seed", seed, minimum=None)
+    check_int("step", step, minimum=0)
+    check_positive_int("num_tokens", num_tokens)
+    check_positive_int("block_size", block_size)
+    check_positive_int("batch_size", batch_size)
+    if num_tokens - block_size < 1:  # a window starts at s and its targets end at s + block_size
+        raise ValueError(f"num_tokens must be > block_size + 1 = {block_size + 1} (a window and its "
+                         f"targets), got {num_tokens}: the text is too short for windows of {block_size}")
+
+
+@checked(_check_global_batch_starts)
 def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, batch_size: int
                         ) -> torch.Tensor:
     """The start positions (batch_size,) of the training windows of optimiser step ``step``.
@@ -188,12 +217,22 @@ def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, 
     processes and any accumulation, and the same after a resume.
     """
     high = num_tokens - block_size  # a window starts at s and its targets end at s + block_size
-    if high < 1:
-        raise ValueError(f"the text has {num_tokens} tokens, too few for windows of {block_size} + 1")
     rng = np.random.default_rng(_mixed_seed(seed, step))
     return torch.from_numpy(rng.integers(0, high, size=batch_size, dtype=np.int64))
 
 
+def _check_windows(ids, starts, block_size) -> None:
+    check_tensor("ids", ids, ndim=1, names="(N,)")  # its values are not read: a text may be long
+    if ids.dtype not in INTEGER_DTYPES:
+        raise TypeError(f"ids must be an integer tensor (token ids), got {ids.dtype}")
+    check_positive_int("block_size", block_size)
+    if ids.numel() <= block_size:
+        raise ValueError(f"ids must hold more than block_size = {block_size} tokens (a window and its "
+                         f"targets), got {ids.numel()}")
+    check_ids("starts", starts, ids.numel() - block_size, ndim=1, names="(B,)", nonempty=False)
+
+
+@checked(_check_windows)
 def windows(ids: torch.Tensor, starts: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets (B, T) of the windows of ``ids`` that begin at ``starts``."""
     rows = ids.unfold(0, block_size + 1, 1)[starts]  # (B, T + 1)
@@ -451,6 +490,20 @@ class RunSettings:
     seed: int = 0
     dtype: str = "float32"
 
+    def __post_init__(self):
+        check_positive_int("steps", self.steps)
+        check_positive_int("batch_size", self.batch_size)
+        check_number("lr", self.lr, low=0.0)
+        check_number("weight_decay", self.weight_decay, low=0.0)
+        check_int("warmup", self.warmup, minimum=0)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        check_number("min_lr_factor", self.min_lr_factor, 0.0, 1.0)
+        check_number("clip", self.clip, low=0.0)
+        check_int("seed", self.seed, minimum=None)
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+
 
 def _param_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "float64": torch.float64}[name]
@@ -473,6 +526,37 @@ def _evaluate(model: nn.Module, ids: torch.Tensor, block_size: int, num_windows:
     return float(_all_mean(loss.detach().double(), d))
 
 
+def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, bf16,
+                             checkpoint_every, keep, stop_after, eval_every, eval_windows, progress,
+                             on_log) -> None:
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a seqbook.gpt.GPTConfig, got {type(config).__name__}")
+    check_ids("train_ids", train_ids, config.vocab_size, ndim=1, names="(N,)")
+    if valid_ids is not None:
+        check_ids("valid_ids", valid_ids, config.vocab_size, ndim=1, names="(N,)", nonempty=False)
+    if not isinstance(run, RunSettings):
+        raise TypeError(f"run must be a RunSettings, got {type(run).__name__}")
+    if not isinstance(d, Dist):
+        raise TypeError(f"d must be a Dist (see init_distributed), got {type(d).__name__}")
+    if parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
+    check_positive_int("accumulate", accumulate)
+    if run.batch_size % (d.world_size * accumulate):
+        raise ValueError(f"batch_size {run.batch_size} must be divisible by processes x accumulate = "
+                         f"{d.world_size} x {accumulate}")
+    check_flag("bf16", bf16)
+    check_int("checkpoint_every", checkpoint_every, minimum=0)
+    check_int("keep", keep, minimum=0)
+    if stop_after is not None:
+        check_positive_int("stop_after", stop_after)
+    check_int("eval_every", eval_every, minimum=0)
+    check_positive_int("eval_windows", eval_windows)
+    check_flag("progress", progress)
+    if on_log is not None and not callable(on_log):
+        raise TypeError(f"on_log must be callable or None, got {type(on_log).__name__}")
+
+
+@checked(_check_train_distributed)
 def train_distributed(
     config: GPTConfig,
     train_ids: torch.Tensor,
@@ -505,10 +589,11 @@ def train_distributed(
     end (when ``checkpoint_dir`` is set); ``resume`` continues from a checkpoint folder;
     ``stop_after`` ends the run early at that step (after its checkpoint), as a preempted job would.
     ``on_log(log)`` is called on rank 0 after every checkpoint and at the end.
+
+    Every argument is checked before anything runs, the token ids against ``config.vocab_size``
+    (one read of their values); the functions it calls do not check again.
     """
     W, K, B = d.world_size, accumulate, run.batch_size
-    if B % (W * K):
-        raise ValueError(f"batch_size {B} must be divisible by processes x accumulate = {W} x {K}")
     micro = B // (W * K)
     dtype = _param_dtype(run.dtype)
     torch.manual_seed(run.seed)  # the same initial weights on every rank
@@ -558,7 +643,8 @@ def train_distributed(
         if d.main:
             checkpoints.append(str(path))
             if on_log is not None:
-                on_log(snapshot())
+                with readers_code():  # the reader's function: its calls into seqbook are checked
+                    on_log(snapshot())
 
     disable = not progress or not d.main or bool(os.environ.get("TQDM_DISABLE"))
     bar = tqdm(range(start_step + 1, last + 1), desc="gpt_train", disable=disable, leave=False)
@@ -615,5 +701,6 @@ def train_distributed(
     log["tokens_per_second"] = round(done * B * config.block_size / seconds, 1) if done and seconds else None
     result = snapshot()
     if d.main and on_log is not None:
-        on_log(result)
+        with readers_code():
+            on_log(result)
     return result
