@@ -35,12 +35,14 @@ from .checks import (
     check_flag,
     check_float_tensor,
     check_int,
+    check_lengths,
     check_number,
     check_positive_int,
     check_probability,
     check_same_dtype,
     check_tensor,
     checked,
+    has_values,
     shape_of,
 )
 from .kv_cache import KVCache
@@ -65,52 +67,58 @@ def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
         raise TypeError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
 
 
+def _check_causal_mask(L, S) -> None:
+    for name, size in (("L", L), ("S", S)):
+        if size is not None and check_int(name, size, minimum=None) < 0:
+            raise ValueError(f"{name} must be non-negative (0 gives an empty mask), got {size}")
+
+
+@checked(_check_causal_mask)
 def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     """Boolean (L, S) mask, True where query ``i`` may attend to key ``j``, i.e. ``j <= i``.
 
     The lower triangle, aligned top-left as in ``F.scaled_dot_product_attention(is_causal=True)``.
     Pass it as ``mask`` to :func:`scaled_dot_product_attention`; :class:`MultiHeadAttention` (PyTorch's
     convention, True = blocked) wants its negation ``~causal_mask(L)`` or simply ``is_causal=True``.
+    ``L = 0`` or ``S = 0`` (no queries or no keys) gives an empty mask.
 
     Shape:
         Output: (L, S) with S = L by default.
     """
-    L = check_int("L", L, minimum=None)
-    S = L if S is None else check_int("S", S, minimum=None)
-    if L < 0 or S < 0:
-        raise ValueError(f"L and S must be non-negative, got L={L}, S={S}")
+    S = L if S is None else S
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
+def _check_lengths_to_mask(lengths, max_len) -> None:
+    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
+    if lengths.dtype not in INTEGER_DTYPES:
+        raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
+    if max_len is None:
+        if lengths.numel() and not has_values(lengths):
+            raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
+        if lengths.numel() and int(lengths.min()) < 0:
+            raise ValueError(f"lengths must be >= 0, found {int(lengths.min())}")
+    else:
+        max_len = check_int("max_len", max_len, minimum=0)
+        check_lengths("lengths", lengths, max_len, minimum=0, of="the mask (max_len)")
+
+
+@checked(_check_lengths_to_mask)
 def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
     """Boolean mask (B, T) that is True at **real tokens** and False at padding: the package's
     convention (True = may attend). PyTorch's ``key_padding_mask`` (True = padding) is its negation,
     ``~lengths_to_mask(lengths)``.
 
     ``T`` is ``max_len``, or else the longest length (an empty ``lengths`` then gives a (0, 0)
-    mask); a length above ``max_len`` gives a row that is True everywhere, as for a sequence cut
-    to ``max_len`` by :func:`seqbook.data.pad_sequences`.
+    mask). A length is never above ``max_len``: a mask cannot hold more real tokens than it has
+    positions (``max_len = 0`` is the empty mask of sequences that are all empty).
 
     Shape:
         lengths: (B,) integers. Output: (B, T).
     """
-    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
-    if lengths.dtype not in INTEGER_DTYPES:
-        raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
-    if max_len is not None:
-        max_len = check_int("max_len", max_len, minimum=0)
-    if lengths.numel() == 0:
-        T = 0 if max_len is None else max_len
-    elif lengths.device.type == "meta":  # no values to read
-        if max_len is None:
-            raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
-        T = max_len
-    else:
-        lo, hi = torch.stack(torch.aminmax(lengths)).tolist()  # one read of the values
-        if lo < 0:
-            raise ValueError(f"lengths must be >= 0, found {lo}")
-        T = hi if max_len is None else max_len
-    return torch.arange(T, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
+    if max_len is None:
+        max_len = int(lengths.max()) if lengths.numel() else 0
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, T)
 
 
 def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> torch.Tensor:

@@ -35,8 +35,9 @@ def pad_sequences(
             passes, a negative one too (e.g. -100 for a target a loss ignores), and the model
             or loss that reads them checks them.
         pad_id: the id that fills the tail (any int, e.g. -100 for targets a loss ignores).
-        max_len: pad (or truncate) to this length; default: the longest sequence. 0 gives a
-            (B, 0) tensor.
+        max_len: pad (or truncate) to this length; default: the longest sequence. 0 would cut
+            every token, so it is refused unless every sequence is empty (then it gives the
+            (B, 0) tensor that the default gives too).
 
     Returns:
         ``padded`` (B, T) int64 and ``lengths`` (B,) int64, the true length of each row.
@@ -51,6 +52,9 @@ def pad_sequences(
         max_len = check_int("max_len", max_len, minimum=0)
     rows = [_id_row(seq, i) for i, seq in enumerate(sequences)]
     lengths = [len(r) for r in rows]
+    if max_len == 0 and max(lengths):
+        raise ValueError(f"max_len must be >= 1 to keep any token (0 would cut every sequence to "
+                         f"nothing), got 0 for sequences of up to {max(lengths)} ids")
     T = max(lengths) if max_len is None else max_len
     padded = torch.full((len(rows), T), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
@@ -76,19 +80,23 @@ def _id_row(seq, i: int) -> torch.Tensor:
     return row
 
 
-def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int, vocab_size: int | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Cut a long id stream into aligned language-model chunks for truncated BPTT.
 
     The stream is split into ``batch_size`` contiguous rows, so chunk k of row b continues chunk
-    k-1 of row b (the hidden state can be carried across chunks). A negative id is refused; the
-    upper end is not checked here, since no vocabulary is given (the model that reads the chunks,
-    or :func:`seqbook.train.train_lm`, checks it against its ``vocab_size``).
+    k-1 of row b (the hidden state can be carried across chunks). Every id must lie in
+    [0, vocab_size) when ``vocab_size`` is given; without it only a negative id is refused (the
+    model that reads the chunks, or :func:`seqbook.train.train_lm`, checks the upper end against
+    its own ``vocab_size``).
 
     Returns:
         ``inputs`` and ``targets`` of shape (num_chunks, batch_size, seq_len); targets are the
         inputs shifted by one token.
     """
-    check_ids("ids", ids, shape=(None,), names="(N,)")
+    if vocab_size is not None:
+        vocab_size = check_int("vocab_size", vocab_size)
+    check_ids("ids", ids, vocab_size, shape=(None,), names="(N,)")
     batch_size = check_int("batch_size", batch_size)
     seq_len = check_int("seq_len", seq_len)
     n_per_row = (len(ids) - 1) // batch_size
@@ -111,19 +119,24 @@ def lm_chunks(ids: torch.Tensor, batch_size: int, seq_len: int) -> tuple[torch.T
 # ---------------------------------------------------------------------------------------------
 
 
-def context_windows(ids: torch.Tensor, window: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def context_windows(ids: torch.Tensor, window: int = 1, vocab_size: int | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every position of a token stream with its ``window`` neighbours on each side.
 
     Example: ids = [a, b, c, d] and window = 1 give contexts [[a, c], [b, d]], centers [b, c].
 
-    A negative id is refused; the upper end is not checked here, since no vocabulary is given
-    (:class:`seqbook.embeddings.CBOW` checks the windows against its ``vocab_size``).
+    Every id must lie in [0, vocab_size) when ``vocab_size`` is given (the centres become the
+    targets of a loss over the vocabulary, the contexts rows of an embedding table); without it
+    only a negative id is refused (:class:`seqbook.embeddings.CBOW` checks the contexts against
+    its ``vocab_size``).
 
     Shape:
         - ids: (N,)
         - output: contexts (N - 2 * window, 2 * window) ordered left to right, centers (N - 2 * window,)
     """
-    check_ids("ids", ids, shape=(None,), names="(N,)", nonempty=False)
+    if vocab_size is not None:
+        vocab_size = check_int("vocab_size", vocab_size)
+    check_ids("ids", ids, vocab_size, shape=(None,), names="(N,)", nonempty=False)
     window = check_int("window", window, 1)
     n = ids.shape[0] - 2 * window
     if n < 1:
@@ -166,6 +179,8 @@ def bucket_batches(
     batch_size: int,
     generator: torch.Generator | None = None,
     pool: int = 20,
+    src_vocab_size: int | None = None,
+    tgt_vocab_size: int | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """An endless stream of shuffled mini-batches of sequences of similar length.
 
@@ -173,17 +188,22 @@ def bucket_batches(
     length, cuts it into batches and yields the batches in random order. Each batch is trimmed
     to its longest source and target, so little time goes into padding.
 
-    The arguments are checked when it is called, before the first batch: the ids of ``src`` and
-    ``tgt`` must not be negative (their upper end is not checked here, since no vocabulary is
-    given; the model checks it). The tensors may live on
+    The arguments are checked when it is called, before the first batch: every id of ``src``
+    and ``tgt`` must lie in [0, src_vocab_size) and [0, tgt_vocab_size) when those are given
+    (without them only a negative id is refused, and the model checks the upper end), and
+    every source length in [1, S]. The tensors may live on
     any one device; the shuffling runs on the CPU (with ``generator``) and the batches are cut on
     the data's device.
 
     Yields:
         ``(src (B, S_b), src_lengths (B,), tgt (B, T_b))``.
     """
+    sizes = {"src": src_vocab_size, "src_lengths": None, "tgt": tgt_vocab_size}
+    for name, size in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size)):
+        if size is not None:
+            check_int(name, size)
     for name, t in (("src", src), ("src_lengths", src_lengths), ("tgt", tgt)):
-        check_ids(name, t, nonempty=False)
+        check_ids(name, t, sizes[name], nonempty=False)
     n = src.shape[0] if src.dim() else 0
     if src.dim() != 2 or tuple(src_lengths.shape) != (n,) or tgt.dim() != 2 or tgt.shape[0] != n:
         raise ValueError(f"need src (N, S), src_lengths (N,), tgt (N, T) with one N, got "

@@ -144,6 +144,8 @@ REJECTED = {
     "pad_sequences-pad_id-float": (lambda: bt.pad_sequences([[1]], pad_id=1.5), "pad_id", "float"),
     "pad_sequences-pad_id-None": (lambda: bt.pad_sequences([[1]], pad_id=None), "pad_id", "NoneType"),
     "pad_sequences-pad_id-bool": (lambda: bt.pad_sequences([[1]], pad_id=True), "pad_id", "bool"),
+    "pad_sequences-max_len-0-cuts-every-token": (lambda: bt.pad_sequences([[1, 2]], max_len=0), "max_len",
+                                                 ">= 1", "0"),
     "pad_sequences-max_len-negative": (lambda: bt.pad_sequences([[1]], max_len=-1), "max_len", ">= 0",
                                        "-1"),
     "pad_sequences-max_len-float": (lambda: bt.pad_sequences([[1]], max_len=2.5), "max_len", "float"),
@@ -157,6 +159,10 @@ REJECTED = {
     "lengths_to_mask-bool": (lambda: lengths_to_mask(torch.tensor([True])), "lengths", "torch.bool"),
     "lengths_to_mask-negative": (lambda: lengths_to_mask(ids(2, -1)), "lengths", ">= 0", "-1"),
     "lengths_to_mask-negative-with-max_len": (lambda: lengths_to_mask(ids(-3), 4), "lengths", "-3"),
+    "lengths_to_mask-length-above-max_len": (lambda: lengths_to_mask(ids(5, 1), 3), "lengths", "[0, 3]",
+                                             "max_len", "5"),
+    "lengths_to_mask-max_len-0-cuts-tokens": (lambda: lengths_to_mask(ids(2, 0), 0), "lengths", "[0, 0]",
+                                              "2"),
     "lengths_to_mask-max_len-negative": (lambda: lengths_to_mask(ids(2), -1), "max_len", ">= 0", "-1"),
     "lengths_to_mask-max_len-float": (lambda: lengths_to_mask(ids(2), 1.5), "max_len", "float"),
     "lengths_to_mask-max_len-bool": (lambda: lengths_to_mask(ids(2), True), "max_len", "bool"),
@@ -244,6 +250,25 @@ REJECTED.update({
         lambda: bt.bucket_batches(SRC, SRC_LENGTHS, with_id(TGT, -2, (3, 1)), 4), "tgt", ">= 0", "-2"),
     "bucket_batches-src_lengths-negative": (
         lambda: bt.bucket_batches(SRC, with_id(SRC_LENGTHS, -5, 2), TGT, 4), "src_lengths", "-5"),
+    # told the vocabulary's size, the data functions check the upper end too
+    "context_windows-id-beyond-vocab_size": (lambda: bt.context_windows(ids(4, 5, 9, 7), 1, vocab_size=9),
+                                             "ids", "[0, 8]", "9"),
+    "context_windows-vocab_size-0": (lambda: bt.context_windows(ids(4, 5, 6), 1, vocab_size=0), "vocab_size",
+                                     ">= 1", "0"),
+    "lm_chunks-id-beyond-vocab_size": (lambda: bt.lm_chunks(torch.arange(20), 2, 3, vocab_size=19), "ids",
+                                       "[0, 18]", "19"),
+    "lm_chunks-vocab_size-float": (lambda: bt.lm_chunks(torch.arange(20), 2, 3, vocab_size=20.0),
+                                   "vocab_size", "float"),
+    "bucket_batches-src-beyond-src_vocab_size": (
+        lambda: bt.bucket_batches(with_id(SRC, 9, (5, 2)), SRC_LENGTHS, TGT, 4, src_vocab_size=9), "src",
+        "[0, 8]", "9"),
+    "bucket_batches-tgt-beyond-tgt_vocab_size": (
+        lambda: bt.bucket_batches(SRC, SRC_LENGTHS, TGT, 4, tgt_vocab_size=int(TGT.max())), "tgt",
+        f"[0, {int(TGT.max()) - 1}]", str(int(TGT.max()))),
+    "bucket_batches-src_vocab_size-0": (lambda: bt.bucket_batches(SRC, SRC_LENGTHS, TGT, 4, src_vocab_size=0),
+                                        "src_vocab_size", "0"),
+    "bucket_batches-src_lengths-beyond-src": (
+        lambda: bt.bucket_batches(SRC, with_id(SRC_LENGTHS, 6, 2), TGT, 4), "src_lengths", "[1, 5]", "6"),
 })
 
 
@@ -303,7 +328,8 @@ LEGAL = {
     "make_dates-one-day": lambda: {t for _, t in data.make_dates(20, start=date(2001, 2, 3),
                                                                   end=date(2001, 2, 3))} == {"2001-02-03"},
     "pad_sequences-all-empty": lambda: _check_pad(bt.pad_sequences([[], []]), [[], []], [0, 0]),
-    "pad_sequences-max_len-0": lambda: _check_pad(bt.pad_sequences([[1, 2]], max_len=0), [[]], [0]),
+    "pad_sequences-max_len-0-all-empty": lambda: _check_pad(bt.pad_sequences([[], []], max_len=0), [[], []],
+                                                             [0, 0]),
     "pad_sequences-numpy-max_len": lambda: _check_pad(bt.pad_sequences([[1, 2, 3]], max_len=np.int64(2)),
                                                       [[1, 2]], [2]),
     "pad_sequences-negative-pad_id": lambda: _check_pad(bt.pad_sequences([[1], [2, 3]], pad_id=-100),
@@ -317,9 +343,9 @@ LEGAL = {
                                                         [1]),
     "lengths_to_mask-empty": lambda: lengths_to_mask(ids()).shape == (0, 0),
     "lengths_to_mask-empty-with-max_len": lambda: lengths_to_mask(ids(), 3).shape == (0, 3),
-    "lengths_to_mask-max_len-0": lambda: lengths_to_mask(ids(2, 0), 0).shape == (2, 0),
+    "lengths_to_mask-max_len-0": lambda: lengths_to_mask(ids(0, 0), 0).shape == (2, 0),
     "lengths_to_mask-zero-lengths": lambda: lengths_to_mask(ids(0, 0)).shape == (2, 0),
-    "lengths_to_mask-length-above-max_len": lambda: lengths_to_mask(ids(5, 1), 3).tolist()
+    "lengths_to_mask-length-equal-to-max_len": lambda: lengths_to_mask(ids(3, 1), 3).tolist()
     == [[True] * 3, [True, False, False]],
     "lengths_to_mask-int32-and-numpy-max_len": lambda: lengths_to_mask(ids(2, 1, dtype=torch.int32),
                                                                       np.int64(2)).tolist()
@@ -330,7 +356,11 @@ LEGAL = {
     == (1, 2, 3),
     "lm_chunks-int32-ids": lambda: bt.lm_chunks(torch.arange(7, dtype=torch.int32), 1, 6)[0].dtype
     == torch.int32,
-    # no vocabulary here, so a large id passes (the model checks it), and pad_sequences takes any int
+    "context_windows-last-id-of-vocab_size": lambda: bt.context_windows(ids(4, 5, 8), 1,
+                                                                         vocab_size=9)[1].tolist() == [5],
+    "lm_chunks-vocab_size-numpy": lambda: bt.lm_chunks(torch.arange(7), 2, 3, vocab_size=np.int64(7))[0].shape
+    == (1, 2, 3),
+    # no vocabulary given, so a large id passes (the model checks it), and pad_sequences takes any int
     "context_windows-large-id": lambda: bt.context_windows(ids(10**6, 1, 2))[1].tolist() == [1],
     "bucket_batches-large-id": lambda: next(bt.bucket_batches(SRC + 10**6, SRC_LENGTHS, TGT, 8))[0].min()
     >= 10**6,
