@@ -45,11 +45,11 @@ from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import lm_chunks  # noqa: E402
 from seqbook.data import load_names, time_machine_ids  # noqa: E402
+from seqbook.decoding import sample_sequence  # noqa: E402
 from seqbook.lm import (  # noqa: E402
     CharLM,
     ConditionalCharLM,
     evaluate_perplexity,
-    sample_sequence,
     unigram_perplexity,
 )
 from seqbook.rnn import SequenceClassifier  # noqa: E402

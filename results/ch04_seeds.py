@@ -43,12 +43,11 @@ from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import encode_pairs  # noqa: E402
 from seqbook.data import copy_dataset, date_dataset  # noqa: E402
+from seqbook.decoding import greedy_decode, translate  # noqa: E402
 from seqbook.seq2seq import (  # noqa: E402
     Seq2Seq,
     exact_match,
     exact_match_by_length,
-    greedy_decode,
-    translate,
 )
 from seqbook.train import fit_seq2seq  # noqa: E402
 from seqbook.utils import seed_everything, small_model_threads  # noqa: E402

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from runinfo import provenance, script_parser, write_result  # noqa: E402
 
-from seqbook import seq2seq  # noqa: E402
+from seqbook import decoding, seq2seq  # noqa: E402
 from seqbook.batching import bucket_batches, lm_chunks  # noqa: E402
 from seqbook.data import date_dataset, time_machine_ids  # noqa: E402
 from seqbook.gpt import GPT, GPTConfig  # noqa: E402
@@ -83,7 +83,7 @@ def date_runs(seed: int, data, device) -> dict:
     fit(transformer, lambda m, b: m.loss(*b, label_smoothing=c["label_smoothing"]), batches,
         steps=c["steps"], optimizer=optimizer, scheduler=scheduler, device=device, seed=seed,
         progress=False)
-    pred_tf = seq2seq.translate(transformer, sources, data.src_vocab, data.tgt_vocab,
+    pred_tf = decoding.translate(transformer, sources, data.src_vocab, data.tgt_vocab,
                                 data.max_target_len, batch_size=500)
     b = BAHDANAU
     seed_everything(seed)
@@ -91,7 +91,7 @@ def date_runs(seed: int, data, device) -> dict:
                                hidden_size=b["hidden_size"], attention=True, fast=True)
     fit_seq2seq(bahdanau, data, steps=b["steps"], batch_size=b["batch_size"], lr=b["lr"],
                 seed=seed, device=device, progress=False)
-    pred_bd = seq2seq.translate(bahdanau, sources, data.src_vocab, data.tgt_vocab,
+    pred_bd = decoding.translate(bahdanau, sources, data.src_vocab, data.tgt_vocab,
                                 data.max_target_len)
     out = {}
     for key, pred in (("transformer", pred_tf), ("bahdanau", pred_bd)):

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from test_exercise_cells import FIX_WORDS
 
 from seqbook.attention import lengths_to_mask
+from seqbook.decoding import PAD_ID, greedy_decode
 from seqbook.exercises import check
-from seqbook.seq2seq import PAD_ID, greedy_decode
 
 
 def starter(*args):
