@@ -203,7 +203,7 @@ def _check_global_batch_starts(seed, step, num_tokens, block_size, batch_size) -
     check_positive_int("block_size", block_size)
     check_positive_int("batch_size", batch_size)
     if num_tokens - block_size < 1:  # a window starts at s and its targets end at s + block_size
-        raise ValueError(f"num_tokens must be > block_size + 1 = {block_size + 1} (a window and its "
+        raise ValueError(f"num_tokens must be >= block_size + 1 = {block_size + 1} (a window and its "
                          f"targets), got {num_tokens}: the text is too short for windows of {block_size}")
 
 

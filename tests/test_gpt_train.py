@@ -21,7 +21,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from seqbook.distributed import CheckpointError, Dist, load_checkpoint
+from seqbook.distributed import (
+    CheckpointError,
+    Dist,
+    RunSettings,
+    global_batch_starts,
+    load_checkpoint,
+    train_distributed,
+    windows,
+)
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.gpt_train import build_parser, main
 
@@ -337,3 +345,41 @@ if __name__ == "__main__":  # the script of torchrun(): one process of the group
             main(argv)
     finally:
         dist.destroy_process_group()
+
+
+
+def _train(**overrides):
+    args = dict(config=GPTConfig(vocab_size=10, block_size=4, n_layer=1, n_head=1, n_embd=8, dropout=0.0),
+                train_ids=torch.arange(40) % 10, valid_ids=None, run=RunSettings(steps=1, batch_size=2),
+                d=Dist(), data_info={}, progress=False)
+    args.update(overrides)
+    return train_distributed(**args)
+
+
+BAD_CALLS = {  # the library below the command line: each argument checked at the door, named
+    "train_ids-beyond-vocabulary": (lambda: _train(train_ids=torch.arange(40) % 11), "train_ids", "[0, 9]",
+                                    "10"),
+    "train_ids-empty": (lambda: _train(train_ids=torch.zeros(0, dtype=torch.long)), "train_ids", "empty"),
+    "train_ids-float": (lambda: _train(train_ids=torch.rand(40)), "train_ids", "integer", "float32"),
+    "valid_ids-beyond-vocabulary": (lambda: _train(valid_ids=torch.tensor([3, 12])), "valid_ids", "12"),
+    "accumulate-0": (lambda: _train(accumulate=0), "accumulate", ">= 1", "0"),
+    "accumulate-not-dividing": (lambda: _train(accumulate=3), "batch_size 2", "divisible", "1 x 3"),
+    "parallel-unknown": (lambda: _train(parallel="zero"), "parallel", "'zero'"),
+    "eval_windows-0": (lambda: _train(eval_windows=0), "eval_windows", "0"),
+    "run-dict": (lambda: _train(run={"steps": 1}), "run", "RunSettings", "dict"),
+    "RunSettings-steps-0": (lambda: RunSettings(0, 2), "steps", "0"),
+    "RunSettings-schedule": (lambda: RunSettings(1, 2, schedule="cos"), "schedule", "'cos'"),
+    "Dist-rank-beyond-world": (lambda: Dist(rank=2, world_size=2), "rank", "<= 1", "2"),
+    "global_batch_starts-text-too-short": (lambda: global_batch_starts(0, 1, 4, 4, 2), "num_tokens",
+                                           "block_size + 1 = 5", "got 4"),
+    "windows-start-beyond-text": (lambda: windows(torch.arange(10), torch.tensor([6]), 4), "starts",
+                                  "[0, 5]", "6"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_bad_library_calls_are_refused_clearly(case):
+    from tests.badinput import assert_clear_error  # not at the top: torchrun runs this file as a script
+
+    fn, *words = BAD_CALLS[case]
+    assert_clear_error(fn, *words)
