@@ -186,7 +186,8 @@ REJECTED.update({
                                          "list"),
     "evaluate_vsa-labels-missing": (lambda: evaluate_vsa(VSA, IMAGES), "data", "labels"),
     "evaluate_vsa-labels-shape": (lambda: evaluate_vsa(VSA, IMAGES, LABELS[:, None]), "data[1]", "(32,)"),
-    "evaluate_vsa-label-too-large": (lambda: evaluate_vsa(VSA, IMAGES, labels_with(10)), "data[1]", "[0, 9]", "10"),
+    "evaluate_vsa-label-too-large": (lambda: evaluate_vsa(VSA, IMAGES, labels_with(10)), "data[1]", "[0, 9]",
+                                     "10"),
     "evaluate_vsa-labels-dim0": (lambda: evaluate_vsa(VSA, IMAGES, LABELS[:4]), "data", "(4,)"),
     # fit_seq2seq: the data's vocabularies must fit the model, checked once (not per drawn batch)
     "fit_seq2seq-src_vocab-too-large": (lambda: train.fit_seq2seq(SMALL_S2S, PAIRS, steps=1, batch_size=4,
