@@ -124,6 +124,9 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     (root / "chapters").mkdir()
     shutil.copy(CHAPTER, root / "chapters" / CHAPTER.name)
+    # what the chapter reads beside it (../results/*.json): a learner's run above an exercise
+    # reaches the exercise, and its import cell, as in a checkout
+    shutil.copytree(ROOT / "results", root / "results", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     port = free_port()
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
