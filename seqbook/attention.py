@@ -5,8 +5,9 @@ The functional core is :func:`scaled_dot_product_attention`, eq. (5.2) of the bo
     Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V,
 
 written out so that it can be read (and checked against ``F.scaled_dot_product_attention``).
-:class:`MultiHeadAttention`, eqs. (5.10)-(5.11), runs it once per head on learned projections and can
-route the same computation through PyTorch's fused kernel (``fast=True``).
+:class:`MultiHeadAttention`, eqs. (5.10)-(5.11), runs it once per head on learned projections
+(:meth:`MultiHeadAttention.attend`); with ``fast=True`` the same computation runs on PyTorch's fused
+kernel instead (:meth:`MultiHeadAttention.attend_fused`, switched by :func:`fused_switch`).
 
 Mask conventions. Inside seqbook a boolean mask is True where a query **may attend** (a real
 token): the ``mask`` of :func:`scaled_dot_product_attention` (as ``attn_mask`` of
@@ -31,12 +32,15 @@ from torch import nn
 from .checks import (
     INTEGER_DTYPES,
     autocast_enabled,
+    check_attn_mask,
     check_bool_mask,
     check_flag,
     check_float_tensor,
     check_int,
     check_lengths,
+    check_mask,
     check_number,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_dtype,
@@ -45,8 +49,6 @@ from .checks import (
     has_values,
     shape_of,
 )
-from .kv_cache import KVCache
-from .rope import apply_rope
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -55,16 +57,10 @@ __all__ = [
     "padding_to_attn_mask",
     "restrict_mask",
     "fused_attention",
+    "fused_switch",
     "MultiHeadAttention",
     "AdditiveAttention",
 ]
-
-
-def _check_mask_dtype(mask: torch.Tensor, name: str) -> None:
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(f"{name} must be a bool or floating-point torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
 
 
 def _check_causal_mask(L, S) -> None:
@@ -171,7 +167,7 @@ def _check_attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=N
         ) from err
     if mask is not None:  # the mask as given, before is_causal combines it
         score_shape = (*batch, L, S)
-        _check_mask_dtype(mask, "mask")
+        check_mask("mask", mask)
         try:
             ok = torch.broadcast_shapes(mask.shape, score_shape) == torch.Size(score_shape)
         except RuntimeError:
@@ -220,8 +216,9 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., L, S)
 
-    if is_causal:  # also block the keys after each query
-        mask = restrict_mask(mask, causal_mask(L, S, device=q.device))
+    if is_causal:  # also block the keys after each query: keep the triangle j <= i
+        causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
+        mask = restrict_mask(mask, causal)  # (..., L, S)
     if mask is not None:
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -245,7 +242,7 @@ def scaled_dot_product_attention(
 def _check_restrict_mask(mask, allowed) -> None:
     check_bool_mask("allowed", allowed)
     if mask is not None:
-        _check_mask_dtype(mask, "mask")
+        check_mask("mask", mask)
         try:
             torch.broadcast_shapes(mask.shape, allowed.shape)
         except RuntimeError:
@@ -268,6 +265,32 @@ def restrict_mask(mask: torch.Tensor | None, allowed: torch.Tensor) -> torch.Ten
     return mask.masked_fill(~allowed, float("-inf"))
 
 
+def fused_switch(method: str) -> property:
+    """The ``fast`` switch of a module whose ``method`` has a fused twin, ``method + "_fused"``.
+
+    The readable ``method`` is what the chapters print; its twin computes the same with PyTorch's
+    fused kernel. ``module.fast = True`` (the constructor's ``fast=``, or
+    :func:`seqbook.utils.set_fast` for a whole model) makes every call of ``module.method`` run
+    the twin, by setting it as an attribute of the instance; ``False`` removes that attribute, so
+    the class's readable method runs again. Neither method has a branch for the other, and
+    ``torch.compile`` sees whichever is set. Use it in the class body:
+    ``fast = fused_switch("attend")``.
+    """
+    fused = f"{method}_fused"
+
+    def get(self) -> bool:
+        return method in self.__dict__
+
+    def set(self, flag: bool) -> None:
+        if check_flag("fast", flag):
+            self.__dict__[method] = getattr(self, fused)  # the bound twin shadows the method
+        else:
+            self.__dict__.pop(method, None)
+
+    return property(get, set, doc=f"Whether calls of ``{method}`` run ``{fused}`` (PyTorch's fused "
+                                  f"kernel) instead of the readable ``{method}``.")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, eqs. (5.10)-(5.11), batch-first; a drop-in for ``nn.MultiheadAttention``.
 
@@ -284,14 +307,16 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights (training mode only).
         bias: whether the four projections have biases.
         kdim, vdim: feature sizes of ``key`` and ``value`` (default ``embed_dim``).
-        fast: when ``need_weights=False``, compute attention with ``F.scaled_dot_product_attention``
-            (fused kernels) instead of the readable :func:`scaled_dot_product_attention`. Same
-            numbers; can be switched at any time via the ``fast`` attribute. With
+        fast: run :meth:`attend` on PyTorch's fused kernel, :meth:`attend_fused`
+            (``F.scaled_dot_product_attention``), whenever the weights are not asked for. Same
+            numbers; the ``fast`` attribute switches it at any time (:func:`fused_switch`). With
             ``need_weights=True`` the readable path always runs, because the fused kernels do not
             return the weights (``nn.MultiheadAttention`` behaves the same way).
 
     Masks follow ``nn.MultiheadAttention``: a boolean mask is True where attention is **blocked**,
-    a float mask is added to the scores.
+    a float ``attn_mask`` is added to the scores. ``key_padding_mask`` is bool only (True at
+    padding): a float one is refused with a ``TypeError``, since a float copy of a bool mask would
+    be added to the scores rather than block the padding.
 
     Shape:
         query: (B, L, embed_dim), key: (B, S, kdim), value: (B, S, vdim),
@@ -330,12 +355,12 @@ class MultiHeadAttention(nn.Module):
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
         self.dropout = dropout
-        self.fast = fast
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W^Q of all heads
         self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias, **factory)  # W^K of all heads
         self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias, **factory)  # W^V of all heads
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias, **factory)  # W^O
         self.reset_parameters()
+        self.fast = fast
 
     def reset_parameters(self) -> None:
         """Xavier-uniform weights and zero biases, as ``nn.MultiheadAttention`` initialises them."""
@@ -414,9 +439,10 @@ class MultiHeadAttention(nn.Module):
         ]
         return additive[0] if len(additive) == 1 else additive[0] + additive[1]
 
-    def _check_forward(self, query, key, value, key_padding_mask=None, attn_mask=None,
-                       need_weights=True, is_causal=False, average_attn_weights=True,
-                       rotary=None, cache=None) -> None:
+    fast = fused_switch("attend")
+
+    def _check_forward(self, query, key, value, key_padding_mask, attn_mask, need_weights, is_causal,
+                       average_attn_weights) -> None:
         E = self.embed_dim
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_float_tensor(name, t, nonempty=False)
@@ -437,28 +463,13 @@ class MultiHeadAttention(nn.Module):
             )
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_same_dtype(name, t, self.q_proj.weight.dtype)
-        for name, flag in (
-            ("need_weights", need_weights),
-            ("is_causal", is_causal),
-            ("average_attn_weights", average_attn_weights),
-        ):
-            check_flag(name, flag)
-        if rotary is not None and (S != L or not isinstance(rotary, tuple) or len(rotary) != 2):
-            raise ValueError(
-                "rotary must be a (cos, sin) pair for self-attention (key as long as "
-                f"query), got {type(rotary).__name__} with query length {L}, key length {S}"
-            )
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-            if cache.length and L != 1:
-                raise ValueError(
-                    f"a cache that holds {cache.length} positions takes one new token "
-                    f"at a time, got query length {L}"
-                )
-            if key_padding_mask is not None or attn_mask is not None:
-                raise ValueError("cache takes no key_padding_mask or attn_mask (no padding)")
-        check_attn_masks(key_padding_mask, attn_mask, B, self.num_heads, L, S)
+        check_flag("need_weights", need_weights)
+        check_flag("is_causal", is_causal)
+        check_flag("average_attn_weights", average_attn_weights)
+        if key_padding_mask is not None:
+            check_padding_mask("key_padding_mask", key_padding_mask, B, S)
+        if attn_mask is not None:
+            check_attn_mask("attn_mask", attn_mask, B, self.num_heads, L, S)
 
     @checked(_check_forward)
     def forward(
@@ -471,19 +482,11 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
         is_causal: bool = False,
         average_attn_weights: bool = True,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``; shapes and masks: see the class.
+        """Attend from ``query`` to ``key``/``value`` with every head, eqs. (5.10)-(5.11).
 
-        ``is_causal=True`` blocks keys after each query (with ``attn_mask`` if given).
-        ``rotary``: the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the
-        positions of the L queries (self-attention); queries and keys are rotated (RoPE)
-        before they meet. ``cache``: a :class:`~seqbook.kv_cache.KVCache` that keeps the
-        keys and values of earlier calls; the new ones are appended and attended to with
-        them. A cached call either fills an empty cache (a prompt, causal if asked) or
-        adds one token, which may attend to every key kept.
-        Returns ``(output, weights)``; ``weights`` is None when ``need_weights=False``.
+        Masks and shapes: see the class; ``is_causal=True`` blocks the keys after each
+        query. Returns ``(output, weights)``, the weights None if ``need_weights=False``.
         """
         B, L, E = query.shape
         S, H, Dh = key.shape[1], self.num_heads, self.head_dim
@@ -493,44 +496,43 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(query).view(B, L, H, Dh).transpose(1, 2)  # (B, H, L, Dh)
         k = self.k_proj(key).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
         v = self.v_proj(value).view(B, S, H, Dh).transpose(1, 2)  # (B, H, S, Dh)
-        if rotary is not None:  # RoPE: turn queries and keys by their positions' angles
-            q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
-        if cache is not None:  # keep the new keys and values, attend over all kept so far
-            is_causal = is_causal and cache.length == 0
-            k, v = cache.append(k, v)  # (B, H, S_kept, Dh)
-        dropout_p = self.dropout if self.training else 0.0
-
-        if self.fast and not need_weights:
-            out = fused_attention(q, k, v, mask, dropout_p, is_causal)  # (B, H, L, Dh)
-            weights = None
-        else:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal)
-            if not need_weights:
-                weights = None
-            elif average_attn_weights:
-                weights = weights.mean(dim=1)  # (B, L, S)
+        out, weights = self.attend(q, k, v, mask, is_causal, need_weights)  # (B, H, L, Dh)
 
         out = out.transpose(1, 2).reshape(B, L, E)  # concatenate the heads: (B, L, E)
+        if need_weights and average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, L, S): the heads' average
         return self.out_proj(out), weights
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None, is_causal: bool = False,
+               need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Eq. (5.2) for every head at once, with dropout on the weights while training.
 
-def check_attn_masks(key_padding_mask, attn_mask, B: int, H: int, L: int, S: int,
-                      kpm_name: str = "key_padding_mask", attn_name: str = "attn_mask") -> None:
-    """Check the masks of :class:`MultiHeadAttention` (also used by the transformer layers, which name
-    them differently)."""
-    if key_padding_mask is not None:
-        _check_mask_dtype(key_padding_mask, kpm_name)
-        if shape_of(key_padding_mask) != (B, S):
-            raise ValueError(f"{kpm_name} must have shape ({B}, {S}), got {shape_of(key_padding_mask)}")
-    if attn_mask is not None:
-        _check_mask_dtype(attn_mask, attn_name)
-        shape = shape_of(attn_mask)
-        four_d = attn_mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H)
-        if shape not in ((L, S), (B * H, L, S)) and not four_d:
-            raise ValueError(
-                f"{attn_name} must have shape ({L}, {S}), ({B * H}, {L}, {S}) or ({B}, {H}, {L}, {S}), "
-                f"got {shape}"
-            )
+        ``mask`` as in :func:`scaled_dot_product_attention` (True = may attend). Unchecked:
+        :meth:`forward` checks its inputs.
+
+        Shape:
+            q: (B, H, L, Dh), k, v: (B, H, S, Dh) -> (B, H, L, Dh) and the weights
+            (B, H, L, S), or None when ``need_weights=False``.
+        """
+        dropout_p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal)
+        return out, (weights if need_weights else None)
+
+    def attend_fused(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor | None = None, is_causal: bool = False,
+                     need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`attend` on PyTorch's fused kernel, ``F.scaled_dot_product_attention``: the
+        same output, computed without storing the weights, so a call that asks for them runs
+        :meth:`attend`. What ``fast=True`` makes every call of ``attend`` run.
+
+        Shape:
+            as :meth:`attend`; the weights are None.
+        """
+        if need_weights:  # the fused kernel never stores the weights: compute them readably
+            return MultiHeadAttention.attend(self, q, k, v, mask, is_causal, need_weights)
+        dropout_p = self.dropout if self.training else 0.0
+        return fused_attention(q, k, v, mask, dropout_p, is_causal), None  # (B, H, L, Dh)
 
 
 def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool = False
@@ -548,7 +550,8 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool 
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:  # F refuses is_causal together with a mask: fold it into the mask
-        mask = restrict_mask(mask, causal_mask(L, S, device=q.device))
+        causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # (L, S)
+        mask = restrict_mask(mask, causal)
     if mask.dtype == torch.bool:
         dead = ~mask.any(dim=-1, keepdim=True)
         mask = mask | dead  # let dead rows attend anywhere; their output is zeroed below

@@ -57,6 +57,15 @@ __all__ = [
     "check_like",
     "check_bool_mask",
     "check_same_batch",
+    "check_choice",
+    "check_even",
+    "check_token_ids",
+    "check_targets",
+    "check_padding_mask",
+    "check_mask",
+    "check_attn_mask",
+    "check_sequence",
+    "check_rotary",
     "ANGLE_TOLERANCE",
     "check_angles",
     "check_phasors",
@@ -676,3 +685,113 @@ def number_at_least(minimum: float) -> Callable[[str], float]:
 
     parse.__name__ = f"number >= {minimum}"
     return parse
+
+
+# ---------------------------------------------------------------------------------------------
+# The transformer models (attention, transformer, gpt, llama): token ids and targets, the masks
+# of PyTorch's twins, RoPE's angles, and named choices.
+# ---------------------------------------------------------------------------------------------
+
+
+def check_choice(name: str, value, choices) -> str:
+    """``value`` is one of the names in ``choices`` (a str; ``choices`` may be a dict of them)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {sorted(choices)}, got {type(value).__name__} {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def check_even(name: str, value) -> int:
+    """A width whose dimensions go in pairs (sines and cosines, RoPE's rotations): an even int
+    >= 2. Returns it as a Python int."""
+    value = check_int(name, value, minimum=None)
+    if value < 2 or value % 2:
+        raise ValueError(f"{name} must be a positive even integer, got {value}")
+    return value
+
+
+def check_token_ids(name: str, ids, vocab_size: int, max_len: int | None = None,
+                    max_name: str = "max_len") -> torch.Tensor:
+    """Token ids for an embedding table: an int64 or int32 tensor (what ``nn.Embedding`` takes)
+    of shape (B, T) with B, T >= 1, every id in [0, vocab_size) (:func:`check_ids`), and, when
+    ``max_len`` is given, T <= max_len (``max_name`` names that limit in the message, e.g.
+    ``block_size``). Reads the values (a GPU sync)."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be an int64 or int32 tensor of shape (B, T), got {type(ids).__name__}")
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an int64 or int32 tensor of shape (B, T), got {ids.dtype}")
+    check_tensor(name, ids, shape=(None, None), names="(B, T)")
+    if max_len is not None and ids.shape[1] > max_len:
+        raise ValueError(f"{name} has length {ids.shape[1]} > {max_name}={max_len}")
+    return check_ids(name, ids, vocab_size)
+
+
+def check_targets(name: str, targets, idx: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Next-token targets of a language model: an integer tensor of the shape of ``idx``, every
+    entry an id in [0, vocab_size) or -100 (ignored, as ``F.cross_entropy``'s ``ignore_index``),
+    and at least one that is not ignored (the mean loss over no token is undefined)."""
+    check_tensor(name, targets, nonempty=False)
+    if targets.shape != idx.shape:
+        raise ValueError(f"{name} must have shape {tuple(idx.shape)} (that of idx), got {shape_of(targets)}")
+    check_ids(name, targets, vocab_size, ignore_index=-100)
+    if has_values(targets) and not bool((targets != -100).any()):
+        raise ValueError(f"{name} must hold at least one id that is not -100 (ignored): the mean "
+                         f"loss over no token is undefined")
+    return targets
+
+
+def check_padding_mask(name: str, mask, B: int, S: int) -> torch.Tensor:
+    """PyTorch's ``key_padding_mask``: a bool tensor (B, S), True at padding. A float mask is
+    refused: a float copy of a bool mask would be added to the scores (1.0 at padding), not
+    block them; an additive mask belongs in ``attn_mask``."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool torch.Tensor of shape ({B}, {S}) (True at padding), "
+                        f"got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool tensor (True at padding), got {mask.dtype}")
+    if shape_of(mask) != (B, S):
+        raise ValueError(f"{name} must have shape ({B}, {S}), got {shape_of(mask)}")
+    return mask
+
+
+def check_mask(name: str, mask) -> torch.Tensor:
+    """An attention mask: a bool tensor (which positions may attend) or a floating-point one (added
+    to the scores, ``-inf`` blocks)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool or floating-point torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"{name} must be a bool or floating-point tensor, got dtype {mask.dtype}")
+    return mask
+
+
+def check_attn_mask(name: str, mask, B: int, H: int, L: int, S: int) -> torch.Tensor:
+    """PyTorch's ``attn_mask`` of multi-head attention over (B, H, L, S) scores: bool (True =
+    blocked) or floating point (added to the scores), of shape (L, S), (B * H, L, S) or
+    (B or 1, H or 1, L, S)."""
+    check_mask(name, mask)
+    shape = shape_of(mask)
+    four_d = mask.dim() == 4 and shape[2:] == (L, S) and shape[0] in (1, B) and shape[1] in (1, H)
+    if shape not in ((L, S), (B * H, L, S)) and not four_d:
+        raise ValueError(f"{name} must have shape ({L}, {S}), ({B * H}, {L}, {S}) or ({B}, {H}, {L}, {S}), "
+                         f"got {shape}")
+    return mask
+
+
+def check_sequence(name: str, x, width: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A batch of sequences of vectors: a floating-point tensor (B, T, width) with B, T >= 1, of
+    ``dtype`` when given (the module's weights'; autocast aside). Reads no values."""
+    check_float_tensor(name, x, shape=(None, None, width), names=f"(B, T, {width})")
+    if dtype is not None:
+        check_same_dtype(name, x, dtype)
+    return x
+
+
+def check_rotary(name: str, rotary, T: int, head_dim: int) -> None:
+    """RoPE's angles for T positions: the pair ``(cos, sin)`` of :func:`seqbook.rope.rope_angles`,
+    each a float tensor (T, head_dim)."""
+    if not isinstance(rotary, (tuple, list)) or len(rotary) != 2:
+        raise TypeError(f"{name} must be the (cos, sin) pair of rope_angles, got {type(rotary).__name__}")
+    for i, t in enumerate(rotary):
+        check_float_tensor(f"{name}[{i}]", t, shape=(T, head_dim), names=f"({T}, {head_dim}) (T, head_dim)",
+                           nonempty=False)

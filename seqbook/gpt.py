@@ -1,11 +1,13 @@
 """A decoder-only (GPT-style) language model, nanoGPT style (Radford et al., 2019).
 
-:class:`GPTConfig` holds the sizes (nanoGPT's names); :class:`GPT` is token and position
-embeddings, ``n_layer`` pre-LN :class:`~seqbook.transformer.EncoderLayer` blocks with causal
-self-attention, a final LayerNorm and a linear head, with ``generate`` (optionally with a
-:class:`~seqbook.kv_cache.KVCache`) and ``from_hf``, which copies a Hugging Face GPT-2
-(``transformers.GPT2LMHeadModel``). Positions are learned, sinusoidal or rotary
-(:mod:`seqbook.rope`).
+Read top to bottom, as nanoGPT's ``model.py``: :class:`CausalSelfAttention` (chapter 5's
+:class:`~seqbook.attention.MultiHeadAttention` over one sequence, causal, whose queries and keys
+RoPE may turn and whose keys and values a :class:`~seqbook.kv_cache.KVCache` may keep),
+:class:`GPTBlock` (the pre-LN layer of eq. (6.6) around it and a feed-forward network),
+:class:`GPTConfig` (the sizes, nanoGPT's names) and :class:`GPT`: token embeddings, positions
+(learned, sinusoidal or rotary, :mod:`seqbook.rope`: :meth:`GPT.positions`), ``n_layer`` blocks, a
+final LayerNorm and a linear head, with ``generate`` (optionally with a KV cache per block) and
+``from_hf``, which copies a Hugging Face GPT-2 (``transformers.GPT2LMHeadModel``).
 """
 
 from __future__ import annotations
@@ -18,30 +20,139 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import MultiHeadAttention
 from .checks import (
+    check_choice,
     check_flag,
     check_int,
     check_number,
     check_positive_int,
     check_probability,
+    check_rotary,
+    check_sequence,
+    check_targets,
+    check_token_ids,
     checked,
 )
 from .decoding import check_sampling, generate_tokens
-from .kv_cache import KVCache
-from .rope import rope_angles
+from .kv_cache import KVCache, check_cache, check_caches
+from .rope import apply_rope, rope_angles
 from .transformer import (
-    EncoderLayer,
+    ACTIVATIONS,
+    FeedForward,
     LayerNorm,
-    check_activation,
-    check_caches,
-    check_targets,
-    check_token_ids,
     positional_encoding,
+    residual,
 )
 
-__all__ = ["POSITIONAL", "GPTConfig", "GPT"]
+__all__ = ["POSITIONAL", "CausalSelfAttention", "GPTBlock", "GPTConfig", "GPT"]
 
 POSITIONAL = ("learned", "sinusoidal", "rope")
+
+
+def _check_rotary_and_cache(self, x, rotary, cache, need_weights) -> None:
+    """The inputs of a GPT block or its attention: x (B, T, D); RoPE's angles for T positions;
+    a cache with room for T more, which past its first call takes one token at a time."""
+    attn = getattr(self, "self_attn", self)
+    check_sequence("x", x, attn.embed_dim, attn.q_proj.weight.dtype)
+    T = x.shape[1]
+    if rotary is not None:
+        check_rotary("rotary", rotary, T, attn.head_dim)
+    if cache is not None:
+        check_cache("cache", cache, T)
+        if cache.length and T != 1:
+            raise ValueError(f"a cache that holds {cache.length} positions takes one new token at "
+                             f"a time, got {T}")
+    check_flag("need_weights", need_weights)
+
+
+class CausalSelfAttention(MultiHeadAttention):
+    """The attention of a GPT block: chapter 5's multi-head attention over one sequence ``x``
+    (queries, keys and values all from ``x``), causal, as ``MultiHeadAttention(x, x, x,
+    is_causal=True)`` computes it, with two additions for generation:
+
+    * ``rotary``, the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the positions of x's
+      tokens: queries and keys are turned by their positions (RoPE) before they meet;
+    * ``cache``, a :class:`~seqbook.kv_cache.KVCache`: the new keys and values are appended to
+      those of earlier calls, and the queries attend to all of them. A call either fills an empty
+      cache (a prompt, causal) or adds one token, which may attend to every key kept.
+
+    The parameters, ``fast`` and ``from_torch`` are :class:`MultiHeadAttention`'s.
+
+    Shape:
+        x: (B, T, embed_dim); rotary: each (T, head_dim). Output: (B, T, embed_dim) and the
+        per-head weights (B, num_heads, T, S) or None, S = T plus the positions kept in the cache.
+    """
+
+    @checked(_check_rotary_and_cache)
+    def forward(
+        self,
+        x: torch.Tensor,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, E = x.shape
+        H, Dh = self.num_heads, self.head_dim
+        q = self.q_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        k = self.k_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        v = self.v_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        if rotary is not None:  # RoPE: turn queries and keys by their positions' angles
+            q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
+        if cache is not None:  # keep the new keys and values, attend over all kept so far
+            k, v = cache.append(k, v)  # (B, H, S, Dh)
+        causal = k.shape[2] == T  # one new token past a filled cache may see every key
+        out, weights = self.attend(q, k, v, is_causal=causal, need_weights=need_weights)
+        out = out.transpose(1, 2).reshape(B, T, E)  # concatenate the heads: (B, T, E)
+        return self.out_proj(out), weights
+
+
+class GPTBlock(nn.Module):
+    """One block of the GPT: the pre-LN layer of eq. (6.6) with causal self-attention::
+
+        x = x + Dropout(CausalSelfAttention(LayerNorm_1(x)))
+        x = x + Dropout(FeedForward(LayerNorm_2(x)))
+
+    The parts and their names are those of :class:`~seqbook.transformer.EncoderLayer` called with
+    ``is_causal=True``; the attention is a :class:`CausalSelfAttention`, which takes RoPE's angles
+    and a KV cache. Arguments as for ``EncoderLayer`` (pre-LN only, GELU by default).
+
+    Shape:
+        x: (B, T, embed_dim); rotary and cache: see :class:`CausalSelfAttention`.
+        Output: (B, T, embed_dim). After a call with ``need_weights=True`` the per-head weights
+        (B, num_heads, T, S) are kept in ``attn_weights``.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
+                 activation: str = "gelu", eps: float = 1e-5, bias: bool = True, fast: bool = False):
+        super().__init__()
+        embed_dim = check_positive_int("embed_dim", embed_dim)
+        if d_ff is not None:
+            check_positive_int("d_ff", d_ff)
+        self.embed_dim = embed_dim
+        self.norm1 = LayerNorm(embed_dim, eps, bias, fast)
+        self.self_attn = CausalSelfAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
+        self.dropout1 = nn.Dropout(dropout)
+        self.norm2 = LayerNorm(embed_dim, eps, bias, fast)
+        self.ff = FeedForward(embed_dim, d_ff or 4 * embed_dim, dropout, activation, bias)
+        self.dropout2 = nn.Dropout(dropout)
+        self.attn_weights: torch.Tensor | None = None
+
+    @checked(_check_rotary_and_cache)
+    def forward(
+        self,
+        x: torch.Tensor,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        def attend(h):  # causal self-attention: (B, T, D) -> (B, T, D)
+            a, w = self.self_attn(h, rotary, cache, need_weights)
+            self.attn_weights = None if w is None else w.detach()  # (B, H, T, S)
+            return a
+
+        x = residual(x, attend, self.norm1, self.dropout1)
+        return residual(x, self.ff, self.norm2, self.dropout2)  # (B, T, D)
 
 
 @dataclass
@@ -79,8 +190,7 @@ class GPTConfig:
         self.dropout = check_probability("dropout", self.dropout)
         for name in ("bias", "tie_weights", "fast"):
             check_flag(name, getattr(self, name))
-        if not isinstance(self.positional, str) or self.positional not in POSITIONAL:
-            raise ValueError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
+        check_choice("positional", self.positional, POSITIONAL)
         if self.positional == "sinusoidal" and self.n_embd % 2:
             raise ValueError(f"n_embd must be even for positional='sinusoidal', got {self.n_embd}")
         if self.positional == "rope" and (self.n_embd // self.n_head) % 2:
@@ -88,7 +198,7 @@ class GPTConfig:
                 "n_embd // n_head must be even for positional='rope' (dimensions turn in pairs), "
                 f"got {self.n_embd} // {self.n_head} = {self.n_embd // self.n_head}"
             )
-        check_activation(self.activation)
+        check_choice("activation", self.activation, ACTIVATIONS)
         self.layer_norm_eps = check_number("layer_norm_eps", self.layer_norm_eps, low=0.0)
         self.init_std = check_number("init_std", self.init_std, low=0.0)
 
@@ -100,13 +210,13 @@ _HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "g
 class GPT(nn.Module):
     """A decoder-only transformer language model (Radford et al., 2019), nanoGPT style.
 
-    Token and position embeddings, ``n_layer`` pre-LN :class:`EncoderLayer` blocks with causal
+    Token and position embeddings, ``n_layer`` pre-LN :class:`GPTBlock` s with causal
     self-attention (no cross-attention: there is no encoder), a final LayerNorm and a linear head
-    over the vocabulary, optionally tied to the token embedding. Positions are learned (GPT-2),
-    sinusoidal (eqs. (6.1)-(6.2), added to the token embeddings scaled by ``sqrt(n_embd)`` as in
-    Vaswani et al. and :class:`~seqbook.transformer.Seq2SeqTransformer`) or rotary
-    (``positional="rope"``, :mod:`seqbook.rope`: queries and keys are rotated by their positions
-    inside every attention layer).
+    over the vocabulary, optionally tied to the token embedding. Positions (:meth:`positions`) are
+    learned (GPT-2), sinusoidal (eqs. (6.1)-(6.2), added to the token embeddings scaled by
+    ``sqrt(n_embd)`` as in Vaswani et al. and :class:`~seqbook.transformer.Seq2SeqTransformer`) or
+    rotary (``positional="rope"``, :mod:`seqbook.rope`: queries and keys are rotated by their
+    positions inside every attention layer).
 
     ``forward(idx, caches=...)`` with one :class:`~seqbook.kv_cache.KVCache` per block continues a
     sequence whose earlier tokens are in the caches: ``idx`` holds the new tokens only, at positions
@@ -130,11 +240,10 @@ class GPT(nn.Module):
         # "rope": no code is added to the tokens; the blocks rotate queries and keys instead
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList([
-            EncoderLayer(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, c.layer_norm_eps, c.bias,
-                         c.fast)
+            GPTBlock(c.n_embd, c.n_head, c.d_ff, c.dropout, c.activation, c.layer_norm_eps, c.bias, c.fast)
             for _ in range(c.n_layer)
         ])
-        self.ln_f = LayerNorm(c.n_embd, c.layer_norm_eps, c.bias)
+        self.ln_f = LayerNorm(c.n_embd, c.layer_norm_eps, c.bias, c.fast)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
         for m in self.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -158,7 +267,7 @@ class GPT(nn.Module):
         and packs the query, key and value projections into one ``c_attn`` of width 3 * n_embd; the
         copy splits and transposes them. It has ``model``'s dtype, device and train/eval mode.
 
-        Dropout sits where :class:`EncoderLayer` puts it (also after the feed-forward activation,
+        Dropout sits where :class:`GPTBlock` puts it (also after the feed-forward activation,
         which GPT-2 does not do), so the two agree exactly in eval mode or with zero dropout.
         ``transformers`` is needed only to make ``model``; seqbook does not import it otherwise.
 
@@ -231,20 +340,16 @@ class GPT(nn.Module):
                 ours.lm_head.weight.copy_(model.lm_head.weight)
         return ours.train(model.training)
 
-    def _check_forward(self, idx, targets=None, need_weights=False, label_smoothing=0.0,
-                       caches=None) -> None:
-        self._check_idx(idx)
+    def _check_forward(self, idx, targets, need_weights, label_smoothing, caches) -> None:
+        c = self.config
+        check_token_ids("idx", idx, c.vocab_size, c.block_size, "block_size")
         if targets is not None:
-            check_targets(targets, idx, self.config.vocab_size)
+            check_targets("targets", targets, idx, c.vocab_size)
         check_flag("need_weights", need_weights)
         check_probability("label_smoothing", label_smoothing, allow_one=True)
         if caches is not None:
-            check_caches(caches, len(self.blocks), idx.shape[1], self.config.block_size)
-
-    def _check_idx(self, idx) -> None:
-        check_token_ids("idx", idx, self.config.vocab_size)
-        if idx.shape[1] > self.config.block_size:
-            raise ValueError(f"idx has length {idx.shape[1]} > block_size={self.config.block_size}")
+            check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size,
+                         one_at_a_time=True)
 
     @checked(_check_forward)
     def forward(
@@ -255,23 +360,15 @@ class GPT(nn.Module):
         label_smoothing: float = 0.0,
         caches: Sequence[KVCache] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        c = self.config
+        """Logits of the next token at every position of ``idx``, and their loss on
+        ``targets``. With ``caches`` (one :class:`~seqbook.kv_cache.KVCache` per block),
+        ``idx`` holds only the new tokens, at the positions after those the caches keep.
+        """
         start = caches[0].length if caches else 0  # positions already in the caches
-        T = idx.shape[1]
-        x = self.tok_emb(idx)  # (B, T, D)
-        rotary = None
-        if c.positional == "learned":
-            x = x + self.pos_emb.weight[start : start + T]  # (T, D), added to every row
-        elif c.positional == "sinusoidal":  # as Vaswani et al.: tokens scaled by sqrt(D)
-            x = x * math.sqrt(c.n_embd) + self.pos_code[start : start + T]
-        else:  # RoPE: the blocks turn queries and keys by these positions' angles
-            positions = torch.arange(start, start + T, device=idx.device)
-            rotary = rope_angles(positions, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
+        x, rotary = self.positions(self.tok_emb(idx), start)  # (B, T, D); RoPE's angles
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
-            cache = caches[i] if caches else None
-            x = block(x, is_causal=True, need_weights=need_weights, rotary=rotary,
-                      cache=cache)
+            x = block(x, rotary, caches[i] if caches else None, need_weights)  # (B, T, D)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         loss = None
         if targets is not None:
@@ -279,6 +376,32 @@ class GPT(nn.Module):
                                    label_smoothing=label_smoothing)
         return logits, loss
 
+    def positions(self, x: torch.Tensor, start: int = 0
+                  ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Give the token embeddings ``x`` their positions ``start, start + 1, ...``: add
+        the learned code, or the sinusoidal one to the tokens scaled by sqrt(D) (as
+        Vaswani et al.); for RoPE add nothing and return the angles by which every block
+        turns its queries and keys. Unchecked: :meth:`forward` checks.
+
+        Shape:
+            x: (B, T, D) -> (B, T, D) and RoPE's (cos, sin), each (T, D_h), or None.
+        """
+        c, T = self.config, x.shape[1]
+        if c.positional == "learned":
+            return x + self.pos_emb.weight[start : start + T], None  # (T, D) to each row
+        if c.positional == "sinusoidal":
+            return x * math.sqrt(c.n_embd) + self.pos_code[start : start + T], None
+        steps = torch.arange(start, start + T, device=x.device)
+        return x, rope_angles(steps, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
+
+    def _check_generate(self, idx, max_new_tokens, temperature, top_k, generator, forbid,
+                        use_cache) -> None:
+        check_token_ids("idx", idx, self.config.vocab_size)  # as forward, but idx may be longer
+        check_int("max_new_tokens", max_new_tokens, minimum=0)
+        check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
+        check_flag("use_cache", use_cache)
+
+    @checked(_check_generate)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,
@@ -286,13 +409,14 @@ class GPT(nn.Module):
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens; returns (B, T + max_new_tokens).
 
         Each step feeds the last ``block_size`` tokens and draws the next token from the final logits
-        with :func:`seqbook.lm.sample_next`, the sampling rule of every language model of the book:
-        ids in ``forbid`` (e.g. the reserved ``<pad> <unk> <sos> <eos>``) are never drawn,
+        with :func:`seqbook.decoding.sample_next`, the sampling rule of every language model of the
+        book: ids in ``forbid`` (e.g. the reserved ``<pad> <unk> <sos> <eos>``) are never drawn,
         ``temperature=0`` picks the most likely token (greedy), otherwise the logits are divided by
         ``temperature``, cut to the ``top_k`` largest (optional) and sampled from the softmax.
         ``generator`` makes the samples reproducible. ``max_new_tokens=0`` returns ``idx`` unchanged.
         Logits are sampled in float32, or in float64 for a float64 model. ``idx`` may be longer than
-        ``block_size``: only its end is read.
+        ``block_size``: only its end is read. Its checks are :meth:`forward`'s, so a mistake gives
+        the same error at both doors.
 
         ``use_cache=True`` keeps every layer's keys and values in a :class:`~seqbook.kv_cache.KVCache`:
         the prompt runs once, then each step runs the one new token (O(T) work per token instead of
@@ -303,13 +427,5 @@ class GPT(nn.Module):
         Shape:
             idx: (B, T) ids with T >= 1 -> (B, T + max_new_tokens)
         """
-        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.shape[1] < 1:
-            got = tuple(idx.shape) if isinstance(idx, torch.Tensor) else type(idx).__name__
-            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {got}")
-        check_token_ids("idx", idx, self.config.vocab_size)
-        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
-        check_flag("use_cache", use_cache)
-        V = self.config.vocab_size
-        temperature, top_k, forbid = check_sampling(V, temperature, top_k, forbid, generator)
         return generate_tokens(self, idx, max_new_tokens, temperature, top_k, forbid, generator,
                                use_cache)

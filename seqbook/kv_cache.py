@@ -15,26 +15,32 @@ sequence grows (:meth:`KVCache.append` writes into it and returns views, no copi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from .checks import check_positive_int, check_tensor, checked
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "check_cache", "check_caches"]
 
 
 class KVCache:
     """The keys and values one attention layer has computed so far, for up to ``max_len`` positions.
 
-    :class:`~seqbook.attention.MultiHeadAttention` takes it as ``cache``: it appends the keys and
-    values of the new tokens and attends over all of them. :meth:`seqbook.gpt.GPT.generate`
-    makes one per layer (``use_cache=True``).
+    The attention of a GPT block (:class:`~seqbook.gpt.CausalSelfAttention`) takes it as
+    ``cache``: it appends the keys and values of the new tokens and attends over all of them.
+    :meth:`seqbook.gpt.GPT.generate` makes one per layer (``use_cache=True``).
 
     Shape:
         keys, values: (B, H, max_len, D_h), of which the first ``length`` positions are filled.
     """
 
+    def _check_init(self, max_len) -> None:
+        check_positive_int("max_len", max_len)
+
+    @checked(_check_init)
     def __init__(self, max_len: int):
-        self.max_len = check_positive_int("max_len", max_len)
+        self.max_len = int(max_len)
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
         self.length = 0
@@ -75,3 +81,31 @@ class KVCache:
         if self.keys is None:
             return 0
         return self.keys.nbytes + self.values.nbytes
+
+
+def check_cache(name: str, cache, T: int) -> None:
+    """``cache`` is a :class:`KVCache` with room for ``T`` more positions."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"{name} must be a KVCache, got {type(cache).__name__}")
+    if cache.length + T > cache.max_len:
+        raise ValueError(f"{name} holds max_len={cache.max_len} positions: {cache.length} kept + "
+                         f"{T} new is too many")
+
+
+def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int,
+                 one_at_a_time: bool = False) -> None:
+    """One :class:`KVCache` per block of a model, all holding the same positions, with room for
+    ``T`` more positions within the model's ``block_size``. ``one_at_a_time``: a model whose
+    caches, once filled, take one new token per call (T = 1)."""
+    if (not isinstance(caches, Sequence) or len(caches) != n_blocks
+            or not all(isinstance(c, KVCache) for c in caches)):
+        raise TypeError(f"{name} must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
+    if len({c.length for c in caches}) > 1:
+        raise ValueError(f"{name} must hold the same positions in every block, got lengths "
+                         f"{[c.length for c in caches]}")
+    if one_at_a_time and caches[0].length and T != 1:
+        raise ValueError(f"{name} that hold {caches[0].length} positions take one new token at a time, "
+                         f"got {T}")
+    if caches[0].length + T > block_size:
+        raise ValueError(f"the {name} hold {caches[0].length} positions: with idx's {T} more the "
+                         f"sequence passes block_size={block_size}")

@@ -42,23 +42,18 @@ from .checks import (
     check_int,
     check_number,
     check_positive_int,
+    check_rotary,
     check_same_dtype,
+    check_sequence,
+    check_targets,
+    check_token_ids,
     checked,
 )
 from .decoding import check_sampling, generate_tokens
-from .kv_cache import KVCache
+from .kv_cache import KVCache, check_cache, check_caches
 from .rope import apply_rope, rope_angles
-from .transformer import check_caches, check_targets, check_token_ids
 
 __all__ = ["RMSNorm", "SwiGLU", "GroupedQueryAttention", "LlamaBlock", "LlamaConfig", "Llama"]
-
-
-def _check_x(x, embed_dim: int, like: torch.Tensor | None = None) -> None:
-    check_float_tensor("x", x, ndim=3, names=f"(B, T, {embed_dim})")
-    if x.shape[-1] != embed_dim:
-        raise ValueError(f"x must have shape (B, T, {embed_dim}), got {tuple(x.shape)}")
-    if like is not None:
-        check_same_dtype("x", x, like.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -147,21 +142,6 @@ def _check_heads(embed_dim, num_heads, num_kv_heads) -> tuple[int, int, int]:
     return embed_dim, num_heads, num_kv_heads
 
 
-def _check_rotary(rotary, T: int, head_dim: int) -> None:
-    if not isinstance(rotary, tuple) or len(rotary) != 2:
-        raise TypeError(f"rotary must be a (cos, sin) pair from rope_angles, got {type(rotary).__name__}")
-    for name, t in zip(("rotary[0]", "rotary[1]"), rotary, strict=True):
-        check_float_tensor(name, t, shape=(T, head_dim), names=f"({T}, {head_dim}) (T, head_dim)")
-
-
-def _check_cache(cache, T: int) -> None:
-    if not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-    if cache.length + T > cache.max_len:
-        raise ValueError(f"cache holds max_len={cache.max_len} positions: {cache.length} kept + "
-                         f"{T} new is too many")
-
-
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with grouped queries (Ainslie et al., 2023) and RoPE.
 
@@ -196,11 +176,11 @@ class GroupedQueryAttention(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}"
 
-    def _check_forward(self, x, rotary, cache=None) -> None:
-        _check_x(x, self.embed_dim, self.q_proj.weight)
-        _check_rotary(rotary, x.shape[1], self.head_dim)
+    def _check_forward(self, x, rotary, cache) -> None:
+        check_sequence("x", x, self.embed_dim, self.q_proj.weight.dtype)
+        check_rotary("rotary", rotary, x.shape[1], self.head_dim)
         if cache is not None:
-            _check_cache(cache, x.shape[1])
+            check_cache("cache", cache, x.shape[1])
 
     @checked(_check_forward)
     def forward(
@@ -249,7 +229,7 @@ class LlamaBlock(nn.Module):
         self.norm2 = RMSNorm(embed_dim, eps)
         self.ff = SwiGLU(embed_dim, d_ff)
 
-    def _check_forward(self, x, rotary, cache=None) -> None:
+    def _check_forward(self, x, rotary, cache) -> None:
         self.self_attn._check_forward(x, rotary, cache)
 
     @checked(_check_forward)
@@ -420,13 +400,13 @@ class Llama(nn.Module):
                 ours.lm_head.weight.copy_(model.lm_head.weight)
         return ours.train(model.training)
 
-    def _check_forward(self, idx, targets=None, caches=None) -> None:
+    def _check_forward(self, idx, targets, caches) -> None:
         check_token_ids("idx", idx, self.config.vocab_size)
         T = idx.shape[1]
         if targets is not None:
-            check_targets(targets, idx, self.config.vocab_size)
+            check_targets("targets", targets, idx, self.config.vocab_size)
         if caches is not None:
-            check_caches(caches, len(self.blocks), T, self.config.block_size)
+            check_caches("caches", caches, len(self.blocks), T, self.config.block_size)
         elif T > self.config.block_size:
             raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
 
@@ -451,13 +431,21 @@ class Llama(nn.Module):
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
         return logits, loss
 
+    def _check_generate(self, idx, max_new_tokens, temperature, top_k, generator, forbid,
+                        use_cache) -> None:
+        check_token_ids("idx", idx, self.config.vocab_size)  # as forward, but idx may be longer
+        check_int("max_new_tokens", max_new_tokens, minimum=0)
+        check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
+        check_flag("use_cache", use_cache)
+
+    @checked(_check_generate)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,
                  forbid: Sequence[int] = (), use_cache: bool = False) -> torch.Tensor:
         """Extend ``idx`` (B, T) by ``max_new_tokens`` tokens; returns (B, T + max_new_tokens).
 
-        The rule of :meth:`seqbook.gpt.GPT.generate` and :func:`seqbook.lm.sample_next`, greedy
+        The rule of :meth:`seqbook.gpt.GPT.generate` and :func:`seqbook.decoding.sample_next`, greedy
         by default (``temperature=0``). Each step feeds the last ``block_size`` tokens.
         ``use_cache=True`` keeps every block's ``n_kv_head`` keys and values in a
         :class:`~seqbook.kv_cache.KVCache`: the prompt runs once, then each step runs the one new
@@ -467,10 +455,5 @@ class Llama(nn.Module):
         Shape:
             idx: (B, T) ids with T >= 1 -> (B, T + max_new_tokens)
         """
-        check_token_ids("idx", idx, self.config.vocab_size)
-        max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=0)
-        check_flag("use_cache", use_cache)
-        temperature, top_k, forbid = check_sampling(self.config.vocab_size, temperature, top_k, forbid,
-                                                    generator)
         return generate_tokens(self, idx, max_new_tokens, temperature, top_k, forbid, generator,
                                use_cache)

@@ -24,7 +24,13 @@ import torch
 
 from .checks import check_float_tensor, check_number, check_positive_int, check_tensor, checked
 
-__all__ = ["rope_angles", "rotate_half", "apply_rope"]
+__all__ = ["angle_dtype", "rope_angles", "rotate_half", "apply_rope"]
+
+
+def angle_dtype(device: torch.device) -> torch.dtype:
+    """The dtype :func:`rope_angles` computes in: float64, or float32 on a device without float64
+    (Apple's MPS)."""
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
 
 
 def _check_rope_angles(positions, head_dim, base=10000.0) -> None:
@@ -42,13 +48,13 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
 
     ``w_i = base^(-2i/head_dim)`` for i = 0 .. head_dim/2 - 1: the frequencies of
     eqs. (6.1)-(6.2) with ``head_dim`` for the width. Each angle is repeated for both
-    halves of the dimensions. Computed and returned in float64 (float32 on Apple's MPS,
-    which has no float64); :func:`apply_rope` casts them to its input's dtype.
+    halves of the dimensions. Computed and returned in float64 where the device has it
+    (:func:`angle_dtype`); :func:`apply_rope` casts them to its input's dtype.
 
     Shape:
         positions: (T,) -> cos, sin: (T, head_dim)
     """
-    exact = torch.float32 if positions.device.type == "mps" else torch.float64
+    exact = angle_dtype(positions.device)  # float64
     i = torch.arange(head_dim // 2, dtype=exact, device=positions.device)
     w = torch.exp(-math.log(base) * 2 * i / head_dim)  # (D_h/2,)
     angle = positions.to(exact)[:, None] * w  # (T, D_h/2)
@@ -92,4 +98,4 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
         x: (B, H, T, D_h) queries or keys; cos, sin: (T, D_h) from rope_angles.
         Output: (B, H, T, D_h)
     """
-    return x * cos.to(x.dtype) + rotate_half.__wrapped__(x) * sin.to(x.dtype)
+    return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)

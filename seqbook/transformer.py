@@ -22,41 +22,46 @@ Mask conventions follow ``nn.MultiheadAttention`` (these layers are the package'
 PyTorch's, the one exception to its rule that True means "may attend"): a boolean
 ``key_padding_mask`` of shape (B, S) is True at padding, and a boolean ``attn_mask`` of shape (T, S)
 is True where attention is *not* allowed (float masks are added to the scores); ``is_causal=True``
-blocks the future. Attention itself lives in :mod:`seqbook.attention`: every attention module here
-can run the readable ``scaled_dot_product_attention`` (``fast=False``, the default) or, with
-``fast=True`` (switched for a whole model by :func:`seqbook.utils.set_fast`),
-``torch.nn.functional.scaled_dot_product_attention``. Both give the same numbers.
+blocks the future. Attention itself lives in :mod:`seqbook.attention`. Every attention module and
+every :class:`LayerNorm` here runs the readable code the chapters print (``fast=False``, the
+default) or, with ``fast=True`` (switched for a whole model by :func:`seqbook.utils.set_fast`),
+PyTorch's fused kernels: ``torch.nn.functional.scaled_dot_product_attention`` and
+``torch.nn.functional.layer_norm``. Both give the same numbers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention, check_attn_masks
+from .attention import MultiHeadAttention, fused_switch
 from .checks import (
+    check_attn_mask,
+    check_choice,
+    check_even,
     check_features,
     check_flag,
     check_float_tensor,
     check_ids,
     check_int,
     check_number,
+    check_padding_mask,
     check_positive_int,
     check_probability,
     check_same_dtype,
+    check_sequence,
+    check_token_ids,
     checked,
     has_values,
 )
-from .kv_cache import KVCache
 
 __all__ = [
     "positional_frequencies", "positional_encoding", "relative_position_matrix", "PositionalEncoding",
-    "LayerNorm", "FeedForward", "ACTIVATIONS", "check_activation", "residual", "EncoderLayer",
-    "DecoderLayer", "check_token_ids", "check_targets", "check_caches", "Seq2SeqTransformer",
+    "LayerNorm", "FeedForward", "ACTIVATIONS", "residual", "EncoderLayer", "DecoderLayer",
+    "Seq2SeqTransformer",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -64,32 +69,24 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_even_dim(embed_dim: int) -> int:
-    check_int("embed_dim", embed_dim)
-    if embed_dim < 2 or embed_dim % 2:
-        raise ValueError(f"embed_dim must be a positive even integer, got {embed_dim}")
-    return int(embed_dim)
+def _check_positional_frequencies(embed_dim, base) -> None:
+    check_even("embed_dim", embed_dim)
+    check_number("base", base, low=1.0, low_open=True)
 
 
-def _check_base(base) -> float:
-    return check_number("base", base, low=1.0, low_open=True)
-
-
+@checked(_check_positional_frequencies)
 def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """The angular frequencies ``w_i = base^(-2i/embed_dim)``, i = 0 .. embed_dim/2 - 1, of eqs. (6.1)-(6.2).
 
     Shape:
         Output: (embed_dim // 2,), float32, from 1 down to nearly ``1/base``.
     """
-    embed_dim = _check_even_dim(embed_dim)
-    _check_base(base)
     return torch.exp(-math.log(base) * torch.arange(0, embed_dim, 2, dtype=torch.float64) / embed_dim).float()
 
 
-def _check_positional_encoding(max_len: int, embed_dim: int, base: float = 10000.0) -> None:
+def _check_positional_encoding(max_len, embed_dim, base) -> None:
     check_positive_int("max_len", max_len)
-    _check_even_dim(embed_dim)
-    _check_base(base)
+    _check_positional_frequencies(embed_dim, base)
 
 
 @checked(_check_positional_encoding)
@@ -116,6 +113,12 @@ def positional_encoding(
     return pe.float()
 
 
+def _check_relative_position_matrix(k, embed_dim, base) -> None:
+    check_number("k", k)
+    _check_positional_frequencies(embed_dim, base)
+
+
+@checked(_check_relative_position_matrix)
 def relative_position_matrix(k: int | float, embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """The fixed linear map ``M_k`` with ``PE[pos + k] = M_k @ PE[pos]`` for every ``pos``.
 
@@ -130,9 +133,7 @@ def relative_position_matrix(k: int | float, embed_dim: int, base: float = 10000
     Shape:
         Output: (embed_dim, embed_dim), float32.
     """
-    embed_dim = _check_even_dim(embed_dim)
-    k = check_number("k", k)
-    angle = k * positional_frequencies(embed_dim, base).double()  # (D/2,)
+    angle = float(k) * positional_frequencies(embed_dim, base).double()  # (D/2,)
     c, s = torch.cos(angle), torch.sin(angle)
     m = torch.zeros(embed_dim, embed_dim, dtype=torch.float64)
     i = torch.arange(0, embed_dim, 2)
@@ -153,7 +154,7 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", positional_encoding(max_len, embed_dim), persistent=False)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def _check_forward(self, x, offset) -> None:
         max_len, embed_dim = self.pe.shape
         check_float_tensor("x", x, nonempty=False)
         if x.dim() != 3 or x.shape[-1] != embed_dim:
@@ -161,7 +162,11 @@ class PositionalEncoding(nn.Module):
         offset = check_int("offset", offset, minimum=0)
         if offset + x.shape[1] > max_len:
             raise ValueError(f"sequence of length {x.shape[1]} (offset {offset}) exceeds max_len={max_len}")
-        return self.dropout(x + self.pe[offset : offset + x.shape[1]].to(x.dtype))
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        T = x.shape[1]
+        return self.dropout(x + self.pe[offset : offset + T].to(x.dtype))  # (B, T, D)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,19 +182,24 @@ class LayerNorm(nn.Module):
     The mean and the *biased* variance are taken over the last dimension, one token at a time, and
     ``eps`` sits inside the square root: exactly what ``nn.LayerNorm`` computes.
 
-    ``eps=0`` is legal but gives NaN on a token whose features are all equal.
+    ``eps=0`` is legal but gives NaN on a token whose features are all equal. ``fast=True`` runs
+    :meth:`forward_fused` instead, PyTorch's ``F.layer_norm`` on the same parameters (same
+    numbers; :func:`seqbook.utils.set_fast` switches it).
 
     Shape:
         Input: (..., embed_dim). Output: same shape, and the input's dtype (as ``nn.LayerNorm``).
     """
 
-    def __init__(self, embed_dim: int, eps: float = 1e-5, bias: bool = True):
+    fast = fused_switch("forward")
+
+    def __init__(self, embed_dim: int, eps: float = 1e-5, bias: bool = True, fast: bool = False):
         super().__init__()
         embed_dim = check_positive_int("embed_dim", embed_dim)
         self.eps = check_number("eps", eps, low=0.0)
         check_flag("bias", bias)
         self.weight = nn.Parameter(torch.ones(embed_dim))  # the gain a
         self.bias = nn.Parameter(torch.zeros(embed_dim)) if bias else None  # the bias b
+        self.fast = check_flag("fast", fast)
 
     def _check_forward(self, x: torch.Tensor) -> None:
         check_features("x", x, self.weight.shape[0])
@@ -202,14 +212,22 @@ class LayerNorm(nn.Module):
         y = y + self.bias if self.bias is not None else y
         return y.to(x.dtype)  # a no-op when x has the weights' dtype
 
+    @checked(_check_forward)
+    def forward_fused(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` by PyTorch's kernel, ``F.layer_norm``: the same numbers, one
+        fused operation, with the gain and the bias in ``x``'s dtype."""
+        weight = self.weight.to(x.dtype)  # a no-op when x has the weights' dtype
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        return F.layer_norm(x, weight.shape, weight, bias, self.eps)
+
     @classmethod
-    def from_torch(cls, m: nn.LayerNorm) -> LayerNorm:
+    def from_torch(cls, m: nn.LayerNorm, fast: bool = False) -> LayerNorm:
         """A copy of a one-dimensional, affine ``nn.LayerNorm``."""
         if not isinstance(m, nn.LayerNorm):
             raise TypeError(f"m must be an nn.LayerNorm, got {type(m).__name__}")
         if len(m.normalized_shape) != 1 or m.weight is None:
             raise ValueError(f"need an affine nn.LayerNorm over one dimension, got {m}")
-        ours = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None)
+        ours = cls(m.normalized_shape[0], eps=m.eps, bias=m.bias is not None, fast=fast)
         ours.to(m.weight.device, m.weight.dtype)  # before copying: a float32 copy would round float64
         ours.weight.data.copy_(m.weight.data)
         if m.bias is not None:
@@ -217,7 +235,7 @@ class LayerNorm(nn.Module):
         return ours.to(m.weight.device, m.weight.dtype)
 
     def extra_repr(self) -> str:
-        return f"{self.weight.shape[0]}, eps={self.eps}"
+        return f"{self.weight.shape[0]}, eps={self.eps}" + (", fast=True" if self.fast else "")
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -227,12 +245,6 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 
 # The activations of the feed-forward network, by name.
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
-
-
-def check_activation(activation) -> None:
-    """``activation`` must name one of :data:`ACTIVATIONS`."""
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
 
 
 class FeedForward(nn.Module):
@@ -249,7 +261,7 @@ class FeedForward(nn.Module):
         super().__init__()
         embed_dim, d_ff = check_positive_int("embed_dim", embed_dim), check_positive_int("d_ff", d_ff)
         dropout = check_probability("dropout", dropout)
-        check_activation(activation)
+        check_choice("activation", activation, ACTIVATIONS)
         check_flag("bias", bias)
         self.activation = activation
         self.linear1 = nn.Linear(embed_dim, d_ff, bias=bias)
@@ -274,17 +286,6 @@ class FeedForward(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_x(x: torch.Tensor, embed_dim: int, name: str = "x", dtype: torch.dtype | None = None) -> None:
-    check_float_tensor(name, x, nonempty=False)
-    if x.dim() != 3 or x.shape[-1] != embed_dim:
-        raise ValueError(f"{name} must have shape (B, T, {embed_dim}), got {tuple(x.shape)}")
-    if x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{name} must not be empty: shape (B, T, {embed_dim}) with B, T >= 1, "
-                         f"got {tuple(x.shape)}")
-    if dtype is not None:
-        check_same_dtype(name, x, dtype)
-
-
 def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast,
                       norm_first=True) -> None:
     """The constructor arguments of the encoder and decoder layers, named as the layers name them."""
@@ -296,64 +297,11 @@ def _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias
     if d_ff is not None:
         check_positive_int("d_ff", d_ff)
     check_probability("dropout", dropout)
-    check_activation(activation)
+    check_choice("activation", activation, ACTIVATIONS)
     check_number("eps", eps, low=0.0)
     check_flag("bias", bias)
     check_flag("fast", fast)
     check_flag("norm_first", norm_first)
-
-
-def _check_src_pad(name: str, src_pad, B: int, S: int) -> None:
-    """The source padding mask of :meth:`Seq2SeqTransformer.encode`: bool (B, S), True at padding."""
-    if not isinstance(src_pad, torch.Tensor):
-        raise TypeError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
-                        f"{type(src_pad).__name__}")
-    if src_pad.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
-                        f"{src_pad.dtype}")
-    if src_pad.shape != (B, S):
-        raise ValueError(f"{name} must be a bool tensor of shape ({B}, {S}) (True at padding), got "
-                         f"{tuple(src_pad.shape)}")
-
-
-def check_token_ids(name: str, ids, vocab_size: int) -> None:
-    """Ids (B, T) with B, T >= 1, int64 or int32 (what nn.Embedding takes), in [0, vocab_size)."""
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be an integer tensor of shape (B, T), got {type(ids).__name__}")
-    if ids.dtype not in (torch.int64, torch.int32):  # what nn.Embedding takes
-        raise TypeError(f"{name} must be an int64 or int32 tensor of shape (B, T), got {ids.dtype}")
-    if ids.dim() != 2:
-        raise ValueError(f"{name} must be an integer tensor of shape (B, T), got {tuple(ids.shape)}")
-    if ids.numel() == 0:
-        raise ValueError(f"{name} must not be empty: shape (B, T) with B, T >= 1, got {tuple(ids.shape)}")
-    check_ids(name, ids, vocab_size)
-
-
-def check_targets(targets, idx: torch.Tensor, vocab_size: int) -> None:
-    """Next-token targets of a language model: the shape of ``idx``, ids in [0, vocab_size) or -100
-    (ignored), and at least one that is not ignored."""
-    if not isinstance(targets, torch.Tensor) or targets.shape != idx.shape:
-        got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
-        raise ValueError(f"targets must have shape {tuple(idx.shape)}, got {got}")
-    check_ids("targets", targets, vocab_size, ignore_index=-100)
-    if has_values(targets) and not bool((targets != -100).any()):
-        raise ValueError(
-            "targets must hold at least one id that is not -100 (ignored): "
-            "the mean loss over no token is undefined"
-        )
-
-
-def check_caches(caches, n_blocks: int, T: int, block_size: int) -> None:
-    """One :class:`~seqbook.kv_cache.KVCache` per block, with room for ``T`` more positions
-    within ``block_size``."""
-    if (not isinstance(caches, Sequence) or len(caches) != n_blocks
-            or not all(isinstance(c, KVCache) for c in caches)):
-        raise TypeError(f"caches must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
-    if caches[0].length + T > block_size:
-        raise ValueError(
-            f"the caches hold {caches[0].length} positions: with idx's "
-            f"{T} more the sequence passes block_size={block_size}"
-        )
 
 
 def _torch_activation(m: nn.Module) -> str:
@@ -426,16 +374,16 @@ class EncoderLayer(nn.Module):
         dropout: dropout on the attention weights, inside the feed-forward net and on each sublayer
             output, as in ``nn.TransformerEncoderLayer``.
         activation: ``"relu"`` (the original), ``"gelu"`` or ``"gelu_tanh"`` (GPT-2's tanh approximation).
-        fast: compute attention with ``F.scaled_dot_product_attention`` (see
-            :class:`seqbook.attention.MultiHeadAttention`); the readable path runs when weights are asked for.
+        fast: run attention and the LayerNorms on PyTorch's fused kernels (see
+            :class:`seqbook.attention.MultiHeadAttention` and :class:`LayerNorm`); the readable
+            attention runs when weights are asked for.
         norm_first: pre-LN (True, the default) or post-LN (False), as in ``nn.TransformerEncoderLayer``.
 
     Shape:
-        x: (B, T, embed_dim); key_padding_mask: (B, T), True at padding; attn_mask: (T, T), True
-        where attention is blocked (or additive floats). Output: (B, T, embed_dim). After a call with
-        ``need_weights=True`` the per-head weights (B, num_heads, T, T) are kept in ``attn_weights``.
-        ``rotary`` and ``cache`` go to the self-attention (:class:`~seqbook.attention.MultiHeadAttention`):
-        rotary position angles (RoPE) and a key-value cache for generation.
+        x: (B, T, embed_dim); key_padding_mask: (B, T), bool, True at padding; attn_mask: (T, T),
+        True where attention is blocked (or additive floats). Output: (B, T, embed_dim). After a
+        call with ``need_weights=True`` the per-head weights (B, num_heads, T, T) are kept in
+        ``attn_weights``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, d_ff: int | None = None, dropout: float = 0.1,
@@ -444,19 +392,21 @@ class EncoderLayer(nn.Module):
         super().__init__()
         _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
         self.embed_dim, self.norm_first = embed_dim, norm_first
-        self.norm1 = LayerNorm(embed_dim, eps, bias)
+        self.norm1 = LayerNorm(embed_dim, eps, bias, fast)
         self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
-        self.norm2 = LayerNorm(embed_dim, eps, bias)
+        self.norm2 = LayerNorm(embed_dim, eps, bias, fast)
         self.ff = FeedForward(embed_dim, d_ff or 4 * embed_dim, dropout, activation, bias)
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
-    def _check_forward(self, x, key_padding_mask=None, attn_mask=None, is_causal=False,
-                       need_weights=False, rotary=None, cache=None) -> None:
-        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
+    def _check_forward(self, x, key_padding_mask, attn_mask, is_causal, need_weights) -> None:
+        check_sequence("x", x, self.embed_dim, self.norm1.weight.dtype)
         B, T, _ = x.shape
-        check_attn_masks(key_padding_mask, attn_mask, B, self.self_attn.num_heads, T, T)
+        if key_padding_mask is not None:
+            check_padding_mask("key_padding_mask", key_padding_mask, B, T)
+        if attn_mask is not None:
+            check_attn_mask("attn_mask", attn_mask, B, self.self_attn.num_heads, T, T)
         check_flag("is_causal", is_causal)
         check_flag("need_weights", need_weights)
 
@@ -468,13 +418,10 @@ class EncoderLayer(nn.Module):
         attn_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        cache: KVCache | None = None,
     ) -> torch.Tensor:
         def attend(h):  # self-attention: (B, T, D) -> (B, T, D)
             a, w = self.self_attn(h, h, h, key_padding_mask, attn_mask, need_weights,
-                                  is_causal, average_attn_weights=False, rotary=rotary,
-                                  cache=cache)
+                                  is_causal, average_attn_weights=False)
             self.attn_weights = None if w is None else w.detach()  # (B, H, T, T)
             return a
 
@@ -489,7 +436,7 @@ class EncoderLayer(nn.Module):
         ours = cls(embed_dim, m.self_attn.num_heads, m.linear1.out_features, m.dropout.p,
                    _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast, m.norm_first)
         ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
-        ours.norm1, ours.norm2 = LayerNorm.from_torch(m.norm1), LayerNorm.from_torch(m.norm2)
+        ours.norm1, ours.norm2 = (LayerNorm.from_torch(n, fast) for n in (m.norm1, m.norm2))
         _copy_ff(ours.ff, m)
         return ours.to(m.linear1.weight.device, m.linear1.weight.dtype)
 
@@ -518,32 +465,34 @@ class DecoderLayer(nn.Module):
         super().__init__()
         _check_layer_args(embed_dim, num_heads, d_ff, dropout, activation, eps, bias, fast, norm_first)
         self.embed_dim, self.norm_first = embed_dim, norm_first
-        self.norm1 = LayerNorm(embed_dim, eps, bias)
+        self.norm1 = LayerNorm(embed_dim, eps, bias, fast)
         self.self_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout1 = nn.Dropout(dropout)
-        self.norm2 = LayerNorm(embed_dim, eps, bias)
+        self.norm2 = LayerNorm(embed_dim, eps, bias, fast)
         self.cross_attn = MultiHeadAttention(embed_dim, num_heads, dropout=dropout, bias=bias, fast=fast)
         self.dropout2 = nn.Dropout(dropout)
-        self.norm3 = LayerNorm(embed_dim, eps, bias)
+        self.norm3 = LayerNorm(embed_dim, eps, bias, fast)
         self.ff = FeedForward(embed_dim, d_ff or 4 * embed_dim, dropout, activation, bias)
         self.dropout3 = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None
 
-    def _check_forward(self, x, memory, tgt_mask=None, tgt_key_padding_mask=None,
-                       memory_key_padding_mask=None, memory_mask=None, tgt_is_causal=False,
-                       need_weights=False) -> None:
-        _check_x(x, self.embed_dim, dtype=self.norm1.weight.dtype)
-        _check_x(memory, self.embed_dim, "memory", dtype=self.norm1.weight.dtype)
+    def _check_forward(self, x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                       memory_mask, tgt_is_causal, need_weights) -> None:
+        check_sequence("x", x, self.embed_dim, self.norm1.weight.dtype)
+        check_sequence("memory", memory, self.embed_dim, self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(
                 f"memory must have shape ({x.shape[0]}, S, {self.embed_dim}), got {tuple(memory.shape)}"
             )
         (B, T, _), S, H = x.shape, memory.shape[1], self.self_attn.num_heads
-        check_attn_masks(tgt_key_padding_mask, tgt_mask, B, H, T, T, "tgt_key_padding_mask", "tgt_mask")
-        check_attn_masks(
-            memory_key_padding_mask, memory_mask, B, H, T, S, "memory_key_padding_mask", "memory_mask"
-        )
+        for name, mask, keys in (("tgt_key_padding_mask", tgt_key_padding_mask, T),
+                                 ("memory_key_padding_mask", memory_key_padding_mask, S)):
+            if mask is not None:
+                check_padding_mask(name, mask, B, keys)
+        for name, mask, keys in (("tgt_mask", tgt_mask, T), ("memory_mask", memory_mask, S)):
+            if mask is not None:
+                check_attn_mask(name, mask, B, H, T, keys)
         check_flag("tgt_is_causal", tgt_is_causal)
         check_flag("need_weights", need_weights)
 
@@ -583,7 +532,8 @@ class DecoderLayer(nn.Module):
                    _torch_activation(m), m.norm1.eps, m.linear1.bias is not None, fast, m.norm_first)
         ours.self_attn = MultiHeadAttention.from_torch(m.self_attn, fast=fast)
         ours.cross_attn = MultiHeadAttention.from_torch(m.multihead_attn, fast=fast)
-        ours.norm1, ours.norm2, ours.norm3 = (LayerNorm.from_torch(n) for n in (m.norm1, m.norm2, m.norm3))
+        norms = (m.norm1, m.norm2, m.norm3)
+        ours.norm1, ours.norm2, ours.norm3 = (LayerNorm.from_torch(n, fast) for n in norms)
         _copy_ff(ours.ff, m)
         return ours.to(m.linear1.weight.device, m.linear1.weight.dtype)
 
@@ -639,8 +589,8 @@ class Seq2SeqTransformer(nn.Module):
                                       for _ in range(num_encoder_layers)])
         self.decoder = nn.ModuleList([DecoderLayer(*layer_args, fast=fast, norm_first=norm_first)
                                       for _ in range(num_decoder_layers)])
-        self.encoder_norm = LayerNorm(embed_dim)
-        self.decoder_norm = LayerNorm(embed_dim)
+        self.encoder_norm = LayerNorm(embed_dim, fast=fast)
+        self.decoder_norm = LayerNorm(embed_dim, fast=fast)
         self.generator = nn.Linear(embed_dim, tgt_vocab_size)
         for p in self.parameters():
             if p.dim() > 1:
@@ -724,7 +674,8 @@ class Seq2SeqTransformer(nn.Module):
         ours.to(first.linear1.weight.device, dtype)  # before copying: a float32 copy would round float64
         ours.encoder = nn.ModuleList([EncoderLayer.from_torch(m, fast) for m in enc.layers])
         ours.decoder = nn.ModuleList([DecoderLayer.from_torch(m, fast) for m in dec.layers])
-        ours.encoder_norm, ours.decoder_norm = LayerNorm.from_torch(enc.norm), LayerNorm.from_torch(dec.norm)
+        ours.encoder_norm = LayerNorm.from_torch(enc.norm, fast)
+        ours.decoder_norm = LayerNorm.from_torch(dec.norm, fast)
         ours.generator = nn.Linear(D, generator.out_features, bias=generator.bias is not None,
                                    device=generator.weight.device, dtype=dtype)
         with torch.no_grad():
@@ -733,17 +684,11 @@ class Seq2SeqTransformer(nn.Module):
             ours.generator.load_state_dict(generator.state_dict())
         return ours.train(transformer.training)
 
-    def _check_ids(self, name: str, ids: torch.Tensor, embed: nn.Embedding) -> None:
-        """Token ids (B, T), int64 or int32, in the vocabulary, T <= max_len. Reads the values."""
-        check_token_ids(name, ids, embed.num_embeddings)
-        if ids.shape[1] > self.pos.pe.shape[0]:
-            raise ValueError(f"{name} has length {ids.shape[1]} > max_len={self.pos.pe.shape[0]}")
-
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
         return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
-    def _check_encode(self, src, src_lengths=None, need_weights=False) -> None:
-        self._check_ids("src", src, self.src_embed)
+    def _check_encode(self, src, src_lengths, need_weights) -> None:
+        check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
         if src_lengths is not None:
             check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
         check_flag("need_weights", need_weights)
@@ -766,13 +711,13 @@ class Seq2SeqTransformer(nn.Module):
             x = layer(x, key_padding_mask=src_pad, need_weights=need_weights)
         return self.encoder_norm(x), src_pad
 
-    def _check_decode(self, tgt, memory, src_pad, need_weights=False) -> None:
-        self._check_ids("tgt", tgt, self.tgt_embed)
-        _check_x(memory, self.embed_dim, "memory", dtype=self.generator.weight.dtype)
+    def _check_decode(self, tgt, memory, src_pad, need_weights) -> None:
+        check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
+        check_sequence("memory", memory, self.embed_dim, self.generator.weight.dtype)
         B, S = memory.shape[:2]
         if tgt.shape[0] != B:
             raise ValueError(f"tgt must have shape ({B}, T) to match memory, got {tuple(tgt.shape)}")
-        _check_src_pad("src_pad", src_pad, B, S)
+        check_padding_mask("src_pad", src_pad, B, S)
         check_flag("need_weights", need_weights)
 
     @checked(_check_decode)
@@ -788,9 +733,9 @@ class Seq2SeqTransformer(nn.Module):
                       tgt_is_causal=True, need_weights=need_weights)
         return self.generator(self.decoder_norm(y))
 
-    def _check_forward(self, src, tgt, need_weights=False) -> None:
-        self._check_ids("src", src, self.src_embed)
-        self._check_ids("tgt", tgt, self.tgt_embed)
+    def _check_forward(self, src, tgt, need_weights) -> None:
+        check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
+        check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
@@ -799,9 +744,22 @@ class Seq2SeqTransformer(nn.Module):
 
     @checked(_check_forward)
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
-        memory, src_pad = self.encode.__wrapped__(self, src, None, need_weights)  # (B, S, D)
-        return self.decode.__wrapped__(self, tgt, memory, src_pad, need_weights)  # (B, T, V)
+        memory, src_pad = self.encode(src, None, need_weights)  # (B, S, D)
+        return self.decode(tgt, memory, src_pad, need_weights)  # (B, T, V)
 
+    def _check_loss(self, src, src_lengths, tgt, label_smoothing) -> None:
+        if not isinstance(tgt, torch.Tensor):
+            raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
+        if tgt.dim() != 2 or tgt.shape[1] < 2:
+            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
+        check_probability("label_smoothing", label_smoothing, allow_one=True)
+        check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
+        self._check_encode(src, src_lengths, False)  # src_lengths too, though padding is found from pad_id
+        if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
+            raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
+                             f"the mean loss over no token is undefined")
+
+    @checked(_check_loss)
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt: torch.Tensor,
              label_smoothing: float = 0.0) -> torch.Tensor:
         """Teacher-forced mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]``, padding ignored.
@@ -810,20 +768,31 @@ class Seq2SeqTransformer(nn.Module):
         :meth:`seqbook.seq2seq.Seq2Seq.loss` (``src_lengths`` is not needed: padding is found from
         ``pad_id``), so :func:`seqbook.train.fit_seq2seq` trains this model too.
         """
-        if not isinstance(tgt, torch.Tensor):
-            raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
-        if tgt.dim() != 2 or tgt.shape[1] < 2:
-            raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
-        label_smoothing = check_probability("label_smoothing", label_smoothing, allow_one=True)
-        self._check_ids("tgt", tgt, self.tgt_embed)
-        self._check_encode(src, src_lengths)  # src_lengths too, though padding is found from pad_id
-        if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
-            raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
-                             f"the mean loss over no token is undefined")
         logits = self(src, tgt[:, :-1])  # (B, T-1, V)
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=self.pad_id,
-                               label_smoothing=label_smoothing)
+                               label_smoothing=float(label_smoothing))
 
+    def _check_decode_step(self, prev_tokens, state, memory, need_weights) -> None:
+        if not isinstance(memory, tuple) or len(memory) != 2:
+            error = ValueError if isinstance(memory, tuple) else TypeError
+            got = f"{len(memory)} items" if error is ValueError else type(memory).__name__
+            raise error(f"memory must be the pair (memory, src_pad) returned by encode, got {got}")
+        states, src_pad = memory
+        check_sequence("memory[0]", states, self.embed_dim, self.generator.weight.dtype)
+        check_padding_mask("memory[1]", src_pad, *states.shape[:2])
+        B, V = states.shape[0], self.tgt_embed.num_embeddings
+        check_ids("prev_tokens", prev_tokens, V, shape=(B,))
+        length = 1
+        if state is not None:
+            check_ids("state", state, V, shape=(B, None), names=f"({B}, t)")
+            length += state.shape[1]
+        longest = self.pos.pe.shape[0]
+        if length > longest:
+            raise ValueError(f"the target prefix would grow to {length} positions, past the model's "
+                             f"max_len={longest}: decode at most {longest} tokens (max_len <= {longest})")
+        check_flag("need_weights", need_weights)
+
+    @checked(_check_decode_step)
     def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None,
                     memory: tuple[torch.Tensor, torch.Tensor], need_weights: bool = False):
         """One step of the decoding protocol of :mod:`seqbook.seq2seq`: append ``prev_tokens`` to the
@@ -845,24 +814,10 @@ class Seq2SeqTransformer(nn.Module):
             ValueError: ``prev_tokens`` or ``state`` have the wrong shape or ids outside the target
                 vocabulary, or the prefix would grow past the model's ``max_len`` positions.
         """
-        if not isinstance(memory, tuple) or len(memory) != 2:
-            error = ValueError if isinstance(memory, tuple) else TypeError
-            got = f"{len(memory)} items" if error is ValueError else type(memory).__name__
-            raise error(f"memory must be the pair (memory, src_pad) returned by encode, got {got}")
         states, src_pad = memory
-        _check_x(states, self.embed_dim, "memory[0]", dtype=self.generator.weight.dtype)
-        _check_src_pad("memory[1]", src_pad, *states.shape[:2])
-        B, V = states.shape[0], self.tgt_embed.num_embeddings
-        check_ids("prev_tokens", prev_tokens, V, shape=(B,))
         prefix = prev_tokens[:, None]                                           # (B, 1)
         if state is not None:
-            check_ids("state", state, V, shape=(B, None), names=f"({B}, t)")
             prefix = torch.cat([state, prefix], dim=1)                          # (B, t + 1)
-        longest = self.pos.pe.shape[0]
-        if prefix.shape[1] > longest:
-            raise ValueError(f"the target prefix would grow to {prefix.shape[1]} positions, past the model's "
-                             f"max_len={longest}: decode at most {longest} tokens (max_len <= {longest})")
-        check_flag("need_weights", need_weights)
         logits = self.decode(prefix, states, src_pad, need_weights)[:, -1]      # (B, V)
         if not need_weights:
             return logits, prefix

@@ -1,4 +1,4 @@
-# 113 cases: 102 bad inputs that must end in a clear error, 11 legal edge inputs checked for a correct result.
+# 116 cases: 105 bad inputs that must end in a clear error, 11 legal edge inputs checked for a correct result.
 """Bad input to seqbook.attention: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -45,10 +45,10 @@ def case(id_, fn, *words):
 
 
 # causal_mask
-case("causal_mask-L-negative", lambda: causal_mask(-1), "non-negative", "L=-1")
+case("causal_mask-L-negative", lambda: causal_mask(-1), "L", "-1")
 case("causal_mask-L-float", lambda: causal_mask(2.5), "L", "float")
 case("causal_mask-L-bool", lambda: causal_mask(True), "L", "bool")
-case("causal_mask-S-negative", lambda: causal_mask(3, -2), "non-negative", "S=-2")
+case("causal_mask-S-negative", lambda: causal_mask(3, -2), "S", "-2")
 case("causal_mask-S-str", lambda: causal_mask(3, "4"), "S", "str")
 
 # lengths_to_mask
@@ -134,6 +134,10 @@ case("MHA-key_padding_mask-shape", lambda: MHA(X, X, X, key_padding_mask=KPM[:, 
      "key_padding_mask must have shape", "(2, 5)", "(2, 4)")
 case("MHA-key_padding_mask-int", lambda: MHA(X, X, X, key_padding_mask=KPM.long()), "key_padding_mask",
      "torch.int64")
+case("MHA-key_padding_mask-float", lambda: MHA(X, X, X, key_padding_mask=KPM.float()), "key_padding_mask",
+     "bool", "torch.float32")
+case("MHA-key_padding_mask-list", lambda: MHA(X, X, X, key_padding_mask=KPM.tolist()), "key_padding_mask",
+     "list")
 case("MHA-attn_mask-shape", lambda: MHA(X, X, X, attn_mask=torch.ones(5, 4, dtype=torch.bool)),
      "attn_mask must have shape", "(5, 5)", "(5, 4)")
 case("MHA-attn_mask-uint8", lambda: MHA(X, X, X, attn_mask=torch.ones(5, 5, dtype=torch.uint8)), "attn_mask",
@@ -250,6 +254,21 @@ def test_mha_fully_masked_rows_are_finite(fast):
     out, _ = m(x, x, x, key_padding_mask=torch.ones(2, 5, dtype=torch.bool), need_weights=not fast)
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_mha_refuses_a_float_key_padding_mask_and_adds_a_float_attn_mask(fast):
+    """The package's choice for PyTorch's twin: a key_padding_mask is bool (True at padding), as a
+    float copy of a bool mask would be added to the scores (1.0 at padding) rather than block them;
+    an additive float mask is taken by attn_mask, as in PyTorch."""
+    m = MultiHeadAttention(8, 2, fast=fast).eval()
+    for kpm in (KPM.float(), KPM.double(), torch.zeros(2, 5).masked_fill(KPM, float("-inf"))):
+        with pytest.raises(TypeError, match=r"key_padding_mask must be a bool tensor \(True at padding\)"):
+            m(X, X, X, key_padding_mask=kpm)
+    additive = torch.zeros(2 * 2, 5, 5).masked_fill(KPM.repeat_interleave(2, 0)[:, None, :], float("-inf"))
+    with torch.no_grad():
+        torch.testing.assert_close(m(X, X, X, attn_mask=additive, need_weights=False)[0],
+                                   m(X, X, X, key_padding_mask=KPM, need_weights=False)[0])
 
 
 def test_mha_float64_module_takes_float64_input():

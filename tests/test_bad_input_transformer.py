@@ -1,4 +1,4 @@
-# 210 cases: 203 bad inputs that must end in a clear error, 7 legal edge inputs checked for a correct result.
+# 222 cases: 215 bad inputs that must end in a clear error, 7 legal edge inputs checked for a correct result.
 """Bad input to seqbook.transformer: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -12,7 +12,9 @@ from torch import nn
 
 from seqbook import train
 from seqbook import transformer as tf
-from seqbook.gpt import GPT, GPTConfig
+from seqbook.gpt import GPT, GPTBlock, GPTConfig
+from seqbook.kv_cache import KVCache
+from seqbook.rope import rope_angles
 from seqbook.transformer import (
     DecoderLayer,
     EncoderLayer,
@@ -126,6 +128,14 @@ case("DecoderLayer-memory_mask-int", lambda: DEC(X, MEM, memory_mask=torch.zeros
 case("DecoderLayer-tgt_key_padding_mask-uint8", lambda: DEC(X, MEM, tgt_key_padding_mask=torch.zeros(2, 5,
      dtype=torch.uint8)), "tgt_key_padding_mask", "uint8")
 case("DecoderLayer-tgt_is_causal-str", lambda: DEC(X, MEM, tgt_is_causal="no"), "tgt_is_causal", "bool")
+# a float key padding mask is refused (a float copy of a bool mask would be added, not block)
+case("EncoderLayer-key_padding_mask-float", lambda: ENC(X, key_padding_mask=torch.zeros(2, 5)),
+     "key_padding_mask", "bool", "torch.float32")
+case("DecoderLayer-tgt_key_padding_mask-float", lambda: DEC(X, MEM, tgt_key_padding_mask=torch.zeros(2, 5)),
+     "tgt_key_padding_mask", "bool", "torch.float32")
+case("DecoderLayer-memory_key_padding_mask-float",
+     lambda: DEC(X, MEM, memory_key_padding_mask=torch.zeros(2, 3, dtype=torch.float64)),
+     "memory_key_padding_mask", "bool", "torch.float64")
 case("DecoderLayer-from_torch-encoder", lambda: DecoderLayer.from_torch(ENC), "m",
      "nn.TransformerDecoderLayer")
 
@@ -302,7 +312,20 @@ case("GPT-targets-float", lambda: GPT_(IDX, IDX.float()), "targets", "float32")
 case("GPT-targets-all-ignored", lambda: GPT_(IDX, torch.full_like(IDX, -100)), "targets", "-100")
 case("GPT-label_smoothing-negative", lambda: GPT_(IDX, IDX, label_smoothing=-0.1), "label_smoothing", "-0.1")
 case("GPT-need_weights-int", lambda: GPT_(IDX, need_weights=1), "need_weights", "bool")
-case("GPT-generate-idx-T0", lambda: GPT_.generate(IDX[:, :0], 3), "idx", "T >= 1", "(2, 0)")
+# a GPT block and its attention, called by a reader (the GPT's own calls are checked at its door)
+BLOCK, X3 = GPT_.blocks[0], rand(2, 3, 8)
+case("GPTBlock-d_ff-0", lambda: GPTBlock(8, 2, d_ff=0), "d_ff", "0")
+case("GPTBlock-x-last-dim", lambda: BLOCK(rand(2, 3, 6)), "x must have shape", "(B, T, 8)", "(2, 3, 6)")
+case("GPTBlock-x-float64", lambda: BLOCK(X3.double()), "x", "torch.float64")
+case("GPTBlock-need_weights-int", lambda: BLOCK(X3, need_weights=1), "need_weights", "bool")
+case("CausalSelfAttention-rotary-shape", lambda: BLOCK.self_attn(X3, rope_angles(torch.arange(4), 4)),
+     "rotary[0]", "(3, 4)", "(4, 4)")
+case("CausalSelfAttention-rotary-tensor", lambda: BLOCK.self_attn(X3, torch.zeros(3, 4)), "rotary",
+     "(cos, sin)", "Tensor")
+case("CausalSelfAttention-cache-list", lambda: BLOCK.self_attn(X3, cache=[]), "cache", "KVCache", "list")
+case("CausalSelfAttention-cache-full", lambda: BLOCK.self_attn(X3, cache=KVCache(2)), "cache", "max_len=2")
+case("GPT-generate-idx-list", lambda: GPT_.generate([[1, 2]], 2), "idx", "list")
+case("GPT-generate-idx-T0", lambda: GPT_.generate(IDX[:, :0], 3), "idx", "empty", "(2, 0)")
 case("GPT-generate-idx-out-of-range", lambda: GPT_.generate(IDX + 2, 3), "idx", "[0, 11]")
 case("GPT-generate-max_new_tokens-negative", lambda: GPT_.generate(IDX, -1), "max_new_tokens", "-1")
 case("GPT-generate-max_new_tokens-float", lambda: GPT_.generate(IDX, 2.5), "max_new_tokens", "float")

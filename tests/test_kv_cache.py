@@ -6,7 +6,7 @@ import torch
 from tolerance import assert_same_math
 
 from seqbook.attention import MultiHeadAttention
-from seqbook.gpt import GPT, GPTConfig
+from seqbook.gpt import GPT, CausalSelfAttention, GPTConfig
 from seqbook.kv_cache import KVCache
 from seqbook.utils import set_fast
 
@@ -56,13 +56,18 @@ def test_memory_is_two_keys_and_values_per_layer_and_position():
     assert caches[0].keys.shape == (B, config.n_head, config.block_size, config.n_embd // config.n_head)
 
 
-def test_multi_head_attention_with_a_cache_equals_causal_attention():
+@pytest.mark.parametrize("fast", [False, True])
+def test_causal_self_attention_with_a_cache_equals_causal_attention(fast):
+    torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2).double()
+    attn = CausalSelfAttention(8, 2, fast=fast).double()
+    attn.load_state_dict(mha.state_dict())
     x = torch.randn(2, 6, 8, dtype=torch.float64)
     full, _ = mha(x, x, x, is_causal=True, need_weights=False)
+    assert_same_math(attn(x)[0], full, n=16)
     cache = KVCache(6)
-    parts = [mha(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)[0]]
-    parts += [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], cache=cache)[0] for t in range(3, 6)]
+    parts = [attn(x[:, :3], cache=cache)[0]]
+    parts += [attn(x[:, t:t + 1], cache=cache)[0] for t in range(3, 6)]
     assert_same_math(torch.cat(parts, dim=1), full, n=16)
 
 
@@ -77,18 +82,26 @@ def test_bad_input():
         cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
     with pytest.raises(ValueError, match="v must have shape"):
         KVCache(4).append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 2, 4))
-    mha = MultiHeadAttention(8, 2)
+    attn = CausalSelfAttention(8, 2)
     x = torch.randn(1, 2, 8)
     with pytest.raises(TypeError, match="cache must be a KVCache"):
-        mha(x, x, x, cache=[])
+        attn(x, cache=[])
+    kept = KVCache(8)
+    kept.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
     with pytest.raises(ValueError, match="one new token at a time"):
-        mha(x, x, x, cache=cache)
+        attn(x, cache=kept)
+    with pytest.raises(TypeError, match="cache"):  # chapter 5's MultiHeadAttention takes none
+        MultiHeadAttention(8, 2)(x, x, x, cache=KVCache(4))
     model = small_gpt("learned", block_size=8)
     with pytest.raises(TypeError, match="caches must be a sequence of 2 KVCache"):
         model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)])
     caches = [KVCache(8) for _ in model.blocks]
     model(torch.zeros(1, 6, dtype=torch.long), caches=caches)
-    with pytest.raises(ValueError, match="passes block_size=8"):
+    with pytest.raises(ValueError, match="caches that hold 6 positions take one new token at a time"):
         model(torch.zeros(1, 3, dtype=torch.long), caches=caches)
+    for _ in range(2):
+        model(torch.zeros(1, 1, dtype=torch.long), caches=caches)
+    with pytest.raises(ValueError, match="the caches hold 8 positions.*passes block_size=8"):
+        model(torch.zeros(1, 1, dtype=torch.long), caches=caches)
     with pytest.raises(TypeError, match="use_cache"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, use_cache=1)

@@ -333,7 +333,7 @@ def small_model(block_size=8):
     (lambda m: m(torch.zeros(1, 9, dtype=torch.long)), ValueError, "idx has length 9.*block_size=8"),
     (lambda m: m(torch.zeros(1, 3)), TypeError, "idx must be an int64 or int32"),
     (lambda m: m(torch.zeros(3, dtype=torch.long)), ValueError,
-     r"idx must be an integer tensor of shape \(B, T\)"),
+     r"idx must have shape \(B, T\)"),
     (lambda m: m(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long)), ValueError,
      r"targets must have shape \(1, 3\)"),
     (lambda m: m(torch.zeros(1, 3, dtype=torch.long), torch.full((1, 3), -100)), ValueError,

@@ -117,6 +117,18 @@ CASES = {
         lambda: (ids(B, T), ids(B, T)),
     ),
     "GPT": (lambda: gpt.GPT(gpt.GPTConfig(12, 8, 1, 2, D)), lambda: (ids(B, T),)),
+    "GPT-rope-fast": (lambda: gpt.GPT(gpt.GPTConfig(12, 8, 1, 2, D, positional="rope", fast=True)),
+                      lambda: (ids(B, T),)),
+    "GPTBlock": (lambda: gpt.GPTBlock(D, 2, dropout=0.0), lambda: (floats(B, T, D),)),
+    "CausalSelfAttention": (
+        lambda: gpt.CausalSelfAttention(D, 2),
+        lambda: (floats(B, T, D), rope.rope_angles(torch.arange(T, device=META), D // 2)),
+    ),
+    "CausalSelfAttention-fast": (
+        lambda: gpt.CausalSelfAttention(D, 2, fast=True),
+        lambda: (floats(B, T, D), None, kv_cache.KVCache(T)),
+    ),
+    "LayerNorm-fast": (lambda: transformer.LayerNorm(D, fast=True), lambda: (floats(B, T, D),)),
     "Hopfield": (lambda: hopfield.Hopfield(D, 6, key_dim=4), lambda: (floats(B, 3, D), floats(B, T, 6))),
     "HopfieldPooling": (lambda: hopfield.HopfieldPooling(D, num_queries=2), lambda: (floats(B, T, D),)),
     "HopfieldLayer": (lambda: hopfield.HopfieldLayer(D, 7), lambda: (floats(B, T, D),)),

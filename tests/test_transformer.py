@@ -10,8 +10,8 @@ from tolerance import approx, assert_close, assert_same_math
 from torch import nn
 
 from seqbook.attention import causal_mask
+from seqbook.decoding import greedy_decode
 from seqbook.gpt import GPT, GPTConfig
-from seqbook.seq2seq import greedy_decode
 from seqbook.train import noam_lr, warmup_factor, warmup_schedule
 from seqbook.transformer import (
     DecoderLayer,
@@ -468,7 +468,7 @@ def test_seq2seq_from_torch_follows_mode_and_pad_id():
 
 def test_seq2seq_bad_input():
     model = _seq2seq("cpu")
-    with pytest.raises(ValueError, match=r"src must be an integer tensor of shape \(B, T\)"):
+    with pytest.raises(ValueError, match=r"src must have shape \(B, T\), got \(2, 3, 4\)"):
         model(torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="share the batch size"):
         model(torch.ones(2, 3, dtype=torch.long), torch.ones(3, 3, dtype=torch.long))
@@ -586,12 +586,17 @@ def test_cosine_and_linear_warmup_factor():
         warmup_factor(0, 10, 20, kind="step")
 
 
-def test_gpt_compiles_to_one_graph():
+@pytest.mark.parametrize("fast,positional", [(False, "learned"), (True, "learned"), (True, "rope")])
+def test_gpt_compiles_to_one_graph(fast, positional):
     # Value checks (token ids in range) are skipped while torch.compile traces, so the model compiles
-    # to a single graph: a value read would break the graph and sync the GPU on every step.
+    # to a single graph: a value read would break the graph and sync the GPU on every step. The fused
+    # twins that fast=True puts in place are what the graph holds.
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    model = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0,
+                          positional=positional, fast=fast))
     x = torch.randint(50, (2, 16))
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     logits, loss = compiled(x, x)
     assert_close(loss, model(x, x)[1])
+    set_fast(model, not fast)  # the switch is seen: the graph is traced again
+    assert_close(compiled(x, x)[1], model(x, x)[1])
