@@ -581,8 +581,8 @@ def draw_transformer() -> Figure:
 def draw_gpt() -> Figure:
     r"""The decoder-only language model, as ``seqbook.gpt.GPT`` (names of ``GPTConfig``).
 
-    Token ids, token embedding plus learned position embedding, then ``n_layer`` blocks, each the
-    pre-LN ``EncoderLayer`` called with ``is_causal=True``: causal self-attention and a GELU
+    Token ids, token embedding plus learned position embedding, then ``n_layer`` blocks, each a
+    ``GPTBlock``, the pre-LN encoder layer with causal self-attention: the attention and a GELU
     feed-forward network, each added back to the residual stream (eq. (6.6)). A final LayerNorm
     (``ln_f``) and the output layer ``lm_head``, whose weight is the token embedding's (dashed:
     ``tie_weights``), give the logits. Shapes on the right; dropout is left out.
