@@ -1,8 +1,9 @@
 """Bad input by class, over every public function that takes such an argument (issue 35, item 3).
 
-Five classes of bad input slipped through the per-module tables: **lengths beyond the sequence**,
+Six classes of bad input slipped through the per-module tables: **lengths beyond the sequence**,
 **ids beyond the vocabulary**, **zero sizes**, **empty inputs** (an update order, a training set, a
-data function's list) and **float masks where a bool mask is expected**. Each class has one
+data function's list), **float masks where a bool mask is expected** and **text that is not
+Unicode** (a lone surrogate, read as tiktoken reads it). Each class has one
 parametrised test here, over every public callable of the package that takes such an argument,
 and each table is held complete by a test that finds those callables *by signature* (the names
 of their parameters), so a new function with a ``lengths``, ``mask`` or size parameter cannot
@@ -10,7 +11,8 @@ join the package without joining its class's table.
 
 Every bad value must end in a clear error (``tests/badinput.py``: a ValueError or TypeError raised
 by seqbook, naming the argument and the value it got). Where a value is meaningful, the function
-must give the result the table names instead (``MEANINGFUL_ZERO``, ``FLOAT_MASK_ADDED``).
+must give the result the table names instead (``MEANINGFUL_ZERO``, ``EMPTY_MEANINGFUL``,
+``FLOAT_MASK_ADDED``, ``SURROGATES``).
 
 ``CALLS`` holds one valid call of every callable that the classes need: each test replaces one
 argument of that call with the class's bad value.
@@ -996,3 +998,38 @@ def test_float_mask_is_added_where_pytorch_adds_it(name, param):
     if a.dtype == torch.bool:  # restrict_mask returns the mask it restricts
         a = additive(a, blocks=False)
     torch.testing.assert_close(b, a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 6: text that is not Unicode. A Python str may hold a lone surrogate (half of a UTF-16
+# pair), which has no UTF-8 bytes. Every function that turns text into bytes reads it as
+# tiktoken does: a lone surrogate is U+FFFD, so the result equals the result for that text.
+# ---------------------------------------------------------------------------------------------
+
+LONE, READ_AS = "ab \ud800cd ab\udfff ab", "ab \ufffdcd ab\ufffd ab"
+
+
+def byte_bpe():
+    return public("bpe.train_bpe")("ab ab cd ab", 259)
+
+
+SURROGATES = {  # (callable, parameter): a call of the text, compared with its result for READ_AS
+    ("bpe.well_formed", "text"): lambda text: public("bpe.well_formed")(text),
+    ("bpe.pretokenize", "text"): lambda text: public("bpe.pretokenize")(text),
+    ("bpe.ByteBPE.encode", "text"): lambda text: byte_bpe().encode(text),
+    ("bpe.train_bpe", "text"): lambda text: public("bpe.train_bpe")(text * 3, 260).merges,
+}
+SURROGATES_EXEMPT = {  # (callable, parameter): why a lone surrogate is no error there
+    (name, "text"): "reads characters, not bytes: a surrogate is one character of the text"
+    for name in ("data.strip_gutenberg", "data.split_text", "vocab.tokenize_chars", "vocab.tokenize_words",
+                 "vocab.normalize_text")
+}
+
+
+def test_surrogate_table_is_complete():
+    assert_table_complete(SURROGATES, with_parameter("text"), SURROGATES_EXEMPT)
+
+
+@pytest.mark.parametrize(("name", "param"), sorted(SURROGATES), ids=lambda x: x)
+def test_lone_surrogate_reads_as_the_replacement_character(name, param):
+    assert SURROGATES[name, param](LONE) == SURROGATES[name, param](READ_AS)
