@@ -90,9 +90,9 @@ def _check_lengths_to_mask(lengths, max_len) -> None:
     if lengths.dtype not in INTEGER_DTYPES:
         raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
     if max_len is None:
-        if lengths.numel() and not has_values(lengths):
+        if lengths.numel() and lengths.device.type == "meta":
             raise ValueError("max_len must be given for lengths on the meta device (no values to read)")
-        if lengths.numel() and int(lengths.min()) < 0:
+        if lengths.numel() and has_values(lengths) and int(lengths.min()) < 0:
             raise ValueError(f"lengths must be >= 0, found {int(lengths.min())}")
     else:
         max_len = check_int("max_len", max_len, minimum=0)
