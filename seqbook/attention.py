@@ -128,7 +128,9 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     if not isinstance(key_padding_mask, torch.Tensor):
         got = type(key_padding_mask).__name__
         raise TypeError(f"key_padding_mask must be a bool torch.Tensor, got {got}")
-    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+    if key_padding_mask.dtype != torch.bool:
+        raise TypeError(f"key_padding_mask must be a bool tensor (True = pad), got {key_padding_mask.dtype}")
+    if key_padding_mask.dim() != 2:
         raise ValueError(
             f"key_padding_mask must be a bool tensor of shape (B, S), got {key_padding_mask.dtype} "
             f"of shape {shape_of(key_padding_mask)}"
@@ -636,7 +638,9 @@ class AdditiveAttention(nn.Module):
                              f"got {shape_of(query)}")
         if values.dim() != 3 or values.shape[:2] != (B, S):
             raise ValueError(f"values must have shape ({B}, {S}, D_v), got {shape_of(values)}")
-        if mask is not None and (mask.dtype != torch.bool or shape_of(mask) != (B, S)):
+        if mask is not None and mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")
+        if mask is not None and shape_of(mask) != (B, S):
             raise ValueError(f"mask must be a bool tensor of shape ({B}, {S}), got {mask.dtype} "
                              f"of shape {shape_of(mask)}")
         if projected_keys is not None and shape_of(projected_keys) != (B, S, self.hidden_dim):

@@ -47,6 +47,7 @@ from .checks import (
     check_float_tensor,
     check_ids,
     check_int,
+    check_lengths,
     check_number,
     check_padding_mask,
     check_positive_int,
@@ -691,6 +692,7 @@ class Seq2SeqTransformer(nn.Module):
         check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
         if src_lengths is not None:
             check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
+            check_lengths("src_lengths", src_lengths, src.shape[1], of="src")
         check_flag("need_weights", need_weights)
 
     @checked(_check_encode)
@@ -782,14 +784,8 @@ class Seq2SeqTransformer(nn.Module):
         check_padding_mask("memory[1]", src_pad, *states.shape[:2])
         B, V = states.shape[0], self.tgt_embed.num_embeddings
         check_ids("prev_tokens", prev_tokens, V, shape=(B,))
-        length = 1
         if state is not None:
             check_ids("state", state, V, shape=(B, None), names=f"({B}, t)")
-            length += state.shape[1]
-        longest = self.pos.pe.shape[0]
-        if length > longest:
-            raise ValueError(f"the target prefix would grow to {length} positions, past the model's "
-                             f"max_len={longest}: decode at most {longest} tokens (max_len <= {longest})")
         check_flag("need_weights", need_weights)
 
     @checked(_check_decode_step)
@@ -818,6 +814,11 @@ class Seq2SeqTransformer(nn.Module):
         prefix = prev_tokens[:, None]                                           # (B, 1)
         if state is not None:
             prefix = torch.cat([state, prefix], dim=1)                          # (B, t + 1)
+        longest = self.pos.pe.shape[0]  # a limit of the model, met while decoding: checked here
+        if prefix.shape[1] > longest:
+            raise ValueError(f"the target prefix would grow to {prefix.shape[1]} positions, past the "
+                             f"model's max_len={longest}: decode at most {longest} tokens "
+                             f"(max_len <= {longest})")
         logits = self.decode(prefix, states, src_pad, need_weights)[:, -1]      # (B, V)
         if not need_weights:
             return logits, prefix

@@ -185,7 +185,7 @@ def test_lengths_to_mask_negated_is_pytorchs_key_padding_mask():
     assert padding_to_attn_mask(kpm, heads=False).shape == (2, 1, 3)
     with pytest.raises(ValueError, match="lengths must have shape"):
         ~lengths_to_mask(torch.tensor([[3]]))
-    with pytest.raises(ValueError, match="key_padding_mask must be a bool"):
+    with pytest.raises(TypeError, match="key_padding_mask must be a bool"):
         padding_to_attn_mask(kpm.float())
 
 

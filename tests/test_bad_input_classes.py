@@ -946,9 +946,6 @@ BOOL_MASKS = {  # (callable, parameter): why the mask must be bool
     ("vsa.SelfAttentionBlock.forward", "mask"): "True where a query may attend",
     ("vsa.CrossAttentionBlock.forward", "mask"): "True at a real element",
     ("vsa_models.VSAAttentionClassifier.forward", "mask"): "True at a real element",
-    ("vsa.fhrr_attention", "mask"): "True where a query may attend",
-    ("vsa.fhrr_attention_fast", "mask"): "True where a query may attend",
-    ("attention.MultiHeadAttention.merge_masks", "key_padding_mask"): "True at padding",
 }
 FLOAT_MASK_ADDED = {  # (callable, parameter): True when a True of the bool mask blocks (PyTorch's)
     ("attention.scaled_dot_product_attention", "mask"): False,
@@ -964,6 +961,12 @@ FLOAT_MASK_ADDED = {  # (callable, parameter): True when a True of the bool mask
 }
 MASK_EXEMPT = {  # (callable, parameter): why it is not in the tables above
     ("seq2seq.EncoderOutput", "mask"): "a named tuple of the encoder's outputs (built by the package)",
+    ("vsa.fhrr_attention", "mask"): "eq. 6 as chapter 8 prints it, documented as unchecked: "
+    "vsa_attention and the blocks check the mask at their door",
+    ("vsa.fhrr_attention_fast", "mask"): "the unchecked fast twin of fhrr_attention (vsa_attention "
+    "checks the mask)",
+    ("attention.MultiHeadAttention.merge_masks", "key_padding_mask"): "the step of forward that "
+    "combines masks forward has checked (a float attn_mask is PyTorch's additive mask)",
 }
 
 
