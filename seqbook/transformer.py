@@ -11,7 +11,7 @@ Read top to bottom, this file follows chapter 6 of the book:
    ``nn.TransformerDecoderLayer`` (``batch_first=True``);
 4. :class:`Seq2SeqTransformer`, the encoder-decoder of Vaswani et al. (2017) with source padding
    and target causal and padding masks, teacher-forced ``loss``, the decoding protocol of
-   :mod:`seqbook.seq2seq` and ``from_torch`` that copies ``nn.Transformer(batch_first=True)`` with
+   :mod:`seqbook.decoding` and ``from_torch`` that copies ``nn.Transformer(batch_first=True)`` with
    embeddings and output layer;
 The decoder-only language model built from these layers, :class:`~seqbook.gpt.GPT`, lives in
 :mod:`seqbook.gpt`, and the loading of pretrained weights in :mod:`seqbook.pretrained`.
@@ -558,9 +558,9 @@ class Seq2SeqTransformer(nn.Module):
 
     Training uses teacher forcing: ``forward(src, tgt_in)`` with ``tgt_in = <sos> y_1 .. y_{T-1}``
     predicts ``y_1 .. y_T`` at once. For decoding it has the two methods of the decoding protocol of
-    :mod:`seqbook.seq2seq`, as the recurrent :class:`seqbook.seq2seq.Seq2Seq` does, so that
-    :func:`~seqbook.seq2seq.greedy_decode`, :func:`~seqbook.seq2seq.beam_search` and
-    :func:`~seqbook.seq2seq.translate` work for both: :meth:`encode` runs the encoder once, and
+    :mod:`seqbook.decoding`, as the recurrent :class:`seqbook.seq2seq.Seq2Seq` does, so that
+    :func:`~seqbook.decoding.greedy_decode`, :func:`~seqbook.decoding.beam_search` and
+    :func:`~seqbook.decoding.translate` work for both: :meth:`encode` runs the encoder once, and
     :meth:`decode_step` predicts the next token. Its state is the target prefix written so far; each
     step reruns the decoder over the whole prefix (no cache of keys and values: simple, and fast
     enough for short outputs).
@@ -698,7 +698,7 @@ class Seq2SeqTransformer(nn.Module):
     @checked(_check_encode)
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.seq2seq`).
+        """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.decoding`).
 
         ``src_lengths`` is not needed, since padding is found from ``pad_id``; it is accepted (and
         its shape checked) so that this model is called as :meth:`seqbook.seq2seq.Seq2Seq.encode` is.
@@ -791,7 +791,7 @@ class Seq2SeqTransformer(nn.Module):
     @checked(_check_decode_step)
     def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None,
                     memory: tuple[torch.Tensor, torch.Tensor], need_weights: bool = False):
-        """One step of the decoding protocol of :mod:`seqbook.seq2seq`: append ``prev_tokens`` to the
+        """One step of the decoding protocol of :mod:`seqbook.decoding`: append ``prev_tokens`` to the
         target prefix ``state`` and predict the token after it.
 
         The state is the prefix itself, ``<sos> y_1 .. y_{i-1}`` (None before the first step, whose
