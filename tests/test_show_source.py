@@ -4,8 +4,11 @@ comma a formatter adds after the last of one-per-line arguments).
 
 The test reads every ``show_source(...)`` call in the chapters' code cells, resolves its object from
 the chapter's own imports, and renders it twice: from the package as it is, and from a copy of the
-package formatted by ``ruff format``. The two renderings must agree once whitespace is ignored, and
-every ``start`` marker must still be found.
+package formatted by ``ruff format``. The two renderings must agree once whitespace is ignored.
+
+It also holds every printed object to its chapter's level: what a chapter prints names no concept
+that a later section introduces (``CONCEPTS``), and no decorator artefact or device-specific
+branch (``ARTEFACTS``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -60,7 +64,7 @@ def _dotted(node: ast.expr) -> list[str] | None:
 
 
 def _calls():
-    """(chapter, object path, module, qualname, start, docstring) for every show_source call."""
+    """(chapter, object path, module, qualname, docstring) for every show_source call."""
     found = []
     for path in CHAPTERS:
         trees = []
@@ -88,7 +92,7 @@ def _calls():
                     assert dotted and dotted[0] in names, f"{path.name}: cannot resolve {ast.unparse(target)}"
                     module, attr = names[dotted[0]]
                     qualname = ".".join(([attr] if attr else []) + dotted[1:])
-                    found.append((path.name, ast.unparse(target), module, qualname, kwargs.get("start"),
+                    found.append((path.name, ast.unparse(target), module, qualname,
                                   kwargs.get("docstring", True)))
     return found
 
@@ -137,13 +141,13 @@ def _squeezed(code: str) -> str:
     return re.sub(r",([)\]}])", r"\1", "".join(code.split()))
 
 
-@pytest.mark.parametrize("chapter,expr,module,qualname,start,docstring", CALLS,
+@pytest.mark.parametrize("chapter,expr,module,qualname,docstring", CALLS,
                          ids=[f"{c[0][:2]}-{c[1]}" for c in CALLS])
-def test_printed_code_survives_ruff_format(formatted_package, chapter, expr, module, qualname, start,
+def test_printed_code_survives_ruff_format(formatted_package, chapter, expr, module, qualname,
                                            docstring):
-    ours = _source_text(_resolve(module, qualname), start, docstring)
+    ours = _source_text(_resolve(module, qualname), docstring)
     formatted_module = module.replace("seqbook", formatted_package, 1)
-    theirs = _source_text(_resolve(formatted_module, qualname), start, docstring)
+    theirs = _source_text(_resolve(formatted_module, qualname), docstring)
     assert _squeezed(ours) == _squeezed(theirs), (
         f"{chapter}: show_source({expr}) prints different code once the package is formatted")
 
@@ -173,11 +177,124 @@ def _problems(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("chapter,expr,module,qualname,start,docstring", CALLS,
+@pytest.mark.parametrize("chapter,expr,module,qualname,docstring", CALLS,
                          ids=[f"{c[0][:2]}-{c[1]}" for c in CALLS])
-def test_printed_code_is_the_math(chapter, expr, module, qualname, start, docstring):
+def test_printed_code_is_the_math(chapter, expr, module, qualname, docstring):
     """What a chapter prints has no check, no raise, no private name, no line over 88 columns,
     and no '...' (the checks live in validators that show_source leaves out)."""
-    text = _source_text(_resolve(module, qualname), start, docstring)
+    text = _source_text(_resolve(module, qualname), docstring)
     problems = _problems(text)
     assert not problems, f"{chapter}: show_source({expr}):\n" + "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each printed object at its chapter's level: what a chapter prints names only concepts the book
+# has introduced by then.
+# ---------------------------------------------------------------------------------------------
+
+_TODAYS_BLOCK = "Today's block: RMSNorm, SwiGLU and grouped-query attention"
+
+# concept -> (a pattern that names it in code, case-insensitive; the chapter and the heading of
+# the section that introduces it). A printed object may name a concept only in that section or
+# after it, in the book's order.
+CONCEPTS = {
+    "multi-head attention": (r"\bnum_heads\b|MultiHeadAttention", "05_self_attention",
+                             "Multi-head attention"),
+    "FlashAttention": (r"flash", "05_self_attention", "Attention in tiles: the online softmax"),
+    "positional encoding": (r"positional_encoding|\bpos_emb\b|\bpos_code\b", "06_transformer",
+                            "Positional encoding"),
+    "layer normalisation": (r"\bLayerNorm\b|layer_norm|\bln_f\b", "06_transformer",
+                            "LayerNorm from scratch"),
+    "pre-LN and post-LN": (r"\bnorm_first\b", "06_transformer", "Add & norm: pre-LN and post-LN"),
+    "the fused path of attention and LayerNorm": (
+        r"F\.scaled_dot_product_attention|\bfused_attention\b|\w_fused\b|F\.layer_norm",
+        "06_transformer", "The fast path"),
+    "rotary position embeddings (RoPE)": (r"\brope\b|rotary|rotate_half", "06_transformer",
+                                          "Rotary position embeddings"),
+    "the key-value cache": (r"\bcaches?\b|KVCache|kv_cache", "06_transformer",
+                            "Generating with a key-value cache"),
+    "grouped-query attention": (r"grouped|\bnum_kv_heads\b|\bGQA\b", "06_transformer", _TODAYS_BLOCK),
+    "SwiGLU": (r"swiglu|\bsilu\b|gate_proj", "06_transformer", _TODAYS_BLOCK),
+    "RMSNorm": (r"rmsnorm", "06_transformer", _TODAYS_BLOCK),
+    "top-p and min-p sampling": (r"\btop_p\b|\bmin_p\b", "06_transformer", "Choosing the next token"),
+    "linear attention": (r"linear_attention|feature_map", "10_recurrence", "Linear attention"),
+    "the parallel scan": (r"parallel_scan|log_space_scan", "10_recurrence",
+                          "Gated linear recurrences and the parallel scan"),
+    "state-space models": (r"\bssm\b|discretize_zoh|selective_scan|\bmamba", "10_recurrence",
+                           "State-space models"),
+    "the delta rule": (r"delta_rule|DeltaNet", "10_recurrence", "The delta rule: a memory that overwrites"),
+}
+
+# What no printed object may show: the checking machinery, and code for one kind of device.
+ARTEFACTS = {
+    "a decorator's artefact": r"__wrapped__|@checked|\.validate\b",
+    "a device-specific branch": r"\bmps\b|\bcuda\b|device\.type|is_available\(",
+}
+
+
+def _book() -> list[Path]:
+    """The chapters in the book's order (``_toc.yml``)."""
+    order = re.findall(r"file:\s*chapters/(\S+)", (ROOT / "_toc.yml").read_text())
+    return [ROOT / "chapters" / f"{name}.ipynb" for name in order]
+
+
+def _headings(path: Path) -> dict[str, int]:
+    """Section heading text -> the index of the markdown cell that holds it."""
+    found = {}
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                heading = re.match(r"#{1,4} (.+)", line)
+                if heading:
+                    found.setdefault(heading.group(1).strip(), i)
+    return found
+
+
+def _printed() -> list[tuple[int, int, str, str]]:
+    """(chapter's place in the book, cell index, chapter name, stored text) for every code cell
+    that calls show_source: what the book shows the reader."""
+    found = []
+    for place, path in enumerate(_book()):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or "show_source(" not in source:
+                continue
+            text = "".join("".join(out.get("text", "")) for out in cell.get("outputs", [])
+                           if out.get("output_type") == "stream")
+            found.append((place, i, path.stem, text))
+    return found
+
+PRINTED = _printed()
+
+
+def test_every_concept_s_section_is_in_the_book():
+    chapters = {path.stem: path for path in _book()}
+    for concept, (_, chapter, heading) in CONCEPTS.items():
+        assert chapter in chapters, f"{concept}: no chapter {chapter} in _toc.yml"
+        assert heading in _headings(chapters[chapter]), (
+            f"{concept}: chapter {chapter} has no section headed {heading!r}")
+
+
+def test_a_printed_object_names_no_concept_of_a_later_section():
+    """What a chapter prints uses only what the book has taught up to that point."""
+    assert PRINTED, "no show_source output found"
+    book = {path.stem: place for place, path in enumerate(_book())}
+    problems = []
+    for concept, (pattern, chapter, heading) in CONCEPTS.items():
+        taught = (book[chapter], _headings(_book()[book[chapter]])[heading])
+        for place, cell, name, text in PRINTED:
+            hits = sorted({m.group(0) for m in re.finditer(pattern, text, re.IGNORECASE)})
+            if hits and (place, cell) < taught:
+                problems.append(f"{name} cell {cell} prints {', '.join(hits)}: {concept}, taught "
+                                f"later, in {chapter} under {heading!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_printed_object_shows_machinery_or_a_device_branch():
+    problems = []
+    for what, pattern in ARTEFACTS.items():
+        for _, cell, name, text in PRINTED:
+            hits = sorted({m.group(0) for m in re.finditer(pattern, text, re.IGNORECASE)})
+            if hits:
+                problems.append(f"{name} cell {cell} prints {', '.join(hits)}: {what}")
+    assert not problems, "\n".join(problems)
