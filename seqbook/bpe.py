@@ -37,7 +37,7 @@ tie), until no adjacent pair is in the table; each part's rank is its id
 (:func:`merge_piece`). A trained token's rank is the order in which training made
 it, so lower ranks merge first, as in training. With the ranks of ``cl100k_base``
 (:func:`seqbook.cl100k.cl100k_base`, which finds the rank file) the encoder gives
-exactly tiktoken's ids (``tests/test_bpe.py`` checks it on the whole novel).
+exactly tiktoken's ids (``tests/models/test_bpe.py`` checks it on the whole novel).
 
 **Text that is not Unicode.** A Python ``str`` may hold a lone surrogate (half of a
 UTF-16 pair, e.g. ``"a\ud800b"``), which has no UTF-8 bytes. Every function here that

@@ -6,7 +6,7 @@ tokenizer. :func:`load_tiktoken_ranks` reads a tiktoken rank file (one ``base64(
 token) and :func:`cl100k_base` builds the tokenizer from the 100,256 ranks of ``cl100k_base``, its
 pre-tokenisation pattern (:data:`seqbook.bpe.CL100K_PATTERN`) and its special tokens
 (:data:`CL100K_SPECIAL_TOKENS`). With them the book's encoder gives exactly tiktoken's ids
-(``tests/test_bpe.py`` checks it on the whole novel).
+(``tests/models/test_bpe.py`` checks it on the whole novel).
 
 Shape:
     ``cl100k_base().encode(text)``: a ``str`` -> a ``list[int]`` with ids in [0, 100276].

@@ -1,4 +1,4 @@
-"""Helpers for the bad-input tests (``tests/test_bad_input_*.py``).
+"""Helpers for the bad-input tests (``tests/bad_input/``): the one table style, ``case(id, fn, *words)``.
 
 A bad input must end in a ``ValueError`` or ``TypeError`` raised by seqbook's own code, whose
 message names the argument (and, where it has one, the expected and actual shape or value): never an

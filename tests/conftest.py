@@ -23,7 +23,7 @@ def seeded_torch():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The kill rate of the exercise checks per chapter (tests/test_exercise_mutants.py)."""
+    """The kill rate of the exercise checks per chapter (tests/exercises/test_exercise_mutants.py)."""
     rows = {}
     for reports in terminalreporter.stats.values():
         for report in reports:

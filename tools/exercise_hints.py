@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "exercises"))
 
 from test_exercise_cells import CHAPTERS, HINT, exercises, text  # noqa: E402
 

@@ -38,7 +38,7 @@ Four changes, invisible in the built book, and idempotent (a second run writes n
    same cells, to their first line, with their outputs shown. The tag is the one source of truth: a
    cell that carries ``source_hidden`` without the tag, outside a solution, loses it (JupyterLab
    writes it when a reader folds a cell and saves). A folded cell's first line is a comment that
-   says what the cell does, so that it can be found (``tests/test_setup_cells.py``).
+   says what the cell does, so that it can be found (``tests/book/test_setup_cells.py``).
 
 Nothing else is rewritten: the script only inserts/updates the one cell named above, swaps the
 delimiter lines of unlabelled display math, and sets the ``jupyter`` key of the solution cells' and

@@ -42,7 +42,7 @@ if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
   perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
   device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry); long_args=(--dry)
   bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb)
-  test_paths=(tests/test_utils.py)
+  test_paths=(tests/package/test_utils.py)
 else
   perf=perf; results=results
   device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=(--peer hf); long_args=()
@@ -65,7 +65,7 @@ step_env() {
 
 step_tests() {
   # The device fixture (tests/conftest.py) adds 'cuda' to every device-parametrised test.
-  OMP_NUM_THREADS=3 timeout "$(left 570)" python3 -m pytest -q -p no:cacheprovider "${test_paths[@]}" --deselect tests/test_book_browser.py \
+  OMP_NUM_THREADS=3 timeout "$(left 570)" python3 -m pytest -q -p no:cacheprovider "${test_paths[@]}" --deselect tests/rendered/test_book_browser.py \
     -n 4 --durations=15 > gpu_logs/tests.txt 2>&1
   echo "tests exit $?" >> gpu_logs/tests.txt
 }

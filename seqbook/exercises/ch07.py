@@ -110,7 +110,7 @@ def _tie_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int], tie: floa
 def _sync_cycle_case():
     """A network with integer weights (exact fields, ties among them) and an order with repeats
     chosen so that every slip of `_orders`, both tie rules and the synchronous rule change the
-    result (tests/test_exercises_ch07.py holds this)."""
+    result (tests/exercises/test_exercises_ch07.py holds this)."""
     g = torch.Generator().manual_seed(0)
     W = hebbian_weights(_spins((4, 16), g), normalize=False)
     state = _spins((24, 16), g)
@@ -334,7 +334,7 @@ def _dense_exp_cases():
       difference comes within 0.08 of 0 (no near-tie that rounding could decide);
     * two patterns that differ in 5 bits: exact ties, which decide the state;
     * N = 1000 near a stored pattern, where exp(overlap) overflows float64.
-    tests/test_exercises_ch07.py holds all of this.
+    tests/exercises/test_exercises_ch07.py holds all of this.
     """
     cases = []
     for seed, (P, N, B, extra) in [(8, (5, 12, 16, 8)), (3, (2, 8, 16, 4))]:

@@ -25,7 +25,7 @@ import pytest
 from book_build import NOT_THE_BOOK, build_book, clone_with_environments
 from browser import chromium, require_chromium
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "chapters/01_embeddings"
 WIDTHS = [1400, 400]
 HEIGHT = 1000

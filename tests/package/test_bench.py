@@ -176,7 +176,7 @@ def test_gpt_cpu_step_refuses_models_that_differ():
 def test_committed_gpt_cpu_step_names_its_commit_and_three_models():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "perf" / "gpt_cpu.json"
+    path = Path(__file__).resolve().parents[2] / "perf" / "gpt_cpu.json"
     if not path.exists():
         pytest.skip("perf/gpt_cpu.json is not committed yet (run on a quiet machine: "
                     "python -m benchmarks.gpt_cpu_step --json perf/gpt_cpu.json)")
@@ -304,7 +304,7 @@ def test_fhrr_ops_equal_torchhd(device):
 
 # ---------------------------------------------------------------------------------------------
 # Fast paths equal readable paths: the recurrent layers.
-# (tests/test_rnn.py checks outputs and parameter gradients in float64 on short sequences.)
+# (tests/models/test_rnn.py checks outputs and parameter gradients in float64 on short sequences.)
 # ---------------------------------------------------------------------------------------------
 
 # (cls, num_layers, bidirectional, T)
@@ -392,7 +392,7 @@ def test_readable_recurrent_backward_is_linear_in_length():
 
 # ---------------------------------------------------------------------------------------------
 # Fast paths equal readable paths: attention and the transformer layers.
-# (tests/test_attention.py checks parameter gradients for padding and causal masks.)
+# (tests/models/test_attention.py checks parameter gradients for padding and causal masks.)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -497,7 +497,7 @@ def test_every_committed_result_names_its_commit():
     """perf/*.json and results/**/*.json say which commit of the code produced them."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     files = sorted((root / "perf").glob("*.json")) + sorted((root / "results").rglob("*.json"))
     assert files
     for path in files:

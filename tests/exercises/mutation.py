@@ -48,7 +48,7 @@ _weight.grad = torch.zeros(1)
 torch.optim.SGD([_weight], lr=0.1).step()
 del _weight
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 BINOP_SWAPS = {ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult],
                ast.FloorDiv: [ast.Div], ast.MatMult: [ast.Mult], ast.Pow: [ast.Mult],
@@ -103,7 +103,7 @@ def solutions(path: Path) -> list[Solution]:
     """The reference solution of every checked exercise of the chapter at ``path``."""
     import sys
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "exercises"))
     from test_exercise_cells import exercises
 
     found = []

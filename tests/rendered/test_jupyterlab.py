@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from browser import chromium, require_chromium
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 CHAPTER = ROOT / "chapters" / "01_embeddings.ipynb"
 

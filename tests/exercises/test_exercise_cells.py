@@ -5,7 +5,7 @@ find-the-bug exercise and at least one "predict, then run" prompt in its text. A
 reads: statement, starter cell, check cell (stored output: "not attempted", or for the buggy
 starter of a find-the-bug exercise what is wrong), two or three hint
 dropdowns with the texts that ``hint`` gives, and a solution that ends by passing its own check.
-``python tests/test_exercise_cells.py`` prints the counts per chapter.
+``python tests/exercises/test_exercise_cells.py`` prints the counts per chapter.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from seqbook.exercises import EXERCISES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 APPENDIX = "11_performance"  # an appendix may keep fewer exercises
 TIERS = ("★★★", "★★", "★")

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # A Markdown file that stops any build that reads it: Hugging Face's model-card template, which every
 # environment with `transformers` installed holds (its front matter is a Jinja placeholder, not YAML).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CHAPTERS = sorted((Path(__file__).resolve().parent.parent / "chapters").glob("*.ipynb"))
+CHAPTERS = sorted((Path(__file__).resolve().parents[2] / "chapters").glob("*.ipynb"))
 
 
 def figure_cells(path):

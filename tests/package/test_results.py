@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 SCRIPTS = sorted(p for p in RESULTS.glob("*.py") if p.stem != "runinfo")
 
 

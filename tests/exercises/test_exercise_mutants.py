@@ -1,9 +1,9 @@
-"""Every exercise check proven by mutation (tests/mutation.py): the check passes the chapter's
+"""Every exercise check proven by mutation (tests/exercises/mutation.py): the check passes the chapter's
 reference solution, refuses every mutant of it that computes something different, gives a verdict
 (never a traceback) and leaves the learner's random state as it found it.
 
 The equivalent mutants (the same values on every input the check uses) are listed, each with the
-reason, in ``tests/mutants/chNN.py``; a listed mutant that no longer exists or that the check now
+reason, in ``tests/exercises/mutants/chNN.py``; a listed mutant that no longer exists or that the check now
 refuses fails the test, so the list cannot go stale. The kill rate per chapter is printed at the
 end of the test run (tests/conftest.py).
 """
@@ -35,7 +35,7 @@ def one_thread():
 
 
 def listed(chapter: str, table: str) -> dict:
-    """A table of ``tests/mutants/chNN.py`` (EQUIVALENT, ...), by exercise label."""
+    """A table of ``tests/exercises/mutants/chNN.py`` (EQUIVALENT, ...), by exercise label."""
     file = HERE / "mutants" / f"ch{chapter}.py"
     if not file.exists():
         return {}
@@ -91,7 +91,7 @@ def test_the_check_refuses_every_mutant(path, sol, record_property):
     record_property("mutants", (chapter, sol.label, len(everything), killed, len(equivalent)))
     assert not errors, "a check raised or touched the random state:\n" + "\n".join(errors)
     assert not survivors, (f"{len(survivors)} of {len(everything)} mutants pass the check "
-                           "(refuse them, or list them in tests/mutants as equivalent, with "
+                           "(refuse them, or list them in tests/exercises/mutants as equivalent, with "
                            "why):\n" + "\n".join(survivors))
     assert not moved, "listed as equivalent but refused (remove them):\n" + "\n".join(moved)
     assert not stale, "listed as equivalent but no longer made:\n" + "\n".join(stale)

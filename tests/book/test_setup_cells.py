@@ -6,7 +6,7 @@ book's machinery (figure style, thread settings, ``glue``, reading committed fil
 *folded* cell: tagged ``hide-input``, so that the book shows a "Show code cell source" button, and
 with ``jupyter.source_hidden`` in its metadata, so that JupyterLab shows its first line only.
 ``tools/jupyterlab_notebooks.py`` writes that metadata from the tag (the tag is the one source of
-truth; ``tests/test_jupyterlab.py`` runs it as a check).
+truth; ``tests/rendered/test_jupyterlab.py`` runs it as a check).
 
 Definitions, as this test reads a notebook:
 
@@ -23,7 +23,7 @@ Definitions, as this test reads a notebook:
 A visible line is any line, blank or not, of a code cell that the book shows (not tagged
 ``hide-input``, ``remove-input`` or ``remove-cell``).
 
-Run ``python tests/test_setup_cells.py`` for the counts of every chapter.
+Run ``python tests/book/test_setup_cells.py`` for the counts of every chapter.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 
 OPENING_LINES = 15  # visible code lines between the introduction and the first idea
