@@ -1,13 +1,27 @@
-"""Helpers for the bad-input tests (``tests/bad_input/``): the one table style, ``case(id, fn, *words)``.
+"""Helpers for the bad-input tests (``tests/bad_input/``), and their one table style.
 
 A bad input must end in a ``ValueError`` or ``TypeError`` raised by seqbook's own code, whose
 message names the argument (and, where it has one, the expected and actual shape or value): never an
 error from deep inside torch, never a silent result, never a hang.
+
+Every bad-input file writes its cases in one style: a table made by ``table()``, one line per case
+whose id reads ``function-argument-what``, and one runner per table::
+
+    ERRORS, case = table()
+    case("causal_mask-L-negative", lambda: causal_mask(-1), "L", "-1")
+
+    @pytest.mark.parametrize(("fn", "words"), ERRORS)
+    def test_bad_input_is_refused_clearly(fn, words):
+        assert_clear_error(fn, *words)
+
+Calls that could loop forever (generators, training loops) go in a second table,
+``LOOPS, loop = table()``, whose runner calls ``assert_clear_error_in_time(fn, *words)``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +45,23 @@ def assert_clear_error(fn, *words: str, exc=(ValueError, TypeError)):
     where = str(info.traceback[-1].path)
     assert where.startswith(PACKAGE), f"raised in {where}, not by seqbook: {message!r}"
     return message
+
+
+def table() -> tuple[list, Callable]:
+    """A new bad-input table and its writer: ``rows, case = table()``.
+
+    ``case(id_, fn, *words)`` appends ``pytest.param(fn, words, id=id_)`` to ``rows``: ``fn`` is the
+    bad call (no arguments) and ``words`` what its message must hold. An id used twice is refused.
+    """
+    rows: list = []
+    seen: set = set()
+
+    def case(id_: str, fn: Callable, *words: str) -> None:
+        assert id_ not in seen, f"case id {id_!r} used twice"
+        seen.add(id_)
+        rows.append(pytest.param(fn, words, id=id_))
+
+    return rows, case
 
 
 def finishes(fn, seconds: float = 10.0):

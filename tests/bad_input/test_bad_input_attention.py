@@ -20,7 +20,7 @@ from seqbook.attention import (
     scaled_dot_product_attention,
 )
 from seqbook.rope import apply_rope, rope_angles, rotate_half
-from tests.badinput import assert_clear_error
+from tests.badinput import assert_clear_error, table
 
 NAN = float("nan")
 
@@ -37,11 +37,7 @@ ADD = AdditiveAttention(5, 6, 7)
 AQ, AK = rand(2, 5), rand(2, 3, 6)
 KPM = torch.tensor([[False] * 5, [False, False, True, True, True]])
 
-ERRORS = []
-
-
-def case(id_, fn, *words):
-    ERRORS.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
 
 
 # causal_mask

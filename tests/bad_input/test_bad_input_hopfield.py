@@ -16,7 +16,7 @@ import torch
 
 from seqbook import hopfield as hf
 from seqbook.hopfield import Hopfield, HopfieldLayer, HopfieldPooling
-from tests.badinput import INF, NAN, assert_clear_error, assert_clear_error_in_time, floats, with_value
+from tests.badinput import INF, NAN, assert_clear_error, assert_clear_error_in_time, floats, table, with_value
 
 
 def binary(*shape, seed=0, dtype=torch.float32):
@@ -32,12 +32,8 @@ W = hf.hebbian_weights(X)  # (N, N)
 CP, CQ = floats(4, 5), floats(2, 5, seed=1)  # continuous patterns (P, d) and queries (Q, d)
 R, Y = floats(2, 3, 8), floats(2, 4, 6, seed=1)  # layer inputs (B, L, d_r), (B, S, d_y)
 
-ERRORS = []  # (id, fn, words)
-LOOPS = []  # the same, for calls that loop (recall, dense_recall): run under a timeout
-
-
-def case(id_, fn, *words, into=ERRORS):
-    into.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
+LOOPS, loop = table()  # calls that loop (recall, dense_recall): run under a timeout
 
 
 # ------------------------------------------------------------------ hebbian_weights
@@ -104,22 +100,21 @@ case("update_async-generator-int", lambda: hf.update_async(W, S, generator=0), "
 
 # ------------------------------------------------------------------ recall (a loop: under a timeout)
 
-case("recall-mode-bad", lambda: hf.recall(W, S, mode="parallel"), "mode", "'async' or 'sync'", "parallel",
-     into=LOOPS)
-case("recall-mode-none", lambda: hf.recall(W, S, mode=None), "mode", "None", into=LOOPS)
-case("recall-max_sweeps-0", lambda: hf.recall(W, S, max_sweeps=0), "max_sweeps", ">= 1", "0", into=LOOPS)
-case("recall-max_sweeps-negative", lambda: hf.recall(W, S, max_sweeps=-5), "max_sweeps", "-5", into=LOOPS)
-case("recall-max_sweeps-float", lambda: hf.recall(W, S, max_sweeps=2.5), "max_sweeps", "int",
-     "2.5", into=LOOPS)
-case("recall-max_sweeps-inf", lambda: hf.recall(W, S, max_sweeps=INF), "max_sweeps", "int", "inf", into=LOOPS)
-case("recall-max_sweeps-bool", lambda: hf.recall(W, S, max_sweeps=True), "max_sweeps", "bool", into=LOOPS)
-case("recall-W-not-square", lambda: hf.recall(W[:, :5], S), "W", "(..., N, N)", into=LOOPS)
-case("recall-W-nan", lambda: hf.recall(with_value(W), S), "W", "finite", into=LOOPS)
-case("recall-state-last-dim", lambda: hf.recall(W, S[:, :5]), "state", "(..., 6)", "(2, 5)", into=LOOPS)
-case("recall-state-not-binary", lambda: hf.recall(W, S * 0.5), "state", "-1 and +1", into=LOOPS)
-case("recall-state-int", lambda: hf.recall(W, S.long()), "state", "torch.int64", into=LOOPS)
-case("recall-batch-mismatch", lambda: hf.recall(W.expand(3, N, N), S), "W", "state", "(3,)", into=LOOPS)
-case("recall-generator-str", lambda: hf.recall(W, S, generator="0"), "generator", "str", into=LOOPS)
+loop("recall-mode-bad", lambda: hf.recall(W, S, mode="parallel"), "mode", "'async' or 'sync'", "parallel")
+loop("recall-mode-none", lambda: hf.recall(W, S, mode=None), "mode", "None")
+loop("recall-max_sweeps-0", lambda: hf.recall(W, S, max_sweeps=0), "max_sweeps", ">= 1", "0")
+loop("recall-max_sweeps-negative", lambda: hf.recall(W, S, max_sweeps=-5), "max_sweeps", "-5")
+loop("recall-max_sweeps-float", lambda: hf.recall(W, S, max_sweeps=2.5), "max_sweeps", "int",
+     "2.5")
+loop("recall-max_sweeps-inf", lambda: hf.recall(W, S, max_sweeps=INF), "max_sweeps", "int", "inf")
+loop("recall-max_sweeps-bool", lambda: hf.recall(W, S, max_sweeps=True), "max_sweeps", "bool")
+loop("recall-W-not-square", lambda: hf.recall(W[:, :5], S), "W", "(..., N, N)")
+loop("recall-W-nan", lambda: hf.recall(with_value(W), S), "W", "finite")
+loop("recall-state-last-dim", lambda: hf.recall(W, S[:, :5]), "state", "(..., 6)", "(2, 5)")
+loop("recall-state-not-binary", lambda: hf.recall(W, S * 0.5), "state", "-1 and +1")
+loop("recall-state-int", lambda: hf.recall(W, S.long()), "state", "torch.int64")
+loop("recall-batch-mismatch", lambda: hf.recall(W.expand(3, N, N), S), "W", "state", "(3,)")
+loop("recall-generator-str", lambda: hf.recall(W, S, generator="0"), "generator", "str")
 
 # ------------------------------------------------------------------ dense_energy and the dense updates
 
@@ -170,16 +165,15 @@ case("dense_async_sweep-F-0", lambda: hf.dense_async_sweep(X, S, 0, [0]), "F", "
 case("dense_async_sweep-patterns-not-binary", lambda: hf.dense_async_sweep(X * 2, S, 2, [0]), "patterns",
      "-1 and +1")
 
-case("dense_recall-max_sweeps-0", lambda: hf.dense_recall(X, S, max_sweeps=0), "max_sweeps",
-     ">= 1", into=LOOPS)
-case("dense_recall-max_sweeps-float", lambda: hf.dense_recall(X, S, max_sweeps=1e9), "max_sweeps", "int",
-     into=LOOPS)
-case("dense_recall-patterns-not-binary", lambda: hf.dense_recall(X * 0.5, S), "patterns",
-     "-1 and +1", into=LOOPS)
-case("dense_recall-state-last-dim", lambda: hf.dense_recall(X, S[:, :5]), "state", "(..., 6)", into=LOOPS)
-case("dense_recall-F-str", lambda: hf.dense_recall(X, S, F="tanh"), "F", "tanh", into=LOOPS)
-case("dense_recall-F-overflow", lambda: hf.dense_recall(X, S, F=60), "F = 60", "overflows", into=LOOPS)
-case("dense_recall-generator-int", lambda: hf.dense_recall(X, S, generator=1), "generator", "int", into=LOOPS)
+loop("dense_recall-max_sweeps-0", lambda: hf.dense_recall(X, S, max_sweeps=0), "max_sweeps",
+     ">= 1")
+loop("dense_recall-max_sweeps-float", lambda: hf.dense_recall(X, S, max_sweeps=1e9), "max_sweeps", "int")
+loop("dense_recall-patterns-not-binary", lambda: hf.dense_recall(X * 0.5, S), "patterns",
+     "-1 and +1")
+loop("dense_recall-state-last-dim", lambda: hf.dense_recall(X, S[:, :5]), "state", "(..., 6)")
+loop("dense_recall-F-str", lambda: hf.dense_recall(X, S, F="tanh"), "F", "tanh")
+loop("dense_recall-F-overflow", lambda: hf.dense_recall(X, S, F=60), "F = 60", "overflows")
+loop("dense_recall-generator-int", lambda: hf.dense_recall(X, S, generator=1), "generator", "int")
 
 # ------------------------------------------------------------------ continuous_energy, retrieve
 

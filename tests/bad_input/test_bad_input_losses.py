@@ -17,7 +17,7 @@ import torch
 
 from seqbook import losses as L
 from seqbook import plot, vsa_models
-from tests.badinput import INF, NAN, assert_clear_error, floats, with_value
+from tests.badinput import INF, NAN, assert_clear_error, floats, table, with_value
 
 matplotlib.use("Agg")
 
@@ -33,11 +33,7 @@ ANGLES = 2 * torch.rand(3, 8, generator=torch.Generator().manual_seed(3)) - 1  #
 CODEBOOK = 2 * torch.rand(5, 8, generator=torch.Generator().manual_seed(4)) - 1  # (C, n)
 LABELS = torch.tensor([0, 4, 2])
 
-ERRORS = []
-
-
-def case(id_, fn, *words):
-    ERRORS.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
 
 
 BAD_BETAS = [("0", 0.0, "> 0"), ("negative", -2.0, "-2.0"), ("inf", INF, "finite"), ("nan", NAN, "finite"),

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from seqbook.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, SequenceClassifier
-from tests.badinput import BAD_FLAGS, assert_clear_error
+from tests.badinput import BAD_FLAGS, assert_clear_error, table
 
 X2, H2 = torch.randn(2, 3), torch.randn(2, 4)  # one step: (B, input_size), (B, hidden_size)
 X3 = torch.randn(2, 5, 3)  # (B, T, input_size)
@@ -27,12 +27,7 @@ LAYERS = {"RNN": RNN(3, 4), "GRU": GRU(3, 4), "LSTM": LSTM(3, 4),
 CLF = SequenceClassifier(10, 3, hidden_size=4, embed_dim=5)
 IDS = torch.tensor([[4, 5, 6], [7, 8, 9]])
 
-REJECTED = {}
-
-
-def case(id_, fn, *words):
-    assert id_ not in REJECTED, id_
-    REJECTED[id_] = (fn, *words)
+ERRORS, case = table()
 
 
 # --- constructors: RNNCell, GRUCell, LSTMCell, RNN, GRU, LSTM
@@ -155,9 +150,8 @@ case("SequenceClassifier-pooling-None", lambda: SequenceClassifier(10, 3, poolin
 case("RNN-nonlinearity-list", lambda: RNN(3, 4, nonlinearity=["tanh"]), "nonlinearity", "['tanh']")
 
 
-@pytest.mark.parametrize("case_id", sorted(REJECTED))
-def test_bad_input_gives_a_clear_error(case_id):
-    fn, *words = REJECTED[case_id]
+@pytest.mark.parametrize(("fn", "words"), ERRORS)
+def test_bad_input_is_refused_clearly(fn, words):
     assert_clear_error(fn, *words)
 
 

@@ -21,7 +21,7 @@ from seqbook import vocab
 from seqbook.seq2seq import AttentionDecoder, Encoder, PlainDecoder, Seq2Seq
 from seqbook.train import fit_seq2seq as fit_s2s
 from seqbook.transformer import Seq2SeqTransformer
-from tests.badinput import assert_clear_error, assert_clear_error_in_time
+from tests.badinput import assert_clear_error, assert_clear_error_in_time, table
 
 DATA = dt.copy_dataset(8, 4, 1, seed=0)
 V = len(DATA.src_vocab)
@@ -35,15 +35,8 @@ S0 = MODEL.decoder.init_state(MEM)
 TF = Seq2SeqTransformer(V, V, 8, 2, 1, 1, dropout=0.0, max_len=8).eval()
 NAN, EOS = float("nan"), vocab.Vocab.eos_id
 
-ERRORS, LOOPS = [], []
-
-
-def case(id_, fn, *words):
-    ERRORS.append(pytest.param(fn, words, id=id_))
-
-
-def loop(id_, fn, *words):
-    LOOPS.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
+LOOPS, loop = table()  # calls that loop: run under a timeout
 
 
 # data

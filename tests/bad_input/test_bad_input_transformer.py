@@ -23,7 +23,7 @@ from seqbook.transformer import (
     PositionalEncoding,
     Seq2SeqTransformer,
 )
-from tests.badinput import BAD_FLAGS, assert_clear_error
+from tests.badinput import BAD_FLAGS, assert_clear_error, table
 
 NAN, INF = float("nan"), float("inf")
 
@@ -46,11 +46,7 @@ S2S_PARTS = lambda: (nn.Embedding(10, 8, padding_idx=0), nn.Embedding(12, 8, pad
 IDX = torch.tensor([[5, 6, 7], [8, 9, 10]])
 OPT = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
 
-ERRORS = []
-
-
-def case(id_, fn, *words):
-    ERRORS.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
 
 
 # positional code

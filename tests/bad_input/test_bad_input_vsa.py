@@ -15,7 +15,7 @@ from tolerance import approx, assert_close
 from seqbook import molecules, vsa, vsa_models
 from seqbook.vsa import CrossAttentionBlock, PhasorLinear, PhasorMLP, ResidualBlock, SelfAttentionBlock
 from seqbook.vsa_models import Codebook, SymbolProjection, VSAAttentionClassifier, VSAResNet
-from tests.badinput import assert_clear_error
+from tests.badinput import assert_clear_error, table
 
 NAN, INF = float("nan"), float("inf")
 
@@ -44,11 +44,7 @@ ZQ, ZK, ZV = ph(2, 8), ph(4, 8, seed=1), ph(4, 8, seed=2)
 X3 = sym(2, 3, 8)  # (B, T, D) for the blocks
 IMG = torch.rand(2, 3, 4, generator=torch.Generator().manual_seed(3))  # (B, rows, cols)
 
-ERRORS = []
-
-
-def case(id_, fn, *words):
-    ERRORS.append(pytest.param(fn, words, id=id_))
+ERRORS, case = table()
 
 
 # ------------------------------------------------------------------ wrap, to_complex, from_complex
