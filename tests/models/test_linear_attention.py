@@ -1,6 +1,6 @@
 """Linear attention (seqbook.linear_attention): its parallel, quadratic, chunked and
 recurrent forms compute one function in float64; the state continues a sequence; the
-module generates token by token; bad input is refused clearly."""
+module generates token by token (bad input: tests/bad_input/test_bad_input_linear_attention.py)."""
 
 import pytest
 import torch
@@ -17,7 +17,6 @@ from seqbook.linear_attention import (
     linear_attention_recurrent,
     linear_attention_step,
 )
-from tests.badinput import assert_clear_error
 
 F64 = torch.float64
 
@@ -143,47 +142,6 @@ def test_module_is_multi_head_linear_attention():
     assert_same_math(layer(x)[0], layer.out_proj(heads), n=40)
 
 
-# --- bad input: ValueError/TypeError raised by seqbook, naming the argument
-Q, K, V = (torch.randn(2, 3, 5, 4) for _ in range(3))
-BAD = {
-    "q-rank": (lambda: linear_attention(Q[0], K, V), "q", "(B, H, T, D_k)",
-               "(3, 5, 4)"),
-    "k-width": (lambda: linear_attention(Q, K[..., :3], V), "k", "(2, 3, S, 4)",
-                "(2, 3, 5, 3)"),
-    "v-length": (lambda: linear_attention(Q, K, V[:, :, :4]), "v", "(2, 3, 5, D_v)",
-                 "(2, 3, 4, 4)"),
-    "causal-length": (lambda: linear_attention(Q, K[:, :, :4], V[:, :, :4],
-                                               causal=True), "k", "T = 5", "4"),
-    "dtype": (lambda: linear_attention(Q, K.double(), V), "q, k, v", "float64"),
-    "int": (lambda: linear_attention(Q.long(), K, V), "q", "int64"),
-    "causal-flag": (lambda: linear_attention(Q, K, V, causal=1), "causal", "int"),
-    "feature_map": (lambda: linear_attention(Q, K, V, feature_map="elu"), "feature_map",
-                    "str"),
-    "eps": (lambda: linear_attention(Q, K, V, eps=-1.0), "eps", "-1.0"),
-    "chunk_size": (lambda: linear_attention_chunked(Q, K, V, chunk_size=0),
-                   "chunk_size", "0"),
-    "state": (lambda: linear_attention_recurrent(Q, K, V, (torch.zeros(2, 3, 4, 4),
-                                                           torch.zeros(2, 3, 5))),
-              "z", "(2, 3, 4)", "(2, 3, 5)"),
-    "module-heads": (lambda: LinearAttention(6, num_heads=4), "embed_dim", "num_heads"),
-    "module-x": (lambda: LinearAttention(8, 2)(torch.randn(2, 5, 6)), "x", "(B, T, 8)",
-                 "(2, 5, 6)"),
-    "module-dtype": (lambda: LinearAttention(8, 2)(torch.randn(2, 5, 8, dtype=F64)),
-                     "x", "float64"),
-    "lm-ids": (lambda: LinearAttentionLM(10, 8, 2)(torch.randn(2, 5)), "ids", "float32"),
-    "lm-range": (lambda: LinearAttentionLM(10, 8, 2)(torch.full((2, 5), 10)), "ids", "10"),
-    "lm-state": (lambda: LinearAttentionLM(10, 8, 2)(torch.zeros(2, 5, dtype=torch.long),
-                                                     [None]), "state", "2 pairs"),
-    "lm-state-shape": (lambda: LinearAttentionLM(10, 8, 2, num_layers=1).step(
-        torch.zeros(2, dtype=torch.long), [(torch.zeros(2, 2, 4, 4), torch.zeros(2, 2, 3))]),
-        "state[0][1]", "(2, 2, 4)", "(2, 2, 3)"),
-    "lm-step-ids": (lambda: LinearAttentionLM(10, 8, 2).step(
-        torch.zeros(2, 1, dtype=torch.long)), "ids", "(B,)", "(2, 1)"),
-    "lm-heads": (lambda: LinearAttentionLM(10, 6, num_heads=4), "embed_dim", "num_heads"),
-    "lm-d_ff": (lambda: LinearAttentionLM(10, 8, 2, d_ff=0), "d_ff", "0"),
-}
-
-
 def lm_and_ids(device, T=11):
     torch.manual_seed(0)
     model = LinearAttentionLM(13, 8, num_heads=2, num_layers=2, chunk_size=4,
@@ -227,9 +185,3 @@ def test_lm_ties_the_head_to_the_embedding_and_trains():
     # embedding + 2 x (4 projections + 2 LayerNorms + MLP) + final LayerNorm; no head
     per_layer = 4 * (8 * 8 + 8) + 2 * 16 + (8 * 32 + 32 + 32 * 8 + 8)
     assert n == 13 * 8 + 2 * per_layer + 16
-
-
-@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
-def test_bad_input_raises_a_clear_error(case):
-    fn, *words = case
-    assert_clear_error(fn, *words)

@@ -1,11 +1,10 @@
 """Multi-query associative recall (seqbook.recall.mqar): the layout of a sequence, the
-answers, reproducibility, and clear errors."""
+answers and reproducibility (bad input: tests/bad_input/test_bad_input_recall.py)."""
 
 import pytest
 import torch
 
 from seqbook.recall import mqar, mqar_updates
-from tests.badinput import assert_clear_error
 
 
 @pytest.mark.parametrize("n, m", [(1, 1), (4, 16), (32, 8), (128, 3)])
@@ -44,22 +43,6 @@ def test_queries_cover_the_pairs_and_the_values_are_balanced():
     assert torch.allclose(share, torch.full((4,), 0.25), atol=0.02)
 
 
-BAD = {
-    "pairs": (lambda: mqar(0, 2), "num_pairs", "0"),
-    "too-many-pairs": (lambda: mqar(9, 2, num_keys=8), "num_pairs", "num_keys=8", "9"),
-    "batch": (lambda: mqar(4, 2.5), "batch_size", "2.5"),
-    "queries": (lambda: mqar(4, 2, num_queries=0), "num_queries", "0"),
-    "values": (lambda: mqar(4, 2, num_values=-1), "num_values", "-1"),
-    "generator": (lambda: mqar(4, 2, generator=0), "generator", "int"),
-}
-
-
-@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
-def test_bad_input_raises_a_clear_error(case):
-    fn, *words = case
-    assert_clear_error(fn, *words)
-
-
 @pytest.mark.parametrize("n, r, m", [(2, 2, 1), (8, 2, 16), (32, 2, 8), (12, 3, 5), (6, 1, 4)])
 def test_updates_ask_for_the_last_value_written(n, r, m):
     keys, values, targets = mqar_updates(n, 6, r, num_queries=m, num_keys=64, num_values=16,
@@ -88,19 +71,3 @@ def test_updates_change_the_value_of_a_key_often():
                 total += 1
             seen[key] = value
     assert total == 500 * 8 and abs(changed / total - 15 / 16) < 0.02  # new values, mostly
-
-
-BAD_UPDATES = {
-    "writes": (lambda: mqar_updates(0, 2), "num_writes", "0"),
-    "odd": (lambda: mqar_updates(5, 2), "num_writes", "multiple", "5"),
-    "per-key": (lambda: mqar_updates(4, 2, 0), "writes_per_key", "0"),
-    "too-many": (lambda: mqar_updates(20, 2, num_keys=8), "num_keys=8", "20"),
-    "batch": (lambda: mqar_updates(4, 2.5), "batch_size", "2.5"),
-    "generator": (lambda: mqar_updates(4, 2, generator=0), "generator", "int"),
-}
-
-
-@pytest.mark.parametrize("case", BAD_UPDATES.values(), ids=BAD_UPDATES.keys())
-def test_bad_input_to_updates_raises_a_clear_error(case):
-    fn, *words = case
-    assert_clear_error(fn, *words)

@@ -1,6 +1,6 @@
 """``seqbook.sampling``: each rule equals its Hugging Face logits warper value for value (the -inf
 pattern and the kept logits, ``torch.equal``), ``warp`` equals HF's processor list in HF's order,
-``sample`` draws only kept tokens and reproducibly, and bad input is refused by name.
+``sample`` draws only kept tokens and reproducibly (bad input: tests/bad_input/test_bad_input_sampling.py).
 
 Top-p and ties: HF sorts with an unstable ``torch.sort``, so where tied tokens straddle the cut
 it keeps some of them by the sort's order; ``top_p`` keeps all of them (as ``top_k`` does). The
@@ -273,71 +273,6 @@ def test_meta_tensors_give_meta_outputs():
     ids = sample(x, 0.8, 4, 0.9, 0.1)
     assert ids.is_meta and ids.shape == (2, 3) and ids.dtype == torch.int64
     assert sample(x, 0.0).shape == (2, 3)
-
-
-# ------------------------------------------------------------------ bad input
-
-
-GOOD = torch.randn(2, 5)
-NAN = torch.tensor([[0.0, float("nan")]])
-PLUS_INF = torch.tensor([[0.0, INF]])
-DEAD = torch.tensor([[0.0, 1.0], [-INF, -INF]])
-
-BAD = [
-    # (call, error, the argument the message starts with)
-    (lambda: top_k([[1.0, 2.0]], 1), TypeError, "logits"),
-    (lambda: top_k(torch.tensor([[1, 2]]), 1), TypeError, "logits"),
-    (lambda: top_p(torch.zeros(2, 3, dtype=torch.complex64), 0.5), TypeError, "logits"),
-    (lambda: min_p(torch.tensor(1.0), 0.1), ValueError, "logits"),
-    (lambda: temperature(torch.zeros(2, 0), 1.0), ValueError, "logits"),
-    (lambda: top_p(NAN, 0.5), ValueError, "logits"),
-    (lambda: min_p(PLUS_INF, 0.5), ValueError, "logits"),
-    (lambda: top_k(DEAD, 1), ValueError, "logits"),
-    (lambda: sample(NAN), ValueError, "logits"),
-    (lambda: top_k(GOOD, 0), ValueError, "k"),
-    (lambda: top_k(GOOD, -2), ValueError, "k"),
-    (lambda: top_k(GOOD, 2.0), TypeError, "k"),
-    (lambda: top_k(GOOD, True), TypeError, "k"),
-    (lambda: top_k(GOOD, None), TypeError, "k"),
-    (lambda: top_p(GOOD, 0.0), ValueError, "p"),
-    (lambda: top_p(GOOD, 1.5), ValueError, "p"),
-    (lambda: top_p(GOOD, -0.1), ValueError, "p"),
-    (lambda: top_p(GOOD, float("nan")), ValueError, "p"),
-    (lambda: top_p(GOOD, "0.9"), TypeError, "p"),
-    (lambda: min_p(GOOD, -0.01), ValueError, "p"),
-    (lambda: min_p(GOOD, 1.01), ValueError, "p"),
-    (lambda: min_p(GOOD, None), TypeError, "p"),
-    (lambda: temperature(GOOD, 0.0), ValueError, "t"),  # the message says greedy
-    (lambda: temperature(GOOD, -1.0), ValueError, "t"),
-    (lambda: temperature(GOOD, INF), ValueError, "t"),
-    (lambda: temperature(GOOD, float("nan")), ValueError, "t"),
-    (lambda: temperature(GOOD, "hot"), TypeError, "t"),
-    (lambda: warp(GOOD, 0.0), ValueError, "temperature"),
-    (lambda: warp(GOOD, top_k=0), ValueError, "top_k"),
-    (lambda: warp(GOOD, top_p=0.0), ValueError, "top_p"),
-    (lambda: warp(GOOD, min_p=2.0), ValueError, "min_p"),
-    (lambda: sample(GOOD, -0.5), ValueError, "temperature"),
-    (lambda: sample(GOOD, INF), ValueError, "temperature"),
-    (lambda: sample(GOOD, top_k=1.5), TypeError, "top_k"),
-    (lambda: sample(GOOD, top_p=1.1), ValueError, "top_p"),
-    (lambda: sample(GOOD, min_p=-1), ValueError, "min_p"),
-    (lambda: sample(GOOD, generator=0), TypeError, "generator"),
-    (lambda: sample(DEAD), ValueError, "logits"),
-]
-
-
-@pytest.mark.parametrize("case", range(len(BAD)))
-def test_bad_input_is_refused_by_name(case):
-    call, error, name = BAD[case]
-    with pytest.raises(error) as info:
-        call()
-    message = str(info.value)
-    assert message.startswith(f"{name} must"), message
-
-
-def test_zero_temperature_points_to_greedy():
-    with pytest.raises(ValueError, match="greedy"):
-        temperature(GOOD, 0)
 
 
 def test_legal_edges():
