@@ -13,41 +13,35 @@ from torch import nn
 
 from seqbook import utils
 from seqbook.rnn import GRU
-from tests.badinput import BAD_FLAGS, assert_clear_error
+from tests.badinput import BAD_FLAGS, assert_clear_error, table
 
-REJECTED = {
-    # --- seed_everything(seed)
-    "seed_everything-float": (lambda: utils.seed_everything(1.5), "seed", "float"),
-    "seed_everything-None": (lambda: utils.seed_everything(None), "seed", "NoneType"),
-    "seed_everything-bool": (lambda: utils.seed_everything(True), "seed", "bool"),
-    "seed_everything-str": (lambda: utils.seed_everything("1"), "seed", "str"),
-    "seed_everything-too-large": (lambda: utils.seed_everything(2**64), "seed", "<="),
-    "seed_everything-too-small": (lambda: utils.seed_everything(-(2**63) - 1), "seed", ">="),
-    "seed_everything-tensor": (lambda: utils.seed_everything(torch.tensor(3)), "seed", "Tensor"),
-    # --- count_parameters(model)
-    "count_parameters-None": (lambda: utils.count_parameters(None), "model", "NoneType"),
-    "count_parameters-tensor": (lambda: utils.count_parameters(torch.zeros(3)), "model", "Tensor"),
-    "count_parameters-list": (lambda: utils.count_parameters([nn.Linear(2, 2)]), "model", "list"),
-    # --- small_model_threads(device, threads)
-    "small_model_threads-threads-0": (lambda: utils.small_model_threads("cpu", 0), "threads", ">= 1", "0"),
-    "small_model_threads-threads-negative": (lambda: utils.small_model_threads("cpu", -2), "threads", "-2"),
-    "small_model_threads-threads-float": (lambda: utils.small_model_threads("cpu", 1.5), "threads", "float"),
-    "small_model_threads-threads-bool": (lambda: utils.small_model_threads("cpu", True), "threads", "bool"),
-    "small_model_threads-device-int": (lambda: utils.small_model_threads(5), "device", "int"),
-    "small_model_threads-device-None": (lambda: utils.small_model_threads(None), "device", "NoneType"),
-    "small_model_threads-device-unknown": (lambda: utils.small_model_threads("gpu0"), "device", "'gpu0'"),
-    # --- set_fast(model, fast), show_source(obj, docstring): flags through check_flag
-    "set_fast-model-without-switch": (lambda: utils.set_fast(nn.GRU(2, 2), True), "model", "fast switch"),
-}
+ERRORS, case = table()
+case("seed_everything-float", lambda: utils.seed_everything(1.5), "seed", "float")
+case("seed_everything-None", lambda: utils.seed_everything(None), "seed", "NoneType")
+case("seed_everything-bool", lambda: utils.seed_everything(True), "seed", "bool")
+case("seed_everything-str", lambda: utils.seed_everything("1"), "seed", "str")
+case("seed_everything-too-large", lambda: utils.seed_everything(2**64), "seed", "<=")
+case("seed_everything-too-small", lambda: utils.seed_everything(-(2**63) - 1), "seed", ">=")
+case("seed_everything-tensor", lambda: utils.seed_everything(torch.tensor(3)), "seed", "Tensor")
+case("count_parameters-None", lambda: utils.count_parameters(None), "model", "NoneType")
+case("count_parameters-tensor", lambda: utils.count_parameters(torch.zeros(3)), "model", "Tensor")
+case("count_parameters-list", lambda: utils.count_parameters([nn.Linear(2, 2)]), "model", "list")
+case("small_model_threads-threads-0", lambda: utils.small_model_threads("cpu", 0), "threads", ">= 1", "0")
+case("small_model_threads-threads-negative", lambda: utils.small_model_threads("cpu", -2), "threads", "-2")
+case("small_model_threads-threads-float", lambda: utils.small_model_threads("cpu", 1.5), "threads", "float")
+case("small_model_threads-threads-bool", lambda: utils.small_model_threads("cpu", True), "threads", "bool")
+case("small_model_threads-device-int", lambda: utils.small_model_threads(5), "device", "int")
+case("small_model_threads-device-None", lambda: utils.small_model_threads(None), "device", "NoneType")
+case("small_model_threads-device-unknown", lambda: utils.small_model_threads("gpu0"), "device", "'gpu0'")
+case("set_fast-model-without-switch", lambda: utils.set_fast(nn.GRU(2, 2), True), "model", "fast switch")
 for kind, value, word in BAD_FLAGS:
-    REJECTED[f"set_fast-fast-{kind}"] = (lambda v=value: utils.set_fast(GRU(2, 2), v), "fast", word)
-    REJECTED[f"show_source-docstring-{kind}"] = (
-        lambda v=value: utils.show_source(utils.set_fast, docstring=v), "docstring", word)
+    case(f"set_fast-fast-{kind}", lambda v=value: utils.set_fast(GRU(2, 2), v), "fast", word)
+    case(f"show_source-docstring-{kind}", lambda v=value: utils.show_source(utils.set_fast, docstring=v),
+         "docstring", word)
 
 
-@pytest.mark.parametrize("case", sorted(REJECTED))
-def test_bad_input_gives_a_clear_error(case):
-    fn, *words = REJECTED[case]
+@pytest.mark.parametrize(("fn", "words"), ERRORS)
+def test_bad_input_is_refused_clearly(fn, words):
     assert_clear_error(fn, *words)
 
 
