@@ -26,7 +26,7 @@ import pytest
 
 from seqbook.utils import _source_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
