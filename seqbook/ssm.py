@@ -597,7 +597,7 @@ class MambaLM(nn.Module):
         x = self.embed(ids)                                  # (B, E)
         new_state = []
         for i, (norm, mixer) in enumerate(zip(self.norms, self.mixers, strict=True)):
-            out, s = mixer.step.__wrapped__(mixer, norm(x), None if state is None else state[i])
+            out, s = mixer.step(norm(x), None if state is None else state[i])
             x = x + out                                      # (B, E)
             new_state.append(s)
         return self.norm(x) @ self.embed.weight.T, new_state  # (B, V)
