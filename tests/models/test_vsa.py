@@ -419,7 +419,7 @@ def test_each_argument_is_checked_once_where_the_reader_s_call_enters(index):
     called by the package and do not check again: one reader's call checks each argument once."""
     import inspect
 
-    from tests.test_check_once import count_checks
+    from tests.package.test_check_once import count_checks
 
     _, call, fn = _reader_calls()[index]
     counts = count_checks(call)
