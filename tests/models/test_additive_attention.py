@@ -129,7 +129,8 @@ def test_follows_dtype():
 )
 def test_bad_input_raises(q_shape, k_shape, mask, match):
     att = make()
-    with pytest.raises(ValueError, match=match):
+    wrong_dtype = mask is not None and mask.dtype != torch.bool  # a wrong dtype is a TypeError
+    with pytest.raises(TypeError if wrong_dtype else ValueError, match=match):
         att(torch.randn(*q_shape), torch.randn(*k_shape), mask=mask)
 
 
