@@ -33,6 +33,7 @@ from torch import nn
 __all__ = [
     "checked",
     "readers_code",
+    "optional",
     "INTEGER_DTYPES",
     "check_lm_chunks",
     "check_positive_int",
@@ -88,30 +89,33 @@ __all__ = [
 _calls = threading.local()
 
 
-def checked(validate: Callable) -> Callable:
-    """Run ``validate`` with a function's arguments before the function, once, where the reader's
-    call enters the package: the package's one way to keep argument checks out of the code the
-    chapters print.
+def checked(validate: Callable | None = None, /, **specs: Callable) -> Callable:
+    """Check a function's arguments before it runs, once, where the reader's call enters the
+    package: the package's one way to keep argument checks out of the code the chapters print.
 
-    ``validate`` sits right above the function it guards and names the parameters it checks, a
-    subset of the function's, under the same names and without defaults (it receives the values
-    the call bound, defaults included); it raises a clear error or returns nothing and never
-    changes the arguments. The decorated function is then the computation only, and
+    An argument that is checked on its own is named with its check, a function of ``seqbook.checks``
+    called as ``check(name, value)``; an argument checked against another one, or against the
+    module's sizes, goes to ``validate``, a function right above the one it guards that names the
+    parameters it checks (a subset of the function's, the same names, no defaults: it receives the
+    values the call bound, defaults included). Both raise a clear error or return nothing, and never
+    change the arguments. The decorated function is then the computation only, and
     :func:`seqbook.utils.show_source` prints it without the decorator line::
 
         def _check_forward(self, x):
             check_float_tensor("x", x, shape=(None, None, self.embed_dim))
 
-        @checked(_check_forward)
-        def forward(self, x, mask=None):
+        @checked(_check_forward, return_gates=check_flag)
+        def forward(self, x, return_gates=False):
             return self.linear2(self.activation(self.linear1(x)))  # the math only
 
+    The per-argument checks run first, in the order named, then ``validate``.
+
     **Once, at the door.** While a checked call runs, the checked calls it makes (a GPT's blocks,
-    a block's attention) skip their validators: their arguments were built by the package from
+    a block's attention) skip their checks: their arguments were built by the package from
     arguments already checked. :func:`readers_code` opens the door again around code the reader
     supplied (a model handed to a training loop, a callback).
     """
-    own = inspect.signature(validate).parameters
+    own = inspect.signature(validate).parameters if validate is not None else {}
 
     def decorate(fn: Callable) -> Callable:
         signature = inspect.signature(fn)
@@ -119,22 +123,31 @@ def checked(validate: Callable) -> Callable:
         names = [n for n in own if n in params]
         variadic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in own.values())
         unknown = [n for n in own if n not in params and own[n].default is inspect.Parameter.empty
-                   and not variadic]
+                   and not variadic] + [n for n in specs if n not in params]
         if unknown:
-            raise TypeError(f"validator {validate.__qualname__} names {unknown}, which "
-                            f"{fn.__qualname__} does not take")
-        same = names == params == list(own)  # the validator takes the whole signature: no binding needed
+            name = validate.__qualname__ if validate is not None else "checked"
+            raise TypeError(f"{name} names {unknown}, which {fn.__qualname__} does not take")
+        same = validate is not None and names == params == list(own)  # no binding needed
+
+        def check(args, kwargs) -> None:
+            if not specs and (variadic or (same and not kwargs and len(args) == len(params))):
+                validate(*args, **kwargs)
+                return
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            for name, spec in specs.items():
+                spec(name, bound.arguments[name])
+            if validate is not None:
+                if variadic:
+                    validate(*args, **kwargs)
+                else:
+                    validate(**{n: bound.arguments[n] for n in names})
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
             if getattr(_calls, "depth", 0):  # called by the package: checked at the door
                 return fn(*args, **kwargs)
-            if variadic or (same and not kwargs and len(args) == len(params)):
-                validate(*args, **kwargs)
-            else:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                validate(**{n: bound.arguments[n] for n in names})
+            check(args, kwargs)
             _calls.depth = 1
             try:
                 return fn(*args, **kwargs)
@@ -142,9 +155,21 @@ def checked(validate: Callable) -> Callable:
                 _calls.depth = 0
 
         run.validate = validate
+        run.specs = specs
         return run
 
     return decorate
+
+
+def optional(check: Callable) -> Callable:
+    """``check`` for an argument that may also be None: ``@checked(d_ff=optional(check_positive_int))``."""
+
+    def check_optional(name: str, value) -> None:
+        if value is not None:
+            check(name, value)
+
+    check_optional.__qualname__ = f"optional({check.__qualname__})"
+    return check_optional
 
 
 @contextlib.contextmanager
