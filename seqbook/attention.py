@@ -492,7 +492,8 @@ class MultiHeadAttention(nn.Module):
         """
         B, L, E = query.shape
         S, H, Dh = key.shape[1], self.num_heads, self.head_dim
-        mask = self.merge_masks(key_padding_mask, attn_mask, B, L, S)  # True = attend
+        # one mask or None: bool (True = attend) or float (added to the scores)
+        mask = self.merge_masks(key_padding_mask, attn_mask, B, L, S)
 
         # Project, then split the embedding into H heads of Dh dims each.
         q = self.q_proj(query).view(B, L, H, Dh).transpose(1, 2)  # (B, H, L, Dh)

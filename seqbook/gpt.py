@@ -362,7 +362,8 @@ class GPT(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits of the next token at every position of ``idx``, and their loss on
         ``targets``. With ``caches`` (one :class:`~seqbook.kv_cache.KVCache` per block),
-        ``idx`` holds only the new tokens, at the positions after those the caches keep.
+        ``idx`` holds only the new tokens, at the positions after those the caches keep: a
+        prompt for empty caches, then one token per call.
         """
         start = caches[0].length if caches else 0  # positions already in the caches
         x, rotary = self.positions(self.tok_emb(idx), start)  # (B, T, D); RoPE's angles

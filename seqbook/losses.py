@@ -9,7 +9,8 @@ finite losses. Reading order:
    with its label-smoothing and ``ignore_index`` conventions.
 3. ``entropy``, ``kl_divergence``, ``cross_entropy_dist``, ``perplexity``: the quantities of
    eqs. (9.1)-(9.2) of the book, on probability vectors.
-4. ``expected_calibration_error``, ``calibration_bins``, ``reliability_diagram``: calibration.
+4. ``expected_calibration_error``, ``calibration_bins``: calibration (drawn by
+   :func:`seqbook.plot.reliability_diagram`).
 5. ``similarity_loss``, ``similarity_logits``: the phasor-similarity loss of the VSA chapter
    (1 - similarity), and similarities used as logits.
 
