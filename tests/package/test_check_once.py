@@ -21,24 +21,32 @@ from seqbook.gpt import GPT, GPTConfig
 
 # The functions of seqbook.checks that are not checks: the decorator's wrapper and helpers.
 NOT_CHECKS = {"run", "readers_code", "has_values", "shape_of", "autocast_enabled", "_shape_text",
-              "decorate", "checked", "__enter__", "__exit__"}
+              "decorate", "checked", "__enter__", "__exit__", "check", "check_optional"}
+
+# The frames of seqbook.checks that call the per-argument checks named on ``@checked(x=check)``:
+# the decorator's ``check`` and the wrapper of ``optional(check)``.
+SPEC_CALLERS = {"check", "check_optional"}
 
 
 def count_checks(call) -> collections.Counter:
-    """Run ``call()`` and count the checks made into ``seqbook.checks`` from outside it, by the
-    argument name each check was given (its first argument)."""
+    """Run ``call()`` and count the checks made into ``seqbook.checks`` from outside it, and the
+    per-argument checks that ``@checked`` runs for it, by the argument name each check was given
+    (its first argument)."""
     counts: collections.Counter = collections.Counter()
 
     def profile(frame, event, arg):
         if event != "call" or frame.f_code.co_filename != checks.__file__:
             return
         caller = frame.f_back
-        if caller is None or caller.f_code.co_filename == checks.__file__:
-            return
-        if frame.f_code.co_name in NOT_CHECKS:
+        if caller is None or frame.f_code.co_name in NOT_CHECKS:
             return
         first = frame.f_code.co_varnames[0] if frame.f_code.co_argcount else None
-        counts[frame.f_locals.get(first, frame.f_code.co_name)] += 1
+        name = frame.f_locals.get(first, frame.f_code.co_name)
+        if caller.f_code.co_filename == checks.__file__:
+            # a check that another check calls is not counted; one named on @checked is
+            if caller.f_code.co_name not in SPEC_CALLERS or not isinstance(name, str):
+                return
+        counts[name] += 1
 
     sys.setprofile(profile)
     try:
