@@ -51,7 +51,7 @@ __all__ = ["POSITIONAL", "CausalSelfAttention", "GPTBlock", "GPTConfig", "GPT"]
 POSITIONAL = ("learned", "sinusoidal", "rope")
 
 
-def _check_rotary_and_cache(self, x, rotary, cache, need_weights) -> None:
+def _check_rotary_and_cache(self, x, rotary, cache) -> None:
     """The inputs of a GPT block or its attention: x (B, T, D); RoPE's angles for T positions;
     a cache with room for T more, which past its first call takes one token at a time."""
     attn = getattr(self, "self_attn", self)
@@ -64,7 +64,6 @@ def _check_rotary_and_cache(self, x, rotary, cache, need_weights) -> None:
         if cache.length and T != 1:
             raise ValueError(f"a cache that holds {cache.length} positions takes one new token at "
                              f"a time, got {T}")
-    check_flag("need_weights", need_weights)
 
 
 class CausalSelfAttention(MultiHeadAttention):
@@ -85,7 +84,7 @@ class CausalSelfAttention(MultiHeadAttention):
         per-head weights (B, num_heads, T, S) or None, S = T plus the positions kept in the cache.
     """
 
-    @checked(_check_rotary_and_cache)
+    @checked(_check_rotary_and_cache, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,
@@ -139,7 +138,7 @@ class GPTBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
-    @checked(_check_rotary_and_cache)
+    @checked(_check_rotary_and_cache, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,

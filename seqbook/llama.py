@@ -39,7 +39,6 @@ from .attention import scaled_dot_product_attention
 from .checks import (
     check_features,
     check_flag,
-    check_float_tensor,
     check_int,
     check_number,
     check_positive_int,
@@ -116,9 +115,7 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(d_ff, embed_dim, bias=bias)
 
     def _check_forward(self, x: torch.Tensor) -> None:
-        check_float_tensor("x", x, nonempty=False)
-        if x.dim() == 0 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x must have shape (..., {self.embed_dim}), got {tuple(x.shape)}")
+        check_features("x", x, self.embed_dim)
         check_same_dtype("x", x, self.gate_proj.weight.dtype)
 
     @checked(_check_forward)

@@ -27,11 +27,11 @@ import torch
 from .checks import (
     check_float_tensor,
     check_generator,
-    check_int,
     check_number,
     check_positive_int,
     checked,
     has_values,
+    optional,
     shape_of,
 )
 
@@ -167,18 +167,19 @@ def min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 WARPERS = (temperature, top_k, top_p, min_p)
 
 
-def _check_warp(logits, temperature=1.0, top_k=None, top_p=None, min_p=None) -> None:
+# The rules' arguments of warp and sample, each None (the rule is skipped) or as top_k, top_p and
+# min_p take it.
+_RULES = {"top_k": optional(check_positive_int),
+          "top_p": optional(partial(check_number, low=0.0, high=1.0, low_open=True)),
+          "min_p": optional(partial(check_number, low=0.0, high=1.0))}
+
+
+def _check_warp(logits, temperature) -> None:
     _check_logits(logits)
     _check_t("temperature", temperature)
-    if top_k is not None:
-        check_int("top_k", top_k, minimum=1)
-    if top_p is not None:
-        check_number("top_p", top_p, 0.0, 1.0, low_open=True)
-    if min_p is not None:
-        check_number("min_p", min_p, 0.0, 1.0)
 
 
-@checked(_check_warp)
+@checked(_check_warp, **_RULES)
 def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
          top_p: float | None = None, min_p: float | None = None) -> torch.Tensor:
     r"""The logits :func:`sample` draws from: the rules of :data:`WARPERS` one after
@@ -201,12 +202,12 @@ def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = Non
     return z
 
 
-def _check_sample(logits, temperature, top_k, top_p, min_p) -> None:
+def _check_sample(logits, temperature) -> None:
     _check_t("temperature", temperature, allow_zero=True)
-    _check_warp(logits, 1.0, top_k, top_p, min_p)
+    _check_logits(logits)
 
 
-@checked(_check_sample, generator=check_generator)
+@checked(_check_sample, **_RULES, generator=check_generator)
 def sample(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
            top_p: float | None = None, min_p: float | None = None,
            generator: torch.Generator | None = None) -> torch.Tensor:

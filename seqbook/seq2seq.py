@@ -434,16 +434,15 @@ class Seq2Seq(nn.Module):
         logits, s, weights = self.decoder.step(prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
 
-    def _check_forward(self, src, src_lengths, tgt_in, return_attention) -> None:
+    def _check_forward(self, src, src_lengths, tgt_in) -> None:
         _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
         if not isinstance(tgt_in, torch.Tensor):
             raise TypeError(f"tgt_in must be a torch.Tensor, got {type(tgt_in).__name__}")
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
             raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
         check_ids("tgt_in", tgt_in, self.decoder.vocab_size)
-        check_flag("return_attention", return_attention)
 
-    @checked(_check_forward)
+    @checked(_check_forward, return_attention=check_flag)
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False):
         """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
@@ -459,7 +458,7 @@ class Seq2Seq(nn.Module):
         if has_values(tgt) and not bool((tgt[:, 1:] != PAD_ID).any()):
             raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
                              "token is undefined")
-        self._check_forward(src, src_lengths, tgt[:, :-1], False)
+        self._check_forward(src, src_lengths, tgt[:, :-1])
 
     @checked(_check_loss)
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:

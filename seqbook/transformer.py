@@ -671,14 +671,13 @@ class Seq2SeqTransformer(nn.Module):
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
         return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
-    def _check_encode(self, src, src_lengths, need_weights) -> None:
+    def _check_encode(self, src, src_lengths) -> None:
         check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
         if src_lengths is not None:
             check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
             check_lengths("src_lengths", src_lengths, src.shape[1], of="src")
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_encode)
+    @checked(_check_encode, need_weights=check_flag)
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.decoding`).
@@ -736,7 +735,7 @@ class Seq2SeqTransformer(nn.Module):
         if tgt.dim() != 2 or tgt.shape[1] < 2:
             raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
         check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
-        self._check_encode(src, src_lengths, False)  # src_lengths too, though padding is found from pad_id
+        self._check_encode(src, src_lengths)  # src_lengths too, though padding is found from pad_id
         if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
             raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
                              f"the mean loss over no token is undefined")
