@@ -24,6 +24,7 @@ A query row whose keys are all blocked gets zero weights and a zero output (PyTo
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +48,7 @@ from .checks import (
     check_tensor,
     checked,
     has_values,
+    optional,
     shape_of,
 )
 
@@ -86,7 +88,6 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
 
 
 def _check_lengths_to_mask(lengths, max_len) -> None:
-    check_tensor("lengths", lengths, shape=(None,), names="(B,)", nonempty=False)
     if lengths.dtype not in INTEGER_DTYPES:
         raise TypeError(f"lengths must be an integer tensor, got {lengths.dtype}")
     if max_len is None:
@@ -99,7 +100,7 @@ def _check_lengths_to_mask(lengths, max_len) -> None:
         check_lengths("lengths", lengths, max_len, minimum=0, of="the mask (max_len)")
 
 
-@checked(_check_lengths_to_mask)
+@checked(_check_lengths_to_mask, lengths=partial(check_tensor, shape=(None,), names="(B,)", nonempty=False))
 def lengths_to_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
     """Boolean mask (B, T) that is True at **real tokens** and False at padding: the package's
     convention (True = may attend). PyTorch's ``key_padding_mask`` (True = padding) is its negation,
@@ -139,7 +140,7 @@ def padding_to_attn_mask(key_padding_mask: torch.Tensor, heads: bool = True) -> 
     return attend[:, None, None, :] if heads else attend[:, None, :]
 
 
-def _check_attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None) -> None:
+def _check_attention(q, k, v, mask, scale) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float_tensor(name, t, nonempty=False)
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
@@ -157,8 +158,6 @@ def _check_attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=N
         raise ValueError(f"k must have shape (..., S, d_k) with S, d_k >= 1, got {shape_of(k)}")
     if not q.dtype == k.dtype == v.dtype and not autocast_enabled(q):
         raise TypeError(f"q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    check_probability("dropout_p", dropout_p, allow_one=True)
-    check_flag("is_causal", is_causal)
     if scale is not None and not isinstance(scale, torch.Tensor):
         check_number("scale", scale)
     try:
@@ -178,7 +177,7 @@ def _check_attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=N
             raise ValueError(f"mask must broadcast to {score_shape} (..., L, S), got {shape_of(mask)}")
 
 
-@checked(_check_attention)
+@checked(_check_attention, dropout_p=partial(check_probability, allow_one=True), is_causal=check_flag)
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -242,7 +241,6 @@ def scaled_dot_product_attention(
 
 
 def _check_restrict_mask(mask, allowed) -> None:
-    check_bool_mask("allowed", allowed)
     if mask is not None:
         check_mask("mask", mask)
         try:
@@ -252,7 +250,7 @@ def _check_restrict_mask(mask, allowed) -> None:
                              f"{shape_of(allowed)}") from None
 
 
-@checked(_check_restrict_mask)
+@checked(_check_restrict_mask, allowed=check_bool_mask)
 def restrict_mask(mask: torch.Tensor | None, allowed: torch.Tensor) -> torch.Tensor:
     """Block, in ``mask``, every pair that ``allowed`` (bool, True = may attend) does not allow.
 
@@ -443,8 +441,7 @@ class MultiHeadAttention(nn.Module):
 
     fast = fused_switch("attend")
 
-    def _check_forward(self, query, key, value, key_padding_mask, attn_mask, need_weights, is_causal,
-                       average_attn_weights) -> None:
+    def _check_forward(self, query, key, value, key_padding_mask, attn_mask) -> None:
         E = self.embed_dim
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_float_tensor(name, t, nonempty=False)
@@ -465,15 +462,12 @@ class MultiHeadAttention(nn.Module):
             )
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_same_dtype(name, t, self.q_proj.weight.dtype)
-        check_flag("need_weights", need_weights)
-        check_flag("is_causal", is_causal)
-        check_flag("average_attn_weights", average_attn_weights)
         if key_padding_mask is not None:
             check_padding_mask("key_padding_mask", key_padding_mask, B, S)
         if attn_mask is not None:
             check_attn_mask("attn_mask", attn_mask, B, self.num_heads, L, S)
 
-    @checked(_check_forward)
+    @checked(_check_forward, need_weights=check_flag, is_causal=check_flag, average_attn_weights=check_flag)
     def forward(
         self,
         query: torch.Tensor,
@@ -619,15 +613,11 @@ class AdditiveAttention(nn.Module):
         check_same_dtype("keys", keys, self.U_a.weight.dtype)
         return self.U_a(keys)
 
-    def _check_forward(self, query, keys, values=None, mask=None, projected_keys=None) -> None:
+    def _check_forward(self, query, keys, values, mask, projected_keys) -> None:
         values = keys if values is None else values
-        check_float_tensor("keys", keys, nonempty=False)
-        check_float_tensor("query", query, nonempty=False)
         check_float_tensor("values", values, nonempty=False)
         if mask is not None and not isinstance(mask, torch.Tensor):
             raise TypeError(f"mask must be a bool torch.Tensor, got {type(mask).__name__}")
-        if projected_keys is not None:
-            check_float_tensor("projected_keys", projected_keys, nonempty=False)
         if keys.dim() != 3 or keys.shape[-1] != self.key_dim:
             raise ValueError(f"keys must have shape (B, S, {self.key_dim}), got {shape_of(keys)}")
         B, S = keys.shape[:2]
@@ -657,7 +647,9 @@ class AdditiveAttention(nn.Module):
             if t is not None:
                 check_same_dtype(name, t, dtype)
 
-    @checked(_check_forward)
+    @checked(_check_forward, keys=partial(check_float_tensor, nonempty=False),
+             query=partial(check_float_tensor, nonempty=False),
+             projected_keys=optional(partial(check_float_tensor, nonempty=False)))
     def forward(
         self,
         query: torch.Tensor,

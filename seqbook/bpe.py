@@ -62,7 +62,7 @@ from itertools import pairwise
 import numpy as np
 import torch
 
-from .checks import INTEGER_DTYPES, check_int
+from .checks import INTEGER_DTYPES, check_int, check_str
 
 __all__ = [
     "GPT2_PATTERN",
@@ -126,12 +126,6 @@ def _check_pattern(pattern) -> str:
     return pattern
 
 
-def _check_text(name: str, text) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    return text
-
-
 def well_formed(text: str) -> str:
     """``text`` as tiktoken reads it: every character has UTF-8 bytes.
 
@@ -143,7 +137,7 @@ def well_formed(text: str) -> str:
     Shape:
         text: a ``str``; returns a ``str`` that ``.encode("utf-8")`` accepts.
     """
-    _check_text("text", text)
+    check_str("text", text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # surrogates: through UTF-16, which joins pairs and replaces lone ones

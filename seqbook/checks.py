@@ -168,7 +168,9 @@ def optional(check: Callable) -> Callable:
         if value is not None:
             check(name, value)
 
-    check_optional.__qualname__ = f"optional({check.__qualname__})"
+    inner = check.func if isinstance(check, functools.partial) else check  # a partial has no name
+    check_optional.__qualname__ = f"optional({inner.__qualname__})"
+    check_optional.check = check  # what it runs on a value that is not None
     return check_optional
 
 

@@ -620,8 +620,7 @@ def copy_dataset(
                         ("test_max_len", test_max_len)):
         check_int(name, value)
     seed = check_int("seed", seed, minimum=None)
-    if not isinstance(alphabet, str):
-        raise TypeError(f"alphabet must be a str, got {type(alphabet).__name__}")
+    check_str("alphabet", alphabet)
     if len(set(alphabet)) < 2:
         raise ValueError(f"alphabet must hold at least 2 distinct characters, got {alphabet!r}")
     rng = random.Random(seed)

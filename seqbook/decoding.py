@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 from torch import nn
@@ -50,7 +51,9 @@ from .checks import (
     check_int,
     check_lengths,
     check_number,
+    check_positive_int,
     check_str,
+    check_token_ids,
     checked,
     has_values,
     readers_code,
@@ -59,8 +62,8 @@ from .kv_cache import KVCache
 from .sampling import sample
 
 __all__ = [
-    "PAD_ID", "SOS_ID", "EOS_ID", "check_sampling", "forbid_tokens", "sample_next", "generate",
-    "sample_sequence", "generate_tokens", "greedy_decode", "beam_search", "translate",
+    "PAD_ID", "SOS_ID", "EOS_ID", "check_sampling", "check_generate", "forbid_tokens", "sample_next",
+    "generate", "sample_sequence", "generate_tokens", "greedy_decode", "beam_search", "translate",
 ]
 
 #: The reserved ids every decoder writes and reads, those of :class:`seqbook.vocab.Vocab`.
@@ -90,12 +93,21 @@ def check_sampling(vocab_size: int, temperature: float = 1.0, top_k: int | None 
     return temperature, top_k, check_forbid("forbid", forbid, vocab_size)
 
 
+def check_generate(self, idx, temperature, top_k, generator, forbid) -> None:
+    """The validator of a language model's ``generate`` (:meth:`seqbook.gpt.GPT.generate`,
+    :meth:`seqbook.llama.Llama.generate`), ``self`` the model and its ``config.vocab_size`` the
+    vocabulary: ``idx`` as ``forward`` takes it (but it may be longer than the block) and the
+    sampling arguments as :func:`check_sampling` checks them. ``max_new_tokens`` and ``use_cache``
+    are checked on their own, named on ``@checked``."""
+    check_token_ids("idx", idx, self.config.vocab_size)  # as forward, but idx may be longer
+    check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
+
+
 def _check_forbid_tokens(logits, forbid) -> None:
-    check_float_tensor("logits", logits, ndim=2, names="(B, V)")
     check_forbid("forbid", forbid, logits.shape[-1])
 
 
-@checked(_check_forbid_tokens)
+@checked(_check_forbid_tokens, logits=partial(check_float_tensor, ndim=2, names="(B, V)"))
 def forbid_tokens(logits: torch.Tensor, forbid: Sequence[int] = ()) -> torch.Tensor:
     """The rule for tokens a model must never emit: their logits become -inf.
 
@@ -120,7 +132,6 @@ def forbid_tokens(logits: torch.Tensor, forbid: Sequence[int] = ()) -> torch.Ten
 def _check_sample_next(logits, temperature, top_k, forbid, generator) -> None:
     """The arguments, then the logits' values: no NaN or +inf, and a finite logit left in every row
     once ``forbid`` is applied (-inf is legal: a token never drawn)."""
-    check_float_tensor("logits", logits, ndim=2, names="(B, V)")
     *_, forbid = check_sampling(logits.shape[-1], temperature, top_k, forbid, generator)
     if not has_values(logits):
         return
@@ -135,7 +146,7 @@ def _check_sample_next(logits, temperature, top_k, forbid, generator) -> None:
                          "row of -inf only (no token left to draw)")
 
 
-@checked(_check_sample_next)
+@checked(_check_sample_next, logits=partial(check_float_tensor, ndim=2, names="(B, V)"))
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 forbid: Sequence[int] = (), generator: torch.Generator | None = None) -> torch.Tensor:
     r"""Draw the next token of each row from its logits: the one sampling rule of the book.
@@ -196,18 +207,17 @@ def _eval_mode(model: nn.Module):
         model.train(was_training)
 
 
-def _check_generate(model, vocab, prefix, n, temperature, generator) -> None:
+def _check_generate(model, vocab, prefix, temperature, generator) -> None:
     if not check_str("prefix", prefix):
         raise ValueError("prefix must hold at least one character, got ''")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     _check_vocab("vocab", vocab, model)
-    check_int("n", n, 0)
     reserved = (vocab.pad_id, vocab.unk_id, vocab.sos_id, vocab.eos_id)
     check_sampling(len(vocab.itos), temperature, forbid=reserved, generator=generator)
 
 
-@checked(_check_generate)
+@checked(_check_generate, n=partial(check_int, minimum=0))
 @torch.no_grad()
 def generate(model: nn.Module, vocab, prefix: str, n: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> str:
@@ -248,19 +258,18 @@ def generate(model: nn.Module, vocab, prefix: str, n: int, temperature: float = 
     return prefix + "".join(out)
 
 
-def _check_sample_sequence(model, vocab, cond, max_len, temperature, generator) -> None:
+def _check_sample_sequence(model, vocab, cond, temperature, generator) -> None:
     conditional = isinstance(model, nn.Module) and callable(getattr(model, "initial_state", None))
     if not conditional or not isinstance(getattr(model, "num_conditions", None), int):
         raise TypeError(f"model must be a ConditionalCharLM (an nn.Module with initial_state and "
                         f"num_conditions), got {type(model).__name__}")
     _check_vocab("vocab", vocab, model)
     check_int("cond", cond, 0, model.num_conditions - 1)
-    check_int("max_len", max_len, 1)
     forbid = (vocab.pad_id, vocab.unk_id, vocab.sos_id)
     check_sampling(len(vocab.itos), temperature, forbid=forbid, generator=generator)
 
 
-@checked(_check_sample_sequence)
+@checked(_check_sample_sequence, max_len=check_positive_int)
 @torch.no_grad()
 def sample_sequence(model: nn.Module, vocab, cond: int, max_len: int = 20, temperature: float = 1.0,
                     generator: torch.Generator | None = None) -> str:
@@ -286,8 +295,7 @@ def sample_sequence(model: nn.Module, vocab, cond: int, max_len: int = 20, tempe
     return "".join(out)
 
 
-def _check_generate_tokens(model, idx, max_new_tokens, temperature, top_k, forbid, generator,
-                           use_cache) -> None:
+def _check_generate_tokens(model, idx, temperature, top_k, forbid, generator) -> None:
     config = getattr(model, "config", None)
     if not isinstance(model, nn.Module) or not all(
             isinstance(getattr(config, k, None), int) for k in ("block_size", "vocab_size")):
@@ -295,12 +303,10 @@ def _check_generate_tokens(model, idx, max_new_tokens, temperature, top_k, forbi
                         f"nn.Module with config.block_size and config.vocab_size), got "
                         f"{type(model).__name__}")
     check_ids("idx", idx, config.vocab_size, shape=(None, None), names="(B, T)")
-    check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_sampling(config.vocab_size, temperature, top_k, forbid, generator)
-    check_flag("use_cache", use_cache)
 
 
-@checked(_check_generate_tokens)
+@checked(_check_generate_tokens, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
 @torch.no_grad()
 def generate_tokens(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                     top_k: int | None = None, forbid: Sequence[int] = (),
@@ -357,15 +363,12 @@ def _check_source(src, src_lengths) -> None:
     check_lengths("src_lengths", src_lengths, S, of="src")
 
 
-def _check_greedy_decode(model, src, src_lengths, max_len, return_attention, forbid) -> None:
+def _check_greedy_decode(model, src, src_lengths) -> None:
     _check_model(model)
     _check_source(src, src_lengths)
-    check_int("max_len", max_len, 1)
-    check_flag("return_attention", return_attention)
-    check_forbid("forbid", forbid)  # against the target vocabulary at the first step
 
 
-@checked(_check_greedy_decode)
+@checked(_check_greedy_decode, max_len=check_positive_int, return_attention=check_flag, forbid=check_forbid)
 @torch.no_grad()
 def greedy_decode(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
                   return_attention: bool = False, forbid: Sequence[int] = ()):
@@ -426,18 +429,13 @@ def _length_penalty(lengths: torch.Tensor, alpha: float, dtype: torch.dtype) -> 
     return ((5.0 + lengths.to(dtype)) / 6.0) ** alpha
 
 
-def _check_beam_search(model, src, src_lengths, beam_width, max_len, return_scores, length_penalty,
-                       forbid) -> None:
+def _check_beam_search(model, src, src_lengths) -> None:
     _check_model(model)
     _check_source(src, src_lengths)
-    check_int("beam_width", beam_width, 1)
-    check_int("max_len", max_len, 1)
-    check_flag("return_scores", return_scores)
-    check_number("length_penalty", length_penalty, low=0.0)
-    check_forbid("forbid", forbid)  # against the target vocabulary at the first step
 
 
-@checked(_check_beam_search)
+@checked(_check_beam_search, beam_width=check_positive_int, max_len=check_positive_int,
+         return_scores=check_flag, length_penalty=partial(check_number, low=0.0), forbid=check_forbid)
 @torch.no_grad()
 def beam_search(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,
                 max_len: int, return_scores: bool = False, length_penalty: float = 0.0,
@@ -511,8 +509,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, 
     return (ys, scores.gather(1, best[:, None]).squeeze(1)) if return_scores else ys
 
 
-def _check_translate(model, sources, src_vocab, tgt_vocab, max_len, beam_width, batch_size,
-                     length_penalty, forbid) -> None:
+def _check_translate(model, sources, src_vocab, tgt_vocab, forbid) -> None:
     if isinstance(sources, str):
         raise ValueError("sources must be a list of strings, got one string")
     _check_model(model)
@@ -520,10 +517,6 @@ def _check_translate(model, sources, src_vocab, tgt_vocab, max_len, beam_width, 
         raise TypeError(f"sources must be a list of strings, got {type(sources).__name__}")
     _check_vocab("src_vocab", src_vocab)
     _check_vocab("tgt_vocab", tgt_vocab)
-    check_int("max_len", max_len, 1)
-    check_int("beam_width", beam_width, 1)
-    check_int("batch_size", batch_size, 1)
-    check_number("length_penalty", length_penalty, low=0.0)
     check_forbid("forbid", forbid, len(tgt_vocab.itos))  # also when there is nothing to translate
 
 
@@ -534,7 +527,8 @@ def _text(ids: list[int], vocab) -> str:
     return "".join(vocab.itos[i] for i in ids if i not in (PAD_ID, SOS_ID))
 
 
-@checked(_check_translate)
+@checked(_check_translate, max_len=check_positive_int, beam_width=check_positive_int,
+         batch_size=check_positive_int, length_penalty=partial(check_number, low=0.0))
 @torch.no_grad()
 def translate(model: nn.Module, sources: Sequence[str], src_vocab, tgt_vocab, max_len: int,
               beam_width: int = 1, batch_size: int = 512, length_penalty: float = 0.0,

@@ -30,6 +30,8 @@ transpose).
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -47,11 +49,13 @@ from .checks import (
 __all__ = ["delta_rule_recurrent", "delta_rule_chunked", "DeltaNet"]
 
 
-def _check_delta_rule(q, k, v, beta, log_alpha=None, state=None, chunk_size=64) -> None:
-    """q, k (B, H, T, D_k), v (B, H, T, D_v), beta and log_alpha (B, H, T), state
-    (B, H, D_k, D_v), one dtype, one device; the checks of both forms of the delta rule
-    (the recurrent form has no chunk_size and leaves the default)."""
-    check_float_tensor("k", k, ndim=4, names="(B, H, T, D_k)")
+# k, checked first: its shape (B, H, T, D_k) gives the sizes the other tensors must have.
+_KEYS = partial(check_float_tensor, ndim=4, names="(B, H, T, D_k)")
+
+
+def _check_delta_rule(q, k, v, beta, log_alpha, state) -> None:
+    """q like k, v (B, H, T, D_v), beta and log_alpha (B, H, T), state (B, H, D_k, D_v), one
+    dtype, one device; the checks of both forms of the delta rule."""
     B, H, T, Dk = k.shape
     check_float_tensor("q", q, shape=(B, H, T, Dk), names=f"({B}, {H}, {T}, {Dk}) like k")
     check_float_tensor("v", v, shape=(B, H, T, None), names=f"({B}, {H}, {T}, D_v)")
@@ -72,10 +76,9 @@ def _check_delta_rule(q, k, v, beta, log_alpha=None, state=None, chunk_size=64) 
     if len({x.device for x in tensors.values()}) > 1:
         got = ", ".join(f"{name} {x.device}" for name, x in tensors.items())
         raise ValueError(f"q, k, v, beta, log_alpha and state must be on one device, got {got}")
-    check_positive_int("chunk_size", chunk_size)
 
 
-@checked(_check_delta_rule)
+@checked(_check_delta_rule, k=_KEYS)
 def delta_rule_recurrent(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -123,7 +126,7 @@ def delta_rule_recurrent(
     return torch.stack(outputs, dim=2), S                      # (B, H, T, D_v)
 
 
-@checked(_check_delta_rule)
+@checked(_check_delta_rule, k=_KEYS, chunk_size=check_positive_int)
 def delta_rule_chunked(
     q: torch.Tensor,
     k: torch.Tensor,

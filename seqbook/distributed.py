@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,7 @@ from .checks import (
     check_positive_int,
     check_tensor,
     checked,
+    optional,
     readers_code,
 )
 from .gpt import GPT, GPTConfig
@@ -196,18 +198,15 @@ def _torch_seed(*numbers: int) -> int:
     return _mixed_seed(*numbers) >> 193
 
 
-def _check_global_batch_starts(seed, step, num_tokens, block_size, batch_size) -> None:
-    check_int("seed", seed, minimum=None)
-    check_int("step", step, minimum=0)
-    check_positive_int("num_tokens", num_tokens)
-    check_positive_int("block_size", block_size)
-    check_positive_int("batch_size", batch_size)
+def _check_global_batch_starts(num_tokens, block_size) -> None:
     if num_tokens - block_size < 1:  # a window starts at s and its targets end at s + block_size
         raise ValueError(f"num_tokens must be >= block_size + 1 = {block_size + 1} (a window and its "
                          f"targets), got {num_tokens}: the text is too short for windows of {block_size}")
 
 
-@checked(_check_global_batch_starts)
+@checked(_check_global_batch_starts, seed=partial(check_int, minimum=None),
+         step=partial(check_int, minimum=0), num_tokens=check_positive_int, block_size=check_positive_int,
+         batch_size=check_positive_int)
 def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, batch_size: int
                         ) -> torch.Tensor:
     """The start positions (batch_size,) of the training windows of optimiser step ``step``.
@@ -222,17 +221,15 @@ def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, 
 
 
 def _check_windows(ids, starts, block_size) -> None:
-    check_tensor("ids", ids, ndim=1, names="(N,)")  # its values are not read: a text may be long
     if ids.dtype not in INTEGER_DTYPES:
         raise TypeError(f"ids must be an integer tensor (token ids), got {ids.dtype}")
-    check_positive_int("block_size", block_size)
     if ids.numel() <= block_size:
         raise ValueError(f"ids must hold more than block_size = {block_size} tokens (a window and its "
                          f"targets), got {ids.numel()}")
     check_ids("starts", starts, ids.numel() - block_size, ndim=1, names="(B,)", nonempty=False)
 
 
-@checked(_check_windows)
+@checked(_check_windows, ids=partial(check_tensor, ndim=1, names="(N,)"), block_size=check_positive_int)
 def windows(ids: torch.Tensor, starts: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets (B, T) of the windows of ``ids`` that begin at ``starts``."""
     rows = ids.unfold(0, block_size + 1, 1)[starts]  # (B, T + 1)
@@ -526,9 +523,7 @@ def _evaluate(model: nn.Module, ids: torch.Tensor, block_size: int, num_windows:
     return float(_all_mean(loss.detach().double(), d))
 
 
-def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, bf16,
-                             checkpoint_every, keep, stop_after, eval_every, eval_windows, progress,
-                             on_log) -> None:
+def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, on_log) -> None:
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a seqbook.gpt.GPTConfig, got {type(config).__name__}")
     check_ids("train_ids", train_ids, config.vocab_size, ndim=1, names="(N,)")
@@ -540,23 +535,17 @@ def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, acc
         raise TypeError(f"d must be a Dist (see init_distributed), got {type(d).__name__}")
     if parallel not in PARALLEL:
         raise ValueError(f"parallel must be one of {PARALLEL}, got {parallel!r}")
-    check_positive_int("accumulate", accumulate)
     if run.batch_size % (d.world_size * accumulate):
         raise ValueError(f"batch_size {run.batch_size} must be divisible by processes x accumulate = "
                          f"{d.world_size} x {accumulate}")
-    check_flag("bf16", bf16)
-    check_int("checkpoint_every", checkpoint_every, minimum=0)
-    check_int("keep", keep, minimum=0)
-    if stop_after is not None:
-        check_positive_int("stop_after", stop_after)
-    check_int("eval_every", eval_every, minimum=0)
-    check_positive_int("eval_windows", eval_windows)
-    check_flag("progress", progress)
     if on_log is not None and not callable(on_log):
         raise TypeError(f"on_log must be callable or None, got {type(on_log).__name__}")
 
 
-@checked(_check_train_distributed)
+@checked(_check_train_distributed, accumulate=check_positive_int, bf16=check_flag,
+         checkpoint_every=partial(check_int, minimum=0), keep=partial(check_int, minimum=0),
+         stop_after=optional(check_positive_int), eval_every=partial(check_int, minimum=0),
+         eval_windows=check_positive_int, progress=check_flag)
 def train_distributed(
     config: GPTConfig,
     train_ids: torch.Tensor,

@@ -22,6 +22,8 @@ tasks these layers are tested on (:func:`seqbook.data.first_token_task`,
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from .attention import causal_mask
@@ -38,16 +40,15 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> None:
+def _check_init_keep_bias(layer: GRU | LSTM) -> None:
     if not isinstance(layer, (GRU, LSTM)):
         raise TypeError(f"layer must be a seqbook.rnn.GRU or LSTM, got {type(layer).__name__}")
     if not layer.bias:
         raise ValueError("layer has no biases (bias=False): nothing to initialise")
-    check_number("bias", bias)
 
 
 @torch.no_grad()
-@checked(_check_init_keep_bias)
+@checked(_check_init_keep_bias, bias=check_number)
 def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
     r"""Set the gate biases so that, before training, a gated layer mostly keeps its state.
 
@@ -84,12 +85,11 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
 
 
 def _check_unrolled_weights(z: torch.Tensor) -> None:
-    check_float_tensor("z", z, shape=(None, None, None), names="(B, T, H)")
     if has_values(z) and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
         raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
 
 
-@checked(_check_unrolled_weights)
+@checked(_check_unrolled_weights, z=partial(check_float_tensor, shape=(None, None, None), names="(B, T, H)"))
 def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The weights of the unrolled GRU update, from its update gates.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +35,7 @@ from .checks import (
     check_token_ids,
     checked,
 )
-from .decoding import check_sampling, generate_tokens
+from .decoding import check_generate, generate_tokens
 from .kv_cache import KVCache, check_cache, check_caches
 from .rope import apply_rope, rope_angles
 from .transformer import (
@@ -50,7 +51,7 @@ __all__ = ["POSITIONAL", "CausalSelfAttention", "GPTBlock", "GPTConfig", "GPT"]
 POSITIONAL = ("learned", "sinusoidal", "rope")
 
 
-def _check_rotary_and_cache(self, x, rotary, cache, need_weights) -> None:
+def _check_rotary_and_cache(self, x, rotary, cache) -> None:
     """The inputs of a GPT block or its attention: x (B, T, D); RoPE's angles for T positions;
     a cache with room for T more, which past its first call takes one token at a time."""
     attn = getattr(self, "self_attn", self)
@@ -63,7 +64,6 @@ def _check_rotary_and_cache(self, x, rotary, cache, need_weights) -> None:
         if cache.length and T != 1:
             raise ValueError(f"a cache that holds {cache.length} positions takes one new token at "
                              f"a time, got {T}")
-    check_flag("need_weights", need_weights)
 
 
 class CausalSelfAttention(MultiHeadAttention):
@@ -84,7 +84,7 @@ class CausalSelfAttention(MultiHeadAttention):
         per-head weights (B, num_heads, T, S) or None, S = T plus the positions kept in the cache.
     """
 
-    @checked(_check_rotary_and_cache)
+    @checked(_check_rotary_and_cache, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,
@@ -138,7 +138,7 @@ class GPTBlock(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
-    @checked(_check_rotary_and_cache)
+    @checked(_check_rotary_and_cache, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,
@@ -340,18 +340,17 @@ class GPT(nn.Module):
                 ours.lm_head.weight.copy_(model.lm_head.weight)
         return ours.train(model.training)
 
-    def _check_forward(self, idx, targets, need_weights, label_smoothing, caches) -> None:
+    def _check_forward(self, idx, targets, caches) -> None:
         c = self.config
         check_token_ids("idx", idx, c.vocab_size, c.block_size, "block_size")
         if targets is not None:
             check_targets("targets", targets, idx, c.vocab_size)
-        check_flag("need_weights", need_weights)
-        check_probability("label_smoothing", label_smoothing, allow_one=True)
         if caches is not None:
             check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size,
                          one_at_a_time=True)
 
-    @checked(_check_forward)
+    @checked(_check_forward, need_weights=check_flag,
+             label_smoothing=partial(check_probability, allow_one=True))
     def forward(
         self,
         idx: torch.Tensor,
@@ -395,14 +394,7 @@ class GPT(nn.Module):
         steps = torch.arange(start, start + T, device=x.device)
         return x, rope_angles(steps, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
 
-    def _check_generate(self, idx, max_new_tokens, temperature, top_k, generator, forbid,
-                        use_cache) -> None:
-        check_token_ids("idx", idx, self.config.vocab_size)  # as forward, but idx may be longer
-        check_int("max_new_tokens", max_new_tokens, minimum=0)
-        check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
-        check_flag("use_cache", use_cache)
-
-    @checked(_check_generate)
+    @checked(check_generate, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import partial
 
 import torch
 from torch import nn
@@ -258,16 +259,15 @@ def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch
     return state
 
 
-def _check_update_async(W, state, order, generator) -> None:
+def _check_update_async(W, state, order) -> None:
     N = _check_weights(W)
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
     if order is not None:
         _check_order(order, N)
-    check_generator("generator", generator)
 
 
-@checked(_check_update_async)
+@checked(_check_update_async, generator=check_generator)
 def update_async(
     W: torch.Tensor,
     state: torch.Tensor,
@@ -294,17 +294,15 @@ def update_async(
     return async_sweep(W, state, _update_order(order, W.shape[-1], generator))
 
 
-def _check_recall(W, state, mode, max_sweeps, generator) -> None:
+def _check_recall(W, state, mode) -> None:
     if mode not in ("async", "sync"):
         raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
-    check_int("max_sweeps", max_sweeps, 1)
     N = _check_weights(W)
     _check_state(state, N, binary=True)
     _check_batch("W", W.shape[:-2], "state", state.shape[:-1], into_b=True)
-    check_generator("generator", generator)
 
 
-@checked(_check_recall)
+@checked(_check_recall, max_sweeps=check_positive_int, generator=check_generator)
 def recall(
     W: torch.Tensor,
     state: torch.Tensor,
@@ -501,12 +499,7 @@ def dense_update_async(
     return dense_async_sweep(patterns, state, F, _update_order(order, patterns.shape[1], generator))
 
 
-def _check_dense_recall(patterns, state, F, max_sweeps, generator) -> None:
-    check_int("max_sweeps", max_sweeps, 1)
-    _check_dense_async(patterns, state, F, generator)
-
-
-@checked(_check_dense_recall)
+@checked(_check_dense_async, max_sweeps=check_positive_int)
 def dense_recall(
     patterns: torch.Tensor,
     state: torch.Tensor,
@@ -570,11 +563,8 @@ def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) 
     return -lse + 0.5 * (state * state).sum(-1) + math.log(P) / beta + 0.5 * M**2
 
 
-def _check_retrieve(patterns, queries, beta, steps=1, return_weights=False) -> None:
+def _check_retrieve(patterns, queries, beta) -> None:
     _check_beta(beta)
-    check_int("steps", steps, 1)
-    check_flag("return_weights", return_weights)
-    check_float_tensor("patterns", patterns, nonempty=False)
     if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0 or patterns.shape[-1] == 0:
         raise ValueError(
             f"patterns must have shape (P, d) or (B, P, d) with P, d >= 1, got {tuple(patterns.shape)}"
@@ -585,7 +575,8 @@ def _check_retrieve(patterns, queries, beta, steps=1, return_weights=False) -> N
     _check_batch("queries", xi.shape[:-2], "patterns", patterns.shape[:-2])
 
 
-@checked(_check_retrieve)
+@checked(_check_retrieve, steps=check_positive_int, return_weights=check_flag,
+         patterns=partial(check_float_tensor, nonempty=False))
 def retrieve(
     patterns: torch.Tensor,
     queries: torch.Tensor,

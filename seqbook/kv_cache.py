@@ -16,6 +16,7 @@ sequence grows (:meth:`KVCache.append` writes into it and returns views, no copi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
@@ -35,10 +36,7 @@ class KVCache:
         keys, values: (B, H, max_len, D_h), of which the first ``length`` positions are filled.
     """
 
-    def _check_init(self, max_len) -> None:
-        check_positive_int("max_len", max_len)
-
-    @checked(_check_init)
+    @checked(max_len=check_positive_int)
     def __init__(self, max_len: int):
         self.max_len = int(max_len)
         self.keys: torch.Tensor | None = None
@@ -46,8 +44,6 @@ class KVCache:
         self.length = 0
 
     def _check_append(self, k, v) -> None:
-        check_tensor("k", k, ndim=4)
-        check_tensor("v", v, ndim=4)
         B, H, T, _ = k.shape
         if self.keys is not None and (k.shape[:2] != self.keys.shape[:2] or k.shape[-1] != self.keys.shape[-1]
                                       or v.shape[-1] != self.values.shape[-1]):
@@ -59,7 +55,7 @@ class KVCache:
             raise ValueError(f"the cache holds max_len={self.max_len} positions: "
                              f"{self.length} kept + {T} new is too many")
 
-    @checked(_check_append)
+    @checked(_check_append, k=partial(check_tensor, ndim=4), v=partial(check_tensor, ndim=4))
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keep the keys ``k`` and values ``v`` of the new positions; return those of all.
 

@@ -102,10 +102,8 @@ def _check_causal(q, k, v, state=None, feature_map=elu_feature_map, eps=1e-6) ->
         _check_state(state, q, v)
 
 
-def _check_chunked(q, k, v, chunk_size=64, feature_map=elu_feature_map,
-                   eps=1e-6) -> None:
+def _check_chunked(q, k, v, feature_map, eps) -> None:
     _check_qkv(q, k, v, True, feature_map, eps)
-    check_positive_int("chunk_size", chunk_size)
 
 
 @checked(_check_linear_attention)
@@ -182,7 +180,7 @@ def linear_attention_quadratic(
     return weights @ v, weights                              # (B, H, T, D_v)
 
 
-@checked(_check_chunked)
+@checked(_check_chunked, chunk_size=check_positive_int)
 def linear_attention_chunked(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,6 @@ from .attention import scaled_dot_product_attention
 from .checks import (
     check_features,
     check_flag,
-    check_float_tensor,
     check_int,
     check_number,
     check_positive_int,
@@ -49,7 +49,7 @@ from .checks import (
     check_token_ids,
     checked,
 )
-from .decoding import check_sampling, generate_tokens
+from .decoding import check_generate, generate_tokens
 from .kv_cache import KVCache, check_cache, check_caches
 from .rope import apply_rope, rope_angles
 
@@ -115,9 +115,7 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(d_ff, embed_dim, bias=bias)
 
     def _check_forward(self, x: torch.Tensor) -> None:
-        check_float_tensor("x", x, nonempty=False)
-        if x.dim() == 0 or x.shape[-1] != self.embed_dim:
-            raise ValueError(f"x must have shape (..., {self.embed_dim}), got {tuple(x.shape)}")
+        check_features("x", x, self.embed_dim)
         check_same_dtype("x", x, self.gate_proj.weight.dtype)
 
     @checked(_check_forward)
@@ -431,14 +429,7 @@ class Llama(nn.Module):
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
         return logits, loss
 
-    def _check_generate(self, idx, max_new_tokens, temperature, top_k, generator, forbid,
-                        use_cache) -> None:
-        check_token_ids("idx", idx, self.config.vocab_size)  # as forward, but idx may be longer
-        check_int("max_new_tokens", max_new_tokens, minimum=0)
-        check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
-        check_flag("use_cache", use_cache)
-
-    @checked(_check_generate)
+    @checked(check_generate, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,

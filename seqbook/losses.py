@@ -25,10 +25,11 @@ checks read the tensors once per call (one GPU sync) and pass on the ``meta`` de
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
-from .checks import check_ids, check_int, check_number, check_tensor, checked, has_values, shape_of
+from .checks import check_ids, check_int, check_number, check_tensor, checked, has_values, optional, shape_of
 
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
@@ -156,7 +157,7 @@ def _check_target_range(target: torch.Tensor, num_classes: int, ignore_index: in
         raise ValueError(f"target must lie in [0, {num_classes}){extra}, got values in [{lo}, {hi}]")
 
 
-def _check_cross_entropy(logits, target, label_smoothing=0.0, ignore_index=None) -> None:
+def _check_cross_entropy(logits, target, ignore_index) -> None:
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if logits.dim() not in (2, 3):
@@ -178,9 +179,6 @@ def _check_cross_entropy(logits, target, label_smoothing=0.0, ignore_index=None)
             f"target must have shape {want} = {tuple(logits.shape[:-1])} to match logits "
             f"{tuple(logits.shape)}, got {tuple(target.shape)}"
         )
-    check_number("label_smoothing", label_smoothing, 0.0, 1.0)
-    if ignore_index is not None:
-        check_int("ignore_index", ignore_index, minimum=None)
     _check_target_range(target, C, ignore_index)
     keep = torch.ones_like(target, dtype=torch.bool) if ignore_index is None else target != ignore_index
     if _has_values(logits):  # one sync for both value checks
@@ -196,7 +194,8 @@ def _check_cross_entropy(logits, target, label_smoothing=0.0, ignore_index=None)
             )
 
 
-@checked(_check_cross_entropy)
+@checked(_check_cross_entropy, label_smoothing=partial(check_number, low=0.0, high=1.0),
+         ignore_index=optional(partial(check_int, minimum=None)))
 def cross_entropy(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -437,7 +436,6 @@ def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
 
 
 def _check_macro_auroc(similarities, labels) -> None:
-    check_tensor("similarities", similarities, ndim=2, names="(N, C)", nonempty=False)
     if similarities.is_complex() or not similarities.is_floating_point():
         raise TypeError(f"similarities must be a real floating-point tensor, got {similarities.dtype}")
     n, c = similarities.shape
@@ -455,7 +453,7 @@ def _check_macro_auroc(similarities, labels) -> None:
                          f"example has no ROC curve), got none of class {missing[0]}")
 
 
-@checked(_check_macro_auroc)
+@checked(_check_macro_auroc, similarities=partial(check_tensor, ndim=2, names="(N, C)", nonempty=False))
 def macro_auroc(similarities: torch.Tensor, labels: torch.Tensor) -> float:
     """The area under the ROC curve of each class against the rest, scored by its similarity,
     averaged over the classes (one-vs-rest macro AUROC).

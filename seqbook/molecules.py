@@ -36,12 +36,7 @@ class MoleculeEncoder(nn.Module):
         (E, bond_features) -> (E, embed_dim) symbols.
     """
 
-    def _check_init(self, atom_features, bond_features, embed_dim) -> None:
-        check_positive_int("atom_features", atom_features)
-        check_positive_int("bond_features", bond_features)
-        check_positive_int("embed_dim", embed_dim)
-
-    @checked(_check_init)
+    @checked(atom_features=check_positive_int, bond_features=check_positive_int, embed_dim=check_positive_int)
     def __init__(self, atom_features: int, bond_features: int, embed_dim: int):
         super().__init__()
         self.embed_dim = int(embed_dim)

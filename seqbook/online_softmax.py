@@ -46,7 +46,15 @@ import math
 
 import torch
 
-from .checks import check_flag, check_float_tensor, check_int, check_number, checked, shape_of
+from .checks import (
+    check_flag,
+    check_float_tensor,
+    check_number,
+    check_positive_int,
+    checked,
+    optional,
+    shape_of,
+)
 
 __all__ = ["online_softmax", "tiled_attention"]
 
@@ -81,7 +89,7 @@ def online_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(x - m[..., None]) / l[..., None]  # (..., N)
 
 
-def _check_tiled_attention(q, k, v, tile_size, causal=False, scale=None) -> None:
+def _check_tiled_attention(q, k, v) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float_tensor(name, t)
         if t.dim() < 2:
@@ -112,13 +120,10 @@ def _check_tiled_attention(q, k, v, tile_size, causal=False, scale=None) -> None
             "q, k, v must have leading dimensions that broadcast, got "
             f"{shape_of(q)}, {shape_of(k)}, {shape_of(v)}"
         ) from None
-    check_int("tile_size", tile_size, minimum=1)
-    check_flag("causal", causal)
-    if scale is not None:
-        check_number("scale", scale)
 
 
-@checked(_check_tiled_attention)
+@checked(_check_tiled_attention, tile_size=check_positive_int, causal=check_flag,
+         scale=optional(check_number))
 def tiled_attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -23,25 +23,21 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_generator, check_int, checked
+from .checks import check_generator, check_int, check_positive_int, checked
 
 __all__ = ["mqar", "mqar_updates"]
 
 
-def _check_mqar(num_pairs, batch_size, num_queries=16, num_keys=128, num_values=16,
-                generator=None) -> None:
+def _check_mqar(num_pairs, num_keys) -> None:
     n = check_int("num_pairs", num_pairs, 1)
-    check_int("batch_size", batch_size, 1)
-    check_int("num_queries", num_queries, 1)
     num_keys = check_int("num_keys", num_keys, 1)
-    check_int("num_values", num_values, 1)
-    check_generator("generator", generator)
     if n > num_keys:
         raise ValueError(f"num_pairs must be <= num_keys={num_keys} (the keys of a "
                          f"sequence are distinct), got {n}")
 
 
-@checked(_check_mqar)
+@checked(_check_mqar, batch_size=check_positive_int, num_queries=check_positive_int,
+         num_values=check_positive_int, generator=check_generator)
 def mqar(num_pairs: int, batch_size: int, num_queries: int = 16, num_keys: int = 128,
          num_values: int = 16, generator: torch.Generator | None = None
          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -79,23 +75,19 @@ def mqar(num_pairs: int, batch_size: int, num_queries: int = 16, num_keys: int =
             torch.cat([ignored, values.gather(1, pick)], dim=1))
 
 
-def _check_mqar_updates(num_writes, batch_size, writes_per_key=2, num_queries=16,
-                        num_keys=128, num_values=16, generator=None) -> None:
+def _check_mqar_updates(num_writes, writes_per_key, num_keys) -> None:
     n = check_int("num_writes", num_writes, 1)
     r = check_int("writes_per_key", writes_per_key, 1)
     if n % r:
         raise ValueError(f"num_writes must be a multiple of writes_per_key={r}, got {n}")
-    check_int("batch_size", batch_size, 1)
-    check_int("num_queries", num_queries, 1)
     num_keys = check_int("num_keys", num_keys, 1)
-    check_int("num_values", num_values, 1)
-    check_generator("generator", generator)
     if n // r > num_keys:
         raise ValueError(f"num_writes / writes_per_key (the distinct keys of a sequence) must "
                          f"be <= num_keys={num_keys}, got {n} / {r}")
 
 
-@checked(_check_mqar_updates)
+@checked(_check_mqar_updates, batch_size=check_positive_int, num_queries=check_positive_int,
+         num_values=check_positive_int, generator=check_generator)
 def mqar_updates(num_writes: int, batch_size: int, writes_per_key: int = 2,
                  num_queries: int = 16, num_keys: int = 128, num_values: int = 16,
                  generator: torch.Generator | None = None

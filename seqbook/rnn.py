@@ -108,7 +108,7 @@ class RecurrentCell(nn.Module):
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
 
-def _check_rnn_cell(self, input_size, hidden_size, bias=True, nonlinearity="tanh", fast=False):
+def _check_rnn_cell(nonlinearity):
     if not isinstance(nonlinearity, str) or nonlinearity not in ("tanh", "relu"):
         raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
 
@@ -189,11 +189,7 @@ class GRUCell(RecurrentCell):
         h = (1 - z) * n + z * h                               # new state   (3.4)
         return (h, {"r": r, "z": z, "n": n}) if return_gates else h
 
-    def _check_forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
-        self.check_step_input(x, h)
-        check_flag("return_gates", return_gates)
-
-    @checked(_check_forward)
+    @checked(RecurrentCell.check_step_input, return_gates=check_flag)
     def forward(self, x: torch.Tensor, h: torch.Tensor, return_gates: bool = False):
         """One step; with ``return_gates`` also a dict of the gates ``r``, ``z``, ``n`` (B, H)."""
         if self.fast and not return_gates:

@@ -19,6 +19,7 @@ one convention into the other, so the two give the same models.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
@@ -33,15 +34,13 @@ def angle_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if torch.device(device).type == "mps" else torch.float64
 
 
-def _check_rope_angles(positions, head_dim, base=10000.0) -> None:
-    check_tensor("positions", positions, ndim=1, nonempty=False)
-    check_positive_int("head_dim", head_dim)
+def _check_rope_angles(head_dim) -> None:
     if head_dim % 2:
         raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
-    check_number("base", base, low=1.0)
 
 
-@checked(_check_rope_angles)
+@checked(_check_rope_angles, positions=partial(check_tensor, ndim=1, nonempty=False),
+         head_dim=check_positive_int, base=partial(check_number, low=1.0))
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The cosines and sines of the angles ``m w_i`` that turn the token at position m.
@@ -63,12 +62,12 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
 
 
 def _check_rotate_half(x) -> None:
-    check_float_tensor("x", x, ndim=range(1, 100), names="(..., D)", nonempty=False)
     if x.shape[-1] % 2:
         raise ValueError(f"x must have an even last dimension D (it turns in pairs), got {tuple(x.shape)}")
 
 
-@checked(_check_rotate_half)
+@checked(_check_rotate_half,
+         x=partial(check_float_tensor, ndim=range(1, 100), names="(..., D)", nonempty=False))
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn
     of each pair.
@@ -81,7 +80,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_apply_rope(x, cos, sin) -> None:
-    check_float_tensor("x", x, ndim=4, nonempty=False)
     T, D = x.shape[-2:]
     if D % 2:
         raise ValueError(f"x must have an even last dimension D_h (it turns in pairs), got {tuple(x.shape)}")
@@ -89,7 +87,7 @@ def _check_apply_rope(x, cos, sin) -> None:
     check_float_tensor("sin", sin, shape=(T, D), names=f"({T}, {D})", nonempty=False)
 
 
-@checked(_check_apply_rope)
+@checked(_check_apply_rope, x=partial(check_float_tensor, ndim=4, nonempty=False))
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Turn each pair (``x[i]``, ``x[i + D/2]``) of the token at position ``m`` by
     the angle ``m w_i``: a rotation by ``a`` is ``x cos a + rotate_half(x) sin a``.

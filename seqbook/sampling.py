@@ -20,15 +20,18 @@ most probable token of a row.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from .checks import (
     check_float_tensor,
     check_generator,
-    check_int,
     check_number,
+    check_positive_int,
     checked,
     has_values,
+    optional,
     shape_of,
 )
 
@@ -85,12 +88,7 @@ def temperature(logits: torch.Tensor, t: float) -> torch.Tensor:
     return logits / t
 
 
-def _check_top_k(logits, k) -> None:
-    _check_logits(logits)
-    check_int("k", k, minimum=1)
-
-
-@checked(_check_top_k)
+@checked(_check_logits, k=check_positive_int)
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     r"""Top-k: keep the k largest logits of each row (Fan, Lewis and Dauphin, 2018,
     "Hierarchical Neural Story Generation").
@@ -109,12 +107,7 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))  # (..., V)
 
 
-def _check_top_p(logits, p) -> None:
-    _check_logits(logits)
-    check_number("p", p, 0.0, 1.0, low_open=True)
-
-
-@checked(_check_top_p)
+@checked(_check_logits, p=partial(check_number, low=0.0, high=1.0, low_open=True))
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     r"""Top-p (nucleus) sampling: keep the most probable tokens whose probability
     sums to at least p (Holtzman, Buys, Du, Forbes and Choi, 2020, "The Curious Case of
@@ -149,12 +142,7 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(logits < least, float("-inf"))  # (..., V)
 
 
-def _check_min_p(logits, p) -> None:
-    _check_logits(logits)
-    check_number("p", p, 0.0, 1.0)
-
-
-@checked(_check_min_p)
+@checked(_check_logits, p=partial(check_number, low=0.0, high=1.0))
 def min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     r"""Min-p sampling: remove the tokens less than p times as probable as the most
     probable one (Nguyen, Baker, Neo, Roush, Kirsch and Shwartz-Ziv, 2024, "Turning Up
@@ -179,18 +167,19 @@ def min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 WARPERS = (temperature, top_k, top_p, min_p)
 
 
-def _check_warp(logits, temperature=1.0, top_k=None, top_p=None, min_p=None) -> None:
+# The rules' arguments of warp and sample, each None (the rule is skipped) or as top_k, top_p and
+# min_p take it.
+_RULES = {"top_k": optional(check_positive_int),
+          "top_p": optional(partial(check_number, low=0.0, high=1.0, low_open=True)),
+          "min_p": optional(partial(check_number, low=0.0, high=1.0))}
+
+
+def _check_warp(logits, temperature) -> None:
     _check_logits(logits)
     _check_t("temperature", temperature)
-    if top_k is not None:
-        check_int("top_k", top_k, minimum=1)
-    if top_p is not None:
-        check_number("top_p", top_p, 0.0, 1.0, low_open=True)
-    if min_p is not None:
-        check_number("min_p", min_p, 0.0, 1.0)
 
 
-@checked(_check_warp)
+@checked(_check_warp, **_RULES)
 def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
          top_p: float | None = None, min_p: float | None = None) -> torch.Tensor:
     r"""The logits :func:`sample` draws from: the rules of :data:`WARPERS` one after
@@ -213,13 +202,12 @@ def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = Non
     return z
 
 
-def _check_sample(logits, temperature=1.0, top_k=None, top_p=None, min_p=None, generator=None) -> None:
+def _check_sample(logits, temperature) -> None:
     _check_t("temperature", temperature, allow_zero=True)
-    _check_warp(logits, 1.0, top_k, top_p, min_p)
-    check_generator("generator", generator)
+    _check_logits(logits)
 
 
-@checked(_check_sample)
+@checked(_check_sample, **_RULES, generator=check_generator)
 def sample(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
            top_p: float | None = None, min_p: float | None = None,
            generator: torch.Generator | None = None) -> torch.Tensor:

@@ -30,6 +30,7 @@ GRU kernels on the same parameters (same values, chapter 3); the tests check bot
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -70,13 +71,12 @@ def _shape(t: torch.Tensor) -> tuple[int, ...]:
 def _check_reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    check_ids("lengths", lengths, nonempty=False)
     if x.dim() < 2 or _shape(lengths) != (x.shape[0],):
         raise ValueError(f"need x (B, T, ...) and lengths (B,), got {_shape(x)} and {_shape(lengths)}")
     check_lengths("lengths", lengths, x.shape[1], minimum=0, of="x (T)")
 
 
-@checked(_check_reverse_padded)
+@checked(_check_reverse_padded, lengths=partial(check_ids, nonempty=False))
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse the first ``lengths[b]`` steps of each row of ``x``; padding stays in place.
 
@@ -409,15 +409,14 @@ class Seq2Seq(nn.Module):
         """
         return self.decoder.prepare(self.encoder(src, src_lengths))
 
-    def _check_decode_step(self, prev_tokens, state, memory, need_weights) -> None:
-        check_flag("need_weights", need_weights)
+    def _check_decode_step(self, prev_tokens, state, memory) -> None:
         B = self.decoder._check_memory(memory)
         check_ids("prev_tokens", prev_tokens, self.decoder.vocab_size, shape=(B,))
         if state is not None:
             check_float_tensor("state", state, shape=(B, self.decoder.hidden_size))
             check_same_dtype("state", state, self.decoder.init.weight.dtype)
 
-    @checked(_check_decode_step)
+    @checked(_check_decode_step, need_weights=check_flag)
     def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None, memory: EncoderOutput,
                     need_weights: bool = False):
         """One decoder step (the second method of the decoding protocol): attend, update, predict.
@@ -435,16 +434,15 @@ class Seq2Seq(nn.Module):
         logits, s, weights = self.decoder.step(prev_tokens, state, memory)  # (B, V), (B, H), (B, S)
         return (logits, s, weights) if need_weights else (logits, s)
 
-    def _check_forward(self, src, src_lengths, tgt_in, return_attention) -> None:
+    def _check_forward(self, src, src_lengths, tgt_in) -> None:
         _check_source(src, src_lengths, self.encoder.embedding.num_embeddings)
         if not isinstance(tgt_in, torch.Tensor):
             raise TypeError(f"tgt_in must be a torch.Tensor, got {type(tgt_in).__name__}")
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0] or tgt_in.shape[1] == 0:
             raise ValueError(f"tgt_in must have shape ({src.shape[0]}, T>=1), got {_shape(tgt_in)}")
         check_ids("tgt_in", tgt_in, self.decoder.vocab_size)
-        check_flag("return_attention", return_attention)
 
-    @checked(_check_forward)
+    @checked(_check_forward, return_attention=check_flag)
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False):
         """Teacher-forced logits; with ``return_attention`` also the weights (B, T, S) or None."""
@@ -460,7 +458,7 @@ class Seq2Seq(nn.Module):
         if has_values(tgt) and not bool((tgt[:, 1:] != PAD_ID).any()):
             raise ValueError("tgt must hold at least one target that is not <pad>: the mean loss over no "
                              "token is undefined")
-        self._check_forward(src, src_lengths, tgt[:, :-1], False)
+        self._check_forward(src, src_lengths, tgt[:, :-1])
 
     @checked(_check_loss)
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:

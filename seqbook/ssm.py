@@ -34,6 +34,7 @@ B and C name the SSM's matrices here, so the batch size is written ``batch``.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -84,14 +85,13 @@ def _check_one_dtype(tensors: dict) -> None:
 
 
 def _check_zoh(A, B, delta) -> None:
-    check_float_tensor("A", A, ndim=2, names="(E, N)")
     E, N = A.shape
     check_float_tensor("B", B, shape=(E, N), names=f"({E}, {N})")
     check_float_tensor("delta", delta, shape=(E,), names=f"({E},)")
     _check_one_dtype({"A": A, "B": B, "delta": delta})
 
 
-@checked(_check_zoh)
+@checked(_check_zoh, A=partial(check_float_tensor, ndim=2, names="(E, N)"))
 def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Zero-order-hold discretisation of a diagonal SSM (Gu et al., 2022, S4D).
@@ -109,8 +109,11 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
     return A_bar, B_bar
 
 
-def _check_ssm(x, A_bar, B_bar, C, D=None) -> None:
-    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+# The input x of the SSMs of this module, checked first: its shape gives the sizes of the others.
+_SEQUENCE = partial(check_float_tensor, ndim=3, names="(batch, T, E)")
+
+
+def _check_ssm(x, A_bar, B_bar, C, D) -> None:
     E = x.shape[2]
     check_float_tensor("A_bar", A_bar, shape=(E, None), names=f"({E}, N)")
     N = A_bar.shape[1]
@@ -122,7 +125,7 @@ def _check_ssm(x, A_bar, B_bar, C, D=None) -> None:
     _check_one_dtype(tensors)
 
 
-@checked(_check_ssm)
+@checked(_check_ssm, x=_SEQUENCE)
 def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
                   C: torch.Tensor, D: torch.Tensor | None = None) -> torch.Tensor:
     """A discrete diagonal SSM, step by step: the recurrent view.
@@ -144,15 +147,13 @@ def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
     return y if D is None else y + D * x
 
 
-def _check_kernel(A_bar, B_bar, C, length) -> None:
-    check_float_tensor("A_bar", A_bar, ndim=2, names="(E, N)")
+def _check_kernel(A_bar, B_bar, C) -> None:
     for name, t in (("B_bar", B_bar), ("C", C)):
         check_float_tensor(name, t, shape=A_bar.shape, names=f"{tuple(A_bar.shape)}")
     _check_one_dtype({"A_bar": A_bar, "B_bar": B_bar, "C": C})
-    check_positive_int("length", length)
 
 
-@checked(_check_kernel)
+@checked(_check_kernel, A_bar=partial(check_float_tensor, ndim=2, names="(E, N)"), length=check_positive_int)
 def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
                length: int) -> torch.Tensor:
     """The convolution kernel of a discrete diagonal SSM: ``K_k = C A_bar^k B_bar``.
@@ -168,8 +169,7 @@ def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
     return ((C * B_bar)[..., None] * powers).sum(dim=1)      # (E, L)
 
 
-def _check_convolution(x, K, D=None, fft=False) -> None:
-    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+def _check_convolution(x, K, D) -> None:
     _, T, E = x.shape
     check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
     if K.shape[1] < T:
@@ -178,10 +178,9 @@ def _check_convolution(x, K, D=None, fft=False) -> None:
     if D is not None:
         tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
     _check_one_dtype(tensors)
-    check_flag("fft", fft)
 
 
-@checked(_check_convolution)
+@checked(_check_convolution, x=_SEQUENCE, fft=check_flag)
 def ssm_convolution(x: torch.Tensor, K: torch.Tensor, D: torch.Tensor | None = None,
                     fft: bool = False) -> torch.Tensor:
     """The convolutional view: ``y_t = sum_{k=0}^{t} K_k x_{t-k} + D x_t``, per channel.
@@ -262,8 +261,7 @@ class DiagonalSSM(nn.Module):
 # ---------------------------------------------------------------------------------
 
 
-def _check_selective(x, delta, A, B, C, D=None, log_space=False) -> None:
-    check_float_tensor("x", x, ndim=3, names="(batch, T, E)")
+def _check_selective(x, delta, A, B, C, D) -> None:
     b, T, E = x.shape
     check_float_tensor("delta", delta, shape=(b, T, E), names=f"({b}, {T}, {E})")
     check_float_tensor("A", A, shape=(E, None), names=f"({E}, N)")
@@ -274,10 +272,9 @@ def _check_selective(x, delta, A, B, C, D=None, log_space=False) -> None:
     if D is not None:
         tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
     _check_one_dtype(tensors)
-    check_flag("log_space", log_space)
 
 
-@checked(_check_selective)
+@checked(_check_selective, x=_SEQUENCE)
 def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
                    B: torch.Tensor, C: torch.Tensor, D: torch.Tensor | None = None
                    ) -> torch.Tensor:
@@ -313,7 +310,7 @@ def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     return y if D is None else y + D * x
 
 
-@checked(_check_selective)
+@checked(_check_selective, x=_SEQUENCE, log_space=check_flag)
 def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
                             B: torch.Tensor, C: torch.Tensor,
                             D: torch.Tensor | None = None, log_space: bool = False
@@ -611,11 +608,7 @@ class MambaLM(nn.Module):
 # ---------------------------------------------------------------------------------
 
 
-def _check_log_a(log_a) -> None:
-    check_float_tensor("log_a", log_a, ndim=range(1, 9), names="(..., T)")
-
-
-@checked(_check_log_a)
+@checked(log_a=partial(check_float_tensor, ndim=range(1, 9), names="(..., T)"))
 def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
     """The decay mask of a scalar-gated SSM: ``L[i, j] = a_{j+1} ... a_i`` for j <= i.
 
@@ -636,8 +629,11 @@ def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
     return segsum.exp().masked_fill(~lower, 0.0)                     # (..., T, T)
 
 
+# x of a scalar-gated SSM, checked first: its shape gives the sizes of the others.
+_HEADS = partial(check_float_tensor, ndim=4, names="(batch, H, T, P)")
+
+
 def _check_ssd(x, log_a, B, C) -> None:
-    check_float_tensor("x", x, ndim=4, names="(batch, H, T, P)")
     b, H, T, _ = x.shape
     check_float_tensor("log_a", log_a, shape=(b, H, T), names=f"({b}, {H}, {T})")
     check_float_tensor("B", B, shape=(b, H, T, None), names=f"({b}, {H}, {T}, N)")
@@ -646,7 +642,7 @@ def _check_ssd(x, log_a, B, C) -> None:
     _check_one_dtype({"x": x, "log_a": log_a, "B": B, "C": C})
 
 
-@checked(_check_ssd)
+@checked(_check_ssd, x=_HEADS)
 def ssd_attention_form(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
                        C: torch.Tensor) -> torch.Tensor:
     """A scalar-gated SSM computed as masked attention (Dao and Gu, 2024, Mamba-2).
@@ -668,7 +664,7 @@ def ssd_attention_form(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     return (L * scores) @ x                                  # (batch, H, T, P)
 
 
-@checked(_check_ssd)
+@checked(_check_ssd, x=_HEADS)
 def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
                   C: torch.Tensor) -> torch.Tensor:
     """The same scalar-gated SSM as a recurrence with a matrix state (Mamba-2).

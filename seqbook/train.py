@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -25,13 +26,16 @@ from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a
 from .batching import bucket_batches
 from .checks import (
     check_flag,
+    check_generator,
     check_ids,
     check_int,
     check_lm_chunks,
     check_number,
     check_positive_int,
+    check_str,
     check_tensor,
     checked,
+    optional,
     readers_code,
 )
 from .data import TranslationData
@@ -130,8 +134,7 @@ def fit(
         raise TypeError(f"eval_fn must be callable as eval_fn(model) or None, got {type(eval_fn).__name__}")
     eval_every = check_int("eval_every", eval_every, 0)
     progress = check_flag("progress", progress)
-    if not isinstance(desc, str):
-        raise TypeError(f"desc must be a str, got {type(desc).__name__}")
+    check_str("desc", desc)
     if optimizer is None and not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"model has no trainable parameters to optimise ({type(model).__name__})")
     device = as_device("device", device) if device is not None else get_device()
@@ -228,8 +231,7 @@ def random_batches(*tensors: torch.Tensor, batch_size: int, generator: torch.Gen
     batch_size = check_int("batch_size", batch_size, 1)
     if batch_size > n:
         raise ValueError(f"batch_size must be <= the number of examples {n}, got {batch_size}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    check_generator("generator", generator)
     return _random_batches(tensors, n, batch_size, generator)
 
 
@@ -570,36 +572,29 @@ class VSARun:
     seconds: float = 0.0
 
 
-def _check_train_vsa(model, train, test, steps, batch_size=128, lr=1e-3, alpha=0.9, eps=1e-8, clip=None,
-                     device=None, seed=0, eval_every=0, eval_size=1000, progress=True, desc="vsa") -> None:
-    """Every argument before anything runs; the labels of both splits whole (not the rows that
-    happen to be sampled), against the model's classes when it has a codebook."""
+def _check_train_vsa(model, train, test, batch_size, device) -> None:
+    """The arguments that need the data or the model, before anything runs; the labels of both
+    splits whole (not the rows that happen to be sampled), against the model's classes when it has a
+    codebook."""
     _check_model(model)
     n = _check_split("train", train, labels=True)
     _check_split("test", test, labels=True)
     if len(test) != len(train):
         raise ValueError(f"test must hold as many tensors as train, {len(train)}, got {len(test)}")
     _check_labels_fit(model, train=train, test=test)  # the paper's models: labels index their classes
-    check_positive_int("steps", steps)
     batch_size = check_positive_int("batch_size", batch_size)
     if batch_size > n:
         raise ValueError(f"batch_size must be <= the {n} examples of train, got {batch_size}")
-    check_number("lr", lr, low=0.0)
-    check_number("alpha", alpha, low=0.0, high=1.0, high_open=True)
-    check_number("eps", eps, low=0.0, low_open=True)
-    if clip is not None:
-        check_number("clip", clip, low=0.0, allow_inf=True)
     if device is not None:
         as_device("device", device)
-    check_int("seed", seed, minimum=None)
-    check_int("eval_every", eval_every, minimum=0)
-    check_positive_int("eval_size", eval_size)
-    check_flag("progress", progress)
-    if not isinstance(desc, str):
-        raise TypeError(f"desc must be a str, got {type(desc).__name__}")
 
 
-@checked(_check_train_vsa)
+@checked(_check_train_vsa, steps=check_positive_int, lr=partial(check_number, low=0.0),
+         alpha=partial(check_number, low=0.0, high=1.0, high_open=True),
+         eps=partial(check_number, low=0.0, low_open=True),
+         clip=optional(partial(check_number, low=0.0, allow_inf=True)), seed=partial(check_int, minimum=None),
+         eval_every=partial(check_int, minimum=0), eval_size=check_positive_int, progress=check_flag,
+         desc=check_str)
 def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
               test: tuple[torch.Tensor, ...], steps: int, batch_size: int = 128,
               lr: float = 1e-3, alpha: float = 0.9, eps: float = 1e-8, clip: float | None = None,

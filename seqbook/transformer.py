@@ -32,6 +32,7 @@ PyTorch's fused kernels: ``torch.nn.functional.scaled_dot_product_attention`` an
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -70,12 +71,11 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_positional_frequencies(embed_dim, base) -> None:
-    check_even("embed_dim", embed_dim)
-    check_number("base", base, low=1.0, low_open=True)
+# The sizes and the base of the sinusoidal encoding, the same for the three functions below.
+_POSITIONAL = {"embed_dim": check_even, "base": partial(check_number, low=1.0, low_open=True)}
 
 
-@checked(_check_positional_frequencies)
+@checked(**_POSITIONAL)
 def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """The angular frequencies ``w_i = base^(-2i/embed_dim)``, i = 0 .. embed_dim/2 - 1, of eqs. (6.1)-(6.2).
 
@@ -85,12 +85,7 @@ def positional_frequencies(embed_dim: int, base: float = 10000.0) -> torch.Tenso
     return torch.exp(-math.log(base) * torch.arange(0, embed_dim, 2, dtype=torch.float64) / embed_dim).float()
 
 
-def _check_positional_encoding(max_len, embed_dim, base) -> None:
-    check_positive_int("max_len", max_len)
-    _check_positional_frequencies(embed_dim, base)
-
-
-@checked(_check_positional_encoding)
+@checked(max_len=check_positive_int, **_POSITIONAL)
 def positional_encoding(
     max_len: int, embed_dim: int, base: float = 10000.0
 ) -> torch.Tensor:
@@ -114,12 +109,7 @@ def positional_encoding(
     return pe.float()
 
 
-def _check_relative_position_matrix(k, embed_dim, base) -> None:
-    check_number("k", k)
-    _check_positional_frequencies(embed_dim, base)
-
-
-@checked(_check_relative_position_matrix)
+@checked(k=check_number, **_POSITIONAL)
 def relative_position_matrix(k: int | float, embed_dim: int, base: float = 10000.0) -> torch.Tensor:
     """The fixed linear map ``M_k`` with ``PE[pos + k] = M_k @ PE[pos]`` for every ``pos``.
 
@@ -157,14 +147,13 @@ class PositionalEncoding(nn.Module):
 
     def _check_forward(self, x, offset) -> None:
         max_len, embed_dim = self.pe.shape
-        check_float_tensor("x", x, nonempty=False)
         if x.dim() != 3 or x.shape[-1] != embed_dim:
             raise ValueError(f"x must have shape (B, T, {embed_dim}), got {tuple(x.shape)}")
         offset = check_int("offset", offset, minimum=0)
         if offset + x.shape[1] > max_len:
             raise ValueError(f"sequence of length {x.shape[1]} (offset {offset}) exceeds max_len={max_len}")
 
-    @checked(_check_forward)
+    @checked(_check_forward, x=partial(check_float_tensor, nonempty=False))
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         T = x.shape[1]
         return self.dropout(x + self.pe[offset : offset + T].to(x.dtype))  # (B, T, D)
@@ -271,12 +260,11 @@ class FeedForward(nn.Module):
 
     def _check_forward(self, x: torch.Tensor) -> None:
         d = self.linear1.in_features
-        check_float_tensor("x", x, nonempty=False)
         if x.dim() == 0 or x.shape[-1] != d:
             raise ValueError(f"x must have shape (..., {d}), got {tuple(x.shape)}")
         check_same_dtype("x", x, self.linear1.weight.dtype)
 
-    @checked(_check_forward)
+    @checked(_check_forward, x=partial(check_float_tensor, nonempty=False))
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = ACTIVATIONS[self.activation](self.linear1(x))  # (..., d_ff)
         return self.linear2(self.dropout(h))  # (..., embed_dim)
@@ -329,15 +317,14 @@ def _copy_ff(ff: FeedForward, m: nn.Module) -> None:
     ff.linear2.load_state_dict(m.linear2.state_dict())
 
 
-def _check_residual(x, sublayer, norm, dropout, norm_first=True) -> None:
-    check_float_tensor("x", x, ndim=3, names="(B, T, D)", nonempty=False)
+def _check_residual(sublayer, norm, dropout) -> None:
     for name, f in (("sublayer", sublayer), ("norm", norm), ("dropout", dropout)):
         if not callable(f):
             raise TypeError(f"{name} must be callable on (B, T, D), got {type(f).__name__}")
-    check_flag("norm_first", norm_first)
 
 
-@checked(_check_residual)
+@checked(_check_residual, x=partial(check_float_tensor, ndim=3, names="(B, T, D)", nonempty=False),
+         norm_first=check_flag)
 def residual(x: torch.Tensor, sublayer, norm: nn.Module, dropout: nn.Module,
              norm_first: bool = True) -> torch.Tensor:
     """One sublayer of a transformer layer with its residual connection, eq. (6.6)::
@@ -401,17 +388,15 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: torch.Tensor | None = None
 
-    def _check_forward(self, x, key_padding_mask, attn_mask, is_causal, need_weights) -> None:
+    def _check_forward(self, x, key_padding_mask, attn_mask) -> None:
         check_sequence("x", x, self.embed_dim, self.norm1.weight.dtype)
         B, T, _ = x.shape
         if key_padding_mask is not None:
             check_padding_mask("key_padding_mask", key_padding_mask, B, T)
         if attn_mask is not None:
             check_attn_mask("attn_mask", attn_mask, B, self.self_attn.num_heads, T, T)
-        check_flag("is_causal", is_causal)
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_forward)
+    @checked(_check_forward, is_causal=check_flag, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,
@@ -479,7 +464,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn_weights: torch.Tensor | None = None
 
     def _check_forward(self, x, memory, tgt_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                       memory_mask, tgt_is_causal, need_weights) -> None:
+                       memory_mask) -> None:
         check_sequence("x", x, self.embed_dim, self.norm1.weight.dtype)
         check_sequence("memory", memory, self.embed_dim, self.norm1.weight.dtype)
         if memory.shape[0] != x.shape[0]:
@@ -494,10 +479,8 @@ class DecoderLayer(nn.Module):
         for name, mask, keys in (("tgt_mask", tgt_mask, T), ("memory_mask", memory_mask, S)):
             if mask is not None:
                 check_attn_mask(name, mask, B, H, T, keys)
-        check_flag("tgt_is_causal", tgt_is_causal)
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_forward)
+    @checked(_check_forward, tgt_is_causal=check_flag, need_weights=check_flag)
     def forward(
         self,
         x: torch.Tensor,
@@ -688,14 +671,13 @@ class Seq2SeqTransformer(nn.Module):
     def _embed(self, embed: nn.Embedding, ids: torch.Tensor, name: str) -> torch.Tensor:
         return self.pos(embed(ids) * math.sqrt(self.embed_dim))  # (B, T, D)
 
-    def _check_encode(self, src, src_lengths, need_weights) -> None:
+    def _check_encode(self, src, src_lengths) -> None:
         check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
         if src_lengths is not None:
             check_ids("src_lengths", src_lengths, shape=(src.shape[0],))
             check_lengths("src_lengths", src_lengths, src.shape[1], of="src")
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_encode)
+    @checked(_check_encode, need_weights=check_flag)
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None,
                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the encoder (the first method of the decoding protocol of :mod:`seqbook.decoding`).
@@ -713,16 +695,15 @@ class Seq2SeqTransformer(nn.Module):
             x = layer(x, key_padding_mask=src_pad, need_weights=need_weights)
         return self.encoder_norm(x), src_pad
 
-    def _check_decode(self, tgt, memory, src_pad, need_weights) -> None:
+    def _check_decode(self, tgt, memory, src_pad) -> None:
         check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
         check_sequence("memory", memory, self.embed_dim, self.generator.weight.dtype)
         B, S = memory.shape[:2]
         if tgt.shape[0] != B:
             raise ValueError(f"tgt must have shape ({B}, T) to match memory, got {tuple(tgt.shape)}")
         check_padding_mask("src_pad", src_pad, B, S)
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_decode)
+    @checked(_check_decode, need_weights=check_flag)
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_pad: torch.Tensor,
                need_weights: bool = False) -> torch.Tensor:
         """Run the decoder over the target prefix ``tgt`` (B, T). Returns logits (B, T, tgt_vocab_size)."""
@@ -735,33 +716,31 @@ class Seq2SeqTransformer(nn.Module):
                       tgt_is_causal=True, need_weights=need_weights)
         return self.generator(self.decoder_norm(y))
 
-    def _check_forward(self, src, tgt, need_weights) -> None:
+    def _check_forward(self, src, tgt) -> None:
         check_token_ids("src", src, self.src_embed.num_embeddings, self.pos.pe.shape[0])
         check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must share the batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_forward)
+    @checked(_check_forward, need_weights=check_flag)
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         memory, src_pad = self.encode(src, None, need_weights)  # (B, S, D)
         return self.decode(tgt, memory, src_pad, need_weights)  # (B, T, V)
 
-    def _check_loss(self, src, src_lengths, tgt, label_smoothing) -> None:
+    def _check_loss(self, src, src_lengths, tgt) -> None:
         if not isinstance(tgt, torch.Tensor):
             raise TypeError(f"tgt must be an integer tensor of shape (B, T>=2), got {type(tgt).__name__}")
         if tgt.dim() != 2 or tgt.shape[1] < 2:
             raise ValueError(f"tgt must have shape (B, T>=2) (<sos> ... <eos>), got {tuple(tgt.shape)}")
-        check_probability("label_smoothing", label_smoothing, allow_one=True)
         check_token_ids("tgt", tgt, self.tgt_embed.num_embeddings, self.pos.pe.shape[0])
-        self._check_encode(src, src_lengths, False)  # src_lengths too, though padding is found from pad_id
+        self._check_encode(src, src_lengths)  # src_lengths too, though padding is found from pad_id
         if has_values(tgt) and not bool((tgt[:, 1:] != self.pad_id).any()):
             raise ValueError(f"tgt must hold at least one target that is not padding (pad_id={self.pad_id}): "
                              f"the mean loss over no token is undefined")
 
-    @checked(_check_loss)
+    @checked(_check_loss, label_smoothing=partial(check_probability, allow_one=True))
     def loss(self, src: torch.Tensor, src_lengths: torch.Tensor | None, tgt: torch.Tensor,
              label_smoothing: float = 0.0) -> torch.Tensor:
         """Teacher-forced mean cross-entropy of ``tgt[:, 1:]`` given ``tgt[:, :-1]``, padding ignored.
@@ -774,7 +753,7 @@ class Seq2SeqTransformer(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=self.pad_id,
                                label_smoothing=float(label_smoothing))
 
-    def _check_decode_step(self, prev_tokens, state, memory, need_weights) -> None:
+    def _check_decode_step(self, prev_tokens, state, memory) -> None:
         if not isinstance(memory, tuple) or len(memory) != 2:
             error = ValueError if isinstance(memory, tuple) else TypeError
             got = f"{len(memory)} items" if error is ValueError else type(memory).__name__
@@ -786,9 +765,8 @@ class Seq2SeqTransformer(nn.Module):
         check_ids("prev_tokens", prev_tokens, V, shape=(B,))
         if state is not None:
             check_ids("state", state, V, shape=(B, None), names=f"({B}, t)")
-        check_flag("need_weights", need_weights)
 
-    @checked(_check_decode_step)
+    @checked(_check_decode_step, need_weights=check_flag)
     def decode_step(self, prev_tokens: torch.Tensor, state: torch.Tensor | None,
                     memory: tuple[torch.Tensor, torch.Tensor], need_weights: bool = False):
         """One step of the decoding protocol of :mod:`seqbook.decoding`: append ``prev_tokens`` to the

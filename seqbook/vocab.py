@@ -78,11 +78,7 @@ class Vocab:
         """The id of ``token``; ``<unk>``'s id if it is not in the vocabulary."""
         return self.stoi.get(check_str("token", token), self.unk_id)
 
-    def _check_encode(self, add_sos, add_eos) -> None:
-        check_flag("add_sos", add_sos)
-        check_flag("add_eos", add_eos)
-
-    @checked(_check_encode)
+    @checked(add_sos=check_flag, add_eos=check_flag)
     def encode(self, tokens: Sequence[str], add_sos: bool = False, add_eos: bool = False) -> list[int]:
         """Map tokens to ids; unknown tokens map to ``<unk>``.
 

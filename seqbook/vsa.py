@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import partial
 
 import torch
 from torch import nn
@@ -55,6 +56,7 @@ from .checks import (
     check_symbol_attention,
     check_symbol_pair,
     checked,
+    optional,
 )
 
 __all__ = [
@@ -85,11 +87,7 @@ def fhrr_wrap(x: torch.Tensor) -> torch.Tensor:
     return torch.remainder(x + 1.0, 2.0) - 1.0
 
 
-def _check_wrap(x) -> None:
-    check_angles("x", x, min_dim=0, any_real=True)
-
-
-@checked(_check_wrap)
+@checked(x=partial(check_angles, min_dim=0, any_real=True))
 def wrap(x: torch.Tensor) -> torch.Tensor:
     """Map any real pi-normalised angle to its equivalent in [-1, 1): ``(x + 1) mod 2 - 1``.
 
@@ -98,11 +96,7 @@ def wrap(x: torch.Tensor) -> torch.Tensor:
     return fhrr_wrap(x)
 
 
-def _check_to_complex(x) -> None:
-    check_angles("x", x, any_real=True, complex_view=True)
-
-
-@checked(_check_to_complex)
+@checked(x=partial(check_angles, any_real=True, complex_view=True))
 def to_complex(x: torch.Tensor) -> torch.Tensor:
     """The phasor view of a symbol: ``exp(i pi x)``, a complex tensor of the same shape.
 
@@ -112,11 +106,7 @@ def to_complex(x: torch.Tensor) -> torch.Tensor:
     return torch.polar(torch.ones_like(x), math.pi * x)
 
 
-def _check_from_complex(z) -> None:
-    check_phasors("z", z, min_dim=0)
-
-
-@checked(_check_from_complex)
+@checked(z=partial(check_phasors, min_dim=0))
 def from_complex(z: torch.Tensor) -> torch.Tensor:
     """Back from the complex plane to symbols: ``angle(z) / pi``, values in [-1, 1].
 
@@ -125,10 +115,7 @@ def from_complex(z: torch.Tensor) -> torch.Tensor:
     return torch.angle(z) / math.pi
 
 
-def _check_random_symbols(n, embed_dim, generator, device, dtype) -> None:
-    check_positive_int("n", n)
-    check_positive_int("embed_dim", embed_dim)
-    check_generator("generator", generator)
+def _check_random_symbols(device, dtype) -> None:
     if device is not None:
         try:
             torch.device(device)
@@ -139,7 +126,7 @@ def _check_random_symbols(n, embed_dim, generator, device, dtype) -> None:
         raise TypeError(f"dtype must be a real floating-point torch.dtype or None, got {dtype!r}")
 
 
-@checked(_check_random_symbols)
+@checked(_check_random_symbols, n=check_positive_int, embed_dim=check_positive_int, generator=check_generator)
 def random_symbols(n: int, embed_dim: int, generator: torch.Generator | None = None,
                    device: torch.device | str | None = None,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -170,11 +157,10 @@ def fhrr_similarity(
 
 
 def _check_similarity(a, b, pairwise) -> None:
-    check_flag("pairwise", pairwise)
     check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise))
 
 
-@checked(_check_similarity)
+@checked(_check_similarity, pairwise=check_flag)
 def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
     """FHRR similarity (Eqn. 1): the mean cosine of the element-wise angle differences,
 
@@ -202,11 +188,10 @@ def fhrr_bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
 
 
 def _check_bundle(symbols, dim) -> None:
-    check_angles("symbols", symbols, min_dim=2)
     check_set_dim("dim", dim, "symbols", symbols)
 
 
-@checked(_check_bundle)
+@checked(_check_bundle, symbols=partial(check_angles, min_dim=2))
 def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     """FHRR bundling (Eqn. 2): one symbol similar to all of a set,
 
@@ -275,7 +260,6 @@ def unbind(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _check_fractional_power(base, x) -> None:
-    check_angles("base", base)
     if base.dim() != 1:
         raise ValueError(f"base must have shape (D,), got {tuple(base.shape)}")
     if isinstance(x, bool) or (isinstance(x, torch.Tensor) and (x.is_complex() or x.dtype == torch.bool)):
@@ -289,7 +273,7 @@ def _check_fractional_power(base, x) -> None:
         raise ValueError("x must be finite, got a NaN or infinite entry")
 
 
-@checked(_check_fractional_power)
+@checked(_check_fractional_power, base=check_angles)
 def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Fractional power encoding of real numbers: ``bind(0, base, power=x) = wrap(x * base)``.
 
@@ -325,7 +309,6 @@ def fhrr_generalized_bundle(
 
 
 def _check_generalized_bundle(a, w_r, w_p, bias) -> None:
-    check_angles("a", a, min_dim=2, any_real=True)
     m, n = a.shape[-2], a.shape[-1]
     if m == 0:
         raise ValueError(f"cannot bundle an empty set: a has shape {tuple(a.shape)} with M = 0")
@@ -360,7 +343,7 @@ def _check_generalized_bundle(a, w_r, w_p, bias) -> None:
         raise ValueError(f"bias must be finite, got a NaN or infinite entry (shape {tuple(bias.shape)})")
 
 
-@checked(_check_generalized_bundle)
+@checked(_check_generalized_bundle, a=partial(check_angles, min_dim=2, any_real=True))
 def generalized_bundle(a: torch.Tensor, w_r: torch.Tensor | None = None, w_p: torch.Tensor | None = None,
                        bias: complex | torch.Tensor | None = None) -> torch.Tensor:
     """Generalized bundling (Eqn. 4) with an optional complex bias,
@@ -408,10 +391,7 @@ class PhasorLinear(nn.Module):
         Input: (..., in_features). Output: (..., out_features), angles in [-1, 1].
     """
 
-    def _check_init(self, in_features, out_features, bias, bias_init, init_scale) -> None:
-        check_positive_int("in_features", in_features)
-        check_positive_int("out_features", out_features)
-        check_flag("bias", bias)
+    def _check_init(bias_init) -> None:
         if isinstance(bias_init, torch.Tensor) and bias_init.numel() == 1:
             bias_init = bias_init.item()
         if isinstance(bias_init, bool) or not isinstance(bias_init, numbers.Number):
@@ -419,9 +399,9 @@ class PhasorLinear(nn.Module):
                             f"{bias_init!r}")
         if not (math.isfinite(complex(bias_init).real) and math.isfinite(complex(bias_init).imag)):
             raise ValueError(f"bias_init must be finite, got {bias_init}")
-        check_number("init_scale", init_scale, low=0.0)
 
-    @checked(_check_init)
+    @checked(_check_init, in_features=check_positive_int, out_features=check_positive_int, bias=check_flag,
+             init_scale=partial(check_number, low=0.0))
     def __init__(self, in_features: int, out_features: int, bias: bool = True, bias_init: complex = 1.0,
                  init_scale: float = 1.0):
         super().__init__()
@@ -470,13 +450,8 @@ class PhasorMLP(nn.Module):
         Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
-    def _check_init(self, embed_dim, d_ff, out_scale) -> None:
-        check_positive_int("embed_dim", embed_dim)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_number("out_scale", out_scale, low=0.0)
-
-    @checked(_check_init)
+    @checked(embed_dim=check_positive_int, d_ff=optional(check_positive_int),
+             out_scale=partial(check_number, low=0.0))
     def __init__(self, embed_dim: int, d_ff: int | None = None, out_scale: float = 1.0):
         super().__init__()
         d_ff = d_ff or 2 * embed_dim
@@ -510,14 +485,8 @@ class ResidualBlock(nn.Module):
         Input: (..., embed_dim). Output: (..., embed_dim).
     """
 
-    def _check_init(self, embed_dim, d_ff, skip, out_scale) -> None:
-        check_positive_int("embed_dim", embed_dim)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_flag("skip", skip)
-        check_number("out_scale", out_scale, low=0.0)
-
-    @checked(_check_init)
+    @checked(embed_dim=check_positive_int, d_ff=optional(check_positive_int), skip=check_flag,
+             out_scale=partial(check_number, low=0.0))
     def __init__(self, embed_dim: int, d_ff: int | None = None, skip: bool = True, out_scale: float = 0.25):
         super().__init__()
         self.mlp = PhasorMLP(embed_dim, d_ff, out_scale)
@@ -548,12 +517,11 @@ def fhrr_attention(q, k, v, mask=None):
     return torch.atan2(im, re) / math.pi, scores
 
 
-def _check_vsa_attention(q, k, v, mask, fast) -> None:
-    check_flag("fast", fast)
+def _check_vsa_attention(q, k, v, mask) -> None:
     check_symbol_attention(q, k, v, mask)
 
 
-@checked(_check_vsa_attention)
+@checked(_check_vsa_attention, fast=check_flag)
 def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   mask: torch.Tensor | None = None, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """VSA attention (Eqn. 6): similarity scores weigh the value phasors,
@@ -645,11 +613,7 @@ def _real_view(z: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z.resolve_conj()).flatten(-2)
 
 
-def _check_to_phasor(x) -> None:
-    check_angles("x", x, any_real=True, complex_view=True)
-
-
-@checked(_check_to_phasor)
+@checked(x=partial(check_angles, any_real=True, complex_view=True))
 def to_phasor(x: torch.Tensor) -> torch.Tensor:
     """Symbols to phasors, ``exp(i pi x)`` (as :func:`to_complex`), with a backward pass that reuses
     the forward's cosines and sines. Any real angle is accepted (read modulo 2).
@@ -664,11 +628,7 @@ def to_phasor(x: torch.Tensor) -> torch.Tensor:
     return _to_phasor(x)
 
 
-def _check_from_phasor(z) -> None:
-    check_phasors("z", z)
-
-
-@checked(_check_from_phasor)
+@checked(z=check_phasors)
 def from_phasor(z: torch.Tensor) -> torch.Tensor:
     """Phasors (of any magnitude but 0) to symbols, ``angle(z) / pi`` (as :func:`from_complex`),
     values in [-1, 1], with a backward pass that needs no trigonometry. A phasor 0 (e.g. the bundle
@@ -705,13 +665,11 @@ def unbind_phasor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a * b.conj()
 
 
-def _check_bundle_phasor(z, dim, normalize) -> None:
-    check_phasors("z", z, min_dim=2)
+def _check_bundle_phasor(z, dim) -> None:
     check_set_dim("dim", dim, "z", z)  # a sum over an empty set would be 0, a phasor without angle
-    check_flag("normalize", normalize)
 
 
-@checked(_check_bundle_phasor)
+@checked(_check_bundle_phasor, z=partial(check_phasors, min_dim=2), normalize=check_flag)
 def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> torch.Tensor:
     """:func:`bundle` on phasors: the sum over the set, ``sum_j z_j`` (Eqn. 2 before the angle).
 
@@ -728,11 +686,10 @@ def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> to
 
 
 def _check_similarity_phasor(a, b, pairwise) -> None:
-    check_flag("pairwise", pairwise)
     check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise), phasors=True)
 
 
-@checked(_check_similarity_phasor)
+@checked(_check_similarity_phasor, pairwise=check_flag)
 def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
     """:func:`similarity` on phasors: ``1/D * sum_i Re(a_i conj(b_i))``.
 
@@ -809,13 +766,7 @@ class SelfAttentionBlock(nn.Module):
         Input: (B, T, embed_dim). Output: ``(y, scores)`` of shapes (B, T, embed_dim) and (B, T, T).
     """
 
-    def _check_init(self, embed_dim, d_ff, fast) -> None:
-        check_positive_int("embed_dim", embed_dim)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_flag("fast", fast)
-
-    @checked(_check_init)
+    @checked(embed_dim=check_positive_int, d_ff=optional(check_positive_int), fast=check_flag)
     def __init__(self, embed_dim: int, d_ff: int | None = None, fast: bool = False):
         super().__init__()
         self.embed_dim, self.fast = int(embed_dim), bool(fast)
@@ -860,14 +811,8 @@ class CrossAttentionBlock(nn.Module):
         (B, num_queries, T).
     """
 
-    def _check_init(self, embed_dim, num_queries, d_ff, fast) -> None:
-        check_positive_int("embed_dim", embed_dim)
-        check_positive_int("num_queries", num_queries)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_flag("fast", fast)
-
-    @checked(_check_init)
+    @checked(embed_dim=check_positive_int, num_queries=check_positive_int, d_ff=optional(check_positive_int),
+             fast=check_flag)
     def __init__(self, embed_dim: int, num_queries: int = 32, d_ff: int | None = None, fast: bool = False):
         super().__init__()
         self.embed_dim, self.fast = int(embed_dim), bool(fast)

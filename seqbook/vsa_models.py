@@ -11,6 +11,7 @@ built by name with :func:`build_classifier`; their published accuracies in
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -27,6 +28,7 @@ from .checks import (
     check_probability,
     check_symbols_and_codebook,
     checked,
+    optional,
 )
 from .vsa import (
     CrossAttentionBlock,
@@ -65,12 +67,8 @@ class SymbolProjection(nn.Module):
         Input: (..., in_features). Output: (..., embed_dim), angles in [-1, 1).
     """
 
-    def _check_init(self, in_features, embed_dim, sigma) -> None:
-        check_positive_int("in_features", in_features)
-        check_positive_int("embed_dim", embed_dim)
-        check_number("sigma", sigma, low=0.0, low_open=True)
-
-    @checked(_check_init)
+    @checked(in_features=check_positive_int, embed_dim=check_positive_int,
+             sigma=partial(check_number, low=0.0, low_open=True))
     def __init__(self, in_features: int, embed_dim: int, sigma: float = 3.0):
         super().__init__()
         self.in_features, self.sigma = int(in_features), sigma
@@ -97,12 +95,7 @@ class Codebook(nn.Module):
         Output: (B, num_classes), similarities in [-1, 1].
     """
 
-    def _check_init(self, num_classes, embed_dim, sparsity) -> None:
-        check_positive_int("num_classes", num_classes)
-        check_positive_int("embed_dim", embed_dim)
-        check_probability("sparsity", sparsity)  # a share of angles set to 0: in [0, 1)
-
-    @checked(_check_init)
+    @checked(num_classes=check_positive_int, embed_dim=check_positive_int, sparsity=check_probability)
     def __init__(self, num_classes: int, embed_dim: int, sparsity: float = 0.0):
         super().__init__()
         codes = random_symbols(num_classes, embed_dim)
@@ -120,7 +113,6 @@ class Codebook(nn.Module):
 
 
 def _check_codebook_loss(similarities, labels) -> None:
-    check_float_tensor("similarities", similarities, ndim=2, names="(B, C)")  # real: not complex
     b, c = similarities.shape
     check_ids("labels", labels, num_classes=c, shape=(b,), names=f"({b},) (B of similarities {(b, c)})")
     if labels.device != similarities.device:
@@ -128,7 +120,7 @@ def _check_codebook_loss(similarities, labels) -> None:
                          f"got {labels.device}")
 
 
-@checked(_check_codebook_loss)
+@checked(_check_codebook_loss, similarities=partial(check_float_tensor, ndim=2, names="(B, C)"))
 def codebook_loss(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The paper's loss: ``mean(1 - sim(output, code of the true class))``, in [0, 2].
 
@@ -152,19 +144,10 @@ class VSAResNet(nn.Module):
         Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
     """
 
-    def _check_init(self, embed_dim, num_layers, skip, in_features, num_classes, d_ff, out_scale,
-                    codebook_sparsity) -> None:
-        check_positive_int("embed_dim", embed_dim)
-        check_positive_int("num_layers", num_layers, minimum=0)
-        check_flag("skip", skip)
-        check_positive_int("in_features", in_features)
-        check_positive_int("num_classes", num_classes)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_number("out_scale", out_scale, low=0.0)
-        check_probability("codebook_sparsity", codebook_sparsity)
-
-    @checked(_check_init)
+    @checked(embed_dim=check_positive_int, num_layers=partial(check_positive_int, minimum=0), skip=check_flag,
+             in_features=check_positive_int, num_classes=check_positive_int,
+             d_ff=optional(check_positive_int), out_scale=partial(check_number, low=0.0),
+             codebook_sparsity=check_probability)
     def __init__(self, embed_dim: int = 1024, num_layers: int = 12, skip: bool = True, in_features: int = 784,
                  num_classes: int = 10, d_ff: int | None = None, out_scale: float = 0.25,
                  codebook_sparsity: float = 0.0):
@@ -209,22 +192,13 @@ class VSAAttentionClassifier(nn.Module):
         scores of the block.
     """
 
-    def _check_init(self, embed_dim, kind, num_queries, rows, cols, num_classes, d_ff, codebook_sparsity,
-                    fast) -> None:
-        check_positive_int("embed_dim", embed_dim)
+    def _check_init(kind) -> None:
         if not isinstance(kind, str) or kind not in ("self", "cross"):
             raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
-        check_positive_int("num_queries", num_queries)
-        check_positive_int("rows", rows)
-        if cols is not None:
-            check_positive_int("cols", cols)
-        check_positive_int("num_classes", num_classes)
-        if d_ff is not None:
-            check_positive_int("d_ff", d_ff)
-        check_probability("codebook_sparsity", codebook_sparsity)
-        check_flag("fast", fast)
 
-    @checked(_check_init)
+    @checked(_check_init, embed_dim=check_positive_int, num_queries=check_positive_int,
+             rows=check_positive_int, cols=optional(check_positive_int), num_classes=check_positive_int,
+             d_ff=optional(check_positive_int), codebook_sparsity=check_probability, fast=check_flag)
     def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
                  cols: int | None = 28, num_classes: int = 10, d_ff: int | None = None,
                  codebook_sparsity: float = 0.0, fast: bool = False):
@@ -267,12 +241,7 @@ class VSAAttentionClassifier(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_similarity_logits(x, codebook, scale) -> None:
-    check_symbols_and_codebook(x, codebook)
-    check_number("scale", scale)
-
-
-@checked(_check_similarity_logits)
+@checked(check_symbols_and_codebook, scale=check_number)
 def similarity_logits(x: torch.Tensor, codebook: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     r"""``scale * sim(x_i, s_k)`` for every output symbol and every class symbol.
 
@@ -319,22 +288,17 @@ def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tenso
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_build_classifier(kind, embed_dim, num_layers, skip, num_queries, out_scale, d_ff,
-                            codebook_sparsity) -> None:
-    """Every argument, whichever ``kind`` uses it."""
+def _check_build_classifier(kind) -> None:
+    """``kind``, one of the three models; the other arguments are named on ``@checked``, whichever
+    ``kind`` uses them."""
     if not isinstance(kind, str) or kind not in ("self", "cross", "resnet"):
         raise ValueError(f"kind must be 'self', 'cross' or 'resnet', got {kind!r}")
-    check_positive_int("embed_dim", embed_dim)
-    check_positive_int("num_layers", num_layers, minimum=0)
-    check_flag("skip", skip)
-    check_positive_int("num_queries", num_queries)
-    check_number("out_scale", out_scale, low=0.0)
-    if d_ff is not None:
-        check_positive_int("d_ff", d_ff)
-    check_probability("codebook_sparsity", codebook_sparsity)
 
 
-@checked(_check_build_classifier)
+@checked(_check_build_classifier, embed_dim=check_positive_int,
+         num_layers=partial(check_positive_int, minimum=0), skip=check_flag, num_queries=check_positive_int,
+         out_scale=partial(check_number, low=0.0), d_ff=optional(check_positive_int),
+         codebook_sparsity=check_probability)
 def build_classifier(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True,
                      num_queries: int = 32, out_scale: float = 0.25, d_ff: int | None = None,
                      codebook_sparsity: float = 0.0) -> nn.Module:

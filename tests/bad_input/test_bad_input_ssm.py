@@ -20,13 +20,14 @@ from seqbook.ssm import (
     ssm_recurrent,
 )
 from tests.badinput import assert_clear_error, table
+from tests.ssm_inputs import diagonal_system, selective_inputs
 
 F64 = torch.float64
 
-# x, delta (B, T, E) = (2, 5, 3), A (E, N) = (3, 4), B and C (B, T, N), D (E,)
-X, DELTA = torch.randn(2, 5, 3), torch.rand(2, 5, 3) + 0.05
-A_, B_, C_, D_ = -(torch.rand(3, 4) + 0.1), torch.randn(2, 5, 4), torch.randn(2, 5, 4), torch.randn(3)
-A2, B2 = -torch.rand(3, 4), torch.randn(3, 4)
+# float32 inputs of the model tests' shapes: x, delta (B, T, E) = (2, 5, 3), A (E, N) = (3, 4), B and C
+# (B, T, N), D (E,); and A2, B2 (E, N) of a diagonal SSM
+X, DELTA, A_, B_, C_, D_ = selective_inputs(2, 5, 3, 4, dtype=torch.float32)
+A2, B2 = diagonal_system(3, 4, dtype=torch.float32)[:2]
 
 ERRORS, case = table()
 case("zoh-B-shape", lambda: discretize_zoh(A2, B2[:, :3], torch.ones(3)), "B", "(3, 4)", "(3, 3)")

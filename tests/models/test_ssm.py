@@ -26,18 +26,9 @@ from seqbook.ssm import (
     ssm_recurrent,
 )
 from tests.badinput import assert_clear_error
+from tests.ssm_inputs import diagonal_system, selective_inputs
 
 F64 = torch.float64
-
-
-def diagonal_system(E, N, device, dtype=F64):
-    """A random stable diagonal SSM with steps large enough that the state matters."""
-    A = -(torch.rand(E, N, dtype=dtype, device=device) + 0.1)
-    B = torch.randn(E, N, dtype=dtype, device=device)
-    C = torch.randn(E, N, dtype=dtype, device=device)
-    D = torch.randn(E, dtype=dtype, device=device)
-    delta = torch.rand(E, dtype=dtype, device=device) + 0.1
-    return A, B, C, D, delta
 
 
 def test_zoh_is_the_exact_solution_over_one_step(device):
@@ -71,16 +62,6 @@ def test_diagonal_ssm_layer_runs_both_views(device):
     x = torch.randn(2, 11, 3, dtype=F64, device=device)
     expected = ssm_recurrent(x, *layer.discretize(), layer.C, layer.D)
     assert_same_math(layer(x), expected, n=55)
-
-
-def selective_inputs(b, T, E, N, device):
-    x = torch.randn(b, T, E, dtype=F64, device=device)
-    delta = torch.rand(b, T, E, dtype=F64, device=device) + 0.05
-    A = -(torch.rand(E, N, dtype=F64, device=device) + 0.1)
-    B = torch.randn(b, T, N, dtype=F64, device=device)
-    C = torch.randn(b, T, N, dtype=F64, device=device)
-    D = torch.randn(E, dtype=F64, device=device)
-    return x, delta, A, B, C, D
 
 
 @pytest.mark.parametrize("T", [1, 5, 16, 19])
