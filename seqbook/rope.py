@@ -53,7 +53,7 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
     Shape:
         positions: (T,) -> cos, sin: (T, head_dim)
     """
-    exact = angle_dtype(positions.device)  # float64 (float32 on MPS)
+    exact = angle_dtype(positions.device)  # float64 where the device has it
     i = torch.arange(head_dim // 2, dtype=exact, device=positions.device)
     w = torch.exp(-math.log(base) * 2 * i / head_dim)  # (D_h/2,)
     angle = positions.to(exact)[:, None] * w  # (T, D_h/2)
