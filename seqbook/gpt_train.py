@@ -59,6 +59,9 @@ same dict) has, stably:
   held-out tail, rounded down to a multiple of the processes, at every ``--eval-every`` steps and at
   the last);
 - ``final_loss``, ``final_eval_loss``, ``seconds`` and ``tokens_per_second`` (this invocation),
+  ``peak_memory_mib`` and ``peak_memory`` (what it measured: on a GPU the most memory PyTorch's
+  tensors took on rank 0's device, ``torch.cuda.max_memory_allocated``; on a CPU rank 0's peak
+  resident set, which includes Python and the libraries), written once the run ends,
   ``resumed_from`` (None, or ``path``, ``step``, ``world_size``, ``parallel``, ``rng_restored``),
   ``stopped_at`` (the step of ``--stop-after``, else None), ``checkpoints`` (folders written).
 
@@ -274,12 +277,29 @@ def main(argv: list[str] | None = None) -> dict:
         except CheckpointError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         if d.main:
+            log["peak_memory_mib"], log["peak_memory"] = peak_memory(d.device)
+            write(log)
             summary = {k: log[k] for k in ("world_size", "parallel", "steps", "final_loss",
-                                            "final_eval_loss", "seconds", "tokens_per_second")}
+                                            "final_eval_loss", "seconds", "tokens_per_second",
+                                            "peak_memory_mib")}
             print(json.dumps(summary))
         return log
     finally:
         shutdown_distributed(d)
+
+
+def peak_memory(device: torch.device) -> tuple[float | None, str]:
+    """This process's peak memory in MiB, and what was measured: on a GPU the most that PyTorch's
+    tensors took on ``device``, on a CPU the process's peak resident set (None on Windows, which
+    has no ``resource`` module)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "torch.cuda.max_memory_allocated"
+    try:
+        import resource
+    except ImportError:
+        return None, "not measured (no resource module)"
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / (2**20 if sys.platform == "darwin" else 2**10), "peak resident set of the process"
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@
 #   long       time against length up to 16k (attention, linear attention, scans, Mamba),
 #              generation with and without the KV cache, and per token against the number of
 #              key/value heads of chapter 6's Llama-style model          -> perf/long_context.json
+#   train      the training command on the GPU: one plain process, then torchrun with one process,
+#              DDP and FSDP over NCCL, bf16, GPT-2-small's sizes on characters; tokens/s and peak
+#              memory in each JSON log                                    -> perf/gpt_train/*.json
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
@@ -42,11 +45,15 @@ if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
   perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
   device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry); long_args=(--dry)
   bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb)
+  train_args=(--n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --steps 3 --warmup 1
+              --eval-every 3 --eval-windows 4 --threads 1)
   test_paths=(tests/package/test_utils.py)
 else
   perf=perf; results=results
   device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=(--peer hf); long_args=()
   bench_args=(--scaling); nb_filter=(${SEQBOOK_GPU_NOTEBOOKS:-chapters/[0-9]*.ipynb})
+  train_args=(--n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 --batch-size 16 --steps 40
+              --warmup 5 --eval-every 40 --eval-windows 16 --bf16)
   test_paths=(tests)
 fi
 mkdir -p "$perf" "$results" gpu_logs
@@ -110,6 +117,21 @@ step_long() {
   echo "long exit $?" >> gpu_logs/long.txt
 }
 
+step_train() {
+  # rank 0 writes each log; torchrun's one process runs the same code path as many would (NCCL on CUDA)
+  local out="$perf/gpt_train" common=("${train_args[@]}" --device "$device" --quiet)
+  mkdir -p "$out"; : > gpu_logs/train.txt
+  timeout "$(left 120)" python3 -m seqbook.gpt_train "${common[@]}" --json-log "$out/single.json" \
+    >> gpu_logs/train.txt 2>&1
+  echo "train single exit $?" >> gpu_logs/train.txt
+  for par in ddp fsdp; do
+    timeout "$(left 120)" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
+      -m seqbook.gpt_train "${common[@]}" --parallel "$par" --json-log "$out/$par.json" \
+      >> gpu_logs/train.txt 2>&1
+    echo "train $par exit $?" >> gpu_logs/train.txt
+  done
+}
+
 step_fhrr() {
   : > gpu_logs/fhrr.txt
   for model in self cross resnet; do
@@ -126,6 +148,7 @@ case "${1:-all}" in
     [[ $skip == *" bench "* ]] || step_bench
     [[ $skip == *" gpt "* ]] || step_gpt
     [[ $skip == *" long "* ]] || step_long
+    [[ $skip == *" train "* ]] || step_train
     step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
   timings)  # the measurements alone: bench, gpt, long
     step_env
@@ -134,11 +157,11 @@ case "${1:-all}" in
     step_long ;;
   checks)  # the tests and the notebooks side by side
     step_tests & step_notebooks & wait ;;
-  env|tests|notebooks|bench|gpt|long|fhrr) "step_$1" ;;
+  env|tests|notebooks|bench|gpt|long|train|fhrr) "step_$1" ;;
   check)  # after a first 'all': the tests, the notebooks and the GPT run again, without bench and fhrr
     step_env
     step_gpt
     step_tests & step_notebooks & wait ;;
-  *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|fhrr]" >&2; exit 2 ;;
+  *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|train|fhrr]" >&2; exit 2 ;;
 esac
 tail -n 3 gpu_logs/*.txt

@@ -208,6 +208,8 @@ def test_the_log_records_the_command_and_the_commit(runs, monkeypatch):
     assert log["command"][:3] == ["python", "-m", "seqbook.gpt_train"] and "--json-log" in log["command"]
     assert "commit" in log and log["checkpoints"][-1].endswith("step_00000005")
     assert log["data"]["tokenizer"] == "char" and log["config"]["n_embd"] == 16
+    # rank 0's peak memory, with what was measured (a CPU run: the process's resident set)
+    assert log["peak_memory"] == "peak resident set of the process" and log["peak_memory_mib"] > 10
     monkeypatch.setenv("SEQBOOK_COMMIT", "abc123")
     assert main(TINY + ["--steps", "1", "--warmup", "0"])["commit"] == "abc123"
 
