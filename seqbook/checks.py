@@ -37,6 +37,7 @@ __all__ = [
     "INTEGER_DTYPES",
     "check_lm_chunks",
     "check_positive_int",
+    "check_count",
     "check_flag",
     "check_generator",
     "check_module_input",
@@ -417,6 +418,11 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int: the package's one
     size check (``check_int`` with a lower bound)."""
     return check_int(name, value, minimum)
+
+
+def check_count(name: str, value) -> int:
+    """A count that may be zero (steps, new tokens, layers): an int >= 0, as a Python int."""
+    return check_int(name, value, 0)
 
 
 def check_flag(name: str, value) -> bool:

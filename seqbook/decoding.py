@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from .checks import (
+    check_count,
     check_flag,
     check_float_tensor,
     check_forbid,
@@ -103,11 +104,14 @@ def check_generate(self, idx, temperature, top_k, generator, forbid) -> None:
     check_sampling(self.config.vocab_size, temperature, top_k, forbid, generator)
 
 
+_LOGITS = partial(check_float_tensor, ndim=2, names="(B, V)")  # the logits a decoder draws from
+
+
 def _check_forbid_tokens(logits, forbid) -> None:
     check_forbid("forbid", forbid, logits.shape[-1])
 
 
-@checked(_check_forbid_tokens, logits=partial(check_float_tensor, ndim=2, names="(B, V)"))
+@checked(_check_forbid_tokens, logits=_LOGITS)
 def forbid_tokens(logits: torch.Tensor, forbid: Sequence[int] = ()) -> torch.Tensor:
     """The rule for tokens a model must never emit: their logits become -inf.
 
@@ -146,7 +150,7 @@ def _check_sample_next(logits, temperature, top_k, forbid, generator) -> None:
                          "row of -inf only (no token left to draw)")
 
 
-@checked(_check_sample_next, logits=partial(check_float_tensor, ndim=2, names="(B, V)"))
+@checked(_check_sample_next, logits=_LOGITS)
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 forbid: Sequence[int] = (), generator: torch.Generator | None = None) -> torch.Tensor:
     r"""Draw the next token of each row from its logits: the one sampling rule of the book.
@@ -217,7 +221,7 @@ def _check_generate(model, vocab, prefix, temperature, generator) -> None:
     check_sampling(len(vocab.itos), temperature, forbid=reserved, generator=generator)
 
 
-@checked(_check_generate, n=partial(check_int, minimum=0))
+@checked(_check_generate, n=check_count)
 @torch.no_grad()
 def generate(model: nn.Module, vocab, prefix: str, n: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> str:
@@ -306,7 +310,7 @@ def _check_generate_tokens(model, idx, temperature, top_k, forbid, generator) ->
     check_sampling(config.vocab_size, temperature, top_k, forbid, generator)
 
 
-@checked(_check_generate_tokens, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
+@checked(_check_generate_tokens, max_new_tokens=check_count, use_cache=check_flag)
 @torch.no_grad()
 def generate_tokens(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                     top_k: int | None = None, forbid: Sequence[int] = (),

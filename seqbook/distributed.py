@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 
 from .checks import (
     INTEGER_DTYPES,
+    check_count,
     check_flag,
     check_ids,
     check_int,
@@ -205,7 +206,7 @@ def _check_global_batch_starts(num_tokens, block_size) -> None:
 
 
 @checked(_check_global_batch_starts, seed=partial(check_int, minimum=None),
-         step=partial(check_int, minimum=0), num_tokens=check_positive_int, block_size=check_positive_int,
+         step=check_count, num_tokens=check_positive_int, block_size=check_positive_int,
          batch_size=check_positive_int)
 def global_batch_starts(seed: int, step: int, num_tokens: int, block_size: int, batch_size: int
                         ) -> torch.Tensor:
@@ -543,8 +544,8 @@ def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, acc
 
 
 @checked(_check_train_distributed, accumulate=check_positive_int, bf16=check_flag,
-         checkpoint_every=partial(check_int, minimum=0), keep=partial(check_int, minimum=0),
-         stop_after=optional(check_positive_int), eval_every=partial(check_int, minimum=0),
+         checkpoint_every=check_count, keep=check_count,
+         stop_after=optional(check_positive_int), eval_every=check_count,
          eval_windows=check_positive_int, progress=check_flag)
 def train_distributed(
     config: GPTConfig,

@@ -24,8 +24,8 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .checks import (
     check_choice,
+    check_count,
     check_flag,
-    check_int,
     check_number,
     check_positive_int,
     check_probability,
@@ -394,7 +394,7 @@ class GPT(nn.Module):
         steps = torch.arange(start, start + T, device=x.device)
         return x, rope_angles(steps, c.n_embd // c.n_head)  # cos, sin: (T, D_h)
 
-    @checked(check_generate, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
+    @checked(check_generate, max_new_tokens=check_count, use_cache=check_flag)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,

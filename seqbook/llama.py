@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +36,9 @@ from torch import nn
 
 from .attention import scaled_dot_product_attention
 from .checks import (
+    check_count,
     check_features,
     check_flag,
-    check_int,
     check_number,
     check_positive_int,
     check_rotary,
@@ -429,7 +428,7 @@ class Llama(nn.Module):
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
         return logits, loss
 
-    @checked(check_generate, max_new_tokens=partial(check_int, minimum=0), use_cache=check_flag)
+    @checked(check_generate, max_new_tokens=check_count, use_cache=check_flag)
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 0.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm  # a widget in Jupyter (removed when done), text in a
 
 from .batching import bucket_batches
 from .checks import (
+    check_count,
     check_flag,
     check_generator,
     check_ids,
@@ -593,7 +594,7 @@ def _check_train_vsa(model, train, test, batch_size, device) -> None:
          alpha=partial(check_number, low=0.0, high=1.0, high_open=True),
          eps=partial(check_number, low=0.0, low_open=True),
          clip=optional(partial(check_number, low=0.0, allow_inf=True)), seed=partial(check_int, minimum=None),
-         eval_every=partial(check_int, minimum=0), eval_size=check_positive_int, progress=check_flag,
+         eval_every=check_count, eval_size=check_positive_int, progress=check_flag,
          desc=check_str)
 def train_vsa(model: nn.Module, train: tuple[torch.Tensor, ...],
               test: tuple[torch.Tensor, ...], steps: int, batch_size: int = 128,

@@ -18,6 +18,7 @@ from torch import nn
 
 from .checks import (
     check_bool_mask,
+    check_count,
     check_flag,
     check_float_tensor,
     check_ids,
@@ -144,7 +145,7 @@ class VSAResNet(nn.Module):
         Input: (B, *image_shape), e.g. (B, 28, 28). Output: (B, num_classes) similarities.
     """
 
-    @checked(embed_dim=check_positive_int, num_layers=partial(check_positive_int, minimum=0), skip=check_flag,
+    @checked(embed_dim=check_positive_int, num_layers=check_count, skip=check_flag,
              in_features=check_positive_int, num_classes=check_positive_int,
              d_ff=optional(check_positive_int), out_scale=partial(check_number, low=0.0),
              codebook_sparsity=check_probability)
@@ -296,7 +297,7 @@ def _check_build_classifier(kind) -> None:
 
 
 @checked(_check_build_classifier, embed_dim=check_positive_int,
-         num_layers=partial(check_positive_int, minimum=0), skip=check_flag, num_queries=check_positive_int,
+         num_layers=check_count, skip=check_flag, num_queries=check_positive_int,
          out_scale=partial(check_number, low=0.0), d_ff=optional(check_positive_int),
          codebook_sparsity=check_probability)
 def build_classifier(kind: str, embed_dim: int, num_layers: int = 12, skip: bool = True,
