@@ -61,7 +61,7 @@ same dict) has, stably:
 - ``final_loss``, ``final_eval_loss``, ``seconds`` and ``tokens_per_second`` (this invocation),
   ``peak_memory_mib`` and ``peak_memory`` (what it measured: on a GPU the most memory PyTorch's
   tensors took on rank 0's device, ``torch.cuda.max_memory_allocated``; on a CPU rank 0's peak
-  resident set, which includes Python and the libraries), written once the run ends,
+  resident set, which includes Python and the libraries), the peak so far at each write,
   ``resumed_from`` (None, or ``path``, ``step``, ``world_size``, ``parallel``, ``rng_restored``),
   ``stopped_at`` (the step of ``--stop-after``, else None), ``checkpoints`` (folders written).
 
@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
         extra = {"command": ["python", "-m", "seqbook.gpt_train", *(sys.argv[1:] if argv is None else argv)],
                  "commit": code_commit(), "torch": torch.__version__, "device_name": device_name}
 
-        def write(log: dict) -> None:
+        def write(log: dict) -> None:  # rank 0, after every checkpoint and at the end
+            log["peak_memory_mib"], log["peak_memory"] = peak_memory(d.device)
             if args.json_log:
                 _write_json(args.json_log, log)
 
@@ -277,8 +278,6 @@ def main(argv: list[str] | None = None) -> dict:
         except CheckpointError as exc:
             parser.exit(2, f"{parser.prog}: error: {exc}\n")
         if d.main:
-            log["peak_memory_mib"], log["peak_memory"] = peak_memory(d.device)
-            write(log)
             summary = {k: log[k] for k in ("world_size", "parallel", "steps", "final_loss",
                                             "final_eval_loss", "seconds", "tokens_per_second",
                                             "peak_memory_mib")}
