@@ -4,6 +4,8 @@
 #   bash benchmarks/gpu/prepare.sh          # first, on a machine with network (packs .whl/, .gpu_data/)
 #   bash benchmarks/gpu/run.sh all          # then, on the GPU machine, from the repository root
 #
+# The packed folders (.whl/, .gpu_data/, .gpu_src/) are ignored by git: copy them with the tree.
+#
 # Steps (each one also runs alone: run.sh tests, run.sh gpt, ...), each bounded to under 10 minutes:
 #   tests      the unit tests, every device-parametrised one on CUDA too  -> gpu_logs/tests.txt
 #   notebooks  every chapter executed on CUDA under nbval (errors and asserts) -> gpu_logs/notebooks.txt
@@ -12,6 +14,9 @@
 #   long       time against length up to 16k (attention, linear attention, scans, Mamba),
 #              generation with and without the KV cache, and per token against the number of
 #              key/value heads of chapter 6's Llama-style model          -> perf/long_context.json
+#   kernels    chapter 10's readable linear attention, gated recurrence, delta rule and Mamba scans
+#              beside the production kernels (flash-linear-attention, mamba_ssm): outputs and gradients
+#              checked on the GPU, then time and memory against length -> perf/kernels.json
 #   train      the training command on the GPU: one plain process, then torchrun with one process,
 #              DDP and FSDP over NCCL, bf16, GPT-2-small's sizes on characters; tokens/s and peak
 #              memory in each JSON log                                    -> perf/gpt_train/*.json
@@ -20,7 +25,8 @@
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
 # SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
 # SEQBOOK_GPU_SKIP (steps 'all' leaves out, e.g. "bench fhrr").
-# 'all' runs bench, gpt and long first and alone (their timings), then tests, notebooks and fhrr side by side.
+# 'all' runs bench, gpt, long, kernels and train first and alone (their timings), then tests, notebooks
+# and fhrr side by side.
 # A copy of the tree without .git records the commit it measures from SEQBOOK_COMMIT (set it when copying).
 #
 # SEQBOOK_GPU_DRY=1 runs every step at toy size on the CPU, to check the programme itself.
@@ -44,14 +50,14 @@ export TQDM_DISABLE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
 if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
   perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
   device=cpu; fhrr_args=(--dim 64 --steps 20 --blocks 2 --train-size 2000); gpt_args=(--dry); long_args=(--dry)
-  bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb)
+  bench_args=(--smoke); nb_filter=(chapters/09_losses.ipynb); kernel_args=(--dry)
   train_args=(--n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --steps 3 --warmup 1
               --eval-every 3 --eval-windows 4 --threads 1)
   test_paths=(tests/package/test_utils.py)
 else
   perf=perf; results=results
   device=cuda; fhrr_args=(--dim 1024 --steps 2000 --batch 128); gpt_args=(--peer hf); long_args=()
-  bench_args=(--scaling); nb_filter=(${SEQBOOK_GPU_NOTEBOOKS:-chapters/[0-9]*.ipynb})
+  bench_args=(--scaling); nb_filter=(${SEQBOOK_GPU_NOTEBOOKS:-chapters/[0-9]*.ipynb}); kernel_args=()
   train_args=(--n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 --batch-size 16 --steps 40
               --warmup 5 --eval-every 40 --eval-windows 16 --bf16)
   test_paths=(tests)
@@ -117,6 +123,12 @@ step_long() {
   echo "long exit $?" >> gpu_logs/long.txt
 }
 
+step_kernels() {
+  timeout "$(left 200)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" --quiet \
+    --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
+  echo "kernels exit $?" >> gpu_logs/kernels.txt
+}
+
 step_train() {
   # rank 0 writes each log; torchrun's one process runs the same code path as many would (NCCL on CUDA)
   local out="$perf/gpt_train" common=("${train_args[@]}" --device "$device" --quiet)
@@ -148,20 +160,22 @@ case "${1:-all}" in
     [[ $skip == *" bench "* ]] || step_bench
     [[ $skip == *" gpt "* ]] || step_gpt
     [[ $skip == *" long "* ]] || step_long
+    [[ $skip == *" kernels "* ]] || step_kernels
     [[ $skip == *" train "* ]] || step_train
     step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
-  timings)  # the measurements alone: bench, gpt, long
+  timings)  # the measurements alone: bench, gpt, long, kernels
     step_env
     step_bench
     step_gpt
-    step_long ;;
+    step_long
+    step_kernels ;;
   checks)  # the tests and the notebooks side by side
     step_tests & step_notebooks & wait ;;
-  env|tests|notebooks|bench|gpt|long|train|fhrr) "step_$1" ;;
+  env|tests|notebooks|bench|gpt|long|kernels|train|fhrr) "step_$1" ;;
   check)  # after a first 'all': the tests, the notebooks and the GPT run again, without bench and fhrr
     step_env
     step_gpt
     step_tests & step_notebooks & wait ;;
-  *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|train|fhrr]" >&2; exit 2 ;;
+  *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|kernels|train|fhrr]" >&2; exit 2 ;;
 esac
 tail -n 3 gpu_logs/*.txt
