@@ -14,6 +14,14 @@ without the position table) plus 12 L T D for attention (L layers, context T, wi
 tokens per second, divided by the GPU's dense bf16 peak (989.4 TFLOP/s for an H100 SXM or H200).
 Every result records the commit of the code it measured (``meta.commit``).
 
+``--variants`` measures, in the same run and harness, what could move the MFU (issue: reach 45 %),
+each beside the result above: ``native`` (the same function from PyTorch's native layers, the query,
+key and value projections packed in one matrix product as in nanoGPT:
+``benchmarks.native_gpt.NativeGPT``), ``flash`` (our model with SDPA restricted to the FlashAttention
+backend instead of PyTorch's choice, cuDNN's on Hopper), ``autotune`` (our model compiled with
+``max-autotune-no-cudagraphs``: Inductor times its own matrix-product kernels against cuBLAS) and
+``no-clip`` (without the gradient-norm clipping, a reduction over every gradient each step).
+
 Run it from the root of the repository::
 
     python -m benchmarks.gpu.gpt_throughput --device cuda --peer hf --json perf/gpt.json \
@@ -24,6 +32,7 @@ Run it from the root of the repository::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import time
@@ -118,12 +127,17 @@ def hf_gpt2(config: GPTConfig, device: torch.device) -> tuple[nn.Module, dict]:
     return model, info
 
 
-def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, args) -> dict:
-    """Time ``args.steps`` training steps of ``model`` after ``args.warmup`` untimed ones."""
+def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, args,
+            context=contextlib.nullcontext, compile_mode: str | None = None, clip: bool = True) -> dict:
+    """Time ``args.steps`` training steps of ``model`` after ``args.warmup`` untimed ones.
+
+    Each step runs inside ``context()``; ``compile_mode`` replaces ``args.compile_mode``; ``clip``
+    clips the gradients' norm to 1 as nanoGPT does."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
                                   fused=device.type == "cuda")
     compiled = not args.no_compile
-    step_model = torch.compile(model, mode=args.compile_mode) if compiled else model
+    compile_mode = compile_mode or args.compile_mode
+    step_model = torch.compile(model, mode=compile_mode) if compiled else model
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     gen = torch.Generator(device=device).manual_seed(0)
     if device.type == "cuda":
@@ -132,10 +146,11 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
     def step():
         x = torch.randint(config.vocab_size, (args.batch, config.block_size + 1), device=device,
                           generator=gen)
-        with amp:
+        with amp, context():  # the backward pass runs the backend its forward pass chose
             loss = loss_of(step_model, x[:, :-1], x[:, 1:])
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss
@@ -176,7 +191,8 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
     peak = peak_tflops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
-        "compiled": compiled, "compile_mode": args.compile_mode if compiled else None,
+        "compiled": compiled, "compile_mode": compile_mode if compiled else None,
+        "clip_grad_norm": clip,
         "warmup_s": round(warmup_s, 1),
         "ms_per_step": round(1000 * seconds / args.steps, 2),
         "tokens_per_s": round(tokens_per_s),
@@ -192,6 +208,38 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
 
 def seqbook_loss(model, x, y):
     return model(x, y)[1]
+
+
+def native_loss(model, x, y):
+    return model(x, y)[1]
+
+
+def flash_only():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+
+
+VARIANTS = {  # name -> (what it changes, how to measure it)
+    "native": ("the same function from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
+               lambda config, device, args: measure(native_gpt(config, device), native_loss, config,
+                                                    device, args)),
+    "flash": ("our model, SDPA restricted to the FlashAttention backend",
+              lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
+                                                   config, device, args, context=flash_only)),
+    "autotune": ("our model compiled with mode='max-autotune-no-cudagraphs'",
+                 lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
+                                                      config, device, args,
+                                                      compile_mode="max-autotune-no-cudagraphs")),
+    "no-clip": ("our model without clip_grad_norm_",
+                lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
+                                                     config, device, args, clip=False)),
+}
+
+
+def native_gpt(config: GPTConfig, device: torch.device) -> nn.Module:
+    from benchmarks.native_gpt import NativeGPT
+    return NativeGPT(config.vocab_size, config.block_size, config.n_layer, config.n_head,
+                     config.n_embd).to(device)
 
 
 def hf_loss(model, x, y):
@@ -218,11 +266,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--peer", choices=["hf"], default=None,
                    help="also train Hugging Face's GPT2LMHeadModel of the same size in the same harness")
     p.add_argument("--profile", action="store_true", help="print where the time of a few steps goes")
+    p.add_argument("--variants", default="",
+                   help=f"comma-separated, measured after the main run: {', '.join(VARIANTS)}")
     p.add_argument("--dry", action="store_true", help="toy size on the CPU, to test the script")
     p.add_argument("--json", type=Path, default=None, help="write the result here")
     p.add_argument("--merge-into", type=Path, default=None,
                    help="also add the result to this JSON file (e.g. perf/cuda.json) as 'gpt' and 'mfu'")
     args = p.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:  # before anything runs: a typo must not cost a GPU slot
+        raise SystemExit(f"--variants: unknown {unknown}, expected some of {sorted(VARIANTS)}")
     if args.dry:
         args.device, args.batch, args.steps, args.warmup, args.no_compile = "cpu", 4, 3, 1, True
     config = gpt_config(args.dry)
@@ -251,6 +305,17 @@ def main(argv: list[str] | None = None) -> dict:
         result["ratio_to_peer"] = round(ours["tokens_per_s"] / result["peer"]["tokens_per_s"], 3)
         del peer
         free(device)
+    if variants:
+        result["variants"] = {}
+    for name in variants:
+        what, run = VARIANTS[name]
+        torch.manual_seed(0)
+        try:
+            result["variants"][name] = {"what": what, **run(config, device, args)}
+        except Exception as exc:  # noqa: BLE001 - one variant failing must not cost the others
+            result["variants"][name] = {"what": what, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        free(device)
+        print(json.dumps({name: result["variants"][name]}), flush=True)
     result["meta"] = machine_info(device)
     print(json.dumps(result, indent=1))
     if args.json:

@@ -90,6 +90,19 @@ def test_gpt_throughput_measures_the_fused_path_and_a_peer():
         assert result["peer"]["flops_per_token"] == pytest.approx(result["flops_per_token"], rel=0.05)
 
 
+def test_gpt_throughput_measures_its_variants_in_the_same_run():
+    from benchmarks.gpu import gpt_throughput
+
+    result = gpt_throughput.main(["--dry", "--variants", "native,no-clip"])
+    variants = result["variants"]
+    assert set(variants) == {"native", "no-clip"} and all(v["what"] for v in variants.values())
+    assert variants["native"]["parameters"] == result["parameters"]  # the same function's size
+    assert variants["no-clip"]["clip_grad_norm"] is False and result["clip_grad_norm"] is True
+    assert all(v["tokens_per_s"] > 0 for v in variants.values())
+    with pytest.raises(SystemExit, match="unknown"):
+        gpt_throughput.main(["--dry", "--variants", "fastest"])
+
+
 def test_gpt_throughput_refuses_a_model_on_the_readable_path(monkeypatch):
     from benchmarks.gpu import gpt_throughput
     from seqbook.gpt import GPT
