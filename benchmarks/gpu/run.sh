@@ -25,8 +25,8 @@
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
 # SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
 # SEQBOOK_GPU_SKIP (steps 'all' leaves out, e.g. "bench fhrr").
-# 'all' runs bench, gpt, long, kernels and train first and alone (their timings), then tests, notebooks
-# and fhrr side by side.
+# 'all' runs gpt, kernels, train, long and bench first and alone (their timings), in that order of value,
+# then tests, notebooks and fhrr side by side.
 # A copy of the tree without .git records the commit it measures from SEQBOOK_COMMIT (set it when copying).
 #
 # SEQBOOK_GPU_DRY=1 runs every step at toy size on the CPU, to check the programme itself.
@@ -124,7 +124,7 @@ step_long() {
 }
 
 step_kernels() {
-  timeout "$(left 200)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" --quiet \
+  timeout "$(left 240)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" --quiet \
     --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
   echo "kernels exit $?" >> gpu_logs/kernels.txt
 }
@@ -157,11 +157,12 @@ case "${1:-all}" in
   all)  # SEQBOOK_GPU_SKIP="bench fhrr" leaves steps out (e.g. when the device time is short)
     skip=" ${SEQBOOK_GPU_SKIP:-} "
     step_env
-    [[ $skip == *" bench "* ]] || step_bench
+    # by value: the GPT's MFU, then what no earlier run measured, then re-runs at the current code
     [[ $skip == *" gpt "* ]] || step_gpt
-    [[ $skip == *" long "* ]] || step_long
     [[ $skip == *" kernels "* ]] || step_kernels
     [[ $skip == *" train "* ]] || step_train
+    [[ $skip == *" long "* ]] || step_long
+    [[ $skip == *" bench "* ]] || step_bench
     step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
   timings)  # the measurements alone: bench, gpt, long, kernels
     step_env
