@@ -137,3 +137,21 @@ def test_ratios_compare_each_checked_kernel_with_the_fastest_readable_form():
                        row("wrong", "production", 1.0, 1.0, check_ok=False)]}
     assert kernels.ratios(result) == [{"pair": "p", "kernel": "kernel", "readable": "fast",
                                        "T": 1024, "time_ratio": 4.0, "memory_ratio": 4.0}]
+
+
+def test_a_kernel_is_timed_on_its_own_leaves_and_parameters_get_no_gradient():
+    pairs, _ = kernels.build_pairs(dry=True)
+    ssd = next(p for p in pairs if p.name == "Mamba-2 scan (SSD)")
+    side = next(s for s in ssd.sides if s.name == "mamba_ssm mamba_chunk_scan_combined")
+    seen = {}
+
+    def stand_in(x, dt, A, B, C):  # mamba_ssm's arguments: A is a parameter, the rest inputs
+        seen.update(A=A.requires_grad, x=x.requires_grad and x.is_leaf, dt=dt.requires_grad)
+        x, dt, A, B, C = (t.float() for t in (x, dt, A, B, C))  # bf16 timings, gates float32
+        y = ssm.ssd_recurrent(bthd(x * dt[..., None]), bthd(dt * A), bthd(B), bthd(C))
+        return bthd(y)
+
+    side.call = stand_in
+    row = kernels.time_side(ssd, side, 64, CPU, repeats=1)
+    assert row["status"] == "ok" and row["forward_backward_ms"] > 0
+    assert seen == {"A": False, "x": True, "dt": True}
