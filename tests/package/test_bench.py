@@ -511,9 +511,38 @@ def test_every_committed_result_names_its_commit():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    files = sorted((root / "perf").glob("*.json")) + sorted((root / "results").rglob("*.json"))
+    files = sorted((root / "perf").rglob("*.json")) + sorted((root / "results").rglob("*.json"))
     assert files
     for path in files:
         data = json.loads(path.read_text())
         commit = data.get("commit") or data.get("meta", {}).get("commit")
         assert isinstance(commit, str) and len(commit) >= 7, f"{path.name} names no commit"
+
+
+def test_committed_gpu_runs_measured_the_configuration_they_name():
+    """What a GPU run of the programme commits (perf/gpt_train/, perf/kernels.json) is what the
+    book says it is: the training command in bf16 on CUDA, DDP and FSDP over NCCL; kernels timed
+    only after their check ran on the GPU itself, and ratios only for kernels that passed it.
+    Skipped while no GPU run has been committed."""
+    from pathlib import Path
+
+    perf = Path(__file__).resolve().parents[2] / "perf"
+    logs = {p.stem: json.loads(p.read_text()) for p in sorted((perf / "gpt_train").glob("*.json"))}
+    kernels = json.loads((perf / "kernels.json").read_text()) if (perf / "kernels.json").exists() else None
+    if not logs and kernels is None:
+        pytest.skip("no GPU run of the training command or the kernels step committed yet")
+    for name, log in logs.items():
+        assert (log["device"], log["bf16"], log["world_size"]) == ("cuda", True, 1), name
+        assert log["parallel"] == {"single": "none"}.get(name, name), name
+        assert log["backend"] == (None if name == "single" else "nccl"), name
+        assert log["peak_memory"] == "torch.cuda.max_memory_allocated", name
+    if kernels is not None:
+        assert kernels["meta"]["device"] == "cuda"
+        checks = {(pair, side): c for pair, sides in kernels["checks"].items()
+                  for side, c in sides.items()}
+        assert checks and all(c["against"] == "kernel" for c in checks.values())
+        for r in kernels["rows"]:
+            if r["kind"] == "production" and r["status"] == "ok":
+                assert r["check_ok"] == checks[(r["pair"], r["name"])]["ok"]
+        ok = {(r["pair"], r["name"]) for r in kernels["rows"] if r.get("check_ok")}
+        assert all((r["pair"], r["kernel"]) in ok for r in kernels["ratios"])
