@@ -44,7 +44,7 @@ from torch import nn
 
 from benchmarks.gpu.gpt_throughput import readable_attention_calls
 from benchmarks.native_gpt import NativeGPT, copy_from_hf
-from benchmarks.report import machine_info
+from benchmarks.report import machine_info, write_json
 from benchmarks.timing import measure
 from seqbook.gpt import GPT
 
@@ -225,8 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"seqbook/hf {result['ratio']['seqbook/hf']:.3f}; load average {meta['load_average']}"
           f" -> {meta['load_average_end']}", flush=True)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.json, result)
     return result
 
 

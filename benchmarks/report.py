@@ -7,6 +7,8 @@ import json
 import os
 import platform
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import torch
@@ -98,6 +100,26 @@ def format_table(result: dict) -> str:
             lines += [f"  {name:<40}" + "".join(f"{t:9.3g}" for t in ms)
                       for name, ms in res["series"].items()]
     return "\n".join(lines) + "\n"
+
+
+def write_json(path: Path, data: dict) -> None:
+    """``data`` as indented JSON at ``path``, its folder made if needed (every result file's form)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def finish(result: dict, device: torch.device, started: float, module: str,
+           argv: list[str] | None, path: Path | None, **meta) -> dict:
+    """Close a run of ``python -m module``: ``result["meta"]`` gets the machine, ``meta``, the
+    seconds since ``started`` (a ``time.perf_counter()``) and the command line; written to ``path``
+    if one is given."""
+    args = sys.argv[1:] if argv is None else argv
+    result["meta"] = {**machine_info(device), **meta,
+                      "elapsed_s": round(time.perf_counter() - started, 1),
+                      "command": " ".join(["python -m", module, *args])}
+    if path:
+        write_json(path, result)
+    return result
 
 
 def write_result(out: Path, stem: str, result: dict, table: str | None = None) -> None:

@@ -94,3 +94,35 @@ def measure(fns: list[Callable[[], None]], sync: Callable[[], None] = lambda: No
             samples[i].append((clock() - t0) / number)
     return [{"ms": 1e3 * statistics.median(s), "min_ms": 1e3 * min(s), "samples": len(s), "number": number}
             for s in samples]
+
+
+def time_row(row: dict, build: Callable[[], tuple[Callable[[], object], list[torch.Tensor]]],
+             device: torch.device, repeats: int) -> dict:
+    """Fill ``row`` with the forward and forward+backward times of one computation on ``device``.
+
+    ``build()`` makes the inputs and returns ``(call, leaves)``: what :func:`runner` times, and the
+    tensors whose gradients it clears. ``row`` gets ``forward_ms`` and ``forward_backward_ms``
+    (medians of :func:`measure`, ``repeats`` samples after one warm-up call) and, on a GPU,
+    ``max_memory_gib``, the peak allocated while both ran. Running out of GPU memory, or any other
+    error, becomes the row's ``status`` instead: one failing size must not cost the others.
+    """
+    sync = sync_for(device)
+    cuda = device.type == "cuda"
+    try:
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        call, leaves = build()
+        for key, backward in (("forward_ms", False), ("forward_backward_ms", True)):
+            sample = measure([runner(call, leaves, backward)], sync, repeats=repeats, warmup=1)[0]
+            row[key] = round(sample["ms"], 3)
+        if cuda:
+            row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
+    except torch.OutOfMemoryError:
+        row["status"] = "skipped: out of GPU memory"
+    except Exception as exc:  # noqa: BLE001 - reported in the row
+        row["status"] = f"error: {type(exc).__name__}: {exc}"[:300]
+    finally:
+        call = leaves = None
+        if cuda:
+            torch.cuda.empty_cache()
+    return row

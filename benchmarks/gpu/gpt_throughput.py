@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 import seqbook.attention
-from benchmarks.report import machine_info
+from benchmarks.report import machine_info, write_json
 from seqbook.attention import MultiHeadAttention
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.utils import set_fast
@@ -319,8 +319,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["meta"] = machine_info(device)
     print(json.dumps(result, indent=1))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.json, result)
     if args.merge_into and args.merge_into.exists():
         merged = json.loads(args.merge_into.read_text())
         merged["gpt"] = {k: v for k, v in result.items() if k != "meta"}

@@ -55,8 +55,8 @@ os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from benchmarks.report import machine_info
-from benchmarks.timing import measure, runner, sync_for
+from benchmarks.report import finish
+from benchmarks.timing import time_row
 from seqbook import delta_rule, linear_attention, scan, ssm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -403,16 +403,12 @@ def check_pair(pair: Pair, device: torch.device, lengths: list[int], tol: float)
 # --- the timings -------------------------------------------------------------------------------
 
 
-def timed(fn, device: torch.device, repeats: int) -> float:
-    return measure([fn], sync_for(device), repeats=repeats, warmup=1)[0]["ms"]
-
-
 def time_side(pair: Pair, side: Side, T: int, device, repeats: int) -> dict:
     row = {"pair": pair.name, "name": side.name, "kind": side.kind, "T": T,
            "dtype": str(pair.dtype).replace("torch.", ""), "forward_ms": None,
            "forward_backward_ms": None, "status": "ok"}
-    args = None
-    try:
+
+    def build():
         g = torch.Generator(device=device).manual_seed(T)
         inputs = pair.make(T, pair.sizes, device, pair.dtype, g)
         # this side's arguments, made once, each a leaf (the layout change is not timed); the
@@ -420,23 +416,9 @@ def time_side(pair: Pair, side: Side, T: int, device, repeats: int) -> dict:
         params = [inputs[k] for k in NO_GRAD if k in inputs]
         args = [a.detach().contiguous().requires_grad_(not any(a is p for p in params))
                 for a in side.prepare(inputs)]
-        leaves = [a for a in args if a.requires_grad]
-        call = lambda: side.call(*args)  # noqa: E731
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        for key, backward in (("forward_ms", False), ("forward_backward_ms", True)):
-            row[key] = round(timed(runner(call, leaves, backward), device, repeats), 3)
-        if device.type == "cuda":
-            row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
-    except torch.OutOfMemoryError:
-        row["status"] = "skipped: out of GPU memory"
-    except Exception as exc:  # noqa: BLE001 - one failing row must not cost the others
-        row["status"] = f"error: {type(exc).__name__}: {exc}"[:300]
-    finally:
-        args = None
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return row
+        return (lambda: side.call(*args)), [a for a in args if a.requires_grad]
+
+    return time_row(row, build, device, repeats)
 
 
 def ratios(result: dict) -> list[dict]:
@@ -521,14 +503,8 @@ def main(argv: list[str] | None = None) -> dict:
                 if not args.quiet:
                     print(json.dumps(row), flush=True)
     result["ratios"] = ratios(result)
-    result["meta"] = {**machine_info(device), "versions": versions(),
-                      "elapsed_s": round(time.perf_counter() - t0, 1),
-                      "command": "python -m benchmarks.gpu.kernels "
-                      + " ".join(sys.argv[1:] if argv is None else argv)}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    return result
+    return finish(result, device, t0, "benchmarks.gpu.kernels", argv, args.json,
+                  versions=versions())
 
 
 if __name__ == "__main__":

@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from benchmarks.report import machine_info
-from benchmarks.timing import measure, runner, sync_for
+from benchmarks.report import finish
+from benchmarks.timing import measure, sync_for, time_row
 from seqbook.attention import scaled_dot_product_attention
 from seqbook.gpt import GPT, GPTConfig
 from seqbook.kv_cache import KVCache
@@ -123,22 +122,12 @@ def run_layers(lengths, device, repeats: int, dry: bool) -> list[dict]:
                 row["status"] = f"skipped: a Python loop over T, timed up to T = {longest}"
                 rows.append(row)
                 continue
-            try:
+
+            def build(fn=fn, kind=kind, T=T, dtype=dtype):
                 inputs = make_inputs(kind, T, H, Dh, D, dtype, device)
-                call = lambda fn=fn, inputs=inputs: fn(*inputs)  # noqa: E731
-                for key, backward in (("forward_ms", False), ("forward_backward_ms", True)):
-                    row[key] = round(timed(runner(call, inputs, backward), device, repeats), 3)
-                if device.type == "cuda":
-                    row["max_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-            except torch.OutOfMemoryError:
-                row["status"] = "skipped: out of GPU memory"
-            except Exception as exc:  # noqa: BLE001 - one failing row must not cost the others
-                row["status"] = f"error: {type(exc).__name__}: {exc}"[:300]
-            finally:
-                inputs = None
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                    torch.cuda.reset_peak_memory_stats(device)
+                return (lambda: fn(*inputs)), inputs
+
+            time_row(row, build, device, repeats)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -263,13 +252,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["generation"] = run_generation(contexts, device, args.repeats, args.dry)
     if args.gqa:
         result["gqa"] = run_gqa(contexts, device, args.repeats, args.dry)
-    result["meta"] = {**machine_info(device), "elapsed_s": round(time.perf_counter() - t0, 1),
-                      "command": "python -m benchmarks.gpu.long_context "
-                      + " ".join(sys.argv[1:] if argv is None else argv)}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    return result
+    return finish(result, device, t0, "benchmarks.gpu.long_context", argv, args.json)
 
 
 if __name__ == "__main__":
