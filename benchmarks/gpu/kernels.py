@@ -238,10 +238,8 @@ def build_pairs(dry: bool) -> tuple[list[Pair], dict]:
                  "ssd": {"H": 12, "P": 64, "N": 64}, "mamba": {"E": 1536, "N": 16}}
 
     def fla_side(name, prepare, kernel, reference, back=bthd):
-        reason = fla_reason
-        return Side(name, "production", prepare,
-                    (lambda *a: kernel(fla)(*a)) if fla else None, back,
-                    reference=(lambda *a: reference(fla)(*a)) if fla else None, unavailable=reason)
+        return Side(name, "production", prepare, kernel(fla) if fla else None, back,
+                    reference=reference(fla) if fla else None, unavailable=fla_reason)
 
     pairs = []
 
