@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from benchmarks.gpu.gpt_throughput import readable_attention_calls
+from benchmarks.gpu.gpt_throughput import readable_attention_calls, returned_loss
 from benchmarks.native_gpt import NativeGPT, copy_from_hf
 from benchmarks.report import machine_info, write_json
 from benchmarks.timing import measure
@@ -102,21 +102,13 @@ def hf_gpt2(size: dict) -> tuple[nn.Module, dict]:
                    "transformers": transformers.__version__}
 
 
-def seqbook_loss(model, x, y):
-    return model(x, y)[1]
-
-
-def native_loss(model, x, y):
-    return model(x, y)[1]
-
-
 def hf_loss(model, x, y):
     # the loss computed here, as for the other two (Hugging Face's labels= would shift and drop one)
     logits = model(input_ids=x).logits  # (B, T, V)
     return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
-LOSSES = {"seqbook": seqbook_loss, "native": native_loss, "hf": hf_loss}
+LOSSES = {"seqbook": returned_loss, "native": returned_loss, "hf": hf_loss}
 
 
 def build(size: dict) -> tuple[dict, dict]:

@@ -206,11 +206,8 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
     }
 
 
-def seqbook_loss(model, x, y):
-    return model(x, y)[1]
-
-
-def native_loss(model, x, y):
+def returned_loss(model, x, y):
+    """The loss of a model that returns (logits, loss), as seqbook's GPT and NativeGPT do."""
     return model(x, y)[1]
 
 
@@ -219,27 +216,25 @@ def flash_only():
     return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
 
 
-VARIANTS = {  # name -> (what it changes, how to measure it)
-    "native": ("the same function from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
-               lambda config, device, args: measure(native_gpt(config, device), native_loss, config,
-                                                    device, args)),
-    "flash": ("our model, SDPA restricted to the FlashAttention backend",
-              lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
-                                                   config, device, args, context=flash_only)),
-    "autotune": ("our model compiled with mode='max-autotune-no-cudagraphs'",
-                 lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
-                                                      config, device, args,
-                                                      compile_mode="max-autotune-no-cudagraphs")),
-    "no-clip": ("our model without clip_grad_norm_",
-                lambda config, device, args: measure(seqbook_gpt(config, device)[0], seqbook_loss,
-                                                     config, device, args, clip=False)),
-}
-
-
 def native_gpt(config: GPTConfig, device: torch.device) -> nn.Module:
     from benchmarks.native_gpt import NativeGPT
     return NativeGPT(config.vocab_size, config.block_size, config.n_layer, config.n_head,
                      config.n_embd).to(device)
+
+
+def ours(config: GPTConfig, device: torch.device) -> nn.Module:
+    return seqbook_gpt(config, device)[0]
+
+
+VARIANTS = {  # name -> (what it changes, the model, what measure() is told besides)
+    "native": ("the same function from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
+               native_gpt, {}),
+    "flash": ("our model, SDPA restricted to the FlashAttention backend",
+              ours, {"context": flash_only}),
+    "autotune": ("our model compiled with mode='max-autotune-no-cudagraphs'",
+                 ours, {"compile_mode": "max-autotune-no-cudagraphs"}),
+    "no-clip": ("our model without clip_grad_norm_", ours, {"clip": False}),
+}
 
 
 def hf_loss(model, x, y):
@@ -287,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(0)
     model, model_info = seqbook_gpt(config, device)
-    ours = measure(model, seqbook_loss, config, device, args)
+    ours = measure(model, returned_loss, config, device, args)
     del model
     free(device)
     result = {
@@ -308,10 +303,11 @@ def main(argv: list[str] | None = None) -> dict:
     if variants:
         result["variants"] = {}
     for name in variants:
-        what, run = VARIANTS[name]
+        what, build, options = VARIANTS[name]
         torch.manual_seed(0)
         try:
-            result["variants"][name] = {"what": what, **run(config, device, args)}
+            measured = measure(build(config, device), returned_loss, config, device, args, **options)
+            result["variants"][name] = {"what": what, **measured}
         except Exception as exc:  # noqa: BLE001 - one variant failing must not cost the others
             result["variants"][name] = {"what": what, "error": f"{type(exc).__name__}: {exc}"[:300]}
         free(device)

@@ -483,16 +483,18 @@ def main(argv: list[str] | None = None) -> dict:
         if not args.quiet:
             print(json.dumps({pair.name: check}), flush=True)
         for side in pair.sides:
+            if side.call is None:
+                skip = side.unavailable
+            elif side.kind == "production" and device.type != "cuda":
+                skip = "a GPU kernel, and the device is " + device.type
+            elif side.kind == "production" and "error" in check[side.name]:
+                skip = "failed in the check: " + check[side.name]["error"]
+            else:
+                skip = None
             for T in lengths:
-                if side.call is None:
+                if skip:
                     row = {"pair": pair.name, "name": side.name, "kind": side.kind, "T": T,
-                           "status": f"skipped: {side.unavailable}"}
-                elif side.kind == "production" and device.type != "cuda":
-                    row = {"pair": pair.name, "name": side.name, "kind": side.kind, "T": T,
-                           "status": "skipped: a GPU kernel, and the device is " + device.type}
-                elif side.kind == "production" and "error" in check[side.name]:
-                    row = {"pair": pair.name, "name": side.name, "kind": side.kind, "T": T,
-                           "status": "skipped: failed in the check: " + check[side.name]["error"]}
+                           "status": f"skipped: {skip}"}
                 else:  # a kernel that ran is timed, and its row says whether it passed the check
                     row = time_side(pair, side, T, device, args.repeats)
                     if side.kind == "production":

@@ -4,7 +4,7 @@
 #   .gpu_data/  the data files the tests, notebooks and FHRR runs read (no network there)
 #   .gpu_src/   mamba_ssm's Python source: its Triton kernels for the kernels step (the package index
 #               has no wheel, and its compiled selective scan cannot be built there)
-# The three folders are ignored by git; together with the working tree they stay well under 64 MiB.
+# The three folders are ignored by git; with the working tree they must fit in 64 MiB (checked at the end).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
