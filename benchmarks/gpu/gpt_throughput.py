@@ -128,11 +128,13 @@ def hf_gpt2(config: GPTConfig, device: torch.device) -> tuple[nn.Module, dict]:
 
 
 def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, args,
-            context=contextlib.nullcontext, compile_mode: str | None = None, clip: bool = True) -> dict:
+            context=contextlib.nullcontext, compile_mode: str | None = None, clip: bool = True,
+            profile: bool = False) -> dict:
     """Time ``args.steps`` training steps of ``model`` after ``args.warmup`` untimed ones.
 
     Each step runs inside ``context()``; ``compile_mode`` replaces ``args.compile_mode``; ``clip``
-    clips the gradients' norm to 1 as nanoGPT does."""
+    clips the gradients' norm to 1 as nanoGPT does; ``profile`` prints the kernels that take the
+    time of 5 more steps."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
                                   fused=device.type == "cuda")
     compiled = not args.no_compile
@@ -175,7 +177,7 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
     sync()
     seconds = time.perf_counter() - t0
 
-    if args.profile:  # the kernels that take the time, over 5 steps
+    if profile:  # the kernels that take the time, over 5 steps
         from torch.profiler import ProfilerActivity, profile
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         with profile(activities=activities) as prof:
@@ -282,7 +284,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(0)
     model, model_info = seqbook_gpt(config, device)
-    ours = measure(model, returned_loss, config, device, args)
+    ours = measure(model, returned_loss, config, device, args, profile=args.profile)
     del model
     free(device)
     result = {
@@ -293,6 +295,18 @@ def main(argv: list[str] | None = None) -> dict:
         "autocast": "bf16" if device.type == "cuda" else None,
         **model_info, **ours,
     }
+
+    def save() -> None:  # after each model, so that a time limit costs only what was still running
+        result["meta"] = machine_info(device)
+        if args.json:
+            write_json(args.json, result)
+        if args.merge_into and args.merge_into.exists():
+            merged = json.loads(args.merge_into.read_text())
+            merged["gpt"] = {k: v for k, v in result.items() if k != "meta"}
+            merged["gpt"]["commit"] = result["meta"]["commit"]
+            merged["mfu"] = result["mfu"]
+            args.merge_into.write_text(json.dumps(merged, indent=1) + "\n")
+
     if args.peer == "hf":
         torch.manual_seed(0)
         peer, peer_info = hf_gpt2(config, device)
@@ -300,6 +314,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["ratio_to_peer"] = round(ours["tokens_per_s"] / result["peer"]["tokens_per_s"], 3)
         del peer
         free(device)
+    save()
     if variants:
         result["variants"] = {}
     for name in variants:
@@ -312,16 +327,8 @@ def main(argv: list[str] | None = None) -> dict:
             result["variants"][name] = {"what": what, "error": f"{type(exc).__name__}: {exc}"[:300]}
         free(device)
         print(json.dumps({name: result["variants"][name]}), flush=True)
-    result["meta"] = machine_info(device)
+        save()
     print(json.dumps(result, indent=1))
-    if args.json:
-        write_json(args.json, result)
-    if args.merge_into and args.merge_into.exists():
-        merged = json.loads(args.merge_into.read_text())
-        merged["gpt"] = {k: v for k, v in result.items() if k != "meta"}
-        merged["gpt"]["commit"] = result["meta"]["commit"]
-        merged["mfu"] = result["mfu"]
-        args.merge_into.write_text(json.dumps(merged, indent=1) + "\n")
     return result
 
 

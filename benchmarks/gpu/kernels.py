@@ -478,7 +478,10 @@ def main(argv: list[str] | None = None) -> dict:
     pairs, missing = build_pairs(args.dry)
     result = {"lengths": lengths, "tolerance": tol, "unavailable": missing, "checks": {},
               "rows": []}
-    for pair in pairs:
+    for done, pair in enumerate(pairs):
+        if args.json and done:  # what is measured so far survives a time limit
+            finish(dict(result, ratios=ratios(result), partial=f"{done} of {len(pairs)} computations"),
+                   device, t0, "benchmarks.gpu.kernels", argv, args.json, versions=versions())
         result["checks"][pair.name] = check = check_pair(pair, device, check_lengths, tol)
         if not args.quiet:
             print(json.dumps({pair.name: check}), flush=True)

@@ -5,8 +5,8 @@
 #   bash benchmarks/gpu/run.sh all          # then, on the GPU machine, from the repository root
 #
 # The packed folders (.whl/, .gpu_data/, .gpu_src/) are ignored by git: copy them with the tree.
-# Where $OUT names a folder (a lent machine that returns only what is there), perf/, gpu_logs/ and
-# the FHRR results are copied into it at the end.
+# Where $OUT names a folder (a lent machine that returns only what is there, 8 files at most),
+# perf/, gpu_logs/ and the FHRR results go into it at the end as one archive, gpu_run.tar.gz.
 #
 # Steps (each one also runs alone: run.sh tests, run.sh gpt, ...), each bounded to under 10 minutes:
 #   tests      the unit tests, every device-parametrised one on CUDA too  -> gpu_logs/tests.txt
@@ -182,10 +182,8 @@ case "${1:-all}" in
   *) echo "usage: run.sh [all|timings|checks|env|tests|notebooks|bench|gpt|long|kernels|train|fhrr]" >&2; exit 2 ;;
 esac
 tail -n 3 gpu_logs/*.txt
-# A lent machine returns only what is under $OUT: put the measurements and logs there
+# A lent machine returns only what is under $OUT, and at most 8 files: one archive of the
+# measurements and logs (unpack it in the repository root)
 if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
-  mkdir -p "$OUT/perf" "$OUT/results"
-  cp -r "$perf"/. "$OUT/perf/"
-  cp -r gpu_logs "$OUT/"
-  cp "$results"/fhrr_*.json "$OUT/results/" 2>/dev/null || true
+  tar -czf "$OUT/gpu_run.tar.gz" "$perf" gpu_logs $(ls "$results"/fhrr_*.json 2>/dev/null)
 fi
