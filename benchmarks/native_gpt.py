@@ -62,6 +62,15 @@ class NativeGPT(nn.Module):
         self.ln_f = nn.LayerNorm(n_embd, eps=eps)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied
+        # GPT-2's initialisation, as nanoGPT's: N(0, 0.02), the projections into the residual
+        # stream scaled by 1 / sqrt(2 L), biases zero (PyTorch's defaults give logits of
+        # standard deviation ~ sqrt(D) and a first loss near 20 instead of ln V)
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                scaled = name.endswith(("attn.proj.weight", "fc_proj.weight"))
+                nn.init.normal_(p, std=0.02 / (2 * n_layer) ** 0.5 if scaled else 0.02)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         T = idx.shape[1]
