@@ -369,7 +369,8 @@ def check_pair(pair: Pair, device: torch.device, lengths: list[int], tol: float)
     cuda = device.type == "cuda"
     checked = [s for s in pair.sides if s.kind == "production" and (s.call if cuda else s.reference)]
     report = {s.name: {"against": "kernel" if cuda else "its library's PyTorch reference",
-                       "T": lengths, "output_rel_err": [], "grad_rel_err": [], "ok": True}
+                       "T": lengths, "output_rel_err": [], "grad_rel_err": [], "seconds": [],
+                       "ok": True}
               for s in checked}
     for T in lengths:
         g = torch.Generator(device=device).manual_seed(T)
@@ -382,6 +383,7 @@ def check_pair(pair: Pair, device: torch.device, lengths: list[int], tol: float)
             entry = report[side.name]
             if "error" in entry:
                 continue
+            t0 = time.perf_counter()  # a kernel's first call compiles it (and autotunes it)
             try:
                 y, grads = evaluate(side, side.call if cuda else side.reference, inputs, upstream)
                 if y.shape != ref_y.shape or grads.keys() != ref_grads.keys():
@@ -390,6 +392,7 @@ def check_pair(pair: Pair, device: torch.device, lengths: list[int], tol: float)
             except Exception as exc:  # noqa: BLE001 - a kernel that fails is reported, not timed
                 entry.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
                 continue
+            entry["seconds"].append(round(time.perf_counter() - t0, 2))
             out_err = rel_err(y, ref_y)
             grad_err = max(rel_err(grads[k], ref_grads[k]) for k in ref_grads)
             entry["output_rel_err"].append(round(out_err, 8))
@@ -484,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
                    device, t0, "benchmarks.gpu.kernels", argv, args.json, versions=versions())
         result["checks"][pair.name] = check = check_pair(pair, device, check_lengths, tol)
         if not args.quiet:
-            print(json.dumps({pair.name: check}), flush=True)
+            print(f"{time.perf_counter() - t0:.0f} s", json.dumps({pair.name: check}), flush=True)
         for side in pair.sides:
             if side.call is None:
                 skip = side.unavailable
@@ -504,7 +507,7 @@ def main(argv: list[str] | None = None) -> dict:
                         row["check_ok"] = check[side.name]["ok"]
                 result["rows"].append(row)
                 if not args.quiet:
-                    print(json.dumps(row), flush=True)
+                    print(f"{time.perf_counter() - t0:.0f} s", json.dumps(row), flush=True)
     result["ratios"] = ratios(result)
     return finish(result, device, t0, "benchmarks.gpu.kernels", argv, args.json,
                   versions=versions())

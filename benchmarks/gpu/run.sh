@@ -6,7 +6,9 @@
 #
 # The packed folders (.whl/, .gpu_data/, .gpu_src/) are ignored by git: copy them with the tree.
 # Where $OUT names a folder (a lent machine that returns only what is there, 8 files at most),
-# perf/, gpu_logs/ and the FHRR results go into it at the end as one archive, gpu_run.tar.gz.
+# perf/, gpu_logs/ and the FHRR results go into it at the end as one archive, gpu_run.tar.gz, and
+# Triton's autotuning results as triton_autotune.tar.gz (unpack both in the repository root; carry
+# .triton_cache to the next machine).
 #
 # Steps (each one also runs alone: run.sh tests, run.sh gpt, ...), each bounded to under 10 minutes:
 #   tests      the unit tests, every device-parametrised one on CUDA too  -> gpu_logs/tests.txt
@@ -27,7 +29,7 @@
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
 # SEQBOOK_GPU_GPT_ARGS (e.g. "--batch 32 --profile"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
 # SEQBOOK_GPU_SKIP (steps 'all' leaves out, e.g. "bench fhrr").
-# 'all' runs gpt, kernels, train, long and bench first and alone (their timings), in that order of value,
+# 'all' runs kernels, long, bench, gpt and train first and alone (their timings), in that order of value,
 # then tests, notebooks and fhrr side by side.
 # A copy of the tree without .git records the commit it measures from SEQBOOK_COMMIT (set it when copying).
 #
@@ -48,6 +50,11 @@ fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 [ -d .gpu_data ] && export SEQBOOK_DATA="$root/.gpu_data"
 export TQDM_DISABLE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1
+# Triton's compiled kernels and autotuning results: fla's kernels took minutes to autotune on their
+# first call on an H200 (chunk_linear_attn: 4 min in float32, before its first timing), and a lent
+# machine starts bare. The results (*.autotune.json, small) come back in $OUT; unpacked here and
+# carried to the next machine, they leave only the winning configurations to compile.
+export TRITON_CACHE_DIR="$root/.triton_cache"
 
 if [ "$dry" = 1 ]; then  # the dry run writes nothing the project keeps
   perf=gpu_logs/dry/perf; results=gpu_logs/dry/results
@@ -126,7 +133,8 @@ step_long() {
 }
 
 step_kernels() {
-  timeout "$(left 240)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" --quiet \
+  # not --quiet: each check and row is logged as it ends, with the seconds since the start
+  timeout "$(left 300)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" \
     --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
   echo "kernels exit $?" >> gpu_logs/kernels.txt
 }
@@ -159,12 +167,13 @@ case "${1:-all}" in
   all)  # SEQBOOK_GPU_SKIP="bench fhrr" leaves steps out (e.g. when the device time is short)
     skip=" ${SEQBOOK_GPU_SKIP:-} "
     step_env
-    # by value: the GPT's MFU, then what no earlier run measured, then re-runs at the current code
-    [[ $skip == *" gpt "* ]] || step_gpt
+    # by value: what no run has measured yet (the kernels), then re-runs of what an older commit
+    # measured, then the GPT and the training command (both measured at a65c586)
     [[ $skip == *" kernels "* ]] || step_kernels
-    [[ $skip == *" train "* ]] || step_train
     [[ $skip == *" long "* ]] || step_long
     [[ $skip == *" bench "* ]] || step_bench
+    [[ $skip == *" gpt "* ]] || step_gpt
+    [[ $skip == *" train "* ]] || step_train
     step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
   timings)  # the measurements alone: bench, gpt, long, kernels
     step_env
@@ -186,4 +195,7 @@ tail -n 3 gpu_logs/*.txt
 # measurements and logs (unpack it in the repository root)
 if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
   tar -czf "$OUT/gpu_run.tar.gz" "$perf" gpu_logs $(ls "$results"/fhrr_*.json 2>/dev/null)
+  if [ -d .triton_cache ]; then
+    find .triton_cache -name '*.autotune.json' -print0 | tar -czf "$OUT/triton_autotune.tar.gz" --null -T -
+  fi
 fi
