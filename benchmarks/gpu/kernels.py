@@ -58,6 +58,7 @@ import torch.nn.functional as F  # noqa: E402
 from benchmarks.report import finish
 from benchmarks.timing import time_row
 from seqbook import delta_rule, linear_attention, scan, ssm
+from seqbook.utils import code_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -443,6 +444,27 @@ def ratios(result: dict) -> list[dict]:
     return out
 
 
+def finished(path: Path | None, pairs: list[Pair], lengths: list[int], device) -> dict:
+    """``{pair name: (check, rows)}`` for the pairs that the result file at ``path`` holds whole
+    (a check and a row for every side and length), if it was written by this commit's code on a
+    device of this kind; else ``{}``. A GPU slot can then go on where the last one stopped."""
+    if path is None or not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    meta = old.get("meta", {})
+    if (meta.get("commit") != code_commit() or meta.get("device") != device.type
+            or old.get("lengths") != lengths):
+        return {}
+    out = {}
+    for pair in pairs:
+        rows = [r for r in old["rows"] if r["pair"] == pair.name]
+        whole = {(r["name"], r["T"]) for r in rows} == {(s.name, T) for s in pair.sides
+                                                         for T in lengths}
+        if pair.name in old["checks"] and whole:
+            out[pair.name] = (old["checks"][pair.name], rows)
+    return out
+
+
 def versions() -> dict:
     out = {}
     for name in ("fla", "triton", "mamba_ssm", "einops"):
@@ -463,6 +485,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--dry", action="store_true", help="toy sizes on the CPU, to test the script")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the computations that --json already holds complete, if measured "
+                        "by this commit on this kind of device, and run only the others")
     args = p.parse_args(argv)
     if args.dry:
         args.device, args.repeats = "cpu", 1
@@ -481,7 +506,12 @@ def main(argv: list[str] | None = None) -> dict:
     pairs, missing = build_pairs(args.dry)
     result = {"lengths": lengths, "tolerance": tol, "unavailable": missing, "checks": {},
               "rows": []}
+    kept = finished(args.json, pairs, lengths, device) if args.resume else {}
     for done, pair in enumerate(pairs):
+        if pair.name in kept:  # measured by this commit in an earlier, interrupted run
+            result["checks"][pair.name], rows = kept[pair.name]
+            result["rows"] += rows
+            continue
         if args.json and done:  # what is measured so far survives a time limit
             finish(dict(result, ratios=ratios(result), partial=f"{done} of {len(pairs)} computations"),
                    device, t0, "benchmarks.gpu.kernels", argv, args.json, versions=versions())

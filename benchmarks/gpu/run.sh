@@ -134,8 +134,9 @@ step_long() {
 
 step_kernels() {
   # not --quiet: each check and row is logged as it ends, with the seconds since the start
+  # --resume: the computations that an earlier, interrupted run of this commit finished are kept
   timeout "$(left 300)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" \
-    --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
+    --resume --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
   echo "kernels exit $?" >> gpu_logs/kernels.txt
 }
 

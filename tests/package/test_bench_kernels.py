@@ -6,6 +6,8 @@ before any timing accepts a computation of the same function and refuses its mut
 layout, feature map, scale, gate or mask). Stand-ins for the kernels are written from seqbook's
 other forms of each function, in the kernel's layout."""
 
+import json
+
 import pytest
 import torch
 
@@ -155,3 +157,30 @@ def test_a_kernel_is_timed_on_its_own_leaves_and_parameters_get_no_gradient():
     row = kernels.time_side(ssd, side, 64, CPU, repeats=1)
     assert row["status"] == "ok" and row["forward_backward_ms"] > 0
     assert seen == {"A": False, "x": True, "dt": True}
+
+
+def test_resume_keeps_what_this_commit_finished_and_runs_the_rest(tmp_path, monkeypatch):
+    """A GPU slot goes on where the last one stopped: whole computations of the same commit are
+    kept, an unfinished one (and anything of another commit) is run again."""
+    out = tmp_path / "kernels.json"
+    first = kernels.main(["--dry", "--quiet", "--json", str(out)])
+    # as if the run had stopped inside the third computation: its rows and check are cut
+    stopped = json.loads(out.read_text())
+    names = list(stopped["checks"])
+    third = [r for r in stopped["rows"] if r["pair"] == names[2]]
+    stopped["rows"] = [r for r in stopped["rows"] if r["pair"] in names[:2]] + third[:1]
+    stopped["checks"] = {n: stopped["checks"][n] for n in names[:3]}
+    out.write_text(json.dumps(stopped))
+    timed = []
+    time_side = kernels.time_side
+    monkeypatch.setattr(kernels, "time_side", lambda pair, *a: timed.append(pair.name)
+                        or time_side(pair, *a))
+    again = kernels.main(["--dry", "--quiet", "--resume", "--json", str(out)])
+    assert set(timed) == set(names[2:])  # the first two kept, the third run again
+    assert [(r["pair"], r["name"], r["T"]) for r in again["rows"]] == [
+        (r["pair"], r["name"], r["T"]) for r in first["rows"]]
+    assert again["rows"][0] == first["rows"][0] and "partial" not in again
+    timed.clear()
+    monkeypatch.setattr(kernels, "code_commit", lambda: "another commit")
+    kernels.main(["--dry", "--quiet", "--resume", "--json", str(out)])
+    assert set(timed) == set(names)  # another commit's results are never kept
