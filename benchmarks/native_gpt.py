@@ -63,8 +63,9 @@ class NativeGPT(nn.Module):
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied
         # GPT-2's initialisation, as nanoGPT's: N(0, 0.02), the projections into the residual
-        # stream scaled by 1 / sqrt(2 L), biases zero (PyTorch's defaults give logits of
-        # standard deviation ~ sqrt(D) and a first loss near 20 instead of ln V)
+        # stream scaled by 1 / sqrt(2 L), biases zero (PyTorch's defaults give the tied
+        # embedding N(0, 1): logits of standard deviation ~ sqrt(D) and a first loss in the
+        # hundreds instead of ln V)
         for name, p in self.named_parameters():
             if name.endswith("bias"):
                 nn.init.zeros_(p)

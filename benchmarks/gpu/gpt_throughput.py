@@ -48,8 +48,9 @@ from seqbook.gpt import GPT, GPTConfig
 from seqbook.utils import set_fast
 
 # Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, from NVIDIA's data sheets.
+# The first key contained in the device's name wins, so the NVL parts come before plain "H200".
 PEAK_BF16_TFLOPS = {"H100 80GB HBM3": 989.4, "H100 SXM": 989.4, "H100 PCIe": 756.0, "H100 NVL": 835.0,
-                    "H200": 989.4, "A100": 312.0}
+                    "H200 NVL": 835.0, "H200": 989.4, "A100": 312.0}
 
 
 def peak_tflops(name: str) -> float | None:
@@ -70,8 +71,10 @@ def flops_per_token(model: nn.Module, n_layer: int, block_size: int, n_embd: int
 def gpt_config(dry: bool) -> GPTConfig:
     if dry:
         return GPTConfig(vocab_size=256, block_size=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0)
+    # GPT-2's tanh GELU, as the native model and Hugging Face's compute it (runs up to commit
+    # a65c586 computed the exact GELU here)
     return GPTConfig(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768,
-                     dropout=0.0, bias=True, tie_weights=True)
+                     dropout=0.0, bias=True, tie_weights=True, activation="gelu_tanh")
 
 
 def readable_attention_calls(model: nn.Module, idx: torch.Tensor) -> int:
@@ -187,6 +190,7 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
         key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
         print(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=60), flush=True)
 
+    attention = attention_kernels(step, sync) if device.type == "cuda" else None
     tokens_per_s = args.steps * args.batch * config.block_size / seconds
     fpt = flops_per_token(model, config.n_layer, config.block_size, config.n_embd)
     achieved = fpt * tokens_per_s / 1e12
@@ -205,7 +209,19 @@ def measure(model: nn.Module, loss_of, config: GPTConfig, device: torch.device, 
         "final_loss": round(float(loss.detach()), 3),
         "max_memory_gib": (round(torch.cuda.max_memory_allocated(device) / 2**30, 1)
                            if device.type == "cuda" else None),
+        "attention_kernels": attention,
     }
+
+
+def attention_kernels(step, sync) -> list[str]:
+    """The names of the attention kernels (and operators) that one more ``step()`` runs: which
+    SDPA backend a compiled model really uses, whatever it was asked for."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    words = ("flash", "fmha", "cudnn", "attention", "sdpa", "efficient")
+    return sorted({e.key[:80] for e in prof.key_averages() if any(w in e.key.lower() for w in words)})
 
 
 def returned_loss(model, x, y):
@@ -229,7 +245,7 @@ def ours(config: GPTConfig, device: torch.device) -> nn.Module:
 
 
 VARIANTS = {  # name -> (what it changes, the model, what measure() is told besides)
-    "native": ("the same function from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
+    "native": ("the same network from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
                native_gpt, {}),
     "flash": ("our model, SDPA restricted to the FlashAttention backend",
               ours, {"context": flash_only}),
@@ -320,8 +336,10 @@ def main(argv: list[str] | None = None) -> dict:
     for name in variants:
         what, build, options = VARIANTS[name]
         torch.manual_seed(0)
-        try:
-            measured = measure(build(config, device), returned_loss, config, device, args, **options)
+        try:  # compiled afresh: Inductor's cache keys ignore the SDPA backend a context asks for
+            with torch._inductor.config.patch(force_disable_caches=True):
+                measured = measure(build(config, device), returned_loss, config, device, args,
+                                   **options)
             result["variants"][name] = {"what": what, **measured}
         except Exception as exc:  # noqa: BLE001 - one variant failing must not cost the others
             result["variants"][name] = {"what": what, "error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -103,6 +103,7 @@ def test_gpt_throughput_measures_its_variants_in_the_same_run():
     # still near ln V (the native model at PyTorch's default one ended an H200 run at 21.5)
     for r in (result, *variants.values()):
         assert abs(r["final_loss"] - math.log(256)) < 0.5, r
+        assert "attention_kernels" in r  # recorded on a GPU (None on the CPU)
     with pytest.raises(SystemExit, match="unknown"):
         gpt_throughput.main(["--dry", "--variants", "fastest"])
 
