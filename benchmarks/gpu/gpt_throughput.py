@@ -19,8 +19,11 @@ each beside the result above: ``native`` (the same function from PyTorch's nativ
 key and value projections packed in one matrix product as in nanoGPT:
 ``benchmarks.native_gpt.NativeGPT``), ``flash`` (our model with SDPA restricted to the FlashAttention
 backend instead of PyTorch's choice, cuDNN's on Hopper), ``autotune`` (our model compiled with
-``max-autotune-no-cudagraphs``: Inductor times its own matrix-product kernels against cuBLAS) and
-``no-clip`` (without the gradient-norm clipping, a reduction over every gradient each step).
+``max-autotune-no-cudagraphs``: Inductor times its own matrix-product kernels against cuBLAS),
+``no-clip`` (without the gradient-norm clipping, a reduction over every gradient each step),
+``chunked-ce`` (the output layer and the cross-entropy in one pass over slices of the rows, never
+writing the whole logits: ``benchmarks.chunked_loss``) and ``cudagraphs`` (compiled with
+``reduce-overhead``, which replays the passes as CUDA graphs, without the gaps between kernels).
 
 Run it from the root of the repository::
 
@@ -244,6 +247,12 @@ def ours(config: GPTConfig, device: torch.device) -> nn.Module:
     return seqbook_gpt(config, device)[0]
 
 
+def chunked_ce(config: GPTConfig, device: torch.device) -> nn.Module:
+    from benchmarks.chunked_loss import ChunkedLossGPT
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    return ChunkedLossGPT(ours(config, device), chunk=8192, dtype=dtype)
+
+
 VARIANTS = {  # name -> (what it changes, the model, what measure() is told besides)
     "native": ("the same network from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
                native_gpt, {}),
@@ -252,6 +261,11 @@ VARIANTS = {  # name -> (what it changes, the model, what measure() is told besi
     "autotune": ("our model compiled with mode='max-autotune-no-cudagraphs'",
                  ours, {"compile_mode": "max-autotune-no-cudagraphs"}),
     "no-clip": ("our model without clip_grad_norm_", ours, {"clip": False}),
+    "chunked-ce": ("our model with its output layer and cross-entropy computed together, 8192 "
+                   "rows at a time, never holding the whole logits (benchmarks.chunked_loss)",
+                   chunked_ce, {}),
+    "cudagraphs": ("our model compiled with mode='reduce-overhead' (its forward and backward "
+                   "passes replayed as CUDA graphs)", ours, {"compile_mode": "reduce-overhead"}),
 }
 
 
@@ -336,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name in variants:
         what, build, options = VARIANTS[name]
         torch.manual_seed(0)
-        try:  # compiled afresh: Inductor's cache keys ignore the SDPA backend a context asks for
+        try:  # compiled afresh: torch.compile's caches ignore the SDPA backend a context asks for
             with torch._inductor.config.patch(force_disable_caches=True):
                 measured = measure(build(config, device), returned_loss, config, device, args,
                                    **options)

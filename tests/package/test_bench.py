@@ -93,9 +93,10 @@ def test_gpt_throughput_measures_the_fused_path_and_a_peer():
 def test_gpt_throughput_measures_its_variants_in_the_same_run():
     from benchmarks.gpu import gpt_throughput
 
-    result = gpt_throughput.main(["--dry", "--variants", "native,no-clip"])
+    result = gpt_throughput.main(["--dry", "--variants", "native,no-clip,chunked-ce"])
     variants = result["variants"]
-    assert set(variants) == {"native", "no-clip"} and all(v["what"] for v in variants.values())
+    assert set(variants) == {"native", "no-clip", "chunked-ce"}
+    assert all(v["what"] and "error" not in v for v in variants.values())
     assert variants["native"]["parameters"] == result["parameters"]  # the same function's size
     assert variants["no-clip"]["clip_grad_norm"] is False and result["clip_grad_norm"] is True
     assert all(v["tokens_per_s"] > 0 for v in variants.values())
@@ -551,3 +552,32 @@ def test_committed_gpu_runs_measured_the_configuration_they_name():
                 assert r["check_ok"] == checks[(r["pair"], r["name"])]["ok"]
         ok = {(r["pair"], r["name"]) for r in kernels["rows"] if r.get("check_ok")}
         assert all((r["pair"], r["kernel"]) in ok for r in kernels["ratios"])
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_chunked_cross_entropy_is_the_models_loss_and_gradients(chunk):
+    """The ``chunked-ce`` variant trains the same function: its loss and every parameter's gradient
+    equal GPT's own (float32 on the CPU), for slices that do not divide the rows and for one slice."""
+    from benchmarks.chunked_loss import ChunkedLinearCrossEntropy, ChunkedLossGPT
+    from seqbook.gpt import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=61, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0))
+    idx, targets = torch.randint(61, (3, 16)), torch.randint(61, (3, 16))
+    _, loss = gpt(idx, targets)
+    (2 * loss).backward()  # an upstream gradient other than 1 reaches both
+    expected = {n: p.grad.clone() for n, p in gpt.named_parameters()}
+    gpt.zero_grad()
+    _, chunked = ChunkedLossGPT(gpt, chunk=chunk, dtype=torch.float32)(idx, targets)
+    (2 * chunked).backward()
+    assert_close(chunked, loss, n=61)  # a sum over the vocabulary
+    for name, p in gpt.named_parameters():
+        assert_close(p.grad, expected[name], n=48 * 61, msg=name)  # over rows and vocabulary
+    # the function alone, against F.cross_entropy: the gradients of h and of W (untied)
+    h, w = torch.randn(10, 4, requires_grad=True), torch.randn(7, 4, requires_grad=True)
+    y = torch.randint(7, (10,))
+    ChunkedLinearCrossEntropy.apply(h, w, y, min(chunk, 3), torch.float32).backward()
+    h_ref, w_ref = h.detach().requires_grad_(), w.detach().requires_grad_()
+    torch.nn.functional.cross_entropy(h_ref @ w_ref.T, y).backward()
+    assert_close(h.grad, h_ref.grad, n=7)
+    assert_close(w.grad, w_ref.grad, n=10)
