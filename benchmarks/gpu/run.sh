@@ -116,20 +116,26 @@ step_notebooks() {
 step_bench() {
   timeout "$(left 150)" python3 -m benchmarks --device "$device" "${bench_args[@]}" --out "$perf" --quiet \
     > gpu_logs/bench.txt 2>&1
-  echo "bench exit $?" >> gpu_logs/bench.txt
+  local rc=$?
+  echo "bench exit $rc" >> gpu_logs/bench.txt
+  return $rc
 }
 
 step_gpt() {
   timeout "$(left 240)" python3 -m benchmarks.gpu.gpt_throughput --device "$device" "${gpt_args[@]}" \
     ${SEQBOOK_GPU_GPT_ARGS:-} \
     --json "$perf/gpt.json" --merge-into "$perf/$device.json" > gpu_logs/gpt.txt 2>&1
-  echo "gpt exit $?" >> gpu_logs/gpt.txt
+  local rc=$?
+  echo "gpt exit $rc" >> gpu_logs/gpt.txt
+  return $rc
 }
 
 step_long() {
   timeout "$(left 200)" python3 -m benchmarks.gpu.long_context --device "$device" "${long_args[@]}" \
     --json "$perf/long_context.json" > gpu_logs/long.txt 2>&1
-  echo "long exit $?" >> gpu_logs/long.txt
+  local rc=$?
+  echo "long exit $rc" >> gpu_logs/long.txt
+  return $rc
 }
 
 step_kernels() {
@@ -137,7 +143,9 @@ step_kernels() {
   # --resume: the computations that an earlier, interrupted run of this commit finished are kept
   timeout "$(left 300)" python3 -m benchmarks.gpu.kernels --device "$device" "${kernel_args[@]}" \
     --resume --json "$perf/kernels.json" > gpu_logs/kernels.txt 2>&1
-  echo "kernels exit $?" >> gpu_logs/kernels.txt
+  local rc=$?
+  echo "kernels exit $rc" >> gpu_logs/kernels.txt
+  return $rc
 }
 
 step_train() {
@@ -146,13 +154,18 @@ step_train() {
   mkdir -p "$out"; : > gpu_logs/train.txt
   timeout "$(left 120)" python3 -m seqbook.gpt_train "${common[@]}" --json-log "$out/single.json" \
     >> gpu_logs/train.txt 2>&1
-  echo "train single exit $?" >> gpu_logs/train.txt
+  local rc=$? failed=0
+  echo "train single exit $rc" >> gpu_logs/train.txt
+  [ "$rc" = 0 ] || failed=1
   for par in ddp fsdp; do
     timeout "$(left 120)" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
       -m seqbook.gpt_train "${common[@]}" --parallel "$par" --json-log "$out/$par.json" \
       >> gpu_logs/train.txt 2>&1
-    echo "train $par exit $?" >> gpu_logs/train.txt
+    rc=$?
+    echo "train $par exit $rc" >> gpu_logs/train.txt
+    [ "$rc" = 0 ] || failed=1
   done
+  return $failed
 }
 
 step_fhrr() {
@@ -164,17 +177,30 @@ step_fhrr() {
   done
 }
 
+# A timing step that ends well leaves gpu_logs/done/<step> naming the commit it measured; 'all'
+# skips a step whose mark names this commit, so that the next slot (with gpu_logs/ unpacked from the
+# last one's archive and carried) goes on with what is left.
+commit=${SEQBOOK_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+once() {
+  local mark=gpu_logs/done/$1
+  if [ -f "$mark" ] && [ "$(cat "$mark")" = "$commit" ]; then
+    echo "$1: done at this commit, skipped" >> gpu_logs/skipped.txt
+    return 0
+  fi
+  "step_$1" && mkdir -p gpu_logs/done && echo "$commit" > "$mark"
+}
+
 case "${1:-all}" in
   all)  # SEQBOOK_GPU_SKIP="bench fhrr" leaves steps out (e.g. when the device time is short)
     skip=" ${SEQBOOK_GPU_SKIP:-} "
     step_env
     # by value: what no run has measured yet (the kernels), then re-runs of what an older commit
     # measured, then the GPT and the training command (both measured at a65c586)
-    [[ $skip == *" kernels "* ]] || step_kernels
-    [[ $skip == *" long "* ]] || step_long
-    [[ $skip == *" bench "* ]] || step_bench
-    [[ $skip == *" gpt "* ]] || step_gpt
-    [[ $skip == *" train "* ]] || step_train
+    [[ $skip == *" kernels "* ]] || once kernels
+    [[ $skip == *" long "* ]] || once long
+    [[ $skip == *" bench "* ]] || once bench
+    [[ $skip == *" gpt "* ]] || once gpt
+    [[ $skip == *" train "* ]] || once train
     step_tests & step_notebooks & { [[ $skip == *" fhrr "* ]] || step_fhrr; } & wait ;;
   timings)  # the measurements alone: bench, gpt, long, kernels
     step_env
