@@ -113,3 +113,52 @@ def check_kv_memory(answer):
     raise Wrong("the grouped-query size is not right to 2 significant digits: bf16 halves the "
                 "float32 size, and keeping one key-value head for every 4 query heads divides "
                 "it by 4")
+
+
+# ---------------------------------------------------------------------------------------------
+# The MFU of another run.
+# ---------------------------------------------------------------------------------------------
+
+MFU = {"parameters": 124_475_904, "positions": 1024 * 768, "n_layer": 12, "T": 1024,
+       "D": 768, "batch": 32, "step_s": 0.250, "peak": 312e12}
+
+
+@exercise("ex-perf-mfu", hints=[
+    "MFU = (FLOPs the model needs per token) x (tokens per second) / (the GPU's peak FLOP/s).",
+    "Per token, 6 N for the matrix products of the forward and backward passes, with N the "
+    "parameters outside the position table, plus 12 L T D for attention; a step trains on "
+    "32 x 1024 tokens in 0.25 s, and the A100's peak is 312e12 FLOP/s.",
+])
+def check_mfu(answer):
+    m = MFU
+    got = _number(answer, "answer")
+    tokens_per_s = m["batch"] * m["T"] / m["step_s"]
+    attention = 12 * m["n_layer"] * m["T"] * m["D"]
+    n = m["parameters"] - m["positions"]
+
+    def mfu(flops_per_token, peak=m["peak"], rate=tokens_per_s):
+        return flops_per_token * rate / peak
+
+    right = mfu(6 * n + attention)
+    if agrees(got, right, 3):
+        return
+    slips = [
+        (100 * right, "the MFU is a percentage: give it as a fraction (0.5 for 50 %)"),
+        (mfu(6 * n), "the count leaves out attention's 12 L T D FLOPs per token"),
+        (mfu(6 * m["parameters"] + attention),
+         "the count includes the position table: looking a position up is no matrix product, "
+         "so N leaves its 1024 x 768 numbers out"),
+        (mfu(2 * n + attention / 3), "the count is the forward pass only (2 N): training adds "
+                                     "the backward pass, twice as much again (6 N in all)"),
+        (mfu(6 * n + attention, rate=tokens_per_s / m["batch"]),
+         "the tokens per second count one sequence a step: a step trains on 32 sequences"),
+        (mfu(6 * n + attention, rate=tokens_per_s / m["T"]),
+         "the tokens per second count one token per sequence: each sequence has 1024"),
+        (mfu(6 * n + attention, peak=989.4e12), "that is the H100's peak: the A100's dense "
+                                                "bf16 peak is 312 TFLOP/s"),
+    ]
+    for value, message in slips:
+        if agrees(got, value, 3):
+            raise Wrong(message)
+    raise Wrong("the MFU is not right to 3 significant digits: the model's FLOPs per token "
+                "times the tokens per second, over the peak")

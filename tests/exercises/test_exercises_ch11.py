@@ -72,9 +72,38 @@ def test_kv_memory():
         assert status == "fail" and fragment in message, (answer, message)
 
 
+MFU = 855_383_040 * 32 * 1024 / 0.25 / 312e12  # the exercise's run: 0.3593...
+
+
+def test_mfu():
+    assert check("ex-perf-mfu", MFU)
+    assert check("ex-perf-mfu", 0.359)  # 3 significant digits, as asked
+    assert check("ex-perf-mfu", np.float32(MFU))
+    assert check("ex-perf-mfu", torch.tensor(MFU))
+    assert check("ex-perf-mfu", 112.1e12 / 312e12)  # via the achieved TFLOP/s, rounded
+    assert not check("ex-perf-mfu", 0.36)  # 2 digits: the position table's slip is 0.360
+    assert not check("ex-perf-mfu", 0.358)
+    assert verdict("ex-perf-mfu", ...)[0] == "not attempted"
+    n = 124_475_904 - 1024 * 768
+    attention = 12 * 12 * 1024 * 768
+    rate = 32 * 1024 / 0.25
+    for answer, fragment in [(100 * MFU, "percentage"),
+                             (6 * n * rate / 312e12, "attention"),
+                             ((6 * 124_475_904 + attention) * rate / 312e12, "position table"),
+                             ((2 * n + attention / 3) * rate / 312e12, "forward pass only"),
+                             (MFU / 32, "one sequence"),
+                             (MFU / 1024, "one token per sequence"),
+                             (MFU * 312 / 989.4, "H100"),
+                             (MFU * 1.1, "not right to 3 significant digits"),
+                             ("35.9 %", "must be a number")]:
+        status, message = verdict("ex-perf-mfu", answer)
+        assert status == "fail" and fragment in message, (answer, message)
+
+
 @pytest.mark.parametrize("name, answer", [
     ("ex-perf-slopes", lambda n, t: np.polyfit(np.log(n[-3:]), np.log(t[-3:]), 1)[0]),
     ("ex-perf-kv-memory", (9.0, 1.1)),
+    ("ex-perf-mfu", 0.359),
 ])
 def test_the_random_state_is_untouched(name, answer):
     assert_random_state_untouched(lambda: check(name, answer))

@@ -1,6 +1,11 @@
 """Equivalent mutants of the performance appendix's exercise solutions (see README.md)."""
 
 EQUIVALENT = {
+    "ex-perf-mfu": {
+        "answer:0 312000000000000.0 -> 311999999999999.0": "one FLOP/s off a peak of 3.12e14 moves "
+        "the MFU by 3e-15 of itself, far below the 3 significant digits the exercise asks for",
+        "answer:0 312000000000000.0 -> 312000000000001.0": "the same, one FLOP/s the other way",
+    },
     "ex-perf-kv-memory": {
         "gqa_bf16:0 // -> /": "the width 768 of the exercise is a multiple of 4, so 768 / 4 is "
                               "768 // 4",
