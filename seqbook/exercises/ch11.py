@@ -154,11 +154,25 @@ def check_mfu(answer):
          "the tokens per second count one sequence a step: a step trains on 32 sequences"),
         (mfu(6 * n + attention, rate=tokens_per_s / m["T"]),
          "the tokens per second count one token per sequence: each sequence has 1024"),
-        (mfu(6 * n + attention, peak=989.4e12), "that is the H100's peak: the A100's dense "
-                                                "bf16 peak is 312 TFLOP/s"),
+        (mfu(6 * n + attention, peak=989.4e12), "that is the H200's peak, the GPU of the "
+         "section's run: the A100's dense bf16 peak is 312 TFLOP/s"),
+        (mfu(6 * n + attention, peak=312), "the peak is 312e12 FLOP/s, not 312: TFLOP/s are "
+                                           "10**12 FLOP/s"),
+        (mfu(6 * n + attention, peak=312 * 2**40), "a TFLOP/s is 10**12 FLOP/s, not 2**40"),
+        ((6 * n + attention) * tokens_per_s / 1e12, "that is the model's TFLOP/s: divide them "
+                                                    "by the peak, 312 TFLOP/s"),
+        (mfu(6 * n + attention / 2), "the section counts the whole T x T matrix (12 L T D), "
+                                     "although a causal kernel skips half of it"),
+        (mfu(6 * (n + m["D"] * 50_304) + attention),
+         "the tied embedding is one matrix, counted once among the 124 475 904 parameters"),
     ]
     for value, message in slips:
         if agrees(got, value, 3):
             raise Wrong(message)
+    if agrees(got, right, 2):
+        raise Wrong("right to 2 significant digits: give 3, as the exercise asks")
+    if got > 1:
+        raise Wrong("an MFU above 1 would beat the GPU's peak: T in 12 L T D is the context "
+                    "(1024), and every number must be in FLOPs and seconds")
     raise Wrong("the MFU is not right to 3 significant digits: the model's FLOPs per token "
                 "times the tokens per second, over the peak")

@@ -81,7 +81,8 @@ def test_mfu():
     assert check("ex-perf-mfu", np.float32(MFU))
     assert check("ex-perf-mfu", torch.tensor(MFU))
     assert check("ex-perf-mfu", 112.1e12 / 312e12)  # via the achieved TFLOP/s, rounded
-    assert not check("ex-perf-mfu", 0.36)  # 2 digits: the position table's slip is 0.360
+    assert not check("ex-perf-mfu", 0.36)  # 2 digits only
+    assert check("ex-perf-mfu", 0.3594) and check("ex-perf-mfu", 0.3593)
     assert not check("ex-perf-mfu", 0.358)
     assert verdict("ex-perf-mfu", ...)[0] == "not attempted"
     n = 124_475_904 - 1024 * 768
@@ -93,7 +94,14 @@ def test_mfu():
                              ((2 * n + attention / 3) * rate / 312e12, "forward pass only"),
                              (MFU / 32, "one sequence"),
                              (MFU / 1024, "one token per sequence"),
-                             (MFU * 312 / 989.4, "H100"),
+                             (MFU * 312 / 989.4, "H200"),
+                             (MFU * 312e12 / 312, "312e12"),
+                             (MFU * 1e12 / 2**40, "2**40"),
+                             (MFU * 312, "model's TFLOP/s"),
+                             ((6 * n + attention / 2) * rate / 312e12, "whole T x T"),
+                             ((6 * (n + 768 * 50_304) + attention) * rate / 312e12, "once"),
+                             (0.36, "2 significant digits"),
+                             ((6 * n + 12 * 12 * 32 * 1024 * 768) * rate / 312e12, "above 1"),
                              (MFU * 1.1, "not right to 3 significant digits"),
                              ("35.9 %", "must be a number")]:
         status, message = verdict("ex-perf-mfu", answer)
