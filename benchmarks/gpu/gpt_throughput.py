@@ -253,6 +253,11 @@ def chunked_ce(config: GPTConfig, device: torch.device) -> nn.Module:
     return ChunkedLossGPT(ours(config, device), chunk=8192, dtype=dtype)
 
 
+def loss_only(config: GPTConfig, device: torch.device) -> nn.Module:
+    from benchmarks.train_memory import LossOnly
+    return LossOnly(ours(config, device))
+
+
 VARIANTS = {  # name -> (what it changes, the model, what measure() is told besides)
     "native": ("the same network from PyTorch's native layers, Q, K, V packed (nanoGPT's layout)",
                native_gpt, {}),
@@ -264,6 +269,9 @@ VARIANTS = {  # name -> (what it changes, the model, what measure() is told besi
     "chunked-ce": ("our model with its output layer and cross-entropy computed together, 8192 "
                    "rows at a time, never holding the whole logits (benchmarks.chunked_loss)",
                    chunked_ce, {}),
+    "loss-only": ("our model compiled inside a module that returns only the loss: the compiled "
+                  "backward pass no longer takes a zero-filled gradient of the returned logits "
+                  "(benchmarks.train_memory)", loss_only, {}),
     "cudagraphs": ("our model compiled with mode='reduce-overhead' (its forward and backward "
                    "passes replayed as CUDA graphs)", ours, {"compile_mode": "reduce-overhead"}),
 }

@@ -93,9 +93,9 @@ def test_gpt_throughput_measures_the_fused_path_and_a_peer():
 def test_gpt_throughput_measures_its_variants_in_the_same_run():
     from benchmarks.gpu import gpt_throughput
 
-    result = gpt_throughput.main(["--dry", "--variants", "native,no-clip,chunked-ce"])
+    result = gpt_throughput.main(["--dry", "--variants", "native,no-clip,chunked-ce,loss-only"])
     variants = result["variants"]
-    assert set(variants) == {"native", "no-clip", "chunked-ce"}
+    assert set(variants) == {"native", "no-clip", "chunked-ce", "loss-only"}
     assert all(v["what"] and "error" not in v for v in variants.values())
     assert variants["native"]["parameters"] == result["parameters"]  # the same function's size
     assert variants["no-clip"]["clip_grad_norm"] is False and result["clip_grad_norm"] is True
