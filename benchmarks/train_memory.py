@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -64,9 +65,28 @@ def zero_filled(loss: torch.Tensor, shape: list[int]) -> bool:
                and list(e.input_shapes[0]) == shape for e in prof.events())
 
 
-def count(step_model: nn.Module, model: nn.Module, T: int, vocab_size: int) -> tuple[int, bool]:
-    """Bytes saved by one forward pass of ``step_model`` at batch 1 and length T, and whether
-    its backward pass zero-fills a tensor the size of the logits."""
+def largest_saved(fn, model: nn.Module, T: int, most: int = 6) -> list[list]:
+    """The ``most`` largest of the tensors that autograd saves while ``fn()`` runs over T tokens
+    and that grow with them (a dimension of T; so no copy of a weight), as ``[dtype, shape,
+    bytes]``: what the bytes a token are made of."""
+    held = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    found = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in held and T in t.shape:
+            found[s.data_ptr()] = [str(t.dtype).removeprefix("torch."), list(t.shape), s.nbytes()]
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn().backward()
+    model.zero_grad(set_to_none=True)
+    return sorted(found.values(), key=lambda r: -r[2])[:most]
+
+
+def count(step_model: nn.Module, model: nn.Module, T: int, vocab_size: int) -> tuple[int, bool, Callable]:
+    """Bytes saved by one forward pass of ``step_model`` at batch 1 and length T, whether its
+    backward pass zero-fills a tensor the size of the logits, and the forward pass itself."""
     gen = torch.Generator().manual_seed(T)
     idx, targets = (torch.randint(vocab_size, (1, T), generator=gen) for _ in range(2))
 
@@ -77,7 +97,7 @@ def count(step_model: nn.Module, model: nn.Module, T: int, vocab_size: int) -> t
     loss, saved = saved_tensor_bytes(forward, model)
     filled = zero_filled(loss, [1, T, vocab_size])
     model.zero_grad(set_to_none=True)
-    return saved, filled
+    return saved, filled, forward
 
 
 def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
@@ -89,7 +109,9 @@ def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
         step_model = torch.compile(LossOnly(model), dynamic=False)
     t0 = time.perf_counter()
     counts = [count(step_model, model, T, vocab_size) for T in LENGTHS]
-    saved = [s for s, _ in counts]
+    largest = largest_saved(counts[-1][2], model, LENGTHS[-1])  # at the longest length
+    saved = [c[0] for c in counts]
+    filled = [c[1] for c in counts]
     steps = [(b - a) / (T1 - T0) for a, b, T0, T1 in
              zip(saved, saved[1:], LENGTHS, LENGTHS[1:], strict=False)]  # bytes a token
     if len(set(steps)) != 1 or steps[0] != int(steps[0]):
@@ -100,8 +122,9 @@ def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
     return {"saved_bytes": {str(T): s for T, s in zip(LENGTHS, saved, strict=True)},
             "bytes_per_token": per_token,
             "fixed_bytes": saved[0] - per_token * LENGTHS[0],
-            "logits_gradient_zero_filled": all(f for _, f in counts),
-            "zero_filled_at": [T for T, (_, f) in zip(LENGTHS, counts, strict=True) if f],
+            "logits_gradient_zero_filled": all(filled),
+            "zero_filled_at": [T for T, f in zip(LENGTHS, filled, strict=True) if f],
+            "largest_saved": largest,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 

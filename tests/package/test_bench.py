@@ -581,3 +581,33 @@ def test_chunked_cross_entropy_is_the_models_loss_and_gradients(chunk):
     torch.nn.functional.cross_entropy(h_ref @ w_ref.T, y).backward()
     assert_close(h.grad, h_ref.grad, n=7)
     assert_close(w.grad, w_ref.grad, n=10)
+
+
+def test_committed_memory_count_is_the_current_codes():
+    """perf/train_memory.json (what GPT-2-small's step saves, counted on the CPU) still describes
+    the code: a fresh eager count equals the committed one; the compiled counts say what the
+    Performance appendix reads from them (the compiled step keeps less than the eager one, the
+    loss-only model as much as the compiled one, and only the compiled model that returns its
+    logits zero-fills a gradient for them)."""
+    from pathlib import Path
+
+    from benchmarks.gpu.gpt_throughput import gpt_config
+    from benchmarks.train_memory import count
+    from seqbook.gpt import GPT
+
+    run = json.loads((Path(__file__).resolve().parents[2] / "perf" / "train_memory.json").read_text())
+    config = gpt_config(dry=False)
+    assert run["model"]["vocab_size"] == config.vocab_size
+    assert run["model"]["activation"] == config.activation
+    torch.manual_seed(0)
+    model = set_fast(GPT(config), True)
+    assert run["model"]["parameters"] == sum(p.numel() for p in model.parameters())
+    (a, filled, _), (b, _, _) = (count(model, model, T, config.vocab_size) for T in (64, 128))
+    eager = run["eager"]
+    assert (b - a) // 64 == eager["bytes_per_token"] and 2 * a - b == eager["fixed_bytes"]
+    assert not filled and not eager["logits_gradient_zero_filled"]
+    compiled, loss_only = run["compiled"], run["compiled_loss_only"]
+    assert compiled["bytes_per_token"] < eager["bytes_per_token"]
+    assert compiled["fixed_bytes"] == eager["fixed_bytes"] == 2 * run["model"]["matrix_weights"] + 4
+    assert loss_only["bytes_per_token"] == compiled["bytes_per_token"]
+    assert compiled["logits_gradient_zero_filled"] and not loss_only["logits_gradient_zero_filled"]
