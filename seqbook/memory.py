@@ -42,7 +42,9 @@ def _check_saved_tensor_bytes(fn, model):
 
 
 @checked(_check_saved_tensor_bytes)
-def saved_tensor_bytes(fn: Callable[[], Any], model: nn.Module | None = None) -> tuple[Any, int]:
+def saved_tensor_bytes(
+    fn: Callable[[], Any], model: nn.Module | None = None
+) -> tuple[Any, int]:
     """Run ``fn()`` and count the bytes of the tensors autograd saves for its backward pass.
 
     Each storage is counted once; the parameters of ``model``, which are held anyway, are not
@@ -62,6 +64,6 @@ def saved_tensor_bytes(fn: Callable[[], Any], model: nn.Module | None = None) ->
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with readers_code():  # fn is the reader's code: its calls into seqbook are checked
+        with readers_code():  # fn is the reader's code: its calls are checked
             out = fn()
     return out, sum(counted.values())
