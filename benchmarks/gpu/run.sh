@@ -27,7 +27,7 @@
 #   fhrr       the FHRR paper-scale runs (n = 1024, 2000 steps)          -> results/fhrr_*.json
 # Knobs: SEQBOOK_GPU_NOTEBOOKS (which notebooks), SEQBOOK_GPU_NB_JOBS (notebooks at once),
 # SEQBOOK_GPU_NB_LOG (log name under gpu_logs/, to run several notebook streams side by side),
-# SEQBOOK_GPU_GPT_ARGS (e.g. "--profile --variants chunked-ce,cudagraphs"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
+# SEQBOOK_GPU_GPT_ARGS (e.g. "--profile --variants loss-only,chunked-ce,cudagraphs"), SEQBOOK_GPU_SECONDS (time for 'all', default 540),
 # SEQBOOK_GPU_SKIP (steps 'all' leaves out, e.g. "bench fhrr").
 # 'all' runs kernels, long, bench, gpt and train first and alone (their timings), in that order of value,
 # then tests, notebooks and fhrr side by side.
