@@ -1,6 +1,6 @@
 """What GPT-2-small's training step saves for its backward pass, counted on the CPU, eager and compiled.
 
-Run it from the root of the repository (about two minutes on two cores, most of it compiling)::
+Run it from the root of the repository (about ten minutes on two cores, most of it compiling)::
 
     python -m benchmarks.train_memory --json perf/train_memory.json
 
@@ -20,7 +20,10 @@ checks that both differences agree), and the rest is what does not grow, autocas
 the weights. For each way the backward pass is profiled once, to see whether it fills a gradient
 of the logits with zeros: a compiled function's backward pass takes a gradient for each of its
 outputs, and autograd fills the one for an output that the loss does not depend on (the returned
-logits) with zeros, a tensor the size of the logits.
+logits) with zeros, a tensor the size of the logits. Last, the peak of a whole forward and
+backward pass is taken from the profiler's record of allocations, at batch 2 and 4 of 1024 tokens:
+what the step holds at its peak beyond the tensors it saved, a token (``beyond_saved_per_token``)
+and in all.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .gpu.gpt_throughput import gpt_config
 from .report import finish
 
 LENGTHS = (64, 128, 192)
+PEAK_BATCHES, PEAK_LENGTH = (2, 4), 1024  # the peak of a whole step: at 2048 and 4096 tokens
 
 
 class LossOnly(nn.Module):
@@ -100,6 +104,36 @@ def count(step_model: nn.Module, model: nn.Module, T: int, vocab_size: int) -> t
     return saved, filled, forward
 
 
+def step_peak(step_model: nn.Module, model: nn.Module, batch: int, T: int, vocab_size: int
+              ) -> tuple[int, int]:
+    """The most memory that a forward and backward pass of ``step_model`` over ``batch`` x T
+    tokens held at once, above what was held before it (the weights), and the bytes that its
+    forward pass saved: from the allocations and frees that ``torch.profiler`` records with
+    ``profile_memory=True``, added up in order (PyTorch's memory timeline; its private
+    ``_memory_profile``, as ``export_memory_timeline`` reads it)."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+    gen = torch.Generator().manual_seed(batch * T)
+    idx, targets = (torch.randint(vocab_size, (batch, T), generator=gen) for _ in range(2))
+
+    def forward():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return step_model(idx, targets)[1]
+
+    loss, saved = saved_tensor_bytes(forward, model)  # compiles for this shape, if compiled
+    loss.backward()
+    model.zero_grad(set_to_none=True)  # as the GPU run's steps do: no gradient held before
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        forward().backward()
+    model.zero_grad(set_to_none=True)
+    held = top = 0
+    for _, action, _, size in MemoryProfileTimeline(prof._memory_profile()).timeline:
+        held += {Action.CREATE: size, Action.DESTROY: -size}.get(action, 0)
+        top = max(top, held)
+    return top, saved
+
+
 def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
     if way == "eager":
         step_model = model
@@ -117,6 +151,10 @@ def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
     if len(set(steps)) != 1 or steps[0] != int(steps[0]):
         raise RuntimeError(f"{way}: the bytes saved do not grow in proportion to the tokens: "
                            f"{dict(zip(LENGTHS, saved, strict=True))}")
+    peaks = [step_peak(step_model, model, b, PEAK_LENGTH, vocab_size) for b in PEAK_BATCHES]
+    tokens = [b * PEAK_LENGTH for b in PEAK_BATCHES]
+    beyond = [top - saved_ for top, saved_ in peaks]  # held at the peak besides the saved
+    beyond_per_token = (beyond[1] - beyond[0]) / (tokens[1] - tokens[0])
     torch._dynamo.reset()
     per_token = int(steps[0])
     return {"saved_bytes": {str(T): s for T, s in zip(LENGTHS, saved, strict=True)},
@@ -125,6 +163,10 @@ def measure(way: str, model: nn.Module, vocab_size: int) -> dict:
             "logits_gradient_zero_filled": all(filled),
             "zero_filled_at": [T for T, f in zip(LENGTHS, filled, strict=True) if f],
             "largest_saved": largest,
+            "peak": {"tokens": tokens, "peak_bytes": [p for p, _ in peaks],
+                     "saved_bytes": [s for _, s in peaks],
+                     "beyond_saved_per_token": round(beyond_per_token, 1),
+                     "beyond_saved_fixed": round(beyond[0] - beyond_per_token * tokens[0])},
             "seconds": round(time.perf_counter() - t0, 1)}
 
 

@@ -39,6 +39,8 @@ __all__ = [
     "check_positive_int",
     "check_count",
     "check_flag",
+    "check_callable",
+    "check_module",
     "check_generator",
     "check_module_input",
     "check_str",
@@ -431,6 +433,18 @@ def check_flag(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return bool(value)
+
+
+def check_callable(name: str, value) -> None:
+    """A function (anything callable) that the package will call, such as a forward pass."""
+    if not callable(value) or isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a function, got {type(value).__name__}")
+
+
+def check_module(name: str, value) -> None:
+    """A ``torch.nn.Module``."""
+    if not isinstance(value, nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
 
 
 def check_generator(name: str, generator) -> None:

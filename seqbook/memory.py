@@ -27,21 +27,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .checks import checked, readers_code
+from .checks import check_callable, check_module, checked, optional, readers_code
 
 __all__ = ["saved_tensor_bytes"]
 
 
-def _check_saved_tensor_bytes(fn, model):
-    if not callable(fn):
-        raise TypeError(f"fn must be a function of no arguments (a forward pass), got "
-                        f"{type(fn).__name__}")
-    if model is not None and not isinstance(model, nn.Module):
-        raise TypeError(f"model must be an nn.Module (whose parameters are not counted) or None, "
-                        f"got {type(model).__name__}")
-
-
-@checked(_check_saved_tensor_bytes)
+@checked(fn=check_callable, model=optional(check_module))
 def saved_tensor_bytes(
     fn: Callable[[], Any], model: nn.Module | None = None
 ) -> tuple[Any, int]:

@@ -17,7 +17,7 @@ case("fn-tensor", lambda: saved_tensor_bytes(torch.zeros(2)), "fn", "Tensor")
 case("fn-None", lambda: saved_tensor_bytes(None), "fn", "NoneType")
 case("model-tensor", lambda: saved_tensor_bytes(lambda: None, torch.zeros(2)), "model", "Tensor")
 case("model-params", lambda: saved_tensor_bytes(lambda: None, GPT_TINY.parameters()), "model",
-     "generator")
+     "Module", "generator")
 case("inner-call-checked",  # the reader's forward pass: the model's own checks still run
      lambda: saved_tensor_bytes(lambda: GPT_TINY(IDX + 11), GPT_TINY), "idx", "11")
 
