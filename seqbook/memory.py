@@ -1,14 +1,14 @@
 """What a training step holds in memory: the tensors autograd saves for the backward pass.
 
-A training step holds four things at its peak: the **weights**; the **optimizer's states**
-(AdamW keeps two numbers a weight, its moving averages m and v); the **gradients**, one a weight,
-written during the backward pass; and the **activations**, the intermediate results that the
-forward pass saves because the backward pass needs them (a matrix product ``x @ W`` saves ``x``
-to compute ``W``'s gradient, a GELU saves its input, an attention kernel its queries, keys,
-values, output and each row's log-sum-exp). With bf16 autocast the weights, gradients and
-AdamW's states are float32, 4 + 4 + 8 = 16 bytes a weight (Rajbhandari et al., 2020, count the
-same 16 for mixed precision with float16 copies), and autocast keeps a bf16 copy of every weight
-that a matrix product reads.
+A training step holds the **weights**; the **optimizer's states** (AdamW keeps two numbers a
+weight, its moving averages m and v); the **gradients** of the weights, written during the backward
+pass; the **activations**, the intermediate results that the forward pass saves because the
+backward pass needs them (a matrix product ``x @ W`` saves ``x`` to compute ``W``'s gradient, a
+GELU saves its input, an attention kernel its queries, keys, values, output and each row's
+log-sum-exp); and, during the backward pass, the **gradients of the activations**, each until the
+layer below has used it. With bf16 autocast the weights, gradients and AdamW's states are float32,
+4 + 4 + 8 = 16 bytes a weight (Rajbhandari et al., 2020, count the same 16 for mixed precision with
+float16 copies), and autocast keeps a bf16 copy of every weight that a matrix product reads.
 
 The first three are fixed by the model; the activations grow with the tokens of a step, and for
 a GPT of any useful batch they are most of the memory. :func:`saved_tensor_bytes` counts them: it
