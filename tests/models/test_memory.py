@@ -55,24 +55,23 @@ def test_a_gpt_saves_in_proportion_to_its_tokens_on_the_fused_path_only(fast):
         assert c - b > b - a
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_exact_and_tanh_gelu_save_the_same_bytes(compiled):
+def test_exact_and_tanh_gelu_save_the_same_bytes():
     """The GPU run of perf/gpt.json computed GELU exactly, the memory count GPT-2's tanh GELU:
-    eager and compiled, both save the same tensors, so the counts agree (the Performance appendix
-    relies on it)."""
+    both save the same tensors, so the counts agree (the Performance appendix relies on it; the
+    compiled graphs are compared by benchmarks.train_memory, whose result a test in
+    tests/package/test_bench.py reads: compiling under bf16 autocast in the unit tests crashed
+    on one CPU kernel set)."""
     counts = []
     for activation in ("gelu", "gelu_tanh"):
         torch.manual_seed(0)
         config = GPTConfig(vocab_size=50, block_size=32, n_layer=2, n_head=2, n_embd=16,
                            dropout=0.0, activation=activation)
         model = set_fast(GPT(config), True)
-        step_model = torch.compile(model, dynamic=False) if compiled else model
         idx = torch.randint(50, (2, 32))
 
-        def loss(step_model=step_model, idx=idx):
+        def loss(model=model, idx=idx):
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                return step_model(idx, idx)[1]
+                return model(idx, idx)[1]
 
         counts.append(saved_tensor_bytes(loss, model)[1])
-    torch._dynamo.reset()
     assert counts[0] == counts[1]

@@ -611,3 +611,5 @@ def test_committed_memory_count_is_the_current_codes():
     assert compiled["fixed_bytes"] == eager["fixed_bytes"] == 2 * run["model"]["matrix_weights"] + 4
     assert loss_only["bytes_per_token"] == compiled["bytes_per_token"]
     assert compiled["logits_gradient_zero_filled"] and not loss_only["logits_gradient_zero_filled"]
+    exact = run["compiled_exact_gelu"]  # the GELU of the GPU run saves the same bytes
+    assert exact["saved_bytes"] == compiled["saved_bytes"][str(exact["length"])]
