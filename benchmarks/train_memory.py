@@ -1,6 +1,6 @@
 """What GPT-2-small's training step saves for its backward pass, counted on the CPU, eager and compiled.
 
-Run it from the root of the repository (about ten minutes on two cores, most of it compiling)::
+Run it from the root of the repository (about four minutes on two cores, most of it compiling)::
 
     python -m benchmarks.train_memory --json perf/train_memory.json
 
