@@ -462,8 +462,7 @@ def check_same_dtype(name: str, x: torch.Tensor, dtype: torch.dtype) -> None:
 
 def check_lm_chunks(inputs: torch.Tensor, targets: torch.Tensor, model: nn.Module) -> None:
     """(num_chunks, B, T) integer ids, not empty; in range when the model states its vocab_size."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module("model", model)
     if next(model.parameters(), None) is None:
         raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
     check_tensor("inputs", inputs, nonempty=False)

@@ -51,6 +51,7 @@ from .checks import (
     check_ids,
     check_int,
     check_lengths,
+    check_module,
     check_number,
     check_positive_int,
     check_str,
@@ -214,8 +215,7 @@ def _eval_mode(model: nn.Module):
 def _check_generate(model, vocab, prefix, temperature, generator) -> None:
     if not check_str("prefix", prefix):
         raise ValueError("prefix must hold at least one character, got ''")
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module("model", model)
     _check_vocab("vocab", vocab, model)
     reserved = (vocab.pad_id, vocab.unk_id, vocab.sos_id, vocab.eos_id)
     check_sampling(len(vocab.itos), temperature, forbid=reserved, generator=generator)

@@ -31,6 +31,7 @@ from .checks import (
     check_ids,
     check_int,
     check_lm_chunks,
+    check_module,
     check_number,
     check_positive_int,
     check_str,
@@ -117,8 +118,7 @@ def fit(
     Returns:
         A :class:`History` with the per-step losses, the evaluations and the gradient norms.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module("model", model)
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable as loss_fn(model, batch), got {type(loss_fn).__name__}")
     if isinstance(batches, (str, bytes)) or not isinstance(batches, Iterable):
@@ -484,8 +484,7 @@ def vsa_loss(model: nn.Module, batch) -> torch.Tensor:
 
 
 def _check_model(model) -> None:
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_module("model", model)
     if next(model.parameters(), None) is None:
         raise ValueError(f"model must have parameters (they give the device), got {type(model).__name__}")
 
