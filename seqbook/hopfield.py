@@ -198,9 +198,15 @@ def hebbian_weights(patterns: torch.Tensor, normalize: bool = True) -> torch.Ten
     return W / N if normalize else W
 
 
+def _fields(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """The local fields W xi, (..., N). einsum broadcasts W's batch dims without copying W
+    (``W @ state[..., None]`` would copy a (K, 1, N, N) W once for each of the states)."""
+    return torch.einsum("...ij,...j->...i", W, state)
+
+
 def _energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     W, state = _promoted(W, state)
-    return -0.5 * ((W @ state.unsqueeze(-1)).squeeze(-1) * state).sum(-1)
+    return -0.5 * (_fields(W, state) * state).sum(-1)
 
 
 def energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -220,7 +226,7 @@ def energy(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
 
 def _update_sync(W: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     Wp, statep = _promoted(W, state)
-    h = (Wp @ statep.unsqueeze(-1)).squeeze(-1)  # (..., N) local fields
+    h = _fields(Wp, statep)  # (..., N) local fields
     return sign_keep(h, state)
 
 

@@ -300,12 +300,15 @@ def selective_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor,
     """
     h = x.new_zeros(x.shape[0], *A.shape)                    # (batch, E, N)
     ys = []
-    for t in range(x.shape[1]):
-        dt = delta[:, t, :, None]                            # (batch, E, 1)
+    # step t's slices by unbind: the backward pass stays linear in T (T slices
+    # delta[:, t] would each give back a gradient as large as delta)
+    steps = zip(delta.unbind(1), B.unbind(1), C.unbind(1), x.unbind(1), strict=True)
+    for dt, B_t, C_t, x_t in steps:
+        dt = dt[..., None]                                   # (batch, E, 1)
         A_bar = torch.exp(dt * A)                            # (batch, E, N)
-        B_bar_x = dt * B[:, t, None, :] * x[:, t, :, None]   # (batch, E, N)
+        B_bar_x = dt * B_t[:, None, :] * x_t[..., None]      # (batch, E, N)
         h = A_bar * h + B_bar_x                              # (batch, E, N)
-        ys.append((h * C[:, t, None, :]).sum(dim=-1))        # (batch, E)
+        ys.append((h * C_t[:, None, :]).sum(dim=-1))         # (batch, E)
     y = torch.stack(ys, dim=1)                               # (batch, T, E)
     return y if D is None else y + D * x
 
