@@ -99,6 +99,21 @@ def test_batched_networks_broadcast():
         assert torch.equal(out[k], update_async(W[k], x[k], order=list(range(30))))
 
 
+def test_batched_networks_broadcast_sync_and_energy():
+    # W (K, 1, N, N) against states (K, P, N): the fields broadcast W without copying it
+    g = torch.Generator().manual_seed(5)
+    x = random_binary(4, 6, 40, generator=g)  # 4 networks with 6 patterns each
+    cues = torch.stack([corrupt(p, 8, g) for p in x])  # (4, 6, 40)
+    # integer weights: every field is an exact sum in any order, ties (field 0) included
+    W = torch.stack([hebbian_weights(p, normalize=False) for p in x])  # (4, 40, 40)
+    out, E = update_sync(W[:, None], cues), energy(W[:, None], cues)  # (4, 6, 40), (4, 6)
+    for k in range(4):
+        assert torch.equal(out[k], update_sync(W[k], cues[k]))
+        assert_close(E[k], energy(W[k], cues[k]), n=40 * 40)
+        fields = cues[k] @ W[k]  # W is symmetric: row i of cues @ W is W cue_i
+        assert_close(E[k], -0.5 * (fields * cues[k]).sum(-1), n=40 * 40)
+
+
 def test_sync_dynamics_can_cycle_while_async_converges():
     W = hebbian_weights(torch.tensor([[1.0, 1.0]]))
     s = torch.tensor([1.0, -1.0])
