@@ -290,9 +290,9 @@ def linear_attention_recurrent(
         z (B, H, D_k) -> output: (B, H, T, D_v).
     """
     outputs = []
-    for t in range(q.shape[2]):
-        out, state = linear_attention_step(
-            q[:, :, t], k[:, :, t], v[:, :, t], state, feature_map, eps)
+    # step t's slices by unbind: the backward pass stays linear in T
+    for q_t, k_t, v_t in zip(q.unbind(2), k.unbind(2), v.unbind(2), strict=True):
+        out, state = linear_attention_step(q_t, k_t, v_t, state, feature_map, eps)
         outputs.append(out)                                  # (B, H, D_v)
     return torch.stack(outputs, dim=2), state                # (B, H, T, D_v)
 

@@ -91,8 +91,10 @@ def linear_recurrence(
     """
     h = torch.zeros_like(b[:, 0]) if h0 is None else h0  # (B, *)
     states = []
-    for t in range(b.shape[1]):
-        h = a[:, t] * h + b[:, t]                          # (B, *)
+    # step t's slices by unbind: the backward pass stays linear in T (T slices a[:, t]
+    # would each give back a gradient as large as a)
+    for a_t, b_t in zip(a.unbind(1), b.unbind(1), strict=True):
+        h = a_t * h + b_t                                  # (B, *)
         states.append(h)
     return torch.stack(states, dim=1)                     # (B, T, *)
 

@@ -140,8 +140,8 @@ def ssm_recurrent(x: torch.Tensor, A_bar: torch.Tensor, B_bar: torch.Tensor,
     """
     h = x.new_zeros(x.shape[0], *A_bar.shape)                # (batch, E, N)
     ys = []
-    for t in range(x.shape[1]):
-        h = A_bar * h + B_bar * x[:, t, :, None]             # (batch, E, N)
+    for x_t in x.unbind(1):  # unbind: the backward pass stays linear in T
+        h = A_bar * h + B_bar * x_t[..., None]               # (batch, E, N)
         ys.append((h * C).sum(dim=-1))                       # (batch, E)
     y = torch.stack(ys, dim=1)                               # (batch, T, E)
     return y if D is None else y + D * x
@@ -683,8 +683,10 @@ def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     """
     h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])  # (batch, H, N, P)
     ys = []
-    for t in range(x.shape[2]):
-        a = log_a[:, :, t, None, None].exp()                 # (batch, H, 1, 1)
-        h = a * h + B[:, :, t, :, None] * x[:, :, t, None, :]  # (batch, H, N, P)
-        ys.append((C[:, :, t, None, :] @ h).squeeze(-2))     # (batch, H, P)
+    # step t's slices by unbind: the backward pass stays linear in T
+    steps = zip(x.unbind(2), log_a.unbind(2), B.unbind(2), C.unbind(2), strict=True)
+    for x_t, log_a_t, B_t, C_t in steps:
+        a = log_a_t[..., None, None].exp()                   # (batch, H, 1, 1)
+        h = a * h + B_t[..., :, None] * x_t[..., None, :]    # (batch, H, N, P)
+        ys.append((C_t[..., None, :] @ h).squeeze(-2))       # (batch, H, P)
     return torch.stack(ys, dim=2)                            # (batch, H, T, P)
