@@ -187,12 +187,14 @@ def delta_rule_chunked(
     # the memory S: (B, H, D_k, D_v)
     S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state
     outputs = []
-    for i in range(n):
-        u = U[:, :, i] - W[:, :, i] @ S                        # (B, H, C, D_v): errors
-        G = g[:, :, i].exp()[..., None]                        # (B, H, C, 1)
-        outputs.append(G * (q[:, :, i] @ S) + scores[:, :, i] @ u)  # (B, H, C, D_v)
-        last = g[:, :, i, -1:]                                 # (B, H, 1): log G_C
-        k_decayed = (last - g[:, :, i]).exp()[..., None] * k[:, :, i]  # (B, H, C, D_k)
+    # chunk i's slices by unbind: the backward pass stays linear in the number of chunks
+    per_chunk = (x.unbind(2) for x in (U, W, g, q, k, scores))
+    for U_i, W_i, g_i, q_i, k_i, scores_i in zip(*per_chunk, strict=True):
+        u = U_i - W_i @ S                                      # (B, H, C, D_v): errors
+        G = g_i.exp()[..., None]                               # (B, H, C, 1)
+        outputs.append(G * (q_i @ S) + scores_i @ u)           # (B, H, C, D_v)
+        last = g_i[..., -1:]                                   # (B, H, 1): log G_C
+        k_decayed = (last - g_i).exp()[..., None] * k_i        # (B, H, C, D_k)
         S = last.exp()[..., None] * S + k_decayed.transpose(-2, -1) @ u
     return torch.cat(outputs, dim=2)[:, :, :T], S               # (B, H, T, D_v)
 
