@@ -8,6 +8,7 @@ Run it from the root of the repository::
     python -m benchmarks --smoke                  # tiny sizes, one repeat: the CI check that it runs
     python -m benchmarks --device cuda --out perf # the same on a GPU: perf/cuda.{txt,json}
     python -m benchmarks --notebooks --out perf   # time every chapter notebook: perf/notebooks.json
+    python -m benchmarks --notebooks --jobs 2     # the same, two notebooks at a time (2 cores)
 
 The pieces, in the order a run uses them: :mod:`benchmarks.layers` builds the pairs (each of our
 layers and its reference) and times them, with :func:`benchmarks.timing.measure`;
@@ -19,6 +20,7 @@ The FHRR rows need torch-hd (``pip install -e ".[bench]"``); without it they are
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -52,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder for <device>.txt and <device>.json (<device>-smoke.* with --smoke)")
     p.add_argument("--notebooks", nargs="*", type=Path, default=None, metavar="NOTEBOOK",
                    help="instead: execute these notebooks (default chapters/*.ipynb) and record their time")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="with --notebooks: notebooks executed at once, each kernel on its own core "
+                        "(default 1)")
     p.add_argument("--quiet", action="store_true", help="do not print rows as they are measured")
     return p
 
@@ -75,11 +80,22 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
 
     if args.notebooks is not None:
         notebooks = args.notebooks or chapter_notebooks()
-        rows = time_notebooks(notebooks, log=log)
-        meta = {**machine_info("cpu"), "command": command}
-        meta["torch_threads"] = "PyTorch's default, in each notebook's own kernel"
+        if args.jobs < 1:
+            raise SystemExit(f"--jobs must be >= 1, got {args.jobs}")
+        expected = {}  # the longest first, by the last recorded run (if any)
+        last = args.out / "notebooks.json" if args.out else None
+        if args.jobs > 1 and last is not None and last.exists():
+            expected = {r["notebook"]: r["wall_s"] for r in json.loads(last.read_text())["notebooks"]}
+        start = time.perf_counter()
+        rows = time_notebooks(notebooks, log=log, jobs=args.jobs, expected_s=expected)
+        meta = {**machine_info("cpu"), "command": command, "jobs": args.jobs}
+        meta["torch_threads"] = (
+            "each notebook's own setting (the chapters that train set one thread)" if args.jobs == 1
+            else "one in every kernel: the chapters' own setting, and OMP_NUM_THREADS=1")
+        # total_wall_s: start to end of the whole run; sum_wall_s: the notebooks one after another
         result = {"meta": meta, "notebooks": rows,
-                  "total_wall_s": round(sum(r["wall_s"] for r in rows), 1)}
+                  "total_wall_s": round(time.perf_counter() - start, 1),
+                  "sum_wall_s": round(sum(r["wall_s"] for r in rows), 1)}
         if args.out:
             write_result(args.out, "notebooks", result)
         if any(r["status"] != "ok" for r in rows):

@@ -22,36 +22,78 @@ def chapter_notebooks(folder: Path = CHAPTERS) -> list[Path]:
     return sorted(Path(folder).glob("[0-9]*.ipynb"))
 
 
-def time_notebooks(notebooks: list[Path], timeout: int = 3600, kernel_name: str = "python3",
-                   log: Callable[[str], None] | None = None) -> list[dict]:
-    """Execute each notebook top to bottom in a fresh kernel (with nbclient, the executor behind
-    ``jupyter nbconvert --execute``) and record its wall time and the CPU time of its kernel.
-    Nothing is written back to the notebooks."""
+def time_notebook(path: Path, timeout: int = 3600, kernel_name: str = "python3",
+                  one_thread: bool = False) -> dict:
+    """Execute one notebook top to bottom in a fresh kernel (with nbclient, the executor behind
+    ``jupyter nbconvert --execute``) and return its row: wall time, CPU time of its kernel, number
+    of code cells, status. Nothing is written back to the notebook. ``one_thread``: the kernel gets
+    ``OMP_NUM_THREADS=1``, so that PyTorch starts on one thread even where a chapter keeps its
+    default."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     env = dict(os.environ)
     env.setdefault("TQDM_DISABLE", "1")
-    results = []
-    for path in notebooks:
-        path = Path(path)
-        nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                                resources={"metadata": {"path": str(path.parent)}})
-        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        status, note = "ok", ""
-        try:
-            client.execute(env=env)
-        except CellExecutionError as err:
-            status, note = "error", str(err).strip().splitlines()[-1][:200]
-        wall = time.perf_counter() - t0
-        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the finished kernel
-        cells = sum(c.cell_type == "code" for c in nb.cells)
-        results.append({"notebook": path.name, "wall_s": round(wall, 1), "kernel_cpu_s": round(cpu, 1),
-                        "cells": cells, "status": status, "note": note})
+    if one_thread:
+        env["OMP_NUM_THREADS"] = "1"
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(path.parent)}})
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    status, note = "ok", ""
+    try:
+        client.execute(env=env)
+    except CellExecutionError as err:
+        status, note = "error", str(err).strip().splitlines()[-1][:200]
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the finished kernel
+    cells = sum(c.cell_type == "code" for c in nb.cells)
+    return {"notebook": path.name, "wall_s": round(wall, 1), "kernel_cpu_s": round(cpu, 1),
+            "cells": cells, "status": status, "note": note}
+
+
+def time_notebooks(notebooks: list[Path], timeout: int = 3600, kernel_name: str = "python3",
+                   log: Callable[[str], None] | None = None, jobs: int = 1,
+                   expected_s: dict[str, float] | None = None) -> list[dict]:
+    """Time each notebook with :func:`time_notebook`; returns the rows in the order given.
+
+    ``jobs`` notebooks run at once, each in its own worker process and kernel, on one thread
+    (``one_thread`` of :func:`time_notebook`; the chapters that train set one thread themselves):
+    two at a time use the two cores of a 2-core machine, and no kernel's threads wait for a core
+    that the other kernel holds.
+    With ``jobs > 1`` the longest notebooks start first, by ``expected_s`` (name -> seconds, e.g.
+    an earlier run's), so that the last one to start is short.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+    paths = [Path(p) for p in notebooks]
+
+    def report(row: dict) -> None:
         if log:
-            log(f"{path.name:<32} {wall:8.1f} s wall {cpu:8.1f} s kernel CPU  {status} {note}")
-    return results
+            log(f"{row['notebook']:<32} {row['wall_s']:8.1f} s wall {row['kernel_cpu_s']:8.1f} s "
+                f"kernel CPU  {row['status']} {row['note']}")
+
+    if jobs == 1:
+        rows = []
+        for path in paths:
+            rows.append(time_notebook(path, timeout, kernel_name))
+            report(rows[-1])
+        return rows
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    expected_s = expected_s or {}
+    order = sorted(range(len(paths)), key=lambda i: -expected_s.get(paths[i].name, 0.0))
+    rows: list[dict | None] = [None] * len(paths)
+    # spawn: a fresh interpreter per worker, whatever the caller has imported or started
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(time_notebook, paths[i], timeout, kernel_name, True): i
+                   for i in order}
+        for future in as_completed(futures):
+            rows[futures[future]] = future.result()
+            report(rows[futures[future]])
+    return rows
