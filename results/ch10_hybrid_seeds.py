@@ -10,7 +10,7 @@ Every other setting is the chapter's (width 16, 128 keys, 16 values, 16 queries,
 pairs, 200 steps of 64 sequences, Adam(1e-2), 500 test sequences), and so are the seeds: seed 0 is
 the chapter's own run, seed s shifts every seed by ``10_000 * s`` (``ch10_seeds.train_mqar``).
 
-Run from the repository root, one CPU thread (about a minute a seed)::
+Run from the repository root, one CPU thread (about 20 s a seed)::
 
     python results/ch10_hybrid_seeds.py [--seeds 0 1 2 3 4]
 """
