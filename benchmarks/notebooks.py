@@ -9,12 +9,14 @@ The environment of the calling process is not changed.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of a traceback
 
 
 def chapter_notebooks(folder: Path = CHAPTERS) -> list[Path]:
@@ -46,8 +48,10 @@ def time_notebook(path: Path, timeout: int = 3600, kernel_name: str = "python3",
     status, note = "ok", ""
     try:
         client.execute(env=env)
-    except CellExecutionError as err:
-        status, note = "error", str(err).strip().splitlines()[-1][:200]
+    except CellExecutionError as err:  # a cell raised: its last line, without colour codes
+        status, note = "error", _ANSI.sub("", str(err)).strip().splitlines()[-1][:200]
+    except Exception as err:  # a dead kernel, a timeout: a row, not a lost run
+        status, note = "error", f"{type(err).__name__}: {err}".strip()[:200]
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the finished kernel
@@ -63,8 +67,9 @@ def time_notebooks(notebooks: list[Path], timeout: int = 3600, kernel_name: str 
 
     ``jobs`` notebooks run at once, each in its own worker process and kernel, on one thread
     (``one_thread`` of :func:`time_notebook`; the chapters that train set one thread themselves):
-    two at a time use the two cores of a 2-core machine, and no kernel's threads wait for a core
-    that the other kernel holds.
+    two at a time keep the two cores of a 2-core machine busy, and no kernel starts threads that
+    would wait for the other's core. A chapter that starts processes of its own (chapter 12's
+    ranks) takes more than its core while they run.
     With ``jobs > 1`` the longest notebooks start first, by ``expected_s`` (name -> seconds, e.g.
     an earlier run's), so that the last one to start is short.
     """

@@ -83,18 +83,19 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def code_commit() -> str | None:
+def code_commit(also: tuple[str, ...] = ()) -> str | None:
     """The git commit of the package's code, for the record of a result: ``SEQBOOK_COMMIT`` if
     set (a copy of the repository sent elsewhere names the commit it was copied from), else the
-    checkout's ``HEAD``, with ``+dirty`` when ``seqbook/`` or ``benchmarks/`` has uncommitted
-    changes; None when neither is known."""
+    checkout's ``HEAD``, with ``+dirty`` when ``seqbook/`` or ``benchmarks/`` (or a folder named
+    in ``also``, e.g. ``"chapters"`` for a record of the notebooks) has uncommitted changes; None
+    when neither is known."""
     if os.environ.get("SEQBOOK_COMMIT"):
         return os.environ["SEQBOOK_COMMIT"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "seqbook", "benchmarks"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "seqbook", "benchmarks", *also],
                                cwd=root, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None

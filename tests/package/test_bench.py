@@ -268,15 +268,17 @@ def test_time_notebooks_two_at_a_time_keeps_the_order_and_one_thread(tmp_path):
     pytest.importorskip("nbclient")
     paths = []
     for name, code in [("a.ipynb", "import os\nassert os.environ['OMP_NUM_THREADS'] == '1'"),
-                       ("b.ipynb", "x = 1"), ("c.ipynb", "raise ValueError('c failed')")]:
+                       ("b.ipynb", "x = 1"), ("c.ipynb", "raise ValueError('c failed')"),
+                       ("d.ipynb", "import os\nos._exit(1)")]:  # the kernel dies
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nb, tmp_path / name)
         paths.append(tmp_path / name)
     rows = notebooks.time_notebooks(paths, timeout=120, jobs=2, expected_s={"c.ipynb": 9.0})
-    assert [r["notebook"] for r in rows] == ["a.ipynb", "b.ipynb", "c.ipynb"]
-    assert [r["status"] for r in rows] == ["ok", "ok", "error"]
-    assert "c failed" in rows[2]["note"]
+    assert [r["notebook"] for r in rows] == ["a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb"]
+    assert [r["status"] for r in rows] == ["ok", "ok", "error", "error"]
+    assert rows[2]["note"].startswith("ValueError") and "c failed" in rows[2]["note"]  # no colours
+    assert "DeadKernelError" in rows[3]["note"]  # a row, and the other rows are kept
     with pytest.raises(ValueError, match="jobs must be an int >= 1, got 0"):
         notebooks.time_notebooks(paths, jobs=0)
 
