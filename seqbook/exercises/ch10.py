@@ -72,6 +72,81 @@ def check_state_size(answer):
 
 
 # ---------------------------------------------------------------------------------------------
+# The cache of a hybrid: 32 attention layers against 4 attention and 28 recurrent ones.
+# ---------------------------------------------------------------------------------------------
+
+HYBRID_CACHE = {"layers": 32, "d": 4096, "T": 131_072, "bytes": 2, "attention": 4, "N": 16}
+
+
+def _hybrid_cache_bytes() -> tuple[int, int]:
+    """(bytes of the cache with every layer attention, bytes of the hybrid's cache and states)."""
+    c = HYBRID_CACHE
+    per_token = 2 * c["d"] * c["bytes"]  # a key and a value in one attention layer
+    state = 2 * c["d"] * c["N"] * c["bytes"]  # Mamba's h: inner width 2d, N per channel
+    recurrent = c["layers"] - c["attention"]
+    return c["layers"] * c["T"] * per_token, c["attention"] * c["T"] * per_token + recurrent * state
+
+
+@exercise("ex-ch10-hybrid-cache", hints=[
+    "Count one attention layer first: what one token leaves in it, in numbers and then in bytes. "
+    "A recurrent layer keeps its state, whatever the number of tokens.",
+    "One token leaves a key and a value of 4096 numbers each in every attention layer, "
+    "2 * 4096 * 2 bytes; multiply by T and by the number of attention layers. Each of the 28 "
+    "recurrent layers adds 2 * 4096 * 16 numbers of 2 bytes, once.",
+])
+def check_hybrid_cache(answer):
+    all_attention, hybrid = _hybrid_cache_bytes()
+    c = HYBRID_CACHE
+    attention_only = c["attention"] * c["T"] * 2 * c["d"] * c["bytes"]  # the hybrid's cache
+    states = hybrid - attention_only  # the 28 recurrent states, in bytes
+    parts = [answer] + (list(answer) if isinstance(answer, (tuple, list)) else [])
+    expect(not any(isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16)
+                   for x in parts),
+           "a float16 or bfloat16 tensor cannot hold these counts exactly: give Python ints (or "
+           "int64)")
+    if isinstance(answer, torch.Tensor | np.ndarray) and answer.ndim == 1:
+        answer = tuple(answer.tolist())
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
+           "answer must be a pair (bytes with 32 attention layers, bytes with the hybrid)")
+    first, second = (_whole_number(value, name) for name, value
+                     in zip(("the first count", "the second count"), answer, strict=True))
+    expect((first, second) != (hybrid, all_attention),
+           "the two counts are swapped: the 32 attention layers come first")
+    for value, right in ((first, all_attention), (second, hybrid)):
+        ratio = right / value if value else 0.0
+        expect(not any(abs(ratio / unit - 1) < 0.01 for unit in (2**10, 2**20, 2**30, 1e3, 1e6,
+                                                                  1e9)),
+               "the counts are wanted in bytes, not in KiB, MiB, GiB, kB, MB or GB")
+    expect(first != c["layers"] * 128_000 * 2 * c["d"] * c["bytes"],
+           "T is 131 072 tokens (2^17, what is often called 128k), not 128 000")
+    for name, value, right, extra in (("first", first, all_attention, 0),
+                                      ("second", second, hybrid, states)):
+        if value == right:
+            continue
+        if value in (right / 2, (right - extra) / 2 + extra):
+            raise Wrong(f"the {name} count is half what it should be: in every attention layer a "
+                        "token leaves a key and a value, 4096 numbers each, and every number "
+                        "takes 2 bytes")
+        if value in (right / 4, (right - extra) / 4 + extra):
+            raise Wrong(f"the {name} count is a quarter of what it should be: a token leaves a "
+                        "key and a value in every attention layer, and every number takes 2 bytes")
+    if second == attention_only:
+        raise Wrong("the second count has the 4 attention layers only: the 28 recurrent layers "
+                    "keep their states too (small, but not nothing)")
+    if second == attention_only + states / 2:
+        raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
+                    "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
+    for name, value, right in (("first", first, all_attention), ("second", second, hybrid)):
+        expect(value == right or abs(value - right) > 1e-6 * right,
+               f"the {name} count is near the right one but not equal to it: the exercise asks "
+               "for the exact count in bytes, a whole number")
+    expect(first == all_attention, "the first count is not the cache of 32 attention layers: "
+           "the bytes a token leaves in one layer, times T, times 32")
+    expect(second == hybrid, "the second count is not the hybrid's: the cache of its 4 "
+           "attention layers, plus the 28 recurrent states, which do not grow with T")
+
+
+# ---------------------------------------------------------------------------------------------
 # Find the bug: the composition of two steps of the gated linear recurrence.
 # ---------------------------------------------------------------------------------------------
 

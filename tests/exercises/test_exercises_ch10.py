@@ -54,6 +54,55 @@ def test_state_size_wants_the_exact_count(answer):
     assert "524288" not in result.message and "4160" not in result.message
 
 
+# --- the cache of a hybrid ----------------------------------------------------------------------
+
+ALL_ATTENTION = 32 * 131_072 * 2 * 4096 * 2  # 64 GiB
+HYBRID_ATTENTION = 4 * 131_072 * 2 * 4096 * 2  # 8 GiB
+STATES = 28 * 2 * 4096 * 16 * 2  # 7 MiB
+
+
+def test_hybrid_cache():
+    right = (ALL_ATTENTION, HYBRID_ATTENTION + STATES)
+    assert check("ex-ch10-hybrid-cache", right)
+    assert check("ex-ch10-hybrid-cache", ...).status == "not attempted"
+    for answer, message in [
+        ((HYBRID_ATTENTION + STATES, ALL_ATTENTION), "swapped"),
+        ((ALL_ATTENTION // 2, HYBRID_ATTENTION + STATES), "half what it should be"),  # no V
+        ((ALL_ATTENTION, HYBRID_ATTENTION // 2 + STATES), "half what it should be"),
+        ((ALL_ATTENTION // 2, (HYBRID_ATTENTION + STATES) // 2), "half"),  # numbers, not bytes
+        ((ALL_ATTENTION // 4, HYBRID_ATTENTION // 4 + STATES), "a quarter"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION), "keep their states too"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + STATES // 2), "states are half"),
+        ((68.7, 8.6), "wanted in bytes"),
+        ((ALL_ATTENTION, 8.007), "wanted in bytes"),
+        ((65536, 8199), "wanted in bytes"),  # MiB
+        ((32 * 128_000 * 2 * 4096 * 2, 4 * 128_000 * 2 * 4096 * 2 + STATES), "not 128 000"),
+        (torch.tensor([ALL_ATTENTION, HYBRID_ATTENTION + STATES], dtype=torch.bfloat16),
+         "cannot hold these counts exactly"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 131_072 * 2 * 4096 * 2), "do not grow with T"),
+        ((64, 8.008), "in bytes, not in KiB"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + STATES + 1), "exact count"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 27 * 2 * 4096 * 16 * 2), "not the hybrid's"),
+        ((ALL_ATTENTION + 2 * 4096 * 2, HYBRID_ATTENTION + STATES), "exact count"),
+        (5, "must be a pair"),
+        (("many", 3), "must be a number"),
+    ]:
+        result = check("ex-ch10-hybrid-cache", answer)
+        assert result.status == "fail" and message in result.message, (answer, result)
+        assert str(ALL_ATTENTION) not in result.message  # no answer given away
+
+
+@pytest.mark.parametrize("answer", [
+    (68_719_476_736, 8_597_274_624),
+    (6.8719476736e10, 8597274624.0),
+    np.array([68_719_476_736, 8_597_274_624]),
+    (torch.tensor(68_719_476_736), np.int64(8_597_274_624)),
+    (2**36, 2**33 + 7 * 2**20),
+], ids=["ints", "floats", "array", "tensor-and-numpy", "powers-of-two"])
+def test_hybrid_cache_accepts_exact_counts_of_any_type(answer):
+    assert check("ex-ch10-hybrid-cache", answer)
+
+
 # --- find the bug: combine ----------------------------------------------------------------------
 
 
