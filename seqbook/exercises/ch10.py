@@ -40,6 +40,15 @@ def _whole_number(value, name: str):
     return value
 
 
+def _pair_of_counts(answer, pair: str, names: tuple[str, str]):
+    """The learner's pair of counts as two Python numbers: a tuple or list of two, or a 1-D
+    tensor or array of two. ``pair`` describes the pair for the message when it is not one."""
+    if isinstance(answer, torch.Tensor | np.ndarray) and answer.ndim == 1:
+        answer = tuple(answer.tolist())
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 2, f"answer must be a pair {pair}")
+    return tuple(_whole_number(value, name) for name, value in zip(names, answer, strict=True))
+
+
 @exercise("ex-ch10-state-size", hints=[
     "The cache keeps, for every token read so far, what a later query needs to attend to it.",
     "Every token leaves a key and a value of D numbers each in the cache. The state is the pair "
@@ -48,12 +57,8 @@ def _whole_number(value, name: str):
 ])
 def check_state_size(answer):
     T, D = STATE_SIZE["T"], STATE_SIZE["D"]
-    if isinstance(answer, torch.Tensor | np.ndarray) and answer.ndim == 1:
-        answer = tuple(answer.tolist())
-    expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
-           "answer must be a pair (numbers in the cache, numbers in the state)")
-    cache, state = (_whole_number(value, name) for name, value
-                    in zip(("the cache's count", "the state's count"), answer, strict=True))
+    cache, state = _pair_of_counts(answer, "(numbers in the cache, numbers in the state)",
+                                   ("the cache's count", "the state's count"))
     if cache == T * D:
         raise Wrong("the cache count holds one vector per token: a token leaves a key and a value")
     for name, value, right in (("cache", cache, 2 * T * D), ("state", state, D * D + D)):
@@ -104,12 +109,9 @@ def check_hybrid_cache(answer):
                    for x in parts),
            "a float16 or bfloat16 tensor cannot hold these counts exactly: give Python ints (or "
            "int64)")
-    if isinstance(answer, torch.Tensor | np.ndarray) and answer.ndim == 1:
-        answer = tuple(answer.tolist())
-    expect(isinstance(answer, (tuple, list)) and len(answer) == 2,
-           "answer must be a pair (bytes with 32 attention layers, bytes with the hybrid)")
-    first, second = (_whole_number(value, name) for name, value
-                     in zip(("the first count", "the second count"), answer, strict=True))
+    first, second = _pair_of_counts(
+        answer, "(bytes with 32 attention layers, bytes with the hybrid)",
+        ("the first count", "the second count"))
     expect((first, second) != (hybrid, all_attention),
            "the two counts are swapped: the 32 attention layers come first")
     for value, right in ((first, all_attention), (second, hybrid)):
