@@ -27,8 +27,6 @@ from pathlib import Path
 
 import torch
 
-from seqbook.utils import code_commit
-
 from .layers import GROUPS, SIZES, TARGETS, run_pairs
 from .notebooks import chapter_notebooks, time_notebooks
 from .report import format_table, machine_info, write_result
@@ -90,8 +88,9 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
             expected = {r["notebook"]: r["wall_s"] for r in json.loads(last.read_text())["notebooks"]}
         start = time.perf_counter()
         rows = time_notebooks(notebooks, log=log, jobs=args.jobs, expected_s=expected)
-        meta = {**machine_info("cpu"), "command": command, "jobs": args.jobs}
-        meta["commit"] = code_commit(also=("chapters", "results"))  # what the notebooks run and read
+        # the commit is dirty when what the notebooks run and read (chapters/, results/) changed
+        meta = {**machine_info("cpu", commit_also=("chapters", "results")), "command": command,
+                "jobs": args.jobs}
         meta["torch_threads"] = (
             "each notebook's own setting (the chapters that train set one thread)" if args.jobs == 1
             else "one in every kernel: the chapters' own setting, and OMP_NUM_THREADS=1")

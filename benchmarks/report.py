@@ -26,12 +26,13 @@ def _nvidia_driver() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def machine_info(device: torch.device | str = "cpu") -> dict:
-    """The machine and software a result came from, and the commit of the code it measured."""
+def machine_info(device: torch.device | str = "cpu", commit_also: tuple[str, ...] = ()) -> dict:
+    """The machine and software a result came from, and the commit of the code it measured
+    (``commit_also``: more folders whose uncommitted changes make it dirty, see ``code_commit``)."""
     device = torch.device(device)
     info = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": code_commit(),
+        "commit": code_commit(also=commit_also),
         "device": device.type,
         "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),

@@ -83,13 +83,15 @@ def check_state_size(answer):
 HYBRID_CACHE = {"layers": 32, "d": 4096, "T": 131_072, "bytes": 2, "attention": 4, "N": 16}
 
 
-def _hybrid_cache_bytes() -> tuple[int, int]:
-    """(bytes of the cache with every layer attention, bytes of the hybrid's cache and states)."""
+def _hybrid_cache_bytes() -> tuple[int, int, int]:
+    """Bytes of (the cache with every layer attention, the hybrid's attention cache, the
+    hybrid's recurrent states); the hybrid holds the last two."""
     c = HYBRID_CACHE
     per_token = 2 * c["d"] * c["bytes"]  # a key and a value in one attention layer
     state = 2 * c["d"] * c["N"] * c["bytes"]  # Mamba's h: inner width 2d, N per channel
     recurrent = c["layers"] - c["attention"]
-    return c["layers"] * c["T"] * per_token, c["attention"] * c["T"] * per_token + recurrent * state
+    return (c["layers"] * c["T"] * per_token, c["attention"] * c["T"] * per_token,
+            recurrent * state)
 
 
 @exercise("ex-ch10-hybrid-cache", hints=[
@@ -100,10 +102,9 @@ def _hybrid_cache_bytes() -> tuple[int, int]:
     "recurrent layers adds 2 * 4096 * 16 numbers of 2 bytes, once.",
 ])
 def check_hybrid_cache(answer):
-    all_attention, hybrid = _hybrid_cache_bytes()
+    all_attention, attention_only, states = _hybrid_cache_bytes()
+    hybrid = attention_only + states
     c = HYBRID_CACHE
-    attention_only = c["attention"] * c["T"] * 2 * c["d"] * c["bytes"]  # the hybrid's cache
-    states = hybrid - attention_only  # the 28 recurrent states, in bytes
     parts = [answer] + (list(answer) if isinstance(answer, (tuple, list)) else [])
     expect(not any(isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16)
                    for x in parts),
