@@ -20,7 +20,10 @@ by ``10_000 * seed``:
 * **four language models** (cells "build", "fit"): GRU, GPT, linear attention and Mamba of about
   106k parameters on *The Time Machine*, 300 steps of 16 windows of 64 characters, AdamW(1e-2),
   warm-up 30 and cosine decay; held-out perplexity. ``seed_everything(seed)``, batches
-  ``Generator(seed)``, ``fit(..., seed=seed)`` (the chapter: seed 0).
+  ``Generator(seed)``, ``fit(..., seed=seed)`` (the chapter: seed 0). For the GRU, linear
+  attention and Mamba, the held-out text is also read along its 16 rows (up to 1088 characters,
+  17 times the training window) and compared with the 64-character windows, character by
+  character (cell "length-read").
 
 The chapter's code for the recall models is copied here unchanged (the notebook defines it in its
 cells, to show it); the seed-0 run reproduces the notebook's printed accuracies exactly.
@@ -229,6 +232,7 @@ def train_mqar(name, n, seed=0, updates=False):
 # --- the four language models: the chapter's experiment configuration (SMALL) ---
 EXP = dict(window=64, batch_size=16, steps=300, lr=1e-2, warmup=30, init_std=0.08)
 LM_SIZES = {"GRU": 166, "GPT": None, "linear attention": None, "Mamba": 80}
+RECURRENT_LMS = ("GRU", "Mamba")  # the two with forget gates; linear attention has none
 
 
 def train_lms(seed):
@@ -262,7 +266,39 @@ def train_lms(seed):
             progress=False, desc=name)
         result[name] = evaluate_perplexity(model, valid_x, valid_y, carry_state=False)
         result[f"{name} parameters"] = count_parameters(model)
+        if name != "GPT":  # its table of positions ends at 64
+            result[f"{name} length"] = length_measures(model, valid_x, valid_y)
     return result
+
+
+def length_measures(model, valid_x, valid_y):
+    """The chapter's cell "reading past the window": the held-out characters read along each of
+    the 16 rows of the text (up to 1088 characters of context) against each 64-character window
+    from an empty context; ratios of perplexities on the same characters, windows 1 to 16."""
+    num_windows = valid_x.shape[0]
+
+    @torch.no_grad()
+    def losses(x, y):
+        logits = model(x)[0]
+        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none")
+
+    model.eval()
+    whole = losses(*(t.transpose(0, 1).flatten(1) for t in (valid_x, valid_y)))
+    restarted = losses(valid_x.flatten(0, 1), valid_y.flatten(0, 1))
+    restarted = restarted.view(num_windows, 16, 64).transpose(0, 1).flatten(1)
+    whole, restarted = (t.view(16, num_windows, 64)[:, 1:] for t in (whole, restarted))
+
+    def ratio(a, b):  # perplexity of the whole read / of the restarted windows
+        return (whole[..., a:b].mean() - restarted[..., a:b].mean()).exp().item()
+
+    by_window = (whole.mean((0, 2)) - restarted.mean((0, 2))).exp()
+    return {
+        "perplexity_whole": whole.mean().exp().item(),
+        "perplexity_restarted": restarted.mean().exp().item(),
+        "ratio_positions_0_7": ratio(0, 8),
+        "ratio_positions_8_63": ratio(8, 64),
+        "ratio_by_window_range": [by_window.min().item(), by_window.max().item()],
+    }
 
 
 def falls_below_half(acc):
@@ -350,7 +386,26 @@ def main() -> None:
         "LM: the GPT below linear attention": every(
             lambda r: r["lm_perplexity"]["GPT"] < r["lm_perplexity"]["linear attention"],
             "lm_perplexity"),
+        # reading past the training window (cells "length-read", "length-check")
+        "length: reading the whole row, the GRU and Mamba are within 1 % of the restarted windows"
+        " at window positions 8 to 63": every(
+            lambda r: all(abs(r["lm_perplexity"][f"{k} length"]["ratio_positions_8_63"] - 1)
+                          <= 0.01 for k in RECURRENT_LMS), "lm_perplexity"),
+        "length: reading the whole row, the GRU and Mamba are >= 10 % better at window"
+        " positions 0 to 7": every(
+            lambda r: all(r["lm_perplexity"][f"{k} length"]["ratio_positions_0_7"] <= 0.9
+                          for k in RECURRENT_LMS), "lm_perplexity"),
+        "length: reading the whole row, the GRU and Mamba are better in every window": every(
+            lambda r: all(r["lm_perplexity"][f"{k} length"]["ratio_by_window_range"][1] < 1
+                          for k in RECURRENT_LMS), "lm_perplexity"),
+        "length: reading the whole row, linear attention is >= 3 % worse at window positions"
+        " 8 to 63, and worse in every window": every(
+            lambda r: r["lm_perplexity"]["linear attention length"]["ratio_positions_8_63"]
+            >= 1.03
+            and r["lm_perplexity"]["linear attention length"]["ratio_by_window_range"][0] > 1,
+            "lm_perplexity"),
     }
+    lm_runs = [r for r in runs if "lm_perplexity" in r]
     summary = {
         "mqar_first_n_below_half": {
             name: [falls_below_half(acc(r, name)) for r in runs] for name in MQAR_MODELS
@@ -368,6 +423,12 @@ def main() -> None:
             k: [min(r["lm_perplexity"][k] for r in runs if "lm_perplexity" in r),
                 max(r["lm_perplexity"][k] for r in runs if "lm_perplexity" in r)]
             for k in LM_SIZES
+        },
+        "length_ratio_range": {
+            k: {m: [min(r["lm_perplexity"][f"{k} length"][m] for r in lm_runs),
+                    max(r["lm_perplexity"][f"{k} length"][m] for r in lm_runs)]
+                for m in ("ratio_positions_0_7", "ratio_positions_8_63")}
+            for k in ("GRU", "linear attention", "Mamba")
         },
         "recall_linear_range": [
             [min(r["recall"]["linear"][i] for r in runs),
