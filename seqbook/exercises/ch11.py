@@ -176,3 +176,85 @@ def check_mfu(answer):
                     "(1024), and every number must be in FLOPs and seconds")
     raise Wrong("the MFU is not right to 3 significant digits: the model's FLOPs per token "
                 "times the tokens per second, over the peak")
+
+
+# ---------------------------------------------------------------------------------------------
+# Which side of the ridge: an H100 and a product of a batch of 16 tokens.
+# ---------------------------------------------------------------------------------------------
+
+RIDGE = {"peak_tflops": 989.4, "bandwidth_tbs": 3.35, "batch": 16, "width": 4096}
+
+
+def _ridge_answer(peak=RIDGE["peak_tflops"], bandwidth=RIDGE["bandwidth_tbs"],
+                  m=RIDGE["batch"], flops=2, bytes_=2, output=True):
+    """(ridge point, intensity, ceiling in TFLOP/s) of the exercise, with optional slips."""
+    k = n = RIDGE["width"]
+    ridge = peak / bandwidth  # TFLOP/s over TB/s: FLOP/byte
+    moved = m * k + k * n + (m * n if output else 0)
+    intensity = flops * m * k * n / (bytes_ * moved)
+    return ridge, intensity, min(peak, intensity * bandwidth)
+
+
+@exercise("ex-perf-ridge", hints=[
+    "The ridge point is the peak over the bandwidth, in FLOP per byte; a product of an m x k by "
+    "a k x n matrix does 2mkn FLOPs and, in bf16, moves 2(mk + kn + mn) bytes.",
+    "Here m = 16 and k = n = 4096. The roofline allows min(peak, intensity x bandwidth): "
+    "989.4 TFLOP/s and 3.35 TB/s, so the third number is in TFLOP/s.",
+])
+def check_ridge(answer):
+    if isinstance(answer, np.ndarray | torch.Tensor) and answer.ndim == 1:
+        answer = list(answer)  # an array of the three numbers means the same as a triple
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 3,
+           "answer must be a triple (ridge point in FLOP/byte, intensity in FLOP/byte, "
+           "ceiling in TFLOP/s)")
+    names = ("the ridge point", "the intensity", "the ceiling")
+    ridge, intensity, ceiling = (_number(v, name) for v, name in zip(answer, names, strict=True))
+    right = _ridge_answer()
+
+    def near(x, y):  # to 4 significant digits, as the exercise asks
+        return agrees(x, y, 4)
+
+    if near(ridge, right[1]) and near(intensity, right[0]):
+        raise Wrong("the ridge point and the intensity are swapped: the triple is (ridge point, "
+                    "intensity, ceiling)")
+    if not near(ridge, right[0]):
+        for value, message in [
+            (1 / right[0], "the ridge point is the peak over the bandwidth, not its inverse"),
+            (RIDGE["peak_tflops"] / 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM "
+                                         "moves 3.35 TB/s"),
+            (right[0] * 1e12, "the peak and the bandwidth are both in units of 10**12: their "
+                              "ratio is in FLOP/byte as it stands"),
+        ]:
+            if near(ridge, value) or (value < 1e-6 and abs(ridge - value) <= 1e-3 * value):
+                raise Wrong(message)
+        raise Wrong("the ridge point is not right to 4 significant digits: the peak FLOP/s over "
+                    "the bandwidth in bytes per second")
+    if not near(intensity, right[1]):
+        for value, message in [
+            (_ridge_answer(bytes_=1)[1], "the intensity counts numbers, not bytes: a bf16 "
+                                         "number takes two"),
+            (_ridge_answer(flops=1)[1], "the intensity counts mkn FLOPs: each of the mkn "
+                                        "products is a multiply and an add, 2mkn in all"),
+            (_ridge_answer(m=1)[1], "the intensity is that of one token: the batch has 16, "
+                                    "so each weight read serves 16 tokens"),
+            (_ridge_answer(output=False)[1], "the intensity leaves out the bytes of the "
+                                             "output, 16 x 4096 numbers written"),
+        ]:
+            if near(intensity, value):
+                raise Wrong(message)
+        raise Wrong("the intensity is not right to 4 significant digits: 2mkn FLOPs over "
+                    "2(mk + kn + mn) bytes, with m = 16 and k = n = 4096")
+    if near(ceiling, right[2]):
+        return
+    for value, message in [
+        (RIDGE["peak_tflops"], "the ceiling is the peak, as if the product were compute-bound: "
+                               "its intensity is left of the ridge, so memory bounds it"),
+        (right[2] * 1e12, "the ceiling is in FLOP/s: give it in TFLOP/s"),
+        (right[1] * 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM moves 3.35 TB/s"),
+        (right[2] / RIDGE["peak_tflops"], "that is the fraction of the peak: give the ceiling "
+                                          "itself, in TFLOP/s"),
+    ]:
+        if near(ceiling, value):
+            raise Wrong(message)
+    raise Wrong("the ceiling is not right to 4 significant digits: min(peak, intensity x "
+                "bandwidth), in TFLOP/s")

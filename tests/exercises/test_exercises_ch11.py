@@ -108,7 +108,45 @@ def test_mfu():
         assert status == "fail" and fragment in message, (answer, message)
 
 
+RIDGE = (989.4 / 3.35, 16 * 4096 / (16 + 4096 + 16), 16 * 4096 / (16 + 4096 + 16) * 3.35)
+
+
+def test_ridge():
+    ridge, intensity, ceiling = RIDGE
+    assert check("ex-perf-ridge", RIDGE)
+    assert check("ex-perf-ridge", (295.3, 15.88, 53.18))  # 4 significant digits, as asked
+    assert check("ex-perf-ridge", [ridge, intensity, ceiling])
+    assert check("ex-perf-ridge", np.array(RIDGE, dtype=np.float32))
+    assert check("ex-perf-ridge", torch.tensor(RIDGE, dtype=torch.float64))
+    assert check("ex-perf-ridge", (989.4e12 / 3.35e12, 2 * 16 * 4096**2
+                                   / (2 * (2 * 16 * 4096 + 4096**2)), 53.184))
+    assert not check("ex-perf-ridge", (295, 15.9, 53.2))  # 3 digits only
+    assert verdict("ex-perf-ridge", ...)[0] == "not attempted"
+    for answer, fragment in [
+        ((1 / ridge, intensity, ceiling), "inverse"),
+        ((989.4 / 4.8, intensity, ceiling), "H200's bandwidth"),
+        ((ridge * 1e12, intensity, ceiling), "units of 10**12"),
+        ((ridge * 1.01, intensity, ceiling), "ridge point is not right"),
+        ((intensity, ridge, ceiling), "swapped"),
+        ((ridge, 2 * intensity, 2 * ceiling), "numbers, not bytes"),
+        ((ridge, intensity / 2, ceiling / 2), "mkn FLOPs"),
+        ((ridge, 4096 / (1 + 4096 + 1), 3.35), "one token"),
+        ((ridge, 16 * 4096 / (16 + 4096), 53.39), "output"),
+        ((ridge, intensity * 1.01, ceiling), "intensity is not right"),
+        ((ridge, intensity, 989.4), "compute-bound"),
+        ((ridge, intensity, ceiling * 1e12), "in FLOP/s"),
+        ((ridge, intensity, intensity * 4.8), "H200's bandwidth"),
+        ((ridge, intensity, ceiling / 989.4), "fraction of the peak"),
+        ((ridge, intensity, ceiling * 1.01), "ceiling is not right"),
+        ((ridge, intensity), "triple"),
+        ((ridge, "low", ceiling), "must be a number"),
+    ]:
+        status, message = verdict("ex-perf-ridge", answer)
+        assert status == "fail" and fragment in message, (answer, message)
+
+
 @pytest.mark.parametrize("name, answer", [
+    ("ex-perf-ridge", (295.3, 15.88, 53.18)),
     ("ex-perf-slopes", lambda n, t: np.polyfit(np.log(n[-3:]), np.log(t[-3:]), 1)[0]),
     ("ex-perf-kv-memory", (9.0, 1.1)),
     ("ex-perf-mfu", 0.359),
