@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+import itertools
 import math
 import numbers
 
@@ -13,10 +15,17 @@ from .core import Wrong, agrees, call, exercise, expect
 
 def _number(value, what: str) -> float:
     """The learner's number as a float (a one-element tensor or array means the same number)."""
+    half = (torch.float16, torch.bfloat16)
+    if isinstance(value, torch.Tensor) and value.dtype in half or isinstance(
+            value, np.float16 | np.ndarray) and np.asarray(value).dtype == np.float16:
+        raise Wrong(f"{what} was computed in half precision, which keeps about 3 significant "
+                    "digits: compute it in float64 (a Python float)")
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, np.ndarray) and value.size == 1:
         value = value.item()
+    elif isinstance(value, decimal.Decimal):
+        value = float(value)
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.floating):
         raise Wrong(f"{what} must be a number, got {type(value).__name__}")
     value = float(value)
@@ -202,57 +211,77 @@ def _ridge_answer(peak=RIDGE["peak_tflops"], bandwidth=RIDGE["bandwidth_tbs"],
     "989.4 TFLOP/s and 3.35 TB/s, so the third number is in TFLOP/s.",
 ])
 def check_ridge(answer):
-    if isinstance(answer, np.ndarray | torch.Tensor) and answer.ndim == 1:
-        answer = list(answer)  # an array of the three numbers means the same as a triple
+    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == 3:
+        answer = list(answer.reshape(-1))  # an array of the three numbers means the same
     expect(isinstance(answer, (tuple, list)) and len(answer) == 3,
            "answer must be a triple (ridge point in FLOP/byte, intensity in FLOP/byte, "
            "ceiling in TFLOP/s)")
     names = ("the ridge point", "the intensity", "the ceiling")
-    ridge, intensity, ceiling = (_number(v, name) for v, name in zip(answer, names, strict=True))
+    got = [_number(v, name) for v, name in zip(answer, names, strict=True)]
+    ridge, intensity, ceiling = got
     right = _ridge_answer()
+    peak, bandwidth = RIDGE["peak_tflops"], RIDGE["bandwidth_tbs"]
 
     def near(x, y):  # to 4 significant digits, as the exercise asks
         return agrees(x, y, 4)
 
-    if near(ridge, right[1]) and near(intensity, right[0]):
-        raise Wrong("the ridge point and the intensity are swapped: the triple is (ridge point, "
-                    "intensity, ceiling)")
+    def same(xs, ys):
+        return all(near(x, y) for x, y in zip(xs, ys, strict=True))
+
+    if not same(got, right) and any(same(got, order) for order in itertools.permutations(right)):
+        raise Wrong("the three numbers are right but in another order: the triple is (ridge "
+                    "point, intensity, ceiling)")
     if not near(ridge, right[0]):
         for value, message in [
             (1 / right[0], "the ridge point is the peak over the bandwidth, not its inverse"),
-            (RIDGE["peak_tflops"] / 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM "
-                                         "moves 3.35 TB/s"),
+            (peak / 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM moves 3.35 TB/s"),
             (right[0] * 1e12, "the peak and the bandwidth are both in units of 10**12: their "
                               "ratio is in FLOP/byte as it stands"),
+            (right[0] / 1e12, "the peak is in TFLOP/s and the bandwidth in bytes/s: put both "
+                              "in units of 10**12 (or both in units of 1)"),
+            (right[0] / 1e3, "the bandwidth is in GB/s and the peak in TFLOP/s: 3.35 TB/s is "
+                             "3.35e12 bytes/s"),
+            (right[0] * 1e12 / 2**40, "a TB is 10**12 bytes, not 2**40"),
         ]:
-            if near(ridge, value) or (value < 1e-6 and abs(ridge - value) <= 1e-3 * value):
+            if near(ridge, value):
                 raise Wrong(message)
         raise Wrong("the ridge point is not right to 4 significant digits: the peak FLOP/s over "
                     "the bandwidth in bytes per second")
     if not near(intensity, right[1]):
+        k = RIDGE["width"]
         for value, message in [
             (_ridge_answer(bytes_=1)[1], "the intensity counts numbers, not bytes: a bf16 "
                                          "number takes two"),
-            (_ridge_answer(flops=1)[1], "the intensity counts mkn FLOPs: each of the mkn "
-                                        "products is a multiply and an add, 2mkn in all"),
+            (_ridge_answer(flops=1)[1], "the intensity is half the right one: each of the mkn "
+                                        "products is a multiply and an add (2mkn FLOPs), and "
+                                        "a bf16 number takes 2 bytes, not 4"),
             (_ridge_answer(m=1)[1], "the intensity is that of one token: the batch has 16, "
                                     "so each weight read serves 16 tokens"),
             (_ridge_answer(output=False)[1], "the intensity leaves out the bytes of the "
                                              "output, 16 x 4096 numbers written"),
+            (RIDGE["batch"] * k * k / (k * k), "the intensity counts only the weights' bytes: "
+                                               "the activations read and the output written "
+                                               "move bytes too"),
         ]:
             if near(intensity, value):
                 raise Wrong(message)
         raise Wrong("the intensity is not right to 4 significant digits: 2mkn FLOPs over "
                     "2(mk + kn + mn) bytes, with m = 16 and k = n = 4096")
-    if near(ceiling, right[2]):
+    # the learner's own intensity (right to 4 digits) times the bandwidth is right too
+    if near(ceiling, right[2]) or near(ceiling, intensity * bandwidth):
         return
     for value, message in [
-        (RIDGE["peak_tflops"], "the ceiling is the peak, as if the product were compute-bound: "
-                               "its intensity is left of the ridge, so memory bounds it"),
+        (peak, "the ceiling is the peak, as if the product were compute-bound: its intensity "
+               "is left of the ridge, so memory bounds it"),
         (right[2] * 1e12, "the ceiling is in FLOP/s: give it in TFLOP/s"),
+        (right[2] * 1e3, "the ceiling is in GFLOP/s: give it in TFLOP/s"),
+        (right[2] / 1e3, "the ceiling is in PFLOP/s: give it in TFLOP/s"),
         (right[1] * 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM moves 3.35 TB/s"),
-        (right[2] / RIDGE["peak_tflops"], "that is the fraction of the peak: give the ceiling "
-                                          "itself, in TFLOP/s"),
+        (right[2] / peak, "that is the fraction of the peak: give the ceiling itself, in "
+                          "TFLOP/s"),
+        (100 * right[2] / peak, "that is the percentage of the peak: give the ceiling itself, "
+                                "in TFLOP/s"),
+        (right[2] * 2**40 / 1e12, "a TB is 10**12 bytes, not 2**40"),
     ]:
         if near(ceiling, value):
             raise Wrong(message)

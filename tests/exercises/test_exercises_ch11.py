@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 import torch
@@ -121,13 +123,16 @@ def test_ridge():
     assert check("ex-perf-ridge", (989.4e12 / 3.35e12, 2 * 16 * 4096**2
                                    / (2 * (2 * 16 * 4096 + 4096**2)), 53.184))
     assert not check("ex-perf-ridge", (295, 15.9, 53.2))  # 3 digits only
+    assert check("ex-perf-ridge", (295.3, 15.88, 15.88 * 3.35))  # rounded, then multiplied
+    assert check("ex-perf-ridge", tuple(Decimal(f"{x:.5g}") for x in RIDGE))
+    assert check("ex-perf-ridge", torch.tensor([RIDGE], dtype=torch.float64))  # (1, 3)
     assert verdict("ex-perf-ridge", ...)[0] == "not attempted"
     for answer, fragment in [
         ((1 / ridge, intensity, ceiling), "inverse"),
         ((989.4 / 4.8, intensity, ceiling), "H200's bandwidth"),
         ((ridge * 1e12, intensity, ceiling), "units of 10**12"),
         ((ridge * 1.01, intensity, ceiling), "ridge point is not right"),
-        ((intensity, ridge, ceiling), "swapped"),
+        ((intensity, ridge, ceiling), "another order"),
         ((ridge, 2 * intensity, 2 * ceiling), "numbers, not bytes"),
         ((ridge, intensity / 2, ceiling / 2), "mkn FLOPs"),
         ((ridge, 4096 / (1 + 4096 + 1), 3.35), "one token"),
@@ -138,6 +143,19 @@ def test_ridge():
         ((ridge, intensity, intensity * 4.8), "H200's bandwidth"),
         ((ridge, intensity, ceiling / 989.4), "fraction of the peak"),
         ((ridge, intensity, ceiling * 1.01), "ceiling is not right"),
+        ((ridge, ceiling, intensity), "another order"),
+        ((ceiling, intensity, ridge), "another order"),
+        ((ridge, intensity / 2, ceiling / 2), "a bf16 number takes 2 bytes, not 4"),
+        ((ridge, 16.0, 53.6), "only the weights"),
+        ((989.4e12 / (3.35 * 2**40), intensity, ceiling), "2**40"),
+        ((ridge, intensity, ceiling * 2**40 / 1e12), "2**40"),
+        ((989.4 / 3350, intensity, ceiling), "GB/s"),
+        ((989.4 / 3.35e12, intensity, ceiling), "bytes/s"),
+        ((ridge, intensity, 100 * ceiling / 989.4), "percentage"),
+        ((ridge, intensity, ceiling / 1e3), "PFLOP/s"),
+        ((ridge, intensity, ceiling * 1e3), "GFLOP/s"),
+        (torch.tensor(RIDGE, dtype=torch.bfloat16), "half precision"),
+        ((np.float16(ridge), intensity, ceiling), "half precision"),
         ((ridge, intensity), "triple"),
         ((ridge, "low", ceiling), "must be a number"),
     ]:
