@@ -83,9 +83,10 @@ def recall_batch(n, batch, generator):
 
 
 class RecallHead(nn.Module):
-    def __init__(self, attention, d=RECALL_DIM):
+    def __init__(self, attention, d=RECALL_DIM, feature_map=elu_feature_map):
         super().__init__()
         self.attention = attention
+        self.feature_map = feature_map
         self.key_embed = nn.Embedding(RECALL_KEYS, d)
         self.value_embed = nn.Embedding(RECALL_VALUES, d)
         self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d, d) for _ in range(3))
@@ -98,14 +99,14 @@ class RecallHead(nn.Module):
         if self.attention == "softmax":
             out, _ = scaled_dot_product_attention(q, k, v)
         else:
-            out = linear_attention(q, k, v)
+            out = linear_attention(q, k, v, feature_map=self.feature_map)
         return self.readout(out[:, 0, 0])
 
 
-def train_recall(attention, n, d=RECALL_DIM, seed=0):
+def train_recall(attention, n, d=RECALL_DIM, seed=0, feature_map=elu_feature_map):
     s = SHIFT * seed
     seed_everything(n + s)
-    model = RecallHead(attention, d).to(DEVICE)
+    model = RecallHead(attention, d, feature_map).to(DEVICE)
     optimizer = torch.optim.Adam(model.parameters(), lr=RECALL_LR)
     data = torch.Generator().manual_seed(n + s)
     for _ in range(RECALL_STEPS):

@@ -36,8 +36,10 @@ from torch import nn
 from .attention import causal_mask
 from .checks import (
     autocast_enabled,
+    check_features,
     check_flag,
     check_float_tensor,
+    check_generator,
     check_ids,
     check_like,
     check_number,
@@ -48,6 +50,8 @@ from .checks import (
 
 __all__ = [
     "elu_feature_map",
+    "taylor_feature_map",
+    "PositiveRandomFeatures",
     "linear_attention",
     "linear_attention_quadratic",
     "linear_attention_chunked",
@@ -70,6 +74,64 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
         x: any -> output: the same.
     """
     return F.elu(x) + 1
+
+
+def _check_taylor(x) -> None:
+    check_float_tensor("x", x, nonempty=False)
+    if x.dim() == 0:
+        raise ValueError("x must have shape (..., d), got a 0-D tensor")
+
+
+@checked(_check_taylor)
+def taylor_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """phi(x) = (1, x / d^(1/4), vec(x x^T) / sqrt(2 d)): Based's map (Arora et al., 2024).
+
+        phi(q)^T phi(k) = 1 + q.k / sqrt(d) + (q.k)^2 / (2 d),
+
+    the first three terms of the Taylor series of exp(q.k / sqrt(d)), the similarity of
+    softmax attention. It is at least 1/2 for every q and k (1 + y + y^2 / 2 has its
+    minimum 1/2 at y = -1), so every normaliser is > 0; d features become 1 + d + d^2.
+
+    Shape:
+        x: (..., d) -> output: (..., 1 + d + d^2).
+    """
+    d = x.shape[-1]
+    x = x / d**0.25
+    outer = (x[..., :, None] * x[..., None, :]).flatten(-2) / 2**0.5  # (..., d * d)
+    return torch.cat([torch.ones_like(x[..., :1]), x, outer], dim=-1)
+
+
+class PositiveRandomFeatures(nn.Module):
+    """phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x / d^(1/4): Performer's positive
+    random features (Choromanski et al., 2021, FAVOR+).
+
+    With the m rows of W drawn from N(0, I), every feature is positive and
+    E_W[phi(q)^T phi(k)] = exp(q.k / sqrt(d)), the similarity of softmax attention; the
+    error of one draw falls as 1 / sqrt(m). W is drawn once, here, and kept (a buffer);
+    the paper also draws orthogonal rows and may redraw them during training.
+
+    Shape:
+        x: (..., d) -> output: (..., m).
+    """
+
+    def __init__(self, d: int, m: int, generator: torch.Generator | None = None):
+        super().__init__()
+        self.d, self.m = check_positive_int("d", d), check_positive_int("m", m)
+        check_generator("generator", generator)
+        self.register_buffer("W", torch.randn(m, d, generator=generator))
+
+    def _check_forward(self, x) -> None:
+        check_features("x", x, self.d)
+        check_like("x", x, self.W)
+
+    @checked(_check_forward)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x / self.d**0.25
+        squared = (x * x).sum(dim=-1, keepdim=True) / 2       # (..., 1)
+        return torch.exp(x @ self.W.T - squared) / self.m**0.5  # (..., m)
+
+    def extra_repr(self) -> str:
+        return f"d={self.d}, m={self.m}"
 
 
 def _check_qkv(q, k, v, causal, feature_map, eps) -> None:

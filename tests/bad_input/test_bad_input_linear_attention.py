@@ -8,9 +8,11 @@ import torch
 from seqbook.linear_attention import (
     LinearAttention,
     LinearAttentionLM,
+    PositiveRandomFeatures,
     linear_attention,
     linear_attention_chunked,
     linear_attention_recurrent,
+    taylor_feature_map,
 )
 from tests.badinput import assert_clear_error, table
 
@@ -47,6 +49,15 @@ case("lm-step-ids", lambda: LinearAttentionLM(10, 8, 2).step(
         torch.zeros(2, 1, dtype=torch.long)), "ids", "(B,)", "(2, 1)")
 case("lm-heads", lambda: LinearAttentionLM(10, 6, num_heads=4), "embed_dim", "num_heads")
 case("lm-d_ff", lambda: LinearAttentionLM(10, 8, 2, d_ff=0), "d_ff", "0")
+case("taylor-type", lambda: taylor_feature_map([1.0, 2.0]), "x", "list")
+case("taylor-int", lambda: taylor_feature_map(torch.ones(3, dtype=torch.long)), "x", "int64")
+case("taylor-scalar", lambda: taylor_feature_map(torch.tensor(1.0)), "x", "(..., d)", "0-D")
+case("prf-d", lambda: PositiveRandomFeatures(0, 8), "d", "0")
+case("prf-m", lambda: PositiveRandomFeatures(4, 2.5), "m", "2.5")
+case("prf-generator", lambda: PositiveRandomFeatures(4, 8, generator=0), "generator", "int")
+case("prf-x", lambda: PositiveRandomFeatures(4, 8)(torch.randn(3, 5)), "x", "(..., 4)", "(3, 5)")
+case("prf-dtype", lambda: PositiveRandomFeatures(4, 8)(torch.randn(3, 4, dtype=F64)), "x",
+     "float64")
 
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)

@@ -10,12 +10,14 @@ from tolerance import assert_close, assert_same_math
 from seqbook.linear_attention import (
     LinearAttention,
     LinearAttentionLM,
+    PositiveRandomFeatures,
     elu_feature_map,
     linear_attention,
     linear_attention_chunked,
     linear_attention_quadratic,
     linear_attention_recurrent,
     linear_attention_step,
+    taylor_feature_map,
 )
 
 F64 = torch.float64
@@ -46,6 +48,55 @@ def test_feature_map_is_elu_plus_one_and_positive():
     x = torch.linspace(-30, 3, 50, dtype=F64)
     assert torch.equal(elu_feature_map(x), F.elu(x) + 1)
     assert (elu_feature_map(x) > 0).all()
+
+
+@pytest.mark.parametrize("d", [1, 3, 16])
+def test_taylor_feature_map_is_the_second_order_taylor_kernel(d, device):
+    q, k = torch.randn(2, 4, 7, d, dtype=F64, device=device)
+    y = (q * k).sum(-1) / d**0.5
+    phi_q, phi_k = taylor_feature_map(q), taylor_feature_map(k)
+    assert phi_q.shape == (4, 7, 1 + d + d * d)
+    assert_same_math((phi_q * phi_k).sum(-1), 1 + y + y * y / 2, n=d * d)
+    # at least 1/2, the minimum of 1 + y + y^2/2 (at y = -1)
+    x = torch.randn(200, d, dtype=F64, device=device) * 3
+    kernel = taylor_feature_map(x) @ taylor_feature_map(x).T
+    assert kernel.min() >= 0.5 - 1e-12
+    assert kernel.min() < 0.5 + 0.2 or d == 1  # it gets close to the bound
+
+
+def test_positive_random_features_are_positive_and_unbiased(device):
+    g = torch.Generator().manual_seed(0)
+    d = 8
+    q, k = (0.5 * torch.randn(6, d, generator=g, dtype=F64) for _ in range(2))
+    exact = torch.exp((q * k).sum(-1) / d**0.5)
+    draws = []
+    for seed in range(200):  # the mean over independent draws of W tends to exp(q.k / sqrt d)
+        phi = PositiveRandomFeatures(d, 64, torch.Generator().manual_seed(seed))
+        phi = phi.to(device=device, dtype=F64)
+        fq, fk = phi(q.to(device)), phi(k.to(device))
+        assert (fq > 0).all() and fq.shape == (6, 64)
+        draws.append((fq * fk).sum(-1).cpu())
+    draws = torch.stack(draws)  # (200, 6)
+    spread = draws.std(0) / 200**0.5
+    assert ((draws.mean(0) - exact).abs() < 4 * spread).all()
+    # one draw: the relative error falls as 1 / sqrt(m)
+    errors = []
+    for m in (16, 4096):
+        phi = PositiveRandomFeatures(d, m, torch.Generator().manual_seed(1)).to(F64)
+        errors.append(((phi(q) * phi(k)).sum(-1) / exact - 1).abs().mean().item())
+    assert errors[1] < errors[0] / 4
+    assert "d=8, m=4096" in repr(phi)
+
+
+def test_linear_attention_takes_other_feature_maps(device):
+    q, k, v = qkv(6, device)
+    phi = PositiveRandomFeatures(4, 32, torch.Generator().manual_seed(0)).to(device, F64)
+    for feature_map in (taylor_feature_map, phi):
+        out = linear_attention(q, k, v, causal=True, feature_map=feature_map)
+        fq, fk = feature_map(q), feature_map(k)
+        weights = (fq @ fk.transpose(-2, -1)).tril()
+        expected = weights @ v / (weights.sum(-1, keepdim=True) + 1e-6)
+        assert_same_math(out, expected, n=fq.shape[-1] * 6)
 
 
 @pytest.mark.parametrize("causal", [False, True])
