@@ -114,10 +114,11 @@ class PositiveRandomFeatures(nn.Module):
         x: (..., d) -> output: (..., m).
     """
 
+    @checked(d=check_positive_int, m=check_positive_int, generator=check_generator)
     def __init__(self, d: int, m: int, generator: torch.Generator | None = None):
         super().__init__()
-        self.d, self.m = check_positive_int("d", d), check_positive_int("m", m)
-        check_generator("generator", generator)
+        self.d, self.m = d, m
+        # (m, d): m rows drawn from N(0, I), once; a buffer, moved by .to() but not trained
         self.register_buffer("W", torch.randn(m, d, generator=generator))
 
     def _check_forward(self, x) -> None:
