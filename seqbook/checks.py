@@ -54,6 +54,7 @@ __all__ = [
     "check_tensor",
     "check_float_tensor",
     "check_features",
+    "check_vectors",
     "check_ids",
     "check_lengths",
     "check_forbid",
@@ -291,6 +292,14 @@ def check_float_tensor(name: str, x, **kwargs) -> torch.Tensor:
     check_tensor(name, x, **kwargs)
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    return x
+
+
+def check_vectors(name: str, x) -> torch.Tensor:
+    """A float tensor of shape ``(..., d)``, any number of leading dims: vectors along the last one."""
+    check_float_tensor(name, x, nonempty=False)
+    if x.dim() == 0:
+        raise ValueError(f"{name} must have shape (..., d), got a 0-D tensor")
     return x
 
 

@@ -534,9 +534,8 @@ def dense_recall(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_beta(beta) -> None:
-    """beta: a finite number > 0 (a Python or NumPy number, or a one-element tensor)."""
-    check_number("beta", beta, 0.0, low_open=True)
+# beta: a finite number > 0 (a Python or NumPy number, or a one-element tensor)
+_BETA = partial(check_number, low=0.0, low_open=True)
 
 
 def _layer_beta(beta: float | None, key_dim: int) -> float:
@@ -558,7 +557,7 @@ def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) 
     Shape:
         patterns: (P, d).  state: (..., d).  Output: (...), in their promoted dtype.
     """
-    _check_beta(beta)
+    _BETA("beta", beta)
     _check_patterns(patterns, binary=False)
     _check_state(state, patterns.shape[1], binary=False)
     patterns, state = _promoted(patterns, state)
@@ -570,7 +569,7 @@ def continuous_energy(patterns: torch.Tensor, state: torch.Tensor, beta: float) 
 
 
 def _check_retrieve(patterns, queries, beta) -> None:
-    _check_beta(beta)
+    _BETA("beta", beta)
     if patterns.dim() not in (2, 3) or patterns.shape[-2] == 0 or patterns.shape[-1] == 0:
         raise ValueError(
             f"patterns must have shape (P, d) or (B, P, d) with P, d >= 1, got {tuple(patterns.shape)}"

@@ -36,15 +36,16 @@ from torch import nn
 from .attention import causal_mask
 from .checks import (
     autocast_enabled,
-    check_features,
     check_flag,
     check_float_tensor,
     check_generator,
     check_ids,
+    check_layer_input,
     check_like,
     check_number,
     check_positive_int,
     check_tensor,
+    check_vectors,
     checked,
 )
 
@@ -76,13 +77,7 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     return F.elu(x) + 1
 
 
-def _check_taylor(x) -> None:
-    check_float_tensor("x", x, nonempty=False)
-    if x.dim() == 0:
-        raise ValueError("x must have shape (..., d), got a 0-D tensor")
-
-
-@checked(_check_taylor)
+@checked(x=check_vectors)
 def taylor_feature_map(x: torch.Tensor) -> torch.Tensor:
     """phi(x) = (1, x / d^(1/4), vec(x x^T) / sqrt(2 d)): Based's map (Arora et al., 2024).
 
@@ -122,8 +117,7 @@ class PositiveRandomFeatures(nn.Module):
         self.register_buffer("W", torch.randn(m, d, generator=generator))
 
     def _check_forward(self, x) -> None:
-        check_features("x", x, self.d)
-        check_like("x", x, self.W)
+        check_layer_input("x", x, self.W, (..., self.d))
 
     @checked(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:

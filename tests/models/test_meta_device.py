@@ -172,6 +172,8 @@ CASES = {
                              lambda: (floats(B, T, D), floats(B, 2, 4, 4))),
     "MinGRU": (lambda: scan.MinGRU(D, 6), lambda: (floats(B, T, D), floats(1, B, 6))),
     "DiagonalSSM": (lambda: ssm.DiagonalSSM(D, d_state=4), lambda: (floats(B, T, D),)),
+    "PositiveRandomFeatures": (lambda: linear_attention.PositiveRandomFeatures(D, 8),
+                               lambda: (floats(B, T, D),)),
     "MambaBlock": (lambda: ssm.MambaBlock(D, d_state=4), lambda: (floats(B, T, D),)),
     "MambaBlock-loop": (lambda: ssm.MambaBlock(D, d_state=4, scan="loop"), lambda: (floats(B, T, D),)),
     "MambaBlock-log": (lambda: ssm.MambaBlock(D, d_state=4, scan="log"), lambda: (floats(B, T, D),)),
