@@ -19,7 +19,17 @@ from ..rope import apply_rope, rope_angles
 from ..sampling import top_p
 from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
-from .core import Wrong, agrees, call, close, exercise, expect, returned_tensor, tolerance
+from .core import (
+    Wrong,
+    agrees,
+    call,
+    close,
+    exercise,
+    expect,
+    name_slip,
+    returned_tensor,
+    tolerance,
+)
 
 F64 = torch.float64
 
@@ -407,9 +417,7 @@ def check_kv_memory(answer):
         (right / 1e6, "that is in megabytes: give the number of bytes"),
         (right / 2**20, "that is in mebibytes: give the number of bytes"),
     )
-    for value, message in slips:
-        if agrees(answer, value, digits=3):
-            raise Wrong(message)
+    name_slip(answer, slips, digits=3)
     raise Wrong("the number of bytes is wrong (to 3 significant digits): count keys and values, "
                 "layers, sequences, positions, width and bytes per number")
 

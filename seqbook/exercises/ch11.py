@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 import torch
 
-from .core import Wrong, agrees, call, exercise, expect
+from .core import Wrong, agrees, call, exercise, expect, name_slip
 
 
 def _number(value, what: str) -> float:
@@ -175,9 +175,7 @@ def check_mfu(answer):
         (mfu(6 * (n + m["D"] * 50_304) + attention),
          "the tied embedding is one matrix, counted once among the 124 475 904 parameters"),
     ]
-    for value, message in slips:
-        if agrees(got, value, 3):
-            raise Wrong(message)
+    name_slip(got, slips, 3)
     if agrees(got, right, 2):
         raise Wrong("right to 2 significant digits: give 3, as the exercise asks")
     if got > 1:
@@ -232,7 +230,7 @@ def check_ridge(answer):
         raise Wrong("the three numbers are right but in another order: the triple is (ridge "
                     "point, intensity, ceiling)")
     if not near(ridge, right[0]):
-        for value, message in [
+        name_slip(ridge, [
             (1 / right[0], "the ridge point is the peak over the bandwidth, not its inverse"),
             (peak / 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM moves 3.35 TB/s"),
             (right[0] * 1e12, "the peak and the bandwidth are both in units of 10**12: their "
@@ -242,14 +240,11 @@ def check_ridge(answer):
             (right[0] / 1e3, "the bandwidth is in GB/s and the peak in TFLOP/s: 3.35 TB/s is "
                              "3.35e12 bytes/s"),
             (right[0] * 1e12 / 2**40, "a TB is 10**12 bytes, not 2**40"),
-        ]:
-            if near(ridge, value):
-                raise Wrong(message)
+        ], 4)
         raise Wrong("the ridge point is not right to 4 significant digits: the peak FLOP/s over "
                     "the bandwidth in bytes per second")
     if not near(intensity, right[1]):
-        k = RIDGE["width"]
-        for value, message in [
+        name_slip(intensity, [
             (_ridge_answer(bytes_=1)[1], "the intensity counts numbers, not bytes: a bf16 "
                                          "number takes two"),
             (_ridge_answer(flops=1)[1], "the intensity is half the right one: each of the mkn "
@@ -259,18 +254,16 @@ def check_ridge(answer):
                                     "so each weight read serves 16 tokens"),
             (_ridge_answer(output=False)[1], "the intensity leaves out the bytes of the "
                                              "output, 16 x 4096 numbers written"),
-            (RIDGE["batch"] * k * k / (k * k), "the intensity counts only the weights' bytes: "
-                                               "the activations read and the output written "
-                                               "move bytes too"),
-        ]:
-            if near(intensity, value):
-                raise Wrong(message)
+            (RIDGE["batch"], "the intensity counts only the weights' bytes (2mkn FLOPs over 2kn "
+                             "bytes): the activations read and the output written move bytes "
+                             "too"),
+        ], 4)
         raise Wrong("the intensity is not right to 4 significant digits: 2mkn FLOPs over "
                     "2(mk + kn + mn) bytes, with m = 16 and k = n = 4096")
     # the learner's own intensity (right to 4 digits) times the bandwidth is right too
     if near(ceiling, right[2]) or near(ceiling, intensity * bandwidth):
         return
-    for value, message in [
+    name_slip(ceiling, [
         (peak, "the ceiling is the peak, as if the product were compute-bound: its intensity "
                "is left of the ridge, so memory bounds it"),
         (right[2] * 1e12, "the ceiling is in FLOP/s: give it in TFLOP/s"),
@@ -282,8 +275,6 @@ def check_ridge(answer):
         (100 * right[2] / peak, "that is the percentage of the peak: give the ceiling itself, "
                                 "in TFLOP/s"),
         (right[2] * 2**40 / 1e12, "a TB is 10**12 bytes, not 2**40"),
-    ]:
-        if near(ceiling, value):
-            raise Wrong(message)
+    ], 4)
     raise Wrong("the ceiling is not right to 4 significant digits: min(peak, intensity x "
                 "bandwidth), in TFLOP/s")

@@ -23,7 +23,8 @@ import torch
 
 __all__ = [
     "EXERCISES", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees", "as_tensor",
-    "call", "check", "close", "exercise", "expect", "hint", "tolerance", "untouched_random_state",
+    "call", "check", "close", "exercise", "expect", "hint", "name_slip", "tolerance",
+    "untouched_random_state",
 ]
 
 
@@ -318,6 +319,15 @@ def agrees(value, expected: float, digits: int = 3) -> bool:
         return abs(value) <= 0.5 * 10.0 ** (1 - digits)
     unit = 10.0 ** (math.floor(math.log10(abs(expected))) - digits + 1)
     return abs(value - expected) <= 0.5 * unit * (1 + 1e-9) + 1e-12 * abs(expected)
+
+
+def name_slip(value, slips, digits: int = 3) -> None:
+    """Raise :class:`Wrong` with the message of the first ``(expected, message)`` of ``slips``
+    whose expected number ``value`` equals to ``digits`` significant digits (see :func:`agrees`):
+    the usual wrong answers of a numeric exercise, each named by its cause."""
+    for expected, message in slips:
+        if agrees(value, expected, digits):
+            raise Wrong(message)
 
 
 def returned_tensor(out, what: str) -> torch.Tensor:
