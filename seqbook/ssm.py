@@ -26,6 +26,9 @@ equal to Hugging Face's ``MambaMixer`` (:meth:`MambaBlock.from_hf`).
 Mamba-2 (Dao and Gu, 2024) takes a scalar gate a_t per head, and the SSM becomes
 masked linear attention, Y = (L o C B^T) X with the decay mask L of
 :func:`decay_mask`: :func:`ssd_attention_form` against the loop :func:`ssd_recurrent`.
+:func:`ssd_chunk_scan` computes it by chunks, Mamba-2's algorithm, and
+:class:`Mamba2Block` is the mixer of a Mamba-2 layer, equal to Hugging Face's
+``Mamba2Mixer`` (:meth:`Mamba2Block.from_hf`).
 
 Layout: batch first, (batch, T, E) for sequences of E channels; N is the state size.
 B and C name the SSM's matrices here, so the batch size is written ``batch``.
@@ -68,6 +71,8 @@ __all__ = [
     "decay_mask",
     "ssd_attention_form",
     "ssd_recurrent",
+    "ssd_chunk_scan",
+    "Mamba2Block",
 ]
 
 
@@ -343,6 +348,30 @@ def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tenso
 _SCANS = ("loop", "parallel", "log")
 
 
+def _check_mixer_input(self, u) -> None:
+    """The input of a Mamba or Mamba-2 mixer's forward: (batch, T, embed_dim)."""
+    width = self.embed_dim
+    check_tensor("u", u, shape=(None, None, width), names=f"(batch, T, {width})")
+    check_like("u", u, self.in_proj.weight)
+
+
+def _check_mixer_step(self, u, state=None) -> None:
+    """The input of a mixer's step, (batch, embed_dim), and its state: None or the pair
+    (conv_state, h) of the shapes the mixer's ``_state_shapes`` gives."""
+    width = self.embed_dim
+    check_tensor("u", u, shape=(None, width), names=f"(batch, {width})")
+    check_like("u", u, self.in_proj.weight)
+    if state is None:
+        return
+    if not isinstance(state, (tuple, list)) or len(state) != 2:
+        raise TypeError(f"state must be a pair (conv_state, h), "
+                        f"got {type(state).__name__}")
+    shapes = self._state_shapes(u.shape[0])
+    for (name, shape), value in zip(shapes.items(), state, strict=True):
+        check_tensor(name, value, shape=shape, nonempty=name == "h")
+        check_like(name, value, self.in_proj.weight)
+
+
 class MambaBlock(nn.Module):
     """The mixer of a Mamba layer (Gu and Dao, 2023): a gated selective SSM.
 
@@ -403,12 +432,7 @@ class MambaBlock(nn.Module):
                            + math.log(1e-3))
             self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
 
-    def _check_forward(self, u) -> None:
-        width = self.embed_dim
-        check_tensor("u", u, shape=(None, None, width), names=f"(batch, T, {width})")
-        check_like("u", u, self.in_proj.weight)
-
-    @checked(_check_forward)
+    @checked(_check_mixer_input)
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         T, N = u.shape[1], self.d_state
         x, z = self.in_proj(u).chunk(2, dim=-1)                   # (batch, T, E) each
@@ -424,23 +448,12 @@ class MambaBlock(nn.Module):
                                         log_space=self.scan == "log")
         return self.out_proj(y * F.silu(z))                       # (batch, T, width)
 
-    def _check_step(self, u, state=None) -> None:
-        width, E, K, N = self.embed_dim, self.d_inner, self.d_conv - 1, self.d_state
-        check_tensor("u", u, shape=(None, width), names=f"(batch, {width})")
-        check_like("u", u, self.in_proj.weight)
-        if state is None:
-            return
-        if not isinstance(state, (tuple, list)) or len(state) != 2:
-            raise TypeError(f"state must be a pair (conv_state, h), "
-                            f"got {type(state).__name__}")
-        b = u.shape[0]
-        check_tensor("conv_state", state[0], shape=(b, E, K), names=f"({b}, {E}, {K})",
-                     nonempty=False)
-        check_tensor("h", state[1], shape=(b, E, N), names=f"({b}, {E}, {N})")
-        check_like("conv_state", state[0], self.in_proj.weight)
-        check_like("h", state[1], self.in_proj.weight)
+    def _state_shapes(self, batch: int) -> dict:
+        """The shapes of :meth:`step`'s state for ``batch`` sequences, by name."""
+        return {"conv_state": (batch, self.d_inner, self.d_conv - 1),
+                "h": (batch, self.d_inner, self.d_state)}
 
-    @checked(_check_step)
+    @checked(_check_mixer_step)
     def step(self, u: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """One token, for generation: the recurrent form of :meth:`forward`.
@@ -583,7 +596,7 @@ class MambaLM(nn.Module):
                                 f"per layer, got {type(state).__name__}")
             u = self.embed.weight.new_empty(ids.shape[0], self.embed.embedding_dim)
             for mixer, layer_state in zip(self.mixers, state, strict=True):
-                mixer._check_step(u, layer_state)
+                _check_mixer_step(mixer, u, layer_state)
 
     @checked(_check_step)
     def step(self, ids: torch.Tensor, state: list | None = None
@@ -690,3 +703,242 @@ def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
         h = a * h + B_t[..., :, None] * x_t[..., None, :]    # (batch, H, N, P)
         ys.append((C_t[..., None, :] @ h).squeeze(-2))       # (batch, H, P)
     return torch.stack(ys, dim=2)                            # (batch, H, T, P)
+
+
+# ---------------------------------------------------------------------------------
+# 4. Mamba-2's chunked algorithm and its block.
+# ---------------------------------------------------------------------------------
+
+
+@checked(_check_ssd, x=_HEADS, chunk_size=check_positive_int)
+def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                   chunk_size: int = 64) -> torch.Tensor:
+    """The scalar-gated SSM by chunks of c steps: Mamba-2's algorithm (Dao and Gu, 2024).
+
+    Cut the T x T matrix L o C B^T of :func:`ssd_attention_form` into c x c blocks. The
+    blocks on the diagonal are small attention forms; each block below them has rank at
+    most N, because every path from step j of an earlier chunk to step i of a later one
+    passes through the state between the chunks. Four steps, each a batch of matrix
+    products over all chunks at once (Lambda_i: the log-gates summed inside the chunk up
+    to step i):
+
+        1. inside each chunk:  Y = (L_chunk o C B^T) X
+        2. the state each chunk writes from zero:  S = sum_j e^(Lambda_end - Lambda_j) B_j x_j^T
+        3. the states between chunks: the same gated recurrence over the T / c chunks,
+           h_k = e^(Lambda_end of chunk k) h_(k-1) + S_k, in its attention form
+        4. what each step reads of the state that entered its chunk:
+           Y += e^(Lambda_i) C_i^T h_(k-1)
+
+    O(T c (N + P)) for steps 1 and 4, O(T N P) for step 2 and O((T / c)^2 N P) for step
+    3. With c = T it is the attention form, with c = 1 the recurrence; the same outputs
+    as :func:`ssd_recurrent` for every c. The last chunk is padded with steps that
+    neither write (x = 0) nor forget (log a = 0), and the padding is cut off.
+
+    Shape:
+        x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
+        -> y: (batch, H, T, P).
+    """
+    T, c = x.shape[2], chunk_size
+    pad = -T % c                                   # steps added to fill the last chunk
+    x, B, C = (F.pad(t, (0, 0, 0, pad)).unflatten(2, (-1, c)) for t in (x, B, C))
+    log_a = F.pad(log_a, (0, pad)).unflatten(2, (-1, c))    # (batch, H, K, c)
+    Lambda = log_a.cumsum(-1)                               # (batch, H, K, c)
+    # 1. inside each chunk: the attention form with the chunk's own decay mask
+    scores = C @ B.transpose(-2, -1)                        # (batch, H, K, c, c)
+    y = (decay_mask(log_a) * scores) @ x                    # (batch, H, K, c, P)
+    # 2. the state each chunk writes, from a zero state
+    to_end = (Lambda[..., -1:] - Lambda).exp()              # (batch, H, K, c)
+    S = (B * to_end[..., None]).transpose(-2, -1) @ x       # (batch, H, K, N, P)
+    # 3. the state after each chunk: a gated recurrence over the chunks, all at once
+    h = torch.einsum("...kj,...jnp->...knp", decay_mask(Lambda[..., -1]), S)
+    h_in = F.pad(h[:, :, :-1], (0, 0, 0, 0, 1, 0))          # (batch, H, K, N, P) entering
+    # 4. each step reads the state that entered its chunk, decayed up to the step
+    y = y + Lambda.exp()[..., None] * (C @ h_in)            # (batch, H, K, c, P)
+    return y.flatten(2, 3)[:, :, :T]                        # (batch, H, T, P)
+
+
+class Mamba2Block(nn.Module):
+    """The mixer of a Mamba-2 layer (Dao and Gu, 2024): the SSD layer with heads.
+
+        z, xBC, dt = in_proj(u)                  E, E + 2 G N and H features
+        x, B, C = SiLU(conv1d(xBC))              one causal depthwise convolution
+        Delta = softplus(dt + dt_bias)           one step per head and token
+        y = SSD(x Delta, log a = Delta A, B, C) + D x     A = -exp(A_log), one per head
+        out = out_proj(RMSNorm_G(y * SiLU(z)))   a gated norm over each group
+
+    Mamba's selective SSM (:class:`MambaBlock`) with three changes: A and Delta are one
+    number per head, so a head's state is an N x P matrix with a scalar gate
+    (:func:`ssd_chunk_scan`); B and C are shared by the H / G heads of each of G groups,
+    as grouped-query attention shares keys; and all of z, x, B, C, Delta come from one
+    input projection, with a norm before the output projection. E = expand * embed_dim
+    channels form H = E / head_dim heads of P = head_dim channels.
+
+    This is Hugging Face's ``Mamba2Mixer`` (:meth:`from_hf` copies one); the names
+    follow Mamba-2's code.
+
+    Args:
+        embed_dim: width of the input and the output.
+        d_state: state size N per head.
+        d_conv: kernel size of the depthwise convolution.
+        expand: E = expand * embed_dim channels inside.
+        head_dim: channels P per head; E must be a multiple of it.
+        n_groups: G groups of heads that share B and C; H must be a multiple of it.
+        chunk_size: the chunks of :func:`ssd_chunk_scan`; the outputs do not depend on it.
+        bias: biases of in_proj and out_proj; conv_bias: of the convolution.
+        eps: the norm's epsilon.
+
+    Shape:
+        u: (batch, T, embed_dim) -> (batch, T, embed_dim).
+    """
+
+    @checked(embed_dim=check_positive_int, d_state=check_positive_int,
+             d_conv=check_positive_int, expand=check_positive_int,
+             head_dim=check_positive_int, n_groups=check_positive_int,
+             chunk_size=check_positive_int, bias=check_flag, conv_bias=check_flag,
+             eps=partial(check_number, low=0.0, low_open=True))
+    def __init__(self, embed_dim: int, d_state: int = 64, d_conv: int = 4, expand: int = 2,
+                 head_dim: int = 16, n_groups: int = 1, chunk_size: int = 64,
+                 bias: bool = False, conv_bias: bool = True, eps: float = 1e-5):
+        super().__init__()
+        E = expand * embed_dim
+        if E % head_dim:
+            raise ValueError(f"head_dim must divide expand * embed_dim = {E}, "
+                             f"got head_dim={head_dim}")
+        H = E // head_dim
+        if H % n_groups:
+            raise ValueError(f"n_groups must divide the number of heads, {H}, "
+                             f"got n_groups={n_groups}")
+        self.embed_dim, self.d_inner, self.d_state, self.d_conv = embed_dim, E, d_state, d_conv
+        self.head_dim, self.n_heads, self.n_groups = head_dim, H, n_groups
+        self.chunk_size, self.eps = chunk_size, eps
+        conv_dim = E + 2 * n_groups * d_state                   # x, B and C
+        self.in_proj = nn.Linear(embed_dim, E + conv_dim + H, bias=bias)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim,
+                                padding=d_conv - 1, bias=conv_bias)
+        self.dt_bias = nn.Parameter(torch.empty(H))             # (H,)
+        self.A_log = nn.Parameter(torch.empty(H))               # (H,)
+        self.D = nn.Parameter(torch.ones(H))                    # (H,)
+        self.norm = nn.RMSNorm(E, eps=eps)  # its weight; the norm is over each group
+        self.out_proj = nn.Linear(E, embed_dim, bias=bias)
+        with torch.no_grad():  # Mamba-2's: A in [1, 16], Delta log-uniform in [1e-3, 0.1]
+            self.A_log.copy_(torch.empty(H).uniform_(1, 16).log())
+            dt = torch.exp(torch.rand(H) * (math.log(0.1) - math.log(1e-3))
+                           + math.log(1e-3)).clamp(min=1e-4)
+            self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
+
+    def gated_norm(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """RMSNorm(y * SiLU(z)) over each group's E / G channels, times the norm's weight.
+
+        Shape:
+            y, z: (..., E) -> (..., E).
+        """
+        y = (y * F.silu(z)).unflatten(-1, (self.n_groups, -1))     # (..., G, E / G)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+        return y.flatten(-2) * self.norm.weight                    # (..., E)
+
+    @checked(_check_mixer_input)
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        b, T, _ = u.shape
+        E, G, N, H, P = self.d_inner, self.n_groups, self.d_state, self.n_heads, self.head_dim
+        z, xBC, dt = self.in_proj(u).split([E, E + 2 * G * N, H], dim=-1)
+        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
+        x, B, C = xBC.split([E, G * N, G * N], dim=-1)
+        x = x.view(b, T, H, P).transpose(1, 2)                   # (b, H, T, P)
+        B, C = (t.view(b, T, G, N).transpose(1, 2).repeat_interleave(H // G, dim=1)
+                for t in (B, C))                                 # (b, H, T, N): G -> H
+        delta = F.softplus(dt + self.dt_bias).transpose(1, 2)    # (b, H, T)
+        A = -torch.exp(self.A_log)                               # (H,)
+        y = ssd_chunk_scan(x * delta[..., None], delta * A[:, None], B, C,
+                           self.chunk_size)                      # (b, H, T, P)
+        y = y + self.D[:, None, None] * x                        # (b, H, T, P)
+        y = y.transpose(1, 2).reshape(b, T, E)                   # (b, T, E)
+        return self.out_proj(self.gated_norm(y, z))              # (b, T, embed_dim)
+
+    def _state_shapes(self, batch: int) -> dict:
+        """The shapes of :meth:`step`'s state for ``batch`` sequences, by name."""
+        conv_dim = self.d_inner + 2 * self.n_groups * self.d_state
+        return {"conv_state": (batch, conv_dim, self.d_conv - 1),
+                "h": (batch, self.n_heads, self.d_state, self.head_dim)}
+
+    @checked(_check_mixer_step)
+    def step(self, u: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """One token, for generation: the recurrent form of :meth:`forward`.
+
+        The state is the pair (conv_state, h): the last ``d_conv - 1`` inputs of the
+        convolution and each head's N x P state, zeros by default. Feeding a sequence
+        token by token gives the outputs of :meth:`forward`.
+
+        Returns:
+            ``(out, state)``.
+
+        Shape:
+            u: (batch, embed_dim), conv_state: (batch, E + 2 G N, d_conv - 1),
+            h: (batch, H, N, P) -> out: (batch, embed_dim).
+        """
+        b = u.shape[0]
+        E, G, N, H, P = self.d_inner, self.n_groups, self.d_state, self.n_heads, self.head_dim
+        z, xBC, dt = self.in_proj(u).split([E, E + 2 * G * N, H], dim=-1)
+        if state is None:
+            state = (u.new_zeros(b, xBC.shape[-1], self.d_conv - 1),
+                     u.new_zeros(b, H, N, P))
+        conv_state, h = state
+        window = torch.cat([conv_state, xBC[..., None]], dim=-1)  # (b, E + 2GN, d_conv)
+        xBC = (window * self.conv1d.weight[:, 0]).sum(dim=-1)
+        if self.conv1d.bias is not None:
+            xBC = xBC + self.conv1d.bias
+        x, B, C = F.silu(xBC).split([E, G * N, G * N], dim=-1)
+        x = x.view(b, H, P)                                      # (b, H, P)
+        B, C = (t.view(b, G, N).repeat_interleave(H // G, dim=1) for t in (B, C))
+        delta = F.softplus(dt + self.dt_bias)                    # (b, H)
+        a = torch.exp(delta * -torch.exp(self.A_log))            # (b, H): the gate
+        h = a[..., None, None] * h + (delta[..., None] * B)[..., None] * x[:, :, None]
+        y = (C[..., None] * h).sum(dim=-2) + self.D[:, None] * x  # (b, H, P)
+        out = self.out_proj(self.gated_norm(y.reshape(b, E), z))
+        return out, (window[..., 1:], h)
+
+    @classmethod
+    def from_hf(cls, mixer, chunk_size: int | None = None) -> Mamba2Block:
+        """A copy of a Hugging Face ``transformers`` ``Mamba2Mixer``: the same function.
+
+        The sizes are read from ``mixer`` (its chunk size unless ``chunk_size`` is
+        given); the copy has its dtype, device and train/eval mode. ``transformers`` is
+        needed only to make ``mixer``.
+
+        Raises:
+            TypeError: ``mixer`` is not a ``Mamba2Mixer``.
+            ValueError: its activation is not SiLU, its time-step limit clamps, or its
+                inner width is not an integer multiple of its width.
+        """
+        try:
+            from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
+        except ImportError:  # without transformers there is no Mamba2Mixer to copy
+            Mamba2Mixer = None
+        if Mamba2Mixer is None or not isinstance(mixer, Mamba2Mixer):
+            raise TypeError(f"mixer must be a transformers Mamba2Mixer, "
+                            f"got {type(mixer).__name__}")
+        if mixer.activation != "silu":
+            raise ValueError(f"mixer must use the SiLU activation, got "
+                             f"config.hidden_act={mixer.activation!r}")
+        if tuple(mixer.time_step_limit) != (0.0, float("inf")):
+            raise ValueError(f"mixer's time_step_limit must be (0.0, inf), no clamp, got "
+                             f"{tuple(mixer.time_step_limit)}")
+        width, E = mixer.hidden_size, mixer.intermediate_size
+        if E % width:
+            raise ValueError(f"mixer's intermediate_size must be a multiple of its "
+                             f"hidden_size, got {E} and {width}")
+        weight = mixer.in_proj.weight
+        ours = cls(width, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
+                   expand=E // width, head_dim=mixer.head_dim, n_groups=mixer.n_groups,
+                   chunk_size=mixer.chunk_size if chunk_size is None else chunk_size,
+                   bias=mixer.in_proj.bias is not None,
+                   conv_bias=mixer.conv1d.bias is not None,
+                   eps=mixer.norm.variance_epsilon)
+        ours = ours.to(weight.device, weight.dtype)  # the dtype first: float32 rounds
+        ours.load_state_dict(mixer.state_dict())  # the same names and shapes
+        return ours.train(mixer.training)
+
+    def extra_repr(self) -> str:
+        return (f"{self.embed_dim}, d_state={self.d_state}, d_conv={self.d_conv}, "
+                f"d_inner={self.d_inner}, heads={self.n_heads}x{self.head_dim}, "
+                f"n_groups={self.n_groups}, chunk_size={self.chunk_size}")

@@ -360,6 +360,10 @@ call("ssm.ssm_kernel", None, A_bar=A_BAR, B_bar=B_BAR, C=C_SSM, length=4)
 call("ssm.DiagonalSSM", None, embed_dim=3, d_state=2)
 method("ssm.DiagonalSSM.kernel", lambda: public("ssm.DiagonalSSM")(3, 2), length=4)
 call("ssm.MambaBlock", None, embed_dim=8, d_state=2, d_conv=2, expand=2)
+call("ssm.ssd_chunk_scan", None, x=floats(1, 2, 5, 3), log_a=-torch.rand(1, 2, 5), B=floats(1, 2, 5, 4),
+     C=floats(1, 2, 5, 4), chunk_size=2)
+call("ssm.Mamba2Block", None, embed_dim=8, d_state=2, d_conv=2, expand=2, head_dim=4, n_groups=2,
+     chunk_size=3)
 call("ssm.MambaLM", None, vocab_size=V, embed_dim=8, num_layers=1, d_state=2, d_conv=2, expand=2)
 
 

@@ -1,5 +1,5 @@
-"""Bad input to seqbook.ssm: the SSM functions, ``MambaBlock``, ``DiagonalSSM`` and ``MambaLM`` refuse
-it with a ValueError/TypeError raised by seqbook that names the argument.
+"""Bad input to seqbook.ssm: the SSM functions, ``MambaBlock``, ``Mamba2Block``, ``DiagonalSSM`` and
+``MambaLM`` refuse it with a ValueError/TypeError raised by seqbook that names the argument.
 """
 
 import pytest
@@ -7,6 +7,7 @@ import torch
 
 from seqbook.ssm import (
     DiagonalSSM,
+    Mamba2Block,
     MambaBlock,
     MambaLM,
     decay_mask,
@@ -14,6 +15,7 @@ from seqbook.ssm import (
     selective_scan,
     selective_scan_parallel,
     ssd_attention_form,
+    ssd_chunk_scan,
     ssd_recurrent,
     ssm_convolution,
     ssm_kernel,
@@ -62,6 +64,29 @@ case("step-h", lambda: MambaBlock(8, d_state=4).step(
 case("step-conv", lambda: MambaBlock(8).step(
         torch.randn(2, 8), (torch.zeros(2, 16, 4), torch.zeros(2, 16, 16))), "conv_state", "(2, 16, 3)",
      "(2, 16, 4)")
+case("chunk-size", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
+                                         torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 2), 0),
+     "chunk_size", "0")
+case("chunk-B", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
+                                      torch.randn(2, 3, 4, 2), torch.randn(2, 3, 5, 2)),
+     "B", "(2, 3, 5, N)", "(2, 3, 4, 2)")
+case("m2-head_dim", lambda: Mamba2Block(8, head_dim=5), "head_dim", "16", "5")
+case("m2-groups", lambda: Mamba2Block(8, head_dim=4, n_groups=3), "n_groups", "heads, 4", "3")
+case("m2-eps", lambda: Mamba2Block(8, eps=0.0), "eps", "0")
+case("m2-u", lambda: Mamba2Block(8, head_dim=4)(torch.randn(2, 5, 6)), "u", "(batch, T, 8)",
+     "(2, 5, 6)")
+case("m2-dtype", lambda: Mamba2Block(8, head_dim=4)(torch.randn(2, 5, 8, dtype=F64)), "u",
+     "float64")
+case("m2-step-u", lambda: Mamba2Block(8, head_dim=4).step(torch.randn(2, 5, 8)), "u",
+     "(batch, 8)", "(2, 5, 8)")
+case("m2-step-state", lambda: Mamba2Block(8, head_dim=4).step(torch.randn(2, 8),
+                                                              torch.zeros(2, 16)), "state", "pair")
+case("m2-step-h", lambda: Mamba2Block(8, d_state=4, head_dim=4).step(
+        torch.randn(2, 8), (torch.zeros(2, 24, 3), torch.zeros(2, 4, 4, 5))), "h",
+     "(2, 4, 4, 4)", "(2, 4, 4, 5)")
+case("m2-step-conv", lambda: Mamba2Block(8, d_state=4, head_dim=4).step(
+        torch.randn(2, 8), (torch.zeros(2, 16, 3), torch.zeros(2, 4, 4, 4))), "conv_state",
+     "(2, 24, 3)", "(2, 16, 3)")
 case("lm-ids", lambda: MambaLM(10, 8)(torch.zeros(2, 5)), "ids", "float32")
 case("lm-range", lambda: MambaLM(10, 8)(torch.full((2, 5), -1)), "ids", "-1")
 case("lm-step-ids", lambda: MambaLM(10, 8).step(torch.zeros(2, 3, dtype=torch.long)), "ids", "(B,)")

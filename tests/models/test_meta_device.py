@@ -178,6 +178,8 @@ CASES = {
     "MambaBlock-loop": (lambda: ssm.MambaBlock(D, d_state=4, scan="loop"), lambda: (floats(B, T, D),)),
     "MambaBlock-log": (lambda: ssm.MambaBlock(D, d_state=4, scan="log"), lambda: (floats(B, T, D),)),
     "MambaLM": (lambda: ssm.MambaLM(10, D, num_layers=2, d_state=4), lambda: (ids(B, T),)),
+    "Mamba2Block": (lambda: ssm.Mamba2Block(D, d_state=4, head_dim=4, chunk_size=2),
+                    lambda: (floats(B, T, D),)),
 }
 
 
@@ -213,6 +215,11 @@ def as_module(fn):
 def mamba_step(*args):
     torch.manual_seed(0)
     return ssm.MambaBlock(D, d_state=4).to(META).step(*args)
+
+
+def mamba2_step(*args):
+    torch.manual_seed(0)
+    return ssm.Mamba2Block(D, d_state=4, head_dim=4, n_groups=2).to(META).step(*args)
 
 
 def lm_step(model):
@@ -298,6 +305,14 @@ FUNCTIONS = {
     "MambaBlock.step-state": (mamba_step,
                               lambda: (floats(B, D), (floats(B, 2 * D, 3), floats(B, 2 * D, 4))),
                               (B, D)),
+    "ssd_chunk_scan": (lambda x, log_a, B_, C_: ssm.ssd_chunk_scan(x, log_a, B_, C_, 2),
+                       lambda: (floats(B, 2, T, 3), floats(B, 2, T), floats(B, 2, T, 4),
+                                floats(B, 2, T, 4)), (B, 2, T, 3)),
+    "Mamba2Block.step": (mamba2_step, lambda: (floats(B, D),), (B, D)),
+    "Mamba2Block.step-state": (mamba2_step,
+                               lambda: (floats(B, D), (floats(B, 2 * D + 16, 3),
+                                                       floats(B, 2 * D // 4, 4, 4))),
+                               (B, D)),
     "MambaLM.step": (lm_step(lambda: ssm.MambaLM(10, D, d_state=4)), lambda: (ids(B),), (B, 10)),
     "LinearAttentionLM.step": (lm_step(lambda: linear_attention.LinearAttentionLM(10, D, 2)),
                                lambda: (ids(B),), (B, 10)),

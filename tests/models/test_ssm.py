@@ -1,7 +1,8 @@
 """State-space models (seqbook.ssm): the ZOH is the exact one-step solution; a
 diagonal SSM's recurrent and convolutional views agree; the selective scan's loop and
-scans agree; Mamba-2's attention form equals its recurrence; MambaBlock.from_hf
-computes Hugging Face's MambaMixer, outputs and gradients, in float64. Every Hugging
+scans agree; Mamba-2's attention form and its chunked algorithm equal its recurrence;
+MambaBlock.from_hf and Mamba2Block.from_hf compute Hugging Face's MambaMixer and
+Mamba2Mixer, outputs and gradients, in float64. Every Hugging
 Face model here is small and random: nothing is downloaded, and those tests skip
 without transformers."""
 
@@ -13,6 +14,7 @@ from tolerance import assert_close, assert_same_math, tol
 
 from seqbook.ssm import (
     DiagonalSSM,
+    Mamba2Block,
     MambaBlock,
     MambaLM,
     decay_mask,
@@ -20,6 +22,7 @@ from seqbook.ssm import (
     selective_scan,
     selective_scan_parallel,
     ssd_attention_form,
+    ssd_chunk_scan,
     ssd_recurrent,
     ssm_convolution,
     ssm_kernel,
@@ -126,6 +129,33 @@ def test_ssd_attention_form_equals_the_recurrence(T, device):
     plain = (C @ B.transpose(-2, -1)).tril() @ x
     assert_same_math(ssd_attention_form(x, zero, B, C), plain, n=4 * T)
     assert_same_math(ssd_recurrent(x, zero, B, C), plain, n=4 * T)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 5, 12, 40])
+@pytest.mark.parametrize("T", [1, 12])
+def test_ssd_chunk_scan_equals_the_recurrence(T, chunk, device):
+    # chunks that divide T, that leave a short last chunk, of one step and longer than T
+    x = torch.randn(2, 3, T, 5, dtype=F64, device=device)
+    log_a = -torch.rand(2, 3, T, dtype=F64, device=device)
+    B, C = (torch.randn(2, 3, T, 4, dtype=F64, device=device) for _ in range(2))
+    g = torch.randn(2, 3, T, 5, dtype=F64, device=device)
+    inputs = [t.requires_grad_() for t in (x, log_a, B, C)]
+    out = ssd_chunk_scan(*inputs, chunk)
+    ref = ssd_recurrent(*inputs)
+    assert_same_math(out, ref, n=4 * T)
+    for got, want in zip(torch.autograd.grad(out, inputs, g),
+                         torch.autograd.grad(ref, inputs, g), strict=True):
+        assert_same_math(got, want, n=8 * T * T)
+
+
+def test_ssd_chunk_scan_survives_long_inputs():
+    # 4096 steps of gates near e^-1: the summed log-gates reach -4000, and only segment
+    # sums are exponentiated, so nothing overflows
+    x, log_a = torch.randn(1, 1, 4096, 2), -torch.rand(1, 1, 4096)
+    B, C = torch.randn(1, 1, 4096, 3), torch.randn(1, 1, 4096, 3)
+    y = ssd_chunk_scan(x, log_a, B, C, 64)
+    assert torch.isfinite(y).all()
+    assert_close(y[..., -100:, :], ssd_recurrent(x, log_a, B, C)[..., -100:, :], n=64)
 
 
 def test_gradcheck_ssd():
@@ -289,3 +319,131 @@ def test_from_hf_refuses_what_it_cannot_copy():
                        "MambaConfig")
     hf.activation = "gelu"
     assert_clear_error(lambda: MambaBlock.from_hf(hf), "mixer", "SiLU", "'gelu'")
+
+
+# --- the peer: Hugging Face's Mamba2Mixer ------------------------------------------
+
+CONFIGS2 = {
+    "default": {},
+    "groups": {"n_groups": 4},
+    "biases": {"use_bias": True, "use_conv_bias": False, "conv_kernel": 2},
+    "wide": {"expand": 3, "head_dim": 6, "num_heads": 4, "n_groups": 2, "state_size": 3},
+}
+
+
+def mixer2(device, **changes):
+    """A random Mamba2Mixer in float64, chunks of 4 steps, every parameter N(0, 0.3^2)."""
+    mamba2 = pytest.importorskip("transformers.models.mamba2.modeling_mamba2")
+    sizes = dict(hidden_size=8, state_size=4, expand=2, head_dim=4, num_heads=4, n_groups=1,
+                 conv_kernel=4, chunk_size=4, num_hidden_layers=1, vocab_size=16)
+    config = mamba2.Mamba2Config(**{**sizes, **changes})
+    hf = mamba2.Mamba2Mixer(config, layer_idx=0).to(device, F64)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0.0, 0.3)
+    return hf
+
+
+def mixer2_terms(hf, T):
+    """The length of the sums behind one output (in_proj, conv, the chunked scan over T
+    steps of N states, the norm, out_proj), twice for a gradient, plus B T more."""
+    forward = (hf.hidden_size + hf.conv_kernel_size + 2 * hf.intermediate_size
+               + T * hf.ssm_state_size)
+    return 2 * forward + 2 * T
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("config", CONFIGS2.values(), ids=CONFIGS2.keys())
+@pytest.mark.parametrize("T", [1, 10])
+def test_mamba2_from_hf_equals_mamba2_mixer_in_float64(T, config, training, device,
+                                                       monkeypatch):
+    if importlib.util.find_spec("mamba_ssm") is not None:
+        pytest.skip("mamba_ssm is installed: Hugging Face would run float32 kernels")
+    hf = mixer2(device, **config).train(training)
+    u = torch.randn(2, T, 8, dtype=F64, device=device)
+    g = torch.randn(2, T, 8, dtype=F64, device=device)
+    names = [n for n, _ in hf.named_parameters()]
+    # chunks of 4 (Hugging Face's), 3 (a short last chunk) and T: the same function
+    ours = {c: Mamba2Block.from_hf(hf, chunk_size=c) for c in (None, 3, T)}
+    results = {c: outputs_and_gradients(m, u, g, names) for c, m in ours.items()}
+    # Hugging Face's reference path computes the scan and the norm in float32 (.float(),
+    # .to(torch.float32)); with both casts made the identity for a float64 tensor, the
+    # two compute one float64 function and must agree to float64 rounding.
+    to = torch.Tensor.to
+
+    def keep_float64(self, *args, **kwargs):
+        if self.dtype == F64 and (args[:1] == (torch.float32,)
+                                  or kwargs.get("dtype") == torch.float32):
+            return self
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "float", lambda self, *args, **kwargs: self)
+    monkeypatch.setattr(torch.Tensor, "to", keep_float64)
+    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
+    monkeypatch.undo()
+    n = mixer2_terms(hf, T)
+    for c, (out, grads) in results.items():
+        block = ours[c]
+        assert block.training == training and block.A_log.dtype == F64
+        assert block.chunk_size == (4 if c is None else c)
+        assert_same_math(out, ref, n=n, msg=f"chunks of {c}")
+        for name in ["input", *names]:
+            assert_same_math(grads[name], ref_grads[name], n=n, msg=f"chunks of {c}: {name}")
+
+
+def test_mamba2_from_hf_equals_the_unmodified_mixer_to_float32_rounding(device):
+    hf = mixer2(device, n_groups=2).float()
+    ours = Mamba2Block.from_hf(hf)
+    u = torch.randn(2, 10, 8, device=device)
+    g = torch.randn(2, 10, 8, device=device)
+    names = [n for n, _ in hf.named_parameters()]
+    out, grads = outputs_and_gradients(ours, u, g, names)
+    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
+    n = mixer2_terms(hf, 10)
+    torch.testing.assert_close(out, ref, **tol(torch.float32, n))
+    for name in ["input", *names]:
+        scale = max(1.0, ref_grads[name].abs().max().item())
+        torch.testing.assert_close(grads[name], ref_grads[name],
+                                   **tol(torch.float32, n, scale), msg=name)
+
+
+def test_mamba2_from_hf_refuses_what_it_cannot_copy():
+    hf = mixer2("cpu")
+    assert_clear_error(lambda: Mamba2Block.from_hf(hf.norm), "mixer", "Mamba2Mixer",
+                       "MambaRMSNormGated")
+    hf.time_step_limit = (0.0, 0.1)
+    assert_clear_error(lambda: Mamba2Block.from_hf(hf), "time_step_limit", "0.1")
+    hf.activation = "gelu"
+    assert_clear_error(lambda: Mamba2Block.from_hf(hf), "mixer", "SiLU", "'gelu'")
+
+
+def test_mamba2_step_by_step_equals_the_forward_pass(device):
+    torch.manual_seed(0)
+    block = Mamba2Block(8, d_state=4, head_dim=4, n_groups=2, chunk_size=3)
+    block = block.to(device, F64)
+    u = torch.randn(2, 11, 8, dtype=F64, device=device)
+    state, outs = None, []
+    for t in range(11):
+        out, state = block.step(u[:, t], state)
+        outs.append(out)
+    assert_same_math(torch.stack(outs, dim=1), block(u), n=64)
+    assert state[0].shape == (2, 16 + 2 * 2 * 4, 3) and state[1].shape == (2, 4, 4, 4)
+
+
+def test_mamba2_block_is_causal_and_its_chunks_change_nothing(device):
+    torch.manual_seed(0)
+    block = Mamba2Block(8, d_state=4, head_dim=4).to(device, F64)
+    u = torch.randn(2, 9, 8, dtype=F64, device=device)
+    out = block(u)
+    changed = u.clone()
+    changed[:, 5:] += 1.0
+    assert_same_math(block(changed)[:, :5], out[:, :5], n=64)
+    assert not torch.allclose(block(changed)[:, 5:], out[:, 5:])
+    for c in (1, 2, 9, 20):
+        block.chunk_size = c
+        assert_same_math(block(u), out, n=64)
+    # Mamba-2's initialisation: A in [1, 16], Delta = softplus(dt_bias) in [1e-3, 0.1]
+    A = block.A_log.exp()
+    assert ((A >= 1) & (A <= 16)).all()
+    delta = torch.nn.functional.softplus(block.dt_bias)
+    assert ((delta > 1e-3 * (1 - 1e-6)) & (delta < 0.1 * (1 + 1e-6))).all()
