@@ -711,8 +711,8 @@ def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
 
 
 @checked(_check_ssd, x=_HEADS, chunk_size=check_positive_int)
-def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                   chunk_size: int = 64) -> torch.Tensor:
+def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
+                   C: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
     """The scalar-gated SSM by chunks of c steps: Mamba-2's algorithm (Dao and Gu, 2024).
 
     Cut the T x T matrix L o C B^T of :func:`ssd_attention_form` into c x c blocks. The
@@ -720,19 +720,20 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: tor
     most N, because every path from step j of an earlier chunk to step i of a later one
     passes through the state between the chunks. Four steps, each a batch of matrix
     products over all chunks at once (Lambda_i: the log-gates summed inside the chunk up
-    to step i):
+    to step i), as in the paper's minimal SSD code:
 
         1. inside each chunk:  Y = (L_chunk o C B^T) X
         2. the state each chunk writes from zero:  S = sum_j e^(Lambda_end - Lambda_j) B_j x_j^T
         3. the states between chunks: the same gated recurrence over the T / c chunks,
-           h_k = e^(Lambda_end of chunk k) h_(k-1) + S_k, in its attention form
+           h_k = e^(Lambda_end of chunk k) h_(k-1) + S_k, here in its attention form
         4. what each step reads of the state that entered its chunk:
            Y += e^(Lambda_i) C_i^T h_(k-1)
 
-    O(T c (N + P)) for steps 1 and 4, O(T N P) for step 2 and O((T / c)^2 N P) for step
-    3. With c = T it is the attention form, with c = 1 the recurrence; the same outputs
-    as :func:`ssd_recurrent` for every c. The last chunk is padded with steps that
-    neither write (x = 0) nor forget (log a = 0), and the padding is cut off.
+    O(T c (N + P)) for step 1, O(T N P) for steps 2 and 4 and O((T / c)^2 N P) for step 3
+    in this attention form (a loop over the chunks would take O((T / c) N P), in T / c
+    steps one after another). The same outputs as :func:`ssd_recurrent` for every c; with
+    c = T it is the attention form. The last chunk is padded with steps that neither
+    write (x = 0) nor forget (log a = 0), and the padding is cut off.
 
     Shape:
         x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
@@ -741,6 +742,7 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: tor
     T, c = x.shape[2], chunk_size
     pad = -T % c                                   # steps added to fill the last chunk
     x, B, C = (F.pad(t, (0, 0, 0, pad)).unflatten(2, (-1, c)) for t in (x, B, C))
+    # x: (batch, H, K, c, P), B and C: (batch, H, K, c, N) for K chunks
     log_a = F.pad(log_a, (0, pad)).unflatten(2, (-1, c))    # (batch, H, K, c)
     Lambda = log_a.cumsum(-1)                               # (batch, H, K, c)
     # 1. inside each chunk: the attention form with the chunk's own decay mask
@@ -750,8 +752,10 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor, C: tor
     to_end = (Lambda[..., -1:] - Lambda).exp()              # (batch, H, K, c)
     S = (B * to_end[..., None]).transpose(-2, -1) @ x       # (batch, H, K, N, P)
     # 3. the state after each chunk: a gated recurrence over the chunks, all at once
-    h = torch.einsum("...kj,...jnp->...knp", decay_mask(Lambda[..., -1]), S)
-    h_in = F.pad(h[:, :, :-1], (0, 0, 0, 0, 1, 0))          # (batch, H, K, N, P) entering
+    chunk_mask = decay_mask(Lambda[..., -1])                # (batch, H, K, K)
+    h = torch.einsum("...kj,...jnp->...knp", chunk_mask, S)  # (batch, H, K, N, P)
+    # the state entering each chunk: shifted by one chunk, zeros before the first
+    h_in = torch.cat([torch.zeros_like(h[:, :, :1]), h[:, :, :-1]], dim=2)
     # 4. each step reads the state that entered its chunk, decayed up to the step
     y = y + Lambda.exp()[..., None] * (C @ h_in)            # (batch, H, K, c, P)
     return y.flatten(2, 3)[:, :, :T]                        # (batch, H, T, P)
@@ -767,11 +771,11 @@ class Mamba2Block(nn.Module):
         out = out_proj(RMSNorm_G(y * SiLU(z)))   a gated norm over each group
 
     Mamba's selective SSM (:class:`MambaBlock`) with three changes: A and Delta are one
-    number per head, so a head's state is an N x P matrix with a scalar gate
-    (:func:`ssd_chunk_scan`); B and C are shared by the H / G heads of each of G groups,
-    as grouped-query attention shares keys; and all of z, x, B, C, Delta come from one
-    input projection, with a norm before the output projection. E = expand * embed_dim
-    channels form H = E / head_dim heads of P = head_dim channels.
+    number per head, so a head's P channels share one scalar gate and its state is an
+    N x P matrix (:func:`ssd_chunk_scan`); all of z, x, B, C and Delta come from one input
+    projection; and a norm comes before the output projection. B and C are shared by
+    all heads, as Mamba's by all channels, or by the H / G heads of each of G groups.
+    E = expand * embed_dim channels form H = E / head_dim heads of P = head_dim channels.
 
     This is Hugging Face's ``Mamba2Mixer`` (:meth:`from_hf` copies one); the names
     follow Mamba-2's code.
@@ -818,7 +822,8 @@ class Mamba2Block(nn.Module):
         self.dt_bias = nn.Parameter(torch.empty(H))             # (H,)
         self.A_log = nn.Parameter(torch.empty(H))               # (H,)
         self.D = nn.Parameter(torch.ones(H))                    # (H,)
-        self.norm = nn.RMSNorm(E, eps=eps)  # its weight; the norm is over each group
+        # holds the norm's weight (E,); not called: gated_norm normalises each group
+        self.norm = nn.RMSNorm(E, eps=eps)
         self.out_proj = nn.Linear(E, embed_dim, bias=bias)
         with torch.no_grad():  # Mamba-2's: A in [1, 16], Delta log-uniform in [1e-3, 0.1]
             self.A_log.copy_(torch.empty(H).uniform_(1, 16).log())
@@ -834,12 +839,13 @@ class Mamba2Block(nn.Module):
         """
         y = (y * F.silu(z)).unflatten(-1, (self.n_groups, -1))     # (..., G, E / G)
         y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
-        return y.flatten(-2) * self.norm.weight                    # (..., E)
+        return y.flatten(-2) * self.norm.weight        # (..., E), a weight per channel
 
     @checked(_check_mixer_input)
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         b, T, _ = u.shape
-        E, G, N, H, P = self.d_inner, self.n_groups, self.d_state, self.n_heads, self.head_dim
+        E, G, N, H, P = (self.d_inner, self.n_groups, self.d_state, self.n_heads,
+                         self.head_dim)
         z, xBC, dt = self.in_proj(u).split([E, E + 2 * G * N, H], dim=-1)
         xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
         x, B, C = xBC.split([E, G * N, G * N], dim=-1)
@@ -848,6 +854,7 @@ class Mamba2Block(nn.Module):
                 for t in (B, C))                                 # (b, H, T, N): G -> H
         delta = F.softplus(dt + self.dt_bias).transpose(1, 2)    # (b, H, T)
         A = -torch.exp(self.A_log)                               # (H,)
+        # the SSM's input Delta_t x_t (B_bar = Delta B) and log-gate log a_t = Delta_t A
         y = ssd_chunk_scan(x * delta[..., None], delta * A[:, None], B, C,
                            self.chunk_size)                      # (b, H, T, P)
         y = y + self.D[:, None, None] * x                        # (b, H, T, P)
@@ -877,7 +884,8 @@ class Mamba2Block(nn.Module):
             h: (batch, H, N, P) -> out: (batch, embed_dim).
         """
         b = u.shape[0]
-        E, G, N, H, P = self.d_inner, self.n_groups, self.d_state, self.n_heads, self.head_dim
+        E, G, N, H, P = (self.d_inner, self.n_groups, self.d_state, self.n_heads,
+                         self.head_dim)
         z, xBC, dt = self.in_proj(u).split([E, E + 2 * G * N, H], dim=-1)
         if state is None:
             state = (u.new_zeros(b, xBC.shape[-1], self.d_conv - 1),

@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from ..delta_rule import DeltaNet, delta_rule_chunked, delta_rule_recurrent
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
-from ..ssm import decay_mask, discretize_zoh
+from ..ssm import decay_mask, discretize_zoh, ssd_chunk_scan
 from .core import Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
@@ -434,9 +434,11 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
 
 
 def _check_chunked_method(fn) -> None:
-    """A :class:`Wrong` unless ``fn`` works by chunks: with one chunk of T steps its number of
-    torch calls does not grow with T (no step per position inside a chunk), and with chunks of
-    4 steps it makes no T x T matrix (no attention form over the whole sequence)."""
+    """A :class:`Wrong` unless ``fn`` works by chunks, one after another: with one chunk of T
+    steps its number of torch calls does not grow with T (no step per position inside a chunk),
+    with chunks of 4 steps it makes no T x T matrix (no attention form over the whole
+    sequence), and it makes more calls for more chunks (a loop over the chunks, not the states
+    between them all at once)."""
     short, long = (_watch_chunked(fn, T, T) for T in (8, 32))
     if long.calls - short.calls >= (32 - 8) // 2:
         raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
@@ -449,7 +451,17 @@ def _check_chunked_method(fn) -> None:
                     f"{whole.square} for T = 32): it computes over the whole sequence at once. "
                     "Inside a chunk the attention form needs the chunk's steps only, "
                     "chunk_size x chunk_size")
+    few, many = (_watch_chunked(fn, 32, c) for c in (16, 4))
+    if many.calls - few.calls < 8 - 2:
+        raise Wrong("ssd_chunked makes about as many torch calls for 8 chunks as for 2 "
+                    f"({many.calls} and {few.calls} for T = 32 in chunks of 4 and of 16): it "
+                    "passes the states between the chunks all at once, as ssd_chunk_scan does. "
+                    "The exercise asks for the other way: a loop over the chunks that carries "
+                    "one state h from each chunk to the next")
 
+
+#: the package's chunked algorithm, which the learner's loop may not call
+MAIN_TEXT_SSD = {"seqbook.ssm.ssd_chunk_scan": ssd_chunk_scan}
 
 #: the lengths of the chunks the check cuts T = 11 steps into: 3 chunks with a last one of 3
 #: steps, 3 chunks with a last one of a single step, and the attention form (one chunk of T)
@@ -471,7 +483,13 @@ def check_chunked(fn):
     x, log_a, B, C = _ssd_inputs(b, H, T, N, P, seed=4)
     ref, every_state = _ssd_states(x, log_a, B, C)
     for chunk in CHUNK_SIZES:
-        out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk, what="ssd_chunked")
+        with _Watch(MAIN_TEXT_SSD) as watch:
+            out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
+                       what="ssd_chunked")
+        if watch.used:
+            raise Wrong(f"ssd_chunked calls {watch.used[0]}, the main text's chunked algorithm: "
+                        "write the chunks yourself, a loop that carries the state from chunk "
+                        "to chunk")
         if isinstance(out, torch.Tensor | np.ndarray):
             raise Wrong("ssd_chunked returns one tensor: it must return the pair (y, states), the "
                         "outputs and the state after each chunk")
@@ -779,7 +797,8 @@ SCIPY_SOLVERS = ("solve_triangular", "solve", "inv", "pinv", "lstsq", "lu_solve"
 
 
 class _Watch:
-    """Records, by name, every solver of :data:`SOLVERS` that the code run inside it calls.
+    """Records, by name, every solver of :data:`SOLVERS` (or of ``watched``, a dict of the same
+    kind) that the code run inside it calls.
 
     A profile hook (``sys.setprofile``) sees each call: builtins such as
     ``torch.linalg.solve_triangular`` by identity, Python functions (NumPy's, the package's) by
@@ -787,11 +806,12 @@ class _Watch:
     (SciPy may be imported inside the learner's function).
     """
 
-    def __init__(self):
+    def __init__(self, watched: dict | None = None):
         self.used: list[str] = []
         self._builtins: dict[int, str] = {}
         self._codes: dict = {}
-        for name, fn in SOLVERS.items():
+        self._solvers = watched is None  # SciPy's solvers and the tensor methods too
+        for name, fn in (SOLVERS if watched is None else watched).items():
             code = getattr(inspect.unwrap(getattr(fn, "_implementation", fn)), "__code__", None)
             if code is not None:
                 self._codes[code] = name
@@ -802,12 +822,13 @@ class _Watch:
         if event == "call":
             code = frame.f_code
             name = self._codes.get(code)
-            if name is None and code.co_name in SCIPY_SOLVERS \
+            if name is None and self._solvers and code.co_name in SCIPY_SOLVERS \
                     and f"scipy{os.sep}linalg" in code.co_filename:
                 name = f"scipy.linalg.{code.co_name}"
         elif event == "c_call":
             name = self._builtins.get(id(arg))
-            if name is None and getattr(arg, "__name__", None) in SOLVER_METHODS \
+            if name is None and self._solvers \
+                    and getattr(arg, "__name__", None) in SOLVER_METHODS \
                     and isinstance(getattr(arg, "__self__", None), torch.Tensor):
                 name = f"Tensor.{arg.__name__}"
         else:

@@ -12,7 +12,7 @@ from torch.linalg import solve_triangular
 
 from seqbook.delta_rule import delta_rule_chunked, delta_rule_recurrent
 from seqbook.exercises import check
-from seqbook.ssm import decay_mask, ssd_attention_form, ssd_recurrent
+from seqbook.ssm import decay_mask, ssd_attention_form, ssd_chunk_scan, ssd_recurrent
 from tests.random_state import assert_random_state_untouched
 
 
@@ -474,6 +474,31 @@ def test_chunked_sees_the_method():
     for answer in (attention_form_and_chunk_states, whole_mask_cut_in_blocks):
         result = check(name, answer)
         assert result.status == "fail" and "makes a T x T matrix" in result.message, result
+    # the main text's ssd_chunk_scan, copied, passes every state at once: no loop over chunks
+    result = check(name, states_passed_at_once)
+    assert result.status == "fail" and "as many torch calls for 8 chunks as for 2" \
+        in result.message, result
+    result = check(name, package_outputs_and_loop)
+    assert result.status == "fail" and "calls seqbook.ssm.ssd_chunk_scan" in result.message, result
+
+
+def states_passed_at_once(x, log_a, B, C, chunk_size):  # ssd_chunk_scan, its states kept
+    T, c = x.shape[2], chunk_size
+    pad = -T % c
+    x, B, C = (torch.nn.functional.pad(t, (0, 0, 0, pad)).unflatten(2, (-1, c))
+               for t in (x, B, C))
+    log_a = torch.nn.functional.pad(log_a, (0, pad)).unflatten(2, (-1, c))
+    cum = log_a.cumsum(-1)
+    y = (decay_mask(log_a) * (C @ B.transpose(-2, -1))) @ x
+    S = (B * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ x
+    h = torch.einsum("...kj,...jnp->...knp", decay_mask(cum[..., -1]), S)
+    h_in = torch.cat([torch.zeros_like(h[:, :, :1]), h[:, :, :-1]], dim=2)
+    y = y + cum.exp()[..., None] * (C @ h_in)
+    return y.flatten(2, 3)[:, :, :T], h
+
+
+def package_outputs_and_loop(x, log_a, B, C, chunk_size):  # y from the package, h by a loop
+    return ssd_chunk_scan(x, log_a, B, C, chunk_size), chunked(x, log_a, B, C, chunk_size)[1]
 
 
 # --- the delta rule overwrites: one worked memory --------------------------------------------------
