@@ -15,6 +15,9 @@ rounds of elementwise products: a *scan* (Blelloch, 1990). Three ways to the sta
 * :func:`linear_recurrence`: the loop, T steps. The reference; a generator's way.
 * :func:`parallel_scan`: Hillis and Steele's doubling scan, ceil(log2 T) rounds over
   the whole sequence, in plain torch operations along the time axis.
+* :func:`blelloch_scan`: the work-efficient scan (Blelloch, 1990): compose neighbouring
+  pairs, scan the half-length sequence, fill in the other half; O(T) work in about
+  2 log2(T) rounds.
 * :func:`log_space_scan`: the closed form h_t = sum_s (prod_{r=s+1..t} a_r) b_s as
   cumulative sums in log space (Heinsen, 2023), O(T) work.
 
@@ -41,7 +44,7 @@ from .checks import (
     shape_of,
 )
 
-__all__ = ["linear_recurrence", "parallel_scan", "log_space_scan", "MinGRU"]
+__all__ = ["linear_recurrence", "parallel_scan", "blelloch_scan", "log_space_scan", "MinGRU"]
 
 
 def _check_scan(a_name: str, a, b, h0) -> None:
@@ -131,6 +134,45 @@ def parallel_scan(
         a = torch.cat([a[:, :s], a[:, s:] * a[:, :-s]], dim=1)             # (B, T, *)
         s *= 2
     return b                                                              # (B, T, *)
+
+
+@checked(_check_gates)
+def blelloch_scan(
+    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The states of :func:`linear_recurrence` by the work-efficient scan (Blelloch, 1990).
+
+    Compose the steps in neighbouring pairs, positions (2i, 2i+1) counted from 0, into
+    one step each (the up-sweep); scan that sequence of T / 2 steps, recursively, which
+    gives the states at the odd positions; then each state at an even position is one
+    step after the odd one before it (the down-sweep):
+
+        h[2i+1] = the scan of the composed pairs,    h[2i] = a[2i] h[2i-1] + b[2i].
+
+    A level of n steps does n / 2 compositions up and n / 2 steps down, and the levels
+    halve: about 2T in all, O(T) work like the loop, where :func:`parallel_scan` does
+    O(T log T); in about 2 log2(T) rounds instead of log2(T). An odd length gets one
+    more step that keeps the state (a = 1, b = 0). The initial state enters the first
+    input: b_1 <- a_1 h_0 + b_1.
+
+    Shape:
+        a, b: (B, T, *), h0: (B, *) -> output: (B, T, *).
+    """
+    if h0 is not None:  # fold h0 into the first input
+        b = torch.cat([a[:, :1] * h0[:, None] + b[:, :1], b[:, 1:]], dim=1)
+    T = b.shape[1]
+    if T == 1:
+        return b
+    if T % 2:  # an odd length: one more step that keeps the state
+        a = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
+        b = torch.cat([b, torch.zeros_like(b[:, :1])], dim=1)
+    a_even, a_odd, b_even, b_odd = a[:, 0::2], a[:, 1::2], b[:, 0::2], b[:, 1::2]
+    # up: compose steps 2i and 2i+1 into one, eq. (10.7), and scan the T / 2 results
+    h_odd = blelloch_scan(a_even * a_odd, a_odd * b_even + b_odd)  # h[1], h[3], ...
+    # down: each even position is one step after the odd one before it
+    h_even = torch.cat([b_even[:, :1], a_even[:, 1:] * h_odd[:, :-1] + b_even[:, 1:]],
+                       dim=1)                                       # h[0], h[2], ...
+    return torch.stack([h_even, h_odd], dim=2).flatten(1, 2)[:, :T]  # interleave
 
 
 @checked(_check_log_gates)

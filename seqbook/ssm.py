@@ -741,6 +741,7 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     """
     T, c = x.shape[2], chunk_size
     pad = -T % c                                   # steps added to fill the last chunk
+    # pad the time axis at its end (F.pad's pairs go from the last axis back), then cut
     x, B, C = (F.pad(t, (0, 0, 0, pad)).unflatten(2, (-1, c)) for t in (x, B, C))
     # x: (batch, H, K, c, P), B and C: (batch, H, K, c, N) for K chunks
     log_a = F.pad(log_a, (0, pad)).unflatten(2, (-1, c))    # (batch, H, K, c)
@@ -753,6 +754,7 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     S = (B * to_end[..., None]).transpose(-2, -1) @ x       # (batch, H, K, N, P)
     # 3. the state after each chunk: a gated recurrence over the chunks, all at once
     chunk_mask = decay_mask(Lambda[..., -1])                # (batch, H, K, K)
+    # h[:, :, k]: the state after chunk k
     h = torch.einsum("...kj,...jnp->...knp", chunk_mask, S)  # (batch, H, K, N, P)
     # the state entering each chunk: shifted by one chunk, zeros before the first
     h_in = torch.cat([torch.zeros_like(h[:, :, :1]), h[:, :, :-1]], dim=2)
@@ -839,14 +841,17 @@ class Mamba2Block(nn.Module):
         """
         y = (y * F.silu(z)).unflatten(-1, (self.n_groups, -1))     # (..., G, E / G)
         y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
-        return y.flatten(-2) * self.norm.weight        # (..., E), a weight per channel
+        # the weight of self.norm, an nn.RMSNorm not called: it would normalise all E
+        return y.flatten(-2) * self.norm.weight                    # (..., E)
 
     @checked(_check_mixer_input)
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         b, T, _ = u.shape
         E, G, N, H, P = (self.d_inner, self.n_groups, self.d_state, self.n_heads,
                          self.head_dim)
+        # z: (b, T, E), xBC: (b, T, E + 2GN), dt: (b, T, H)
         z, xBC, dt = self.in_proj(u).split([E, E + 2 * G * N, H], dim=-1)
+        # the convolution is padded on both sides: its first T outputs see no future step
         xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
         x, B, C = xBC.split([E, G * N, G * N], dim=-1)
         x = x.view(b, T, H, P).transpose(1, 2)                   # (b, H, T, P)

@@ -429,7 +429,10 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
     called; batch 1, H = 2, N = 2, P = 3, so that only the time axes have length T."""
     inputs = _ssd_inputs(1, 2, T, 2, 3, seed=5)
     with _TorchCalls(T) as watch:
-        call(fn, *inputs, chunk_size, what="ssd_chunked")
+        out = call(fn, *inputs, chunk_size, what="ssd_chunked")
+    # NumPy answers (accepted) make no torch calls to count
+    watch.numpy = isinstance(out, tuple | list) and any(isinstance(item, np.ndarray)
+                                                         for item in out)
     return watch
 
 
@@ -452,7 +455,7 @@ def _check_chunked_method(fn) -> None:
                     "Inside a chunk the attention form needs the chunk's steps only, "
                     "chunk_size x chunk_size")
     few, many = (_watch_chunked(fn, 32, c) for c in (16, 4))
-    if many.calls - few.calls < 8 - 2:
+    if not many.numpy and many.calls - few.calls < 8 - 2:
         raise Wrong("ssd_chunked makes about as many torch calls for 8 chunks as for 2 "
                     f"({many.calls} and {few.calls} for T = 32 in chunks of 4 and of 16): it "
                     "passes the states between the chunks all at once, as ssd_chunk_scan does. "

@@ -275,6 +275,8 @@ FUNCTIONS = {
                           (B, T, 3)),
     "parallel_scan": (scan.parallel_scan,
                       lambda: (floats(B, T, 3), floats(B, T, 3), floats(B, 3)), (B, T, 3)),
+    "blelloch_scan": (scan.blelloch_scan,
+                      lambda: (floats(B, T, 3), floats(B, T, 3), floats(B, 3)), (B, T, 3)),
     "log_space_scan": (scan.log_space_scan, lambda: (floats(B, T, 3), floats(B, T, 3)),
                        (B, T, 3)),
     "discretize_zoh": (ssm.discretize_zoh, lambda: (floats(3, 4), floats(3, 4), floats(3)),

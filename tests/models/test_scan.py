@@ -1,12 +1,18 @@
-"""Gated linear recurrences (seqbook.scan): the doubling scan and the log-space scan
-give the loop's states, for any length; their gradients; MinGRU in parallel and step
+"""Gated linear recurrences (seqbook.scan): the doubling scan, the work-efficient scan and
+the log-space scan give the loop's states, for any length; their gradients; MinGRU in parallel and step
 by step."""
 
 import pytest
 import torch
 from tolerance import assert_close, assert_same_math
 
-from seqbook.scan import MinGRU, linear_recurrence, log_space_scan, parallel_scan
+from seqbook.scan import (
+    MinGRU,
+    blelloch_scan,
+    linear_recurrence,
+    log_space_scan,
+    parallel_scan,
+)
 
 F64 = torch.float64
 LENGTHS = [1, 2, 3, 7, 8, 13, 33]  # powers of two and not, and a single step
@@ -30,6 +36,40 @@ def test_parallel_scan_equals_the_loop(T, device):
         assert_same_math(parallel_scan(a, b, start), expected, n=T)
 
 
+@pytest.mark.parametrize("T", LENGTHS + [5, 6, 31, 64, 65])
+def test_blelloch_scan_equals_the_loop(T, device):
+    # odd lengths at every level of the recursion, powers of two and one more
+    a, b, h0 = gates_and_inputs(T, device)
+    for start in (None, h0):
+        assert_same_math(blelloch_scan(a, b, start), linear_recurrence(a, b, start), n=T)
+
+
+def test_blelloch_scan_does_linear_work():
+    # the products it computes: about 3T for T a power of two (2 per composition on the
+    # way up, 1 per step down), against the doubling scan's 2 per position and round
+    from torch.overrides import TorchFunctionMode
+
+    class Products(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.numbers = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", None) == "mul":
+                self.numbers += out.numel()
+            return out
+
+    a, b, _ = gates_and_inputs(1024, "cpu", shape=(1, 1))
+    counts = {}
+    for fn in (blelloch_scan, parallel_scan):
+        with Products() as products:
+            fn(a, b)
+        counts[fn.__name__] = products.numbers
+    assert counts["blelloch_scan"] <= 3 * 1024
+    assert counts["parallel_scan"] >= 10 * 1024  # 2 per position and round, 10 rounds, less
+
+
 @pytest.mark.parametrize("T", LENGTHS)
 def test_log_space_scan_equals_the_loop(T, device):
     a, b, h0 = gates_and_inputs(T, device)
@@ -49,7 +89,7 @@ def test_loop_is_the_recurrence_by_hand():
 
 def test_scans_keep_dtype_and_device(device):
     a, b, _ = gates_and_inputs(5, device, dtype=torch.float32)
-    for fn, first in ((parallel_scan, a), (log_space_scan, a.log())):
+    for fn, first in ((parallel_scan, a), (blelloch_scan, a), (log_space_scan, a.log())):
         out = fn(first, b)
         assert out.dtype == torch.float32 and out.device.type == device.type
         assert_close(out, linear_recurrence(a, b), n=25)
@@ -66,10 +106,12 @@ def test_log_space_scan_survives_products_that_underflow():
     assert_same_math(parallel_scan(a, b), expected, n=400)
 
 
-@pytest.mark.parametrize("fn", ["linear_recurrence", "parallel_scan", "log_space_scan"])
+@pytest.mark.parametrize("fn", ["linear_recurrence", "parallel_scan", "blelloch_scan",
+                                "log_space_scan"])
 def test_gradcheck(fn):
     a, b, h0 = gates_and_inputs(5, "cpu", shape=(2, 3))
     f = {"linear_recurrence": linear_recurrence, "parallel_scan": parallel_scan,
+         "blelloch_scan": blelloch_scan,
          "log_space_scan": lambda a, b, h0: log_space_scan(a.log(), b, h0)}[fn]
     b = b + 0.1 * b.sign()  # keep b away from 0, where b+ and b- have a kink
     inputs = tuple(t.requires_grad_() for t in (a, b, h0))
