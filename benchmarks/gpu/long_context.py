@@ -5,9 +5,10 @@ Three measurements, written to one JSON file:
 1. ``--layers``: forward and forward+backward time against sequence length T (up to 16k tokens) of
    PyTorch's fused ``F.scaled_dot_product_attention`` (causal), the readable softmax attention of
    chapter 5, the tiled online-softmax attention, causal linear attention (parallel and recurrent
-   forms), the gated linear recurrence (sequential loop and parallel scan) and Mamba's selective SSM
-   block. One sequence of GPT-2-small's shape: 12 heads of 64 dims, width 768. A size that does not
-   fit in memory (or takes too long) is recorded as skipped, with the reason.
+   forms), the gated linear recurrence (sequential loop, doubling, work-efficient and log-space
+   scans), Mamba's selective SSM block and the Mamba-2 block by chunks. One sequence of
+   GPT-2-small's shape: 12 heads of 64 dims, width 768. A size that does not fit in memory (or
+   takes too long) is recorded as skipped, with the reason.
 2. ``--generation``: time per generated token against the context length, with and without the KV
    cache, for the GPT of chapter 6 at GPT-2-small size (rotary positions, so the context can be
    long), and the cache's memory against the formula 2 * n_layer * B * T * D numbers.
@@ -82,6 +83,8 @@ def layer_candidates(H: int, Dh: int, D: int, dry: bool):
                      lambda a, b: scan.parallel_scan(a, b)))
         rows.append(("gated recurrence, log-space scan", torch.float32, long, "ab",
                      lambda a, b: scan.log_space_scan(a.log(), b)))
+        rows.append(("gated recurrence, work-efficient scan", torch.float32, long, "ab",
+                     lambda a, b: scan.blelloch_scan(a, b)))
     except (ImportError, AttributeError):
         pass
     try:
@@ -90,6 +93,9 @@ def layer_candidates(H: int, Dh: int, D: int, dry: bool):
                      ssm.MambaBlock(D, d_state=16)))
         rows.append(("Mamba block, sequential scan", torch.float32, slow, "x",
                      ssm.MambaBlock(D, d_state=16, scan="loop")))
+        rows.append(("Mamba-2 block, chunks of 64", torch.float32, long, "x",
+                     ssm.Mamba2Block(D, d_state=64, head_dim=64 if D % 64 == 0 else D,
+                                     chunk_size=64)))
     except (ImportError, AttributeError, TypeError):
         pass
     return rows
