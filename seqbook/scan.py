@@ -10,7 +10,7 @@ be computed one step after another. Two steps compose into one step of the same 
     (a1, b1) then (a2, b2)  =  (a1 * a2,  a2 * b1 + b2),
 
 and this composition is associative, so all T prefixes can be computed in log2(T)
-rounds of elementwise products: a *scan* (Blelloch, 1990). Three ways to the states:
+rounds of elementwise products: a *scan* (Blelloch, 1990). Four ways to the states:
 
 * :func:`linear_recurrence`: the loop, T steps. The reference; a generator's way.
 * :func:`parallel_scan`: Hillis and Steele's doubling scan, ceil(log2 T) rounds over
@@ -153,7 +153,7 @@ def blelloch_scan(
     halve: about 2T in all, O(T) work like the loop, where :func:`parallel_scan` does
     O(T log T); in about 2 log2(T) rounds instead of log2(T). An odd length gets one
     more step that keeps the state (a = 1, b = 0). The initial state enters the first
-    input: b_1 <- a_1 h_0 + b_1.
+    input: b[0] <- a[0] h0 + b[0].
 
     Shape:
         a, b: (B, T, *), h0: (B, *) -> output: (B, T, *).
@@ -170,8 +170,8 @@ def blelloch_scan(
     # up: compose steps 2i and 2i+1 into one, eq. (10.7), and scan the T / 2 results
     h_odd = blelloch_scan(a_even * a_odd, a_odd * b_even + b_odd)  # h[1], h[3], ...
     # down: each even position is one step after the odd one before it
-    h_even = torch.cat([b_even[:, :1], a_even[:, 1:] * h_odd[:, :-1] + b_even[:, 1:]],
-                       dim=1)                                       # h[0], h[2], ...
+    h_next = a_even[:, 1:] * h_odd[:, :-1] + b_even[:, 1:]          # h[2], h[4], ...
+    h_even = torch.cat([b_even[:, :1], h_next], dim=1)               # h[0], h[2], ...
     return torch.stack([h_even, h_odd], dim=2).flatten(1, 2)[:, :T]  # interleave
 
 
