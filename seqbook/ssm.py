@@ -36,6 +36,7 @@ B and C name the SSM's matrices here, so the batch size is written ``batch``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from functools import partial
 
@@ -372,6 +373,27 @@ def _check_mixer_step(self, u, state=None) -> None:
         check_like(name, value, self.in_proj.weight)
 
 
+def _hf_mixer_sizes(mixer, model: str, name: str) -> tuple[int, int]:
+    """The width and the inner width of a Hugging Face mixer that ``from_hf`` can copy:
+    ``mixer`` must be a ``transformers.models.<model>`` ``<name>`` with the SiLU activation
+    and an inner width that is a multiple of its width."""
+    try:
+        module = importlib.import_module(f"transformers.models.{model}.modeling_{model}")
+        cls = getattr(module, name)
+    except ImportError:  # without transformers there is no mixer to copy
+        cls = None
+    if cls is None or not isinstance(mixer, cls):
+        raise TypeError(f"mixer must be a transformers {name}, got {type(mixer).__name__}")
+    if mixer.activation != "silu":
+        raise ValueError(f"mixer must use the SiLU activation, got "
+                         f"config.hidden_act={mixer.activation!r}")
+    width, E = mixer.hidden_size, mixer.intermediate_size
+    if E % width:
+        raise ValueError(f"mixer's intermediate_size must be a multiple of its "
+                         f"hidden_size, got {E} and {width}")
+    return width, E
+
+
 class MambaBlock(nn.Module):
     """The mixer of a Mamba layer (Gu and Dao, 2023): a gated selective SSM.
 
@@ -501,20 +523,7 @@ class MambaBlock(nn.Module):
             ValueError: its activation is not SiLU, or its inner width is not an
                 integer multiple of its width.
         """
-        try:
-            from transformers.models.mamba.modeling_mamba import MambaMixer
-        except ImportError:  # without transformers there is no MambaMixer to copy
-            MambaMixer = None
-        if MambaMixer is None or not isinstance(mixer, MambaMixer):
-            raise TypeError(f"mixer must be a transformers MambaMixer, "
-                            f"got {type(mixer).__name__}")
-        if mixer.activation != "silu":
-            raise ValueError(f"mixer must use the SiLU activation, got "
-                             f"config.hidden_act={mixer.activation!r}")
-        width, E = mixer.hidden_size, mixer.intermediate_size
-        if E % width:
-            raise ValueError(f"mixer's intermediate_size must be a multiple of its "
-                             f"hidden_size, got {E} and {width}")
+        width, E = _hf_mixer_sizes(mixer, "mamba", "MambaMixer")
         weight = mixer.in_proj.weight
         ours = cls(width, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
                    expand=E // width, dt_rank=mixer.time_step_rank,
@@ -923,23 +932,10 @@ class Mamba2Block(nn.Module):
             ValueError: its activation is not SiLU, its time-step limit clamps, or its
                 inner width is not an integer multiple of its width.
         """
-        try:
-            from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
-        except ImportError:  # without transformers there is no Mamba2Mixer to copy
-            Mamba2Mixer = None
-        if Mamba2Mixer is None or not isinstance(mixer, Mamba2Mixer):
-            raise TypeError(f"mixer must be a transformers Mamba2Mixer, "
-                            f"got {type(mixer).__name__}")
-        if mixer.activation != "silu":
-            raise ValueError(f"mixer must use the SiLU activation, got "
-                             f"config.hidden_act={mixer.activation!r}")
+        width, E = _hf_mixer_sizes(mixer, "mamba2", "Mamba2Mixer")
         if tuple(mixer.time_step_limit) != (0.0, float("inf")):
             raise ValueError(f"mixer's time_step_limit must be (0.0, inf), no clamp, got "
                              f"{tuple(mixer.time_step_limit)}")
-        width, E = mixer.hidden_size, mixer.intermediate_size
-        if E % width:
-            raise ValueError(f"mixer's intermediate_size must be a multiple of its "
-                             f"hidden_size, got {E} and {width}")
         weight = mixer.in_proj.weight
         ours = cls(width, d_state=mixer.ssm_state_size, d_conv=mixer.conv_kernel_size,
                    expand=E // width, head_dim=mixer.head_dim, n_groups=mixer.n_groups,

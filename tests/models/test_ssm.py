@@ -301,11 +301,16 @@ def test_from_hf_equals_the_unmodified_mixer_to_float32_rounding(device):
     u = torch.randn(2, 9, 8, dtype=F64, device=device)
     g = torch.randn(2, 9, 8, dtype=F64, device=device)
     names = [n for n, _ in hf.named_parameters()]
-    out, grads = outputs_and_gradients(ours, u, g, names)
-    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
     # Rule 3 of the policy: Hugging Face rounds A_log, D, the Delta bias, B and x to
     # float32 (see above), so the gap is float32 rounding, not float64's.
-    n = mixer_terms(hf, 9)
+    assert_float32_rounding(ours, hf, u, g, names, mixer_terms(hf, 9))
+
+
+def assert_float32_rounding(ours, hf, u, g, names, n):
+    """Our block's output and gradients against Hugging Face's mixer's, to float32
+    rounding of sums of n terms."""
+    out, grads = outputs_and_gradients(ours, u, g, names)
+    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
     torch.testing.assert_close(out, ref, **tol(torch.float32, n))
     for name in ["input", *names]:
         scale = max(1.0, ref_grads[name].abs().max().item())
@@ -397,14 +402,7 @@ def test_mamba2_from_hf_equals_the_unmodified_mixer_to_float32_rounding(device):
     u = torch.randn(2, 10, 8, device=device)
     g = torch.randn(2, 10, 8, device=device)
     names = [n for n, _ in hf.named_parameters()]
-    out, grads = outputs_and_gradients(ours, u, g, names)
-    ref, ref_grads = outputs_and_gradients(hf, u, g, names)
-    n = mixer2_terms(hf, 10)
-    torch.testing.assert_close(out, ref, **tol(torch.float32, n))
-    for name in ["input", *names]:
-        scale = max(1.0, ref_grads[name].abs().max().item())
-        torch.testing.assert_close(grads[name], ref_grads[name],
-                                   **tol(torch.float32, n, scale), msg=name)
+    assert_float32_rounding(ours, hf, u, g, names, mixer2_terms(hf, 10))
 
 
 def test_mamba2_from_hf_refuses_what_it_cannot_copy():
