@@ -540,7 +540,7 @@ class MambaBlock(nn.Module):
 
 class MambaLM(nn.Module):
     """A Mamba language model (Gu and Dao, 2023): :class:`MambaBlock` mixers in residual
-    blocks.
+    blocks, or Mamba-2's :class:`Mamba2Block` (Dao and Gu, 2024) with ``mamba2=True``.
 
         x_0 = E[ids]
         x <- x + MambaBlock(RMSNorm(x))     (num_layers times)
@@ -559,9 +559,11 @@ class MambaLM(nn.Module):
         vocab_size: number of token ids.
         embed_dim: model width.
         num_layers: number of blocks.
-        d_state, d_conv, expand: passed to every :class:`MambaBlock`.
-        scan: the blocks' scan for :meth:`forward`: "parallel", "log" or "loop".
+        d_state, d_conv, expand: passed to every mixer.
+        scan: the Mamba blocks' scan for :meth:`forward`: "parallel", "log" or "loop".
         init_std: standard deviation of the initial embedding.
+        mamba2: :class:`Mamba2Block` mixers instead, with heads of ``head_dim`` channels
+            and chunks of ``chunk_size`` steps (``scan`` is then not used).
 
     Shape:
         ids: (B, T) int64 -> logits: (B, T, vocab_size).
@@ -569,16 +571,26 @@ class MambaLM(nn.Module):
 
     def __init__(self, vocab_size: int, embed_dim: int = 64, num_layers: int = 2,
                  d_state: int = 16, d_conv: int = 4, expand: int = 2,
-                 scan: str = "parallel", init_std: float = 0.02):
+                 scan: str = "parallel", init_std: float = 0.02, mamba2: bool = False,
+                 head_dim: int = 16, chunk_size: int = 64):
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         E = check_positive_int("embed_dim", embed_dim)
         self.num_layers = check_positive_int("num_layers", num_layers)
         check_number("init_std", init_std, low=0.0)
+        self.mamba2 = check_flag("mamba2", mamba2)
+        check_positive_int("head_dim", head_dim)      # used by Mamba-2's blocks only,
+        check_positive_int("chunk_size", chunk_size)  # but never a size of 0
         self.embed = nn.Embedding(vocab_size, E)
-        self.mixers = nn.ModuleList([
-            MambaBlock(E, d_state=d_state, d_conv=d_conv, expand=expand, scan=scan)
-            for _ in range(num_layers)])
+        if mamba2:
+            self.mixers = nn.ModuleList([
+                Mamba2Block(E, d_state=d_state, d_conv=d_conv, expand=expand,
+                            head_dim=head_dim, chunk_size=chunk_size)
+                for _ in range(num_layers)])
+        else:
+            self.mixers = nn.ModuleList([
+                MambaBlock(E, d_state=d_state, d_conv=d_conv, expand=expand, scan=scan)
+                for _ in range(num_layers)])
         self.norms = nn.ModuleList([nn.RMSNorm(E, eps=1e-5) for _ in range(num_layers)])
         self.norm = nn.RMSNorm(E, eps=1e-5)
         nn.init.normal_(self.embed.weight, mean=0.0, std=init_std)
@@ -612,7 +624,7 @@ class MambaLM(nn.Module):
              ) -> tuple[torch.Tensor, list]:
         """One token per sequence, for generation: ``(logits (B, V), state)``.
 
-        Every block runs :meth:`MambaBlock.step`: constant time and memory per token,
+        Every block runs its mixer's ``step``: constant time and memory per token,
         however many tokens came before. ``state`` is None (zeros) or what the
         previous step returned.
         """
@@ -625,7 +637,8 @@ class MambaLM(nn.Module):
         return self.norm(x) @ self.embed.weight.T, new_state  # (B, V)
 
     def extra_repr(self) -> str:
-        return f"vocab_size={self.vocab_size}, num_layers={self.num_layers}"
+        return (f"vocab_size={self.vocab_size}, num_layers={self.num_layers}, "
+                f"mamba2={self.mamba2}")
 
 
 # ---------------------------------------------------------------------------------

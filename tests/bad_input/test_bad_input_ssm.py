@@ -93,6 +93,8 @@ case("lm-step-ids", lambda: MambaLM(10, 8).step(torch.zeros(2, 3, dtype=torch.lo
 case("lm-state", lambda: MambaLM(10, 8, num_layers=2).step(
         torch.zeros(2, dtype=torch.long), [None]), "state", "2 pairs")
 case("lm-scan", lambda: MambaLM(10, 8, scan="fft"), "scan", "'fft'")
+case("lm-mamba2", lambda: MambaLM(10, 8, mamba2="yes"), "mamba2", "str")
+case("lm-mamba2-head_dim", lambda: MambaLM(10, 8, mamba2=True, head_dim=5), "head_dim", "16", "5")
 
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)

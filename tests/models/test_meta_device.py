@@ -178,6 +178,8 @@ CASES = {
     "MambaBlock-loop": (lambda: ssm.MambaBlock(D, d_state=4, scan="loop"), lambda: (floats(B, T, D),)),
     "MambaBlock-log": (lambda: ssm.MambaBlock(D, d_state=4, scan="log"), lambda: (floats(B, T, D),)),
     "MambaLM": (lambda: ssm.MambaLM(10, D, num_layers=2, d_state=4), lambda: (ids(B, T),)),
+    "MambaLM-mamba2": (lambda: ssm.MambaLM(10, D, num_layers=2, d_state=4, mamba2=True,
+                                           head_dim=4, chunk_size=2), lambda: (ids(B, T),)),
     "Mamba2Block": (lambda: ssm.Mamba2Block(D, d_state=4, head_dim=4, chunk_size=2),
                     lambda: (floats(B, T, D),)),
 }

@@ -214,6 +214,21 @@ def test_mamba_lm_steps_give_the_logits_of_forward(device):
         assert_same_math(model(ids)[0], logits, n=400)
 
 
+def test_mamba2_lm_steps_give_the_logits_of_forward(device):
+    torch.manual_seed(0)
+    model = MambaLM(11, 8, num_layers=2, d_state=3, init_std=0.5, mamba2=True, head_dim=4,
+                    chunk_size=4).to(device, F64)
+    assert all(isinstance(m, Mamba2Block) for m in model.mixers) and model.mamba2
+    ids = torch.randint(11, (2, 9), device=device)
+    logits, _ = model(ids)
+    state, steps = None, []
+    for t in range(ids.shape[1]):
+        step_logits, state = model.step(ids[:, t], state)
+        steps.append(step_logits)
+    assert state[0][1].shape == (2, 4, 3, 4)  # (batch, H, N, P) per layer
+    assert_same_math(torch.stack(steps, dim=1), logits, n=400)
+
+
 def test_mamba_lm_trains_and_ties_its_head():
     model = MambaLM(11, 8, num_layers=2, d_state=4)
     ids = torch.randint(11, (3, 6))
