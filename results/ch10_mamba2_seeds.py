@@ -5,12 +5,13 @@ The cell "m2lm-train" of ``chapters/10_recurrence.ipynb`` trains ``MambaLM(..., 
 width 88, the width whose parameter count comes closest to the GPT's (about 106k), with the recipe
 of the chapter's four language models: *The Time Machine*, 300 steps of 16 windows of 64
 characters, AdamW(1e-2), warm-up 30 and cosine decay, held-out perplexity
-(``ch10_seeds.EXP``). Each seed trains both Mamba (width 80, the chapter's, on the loop scan) and
-Mamba-2 from ``seed_everything(seed)`` with batches from ``Generator(seed)`` (the chapter: seed
-0), so the two are compared on the same batches.
+(``ch10_seeds.EXP``). Each seed trains Mamba (width 80, the chapter's, on the loop scan), Mamba-2
+of width 88 and, as a control for the width, Mamba-2 of Mamba's width 80 (about 12 % fewer
+parameters than Mamba), each from ``seed_everything(seed)`` with batches from ``Generator(seed)``
+(the chapter: seed 0), so all three are compared on the same batches.
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU thread (about
-45 s a seed)::
+a minute a seed)::
 
     python results/ch10_mamba2_seeds.py [--seeds 0 1 2 3 4]
 """
@@ -39,7 +40,8 @@ from seqbook.train import fit, lm_loss, random_batches, warmup_schedule  # noqa:
 from seqbook.utils import count_parameters, seed_everything, small_model_threads  # noqa: E402
 
 EXP = ch10_seeds.EXP
-WIDTHS = {"Mamba": ch10_seeds.LM_SIZES["Mamba"], "Mamba-2": 88}
+WIDTHS = {"Mamba": ch10_seeds.LM_SIZES["Mamba"], "Mamba-2": 88,
+          "Mamba-2, Mamba's width": ch10_seeds.LM_SIZES["Mamba"]}
 
 
 def build(name, V):
@@ -86,13 +88,19 @@ def main() -> None:
     claims = {
         "Mamba-2 reaches a lower held-out perplexity than Mamba at every seed": all(
             r["perplexity"]["Mamba-2"] < r["perplexity"]["Mamba"] for r in runs),
-        "the two have parameter counts within 10 % of each other": all(
+        "Mamba and Mamba-2 have parameter counts within 10 % of each other": all(
             abs(r["parameters"]["Mamba-2"] - r["parameters"]["Mamba"])
             <= 0.1 * r["parameters"]["Mamba"] for r in runs),
+        "at Mamba's width, with fewer parameters, Mamba-2 is also lower at every seed": all(
+            r["perplexity"]["Mamba-2, Mamba's width"] < r["perplexity"]["Mamba"]
+            and r["parameters"]["Mamba-2, Mamba's width"] < r["parameters"]["Mamba"]
+            for r in runs),
     }
     summary = {
         "perplexity_range": {name: [min(ppl(name)), max(ppl(name))] for name in WIDTHS},
         "smallest_gap": min(a - b for a, b in zip(ppl("Mamba"), ppl("Mamba-2"), strict=True)),
+        "smallest_gap_at_mamba_width": min(
+            a - b for a, b in zip(ppl("Mamba"), ppl("Mamba-2, Mamba's width"), strict=True)),
         "parameters": runs[0]["parameters"],
         "mean_seconds": {name: statistics.mean(r["seconds"][name] for r in runs)
                          for name in WIDTHS},
