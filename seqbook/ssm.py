@@ -65,6 +65,9 @@ __all__ = [
     "ssm_kernel",
     "ssm_convolution",
     "DiagonalSSM",
+    "hippo_legs",
+    "legendre_basis",
+    "legs_scan",
     "selective_scan",
     "selective_scan_parallel",
     "MambaBlock",
@@ -260,6 +263,78 @@ class DiagonalSSM(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.embed_dim}, d_state={self.d_state}"
+
+
+# ---------------------------------------------------------------------------------
+# 1b. HiPPO: where S4's A comes from.
+# ---------------------------------------------------------------------------------
+
+
+@checked(d_state=check_positive_int)
+def hippo_legs(d_state: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """HiPPO-LegS's matrices (Gu et al., 2020), in float64, with A's stable sign.
+
+        A_nk = -sqrt(2n + 1) sqrt(2k + 1) (n > k),  -(n + 1) (n = k),  0 (n < k)
+        B_n = sqrt(2n + 1)
+
+    The coefficients c(t) of the input's history on the first N Legendre polynomials,
+    over [0, t] with equal weight, follow c'(t) = (A c(t) + B x(t)) / t
+    (:func:`legs_scan`). S4 uses the same A in the time-invariant h' = A h + B x.
+
+    Shape:
+        A: (N, N), B: (N,) with N = d_state.
+    """
+    n = torch.arange(d_state, dtype=torch.float64)
+    r = (2 * n + 1).sqrt()                                   # (N,)
+    A = torch.tril(-r[:, None] * r[None, :], diagonal=-1) - torch.diag(n + 1)  # (N, N)
+    return A, r
+
+
+@checked(x=check_float_tensor, d_state=check_positive_int)
+def legendre_basis(x: torch.Tensor, d_state: int) -> torch.Tensor:
+    """The scaled Legendre polynomials sqrt(2n + 1) P_n(x), n = 0 .. N - 1.
+
+    Bonnet's recursion, (n + 1) P_{n+1} = (2n + 1) x P_n - n P_{n-1}, from P_0 = 1 and
+    P_1 = x. Scaled so, they are orthonormal on [-1, 1] under the weight dx / 2: a
+    function f on [-1, 1] is sum_n c_n sqrt(2n + 1) P_n(x) with
+    c_n = int f(x) sqrt(2n + 1) P_n(x) dx / 2.
+
+    Shape:
+        x: (...) -> (..., N) with N = d_state.
+    """
+    P = [torch.ones_like(x), x]
+    for n in range(1, d_state - 1):
+        P.append(((2 * n + 1) * x * P[n] - n * P[n - 1]) / (n + 1))
+    scale = torch.arange(d_state, dtype=x.dtype, device=x.device).mul(2).add(1).sqrt()
+    return torch.stack(P[:d_state], dim=-1) * scale          # (..., N)
+
+
+@checked(x=partial(check_float_tensor, ndim=(1, 2), names="(T,) or (batch, T)"),
+         d_state=check_positive_int)
+def legs_scan(x: torch.Tensor, d_state: int) -> torch.Tensor:
+    """HiPPO-LegS online: after each step, the Legendre coefficients of the past.
+
+    The step k (k = 1 .. T) integrates c'(t) = (A c + B x) / t from t = k - 1 to k by
+    the bilinear rule, with the input x_k held over the step:
+
+        (I - A / 2k) c_k = (I + A / 2k) c_{k-1} + B x_k / k
+
+    Then x_1 .. x_k, stretched onto [-1, 1], is about sum_n c_{k,n} sqrt(2n + 1) P_n
+    (:func:`legendre_basis`): N numbers summarise the whole history, at every length.
+
+    Shape:
+        x: (T,) or (batch, T) -> c: (T, N) or (batch, T, N) with N = d_state.
+    """
+    A, B = (m.to(x) for m in hippo_legs(d_state))            # (N, N), (N,)
+    eye = torch.eye(d_state, dtype=x.dtype, device=x.device)
+    c = x.new_zeros(*x.shape[:-1], d_state)                  # (..., N)
+    out = []
+    for k in range(1, x.shape[-1] + 1):
+        rhs = c + c @ A.T / (2 * k) + B * x[..., k - 1, None] / k    # (..., N)
+        lhs = eye - A / (2 * k)                                      # lower triangular
+        c = torch.linalg.solve_triangular(lhs, rhs[..., None], upper=False)[..., 0]
+        out.append(c)
+    return torch.stack(out, dim=-2)                          # (..., T, N)
 
 
 # ---------------------------------------------------------------------------------
@@ -481,7 +556,7 @@ class MambaBlock(nn.Module):
         """One token, for generation: the recurrent form of :meth:`forward`.
 
         The state is the pair (conv_state, h): the last ``d_conv - 1`` inputs of the
-        convolution and the SSM's state h_{t-1} of eq. (10.13), zeros by default.
+        convolution and the SSM's state h_{t-1} of eq. (10.15), zeros by default.
         Its size does not depend on how many tokens came before, and neither does the
         work of a step (Mamba's ``selective_state_update``, Hugging Face's
         ``slow_forward`` with a cache). Feeding a sequence token by token gives the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import os
 import sys
@@ -16,7 +17,17 @@ from ..delta_rule import DeltaNet, delta_rule_chunked, delta_rule_recurrent
 from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
 from ..ssm import decay_mask, discretize_zoh, ssd_chunk_scan
-from .core import Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
+from .core import (
+    Wrong,
+    as_tensor,
+    call,
+    close,
+    exercise,
+    expect,
+    expect_shape,
+    returned_pair,
+    returned_tensor,
+)
 
 F64 = torch.float64
 
@@ -325,6 +336,91 @@ def check_zoh(fn):
         raise Wrong("B_bar is off by a factor: it must tend to Delta B as Delta goes to 0, and "
                     "(A_bar - 1) B tends to Delta A B")
     expect(close(B_bar, ref_B), "B_bar is not the zero-order hold's input matrix")
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel of a complex diagonal SSM (S4D-Lin).
+# ---------------------------------------------------------------------------------------------
+
+
+def _s4d_real_system(A, B, C, delta, length) -> torch.Tensor:
+    """The kernel of the real system of 2H states that H complex states stand for, each state
+    a rotation-and-decay block [[Re a, -Im a], [Im a, Re a]] on (Re h, Im h), discretised by the
+    matrix exponential (no complex arithmetic, no conjugate pairs)."""
+    H = A.shape[0]
+    M = torch.zeros(2 * H, 2 * H, dtype=F64)
+    b, c = torch.zeros(2 * H, dtype=F64), torch.zeros(2 * H, dtype=F64)
+    for n in range(H):
+        i = 2 * n
+        M[i, i] = M[i + 1, i + 1] = A[n].real
+        M[i, i + 1], M[i + 1, i] = -A[n].imag, A[n].imag
+        b[i], b[i + 1] = B[n].real, B[n].imag
+        c[i], c[i + 1] = 2 * C[n].real, -2 * C[n].imag  # y = 2 Re(C h)
+    M_bar = torch.linalg.matrix_exp(delta * M)
+    b_bar = torch.linalg.solve(M, (M_bar - torch.eye(2 * H, dtype=F64)) @ b)
+    out, state = [], b_bar
+    for _ in range(length):
+        out.append(c @ state)
+        state = M_bar @ state
+    return torch.stack(out)
+
+
+def _s4d_slips(A, B, C, delta, length) -> dict[str, torch.Tensor]:
+    """The typical wrong kernels, each with what the message says about it."""
+    k = torch.arange(length, dtype=F64)
+
+    def kernel(A_, B_bar, powers):
+        return ((C * B_bar)[:, None] * A_[:, None] ** powers).sum(0)
+
+    A_bar = torch.exp(delta * A)
+    B_bar = (A_bar - 1) / A * B
+    right = kernel(A_bar, B_bar, k)
+    real_A = A.real.to(A.dtype)
+    return {
+        "K is half of what it should be: each complex state stands for a conjugate pair, and the "
+        "pair adds up to twice the real part": right.real,
+        "B_bar is Delta B, Euler's rule: this exercise discretises by the zero-order hold, "
+        "eq. (10.10), with complex A": 2 * kernel(A_bar, delta * B, k).real,
+        "K starts one step late: K_0 = 2 Re(C B_bar), the response in the step of the impulse "
+        "itself (A_bar^0 = 1)": 2 * kernel(A_bar, B_bar, k + 1).real,
+        "K is built from |.| instead of the real part: the kernel of a complex pair oscillates, "
+        "it changes sign": 2 * right.abs(),
+        "the imaginary part of A is lost: a complex A_n rotates the state as it decays, "
+        "exp(Delta A_n) must be a complex exponential": 2 * kernel(
+            torch.exp(delta * real_A), (torch.exp(delta * real_A) - 1) / real_A * B, k).real,
+    }
+
+
+@exercise("ex-ch10-s4d", hints=[
+    "Discretise each complex state as in eq. (10.10), with complex numbers: A_bar = exp(Delta A) "
+    "and B_bar = (A_bar - 1) / A * B work element-wise on complex tensors.",
+    "The kernel of one complex state is C_n A_bar_n^k B_bar_n for k = 0, 1, ..., length - 1. "
+    "Its conjugate partner gives the complex conjugate, so the pair together gives twice the real "
+    "part.",
+    "Sum over the H states, then take 2 * (...).real: K must be a real tensor of shape "
+    "(length,).",
+])
+def check_s4d(fn):
+    H, length = 6, 50
+    lin = torch.complex(torch.full((H,), -0.5, dtype=F64), math.pi * torch.arange(H, dtype=F64))
+    g = torch.Generator().manual_seed(4)
+    free = torch.complex(-torch.rand(H, generator=g, dtype=F64) - 0.05,
+                         3 * torch.randn(H, generator=g, dtype=F64))
+    for A, delta in ((lin, 0.05), (free, 0.3)):
+        B = torch.complex(torch.randn(H, generator=g, dtype=F64),
+                          torch.randn(H, generator=g, dtype=F64))
+        C = torch.complex(torch.randn(H, generator=g, dtype=F64),
+                          torch.randn(H, generator=g, dtype=F64))
+        K = returned_tensor(call(fn, A.clone(), B.clone(), C.clone(), delta, length,
+                                 what="s4d_kernel"), "s4d_kernel")
+        expect(not K.is_complex(), "K must be real: the output of a real system, twice the real "
+               "part of the sum over the complex states")
+        expect_shape(K, (length,), "K")
+        for message, slip in _s4d_slips(A, B, C, delta, length).items():
+            if close(K, slip, n=H):
+                raise Wrong(message)
+        expect(close(K, _s4d_real_system(A, B, C, delta, length), n=4 * H),
+               "K is not the kernel of the real system that the complex states stand for")
 
 
 # ---------------------------------------------------------------------------------------------

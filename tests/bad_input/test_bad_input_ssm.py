@@ -12,6 +12,9 @@ from seqbook.ssm import (
     MambaLM,
     decay_mask,
     discretize_zoh,
+    hippo_legs,
+    legendre_basis,
+    legs_scan,
     selective_scan,
     selective_scan_parallel,
     ssd_attention_form,
@@ -52,6 +55,10 @@ case("ssd-log_a", lambda: ssd_attention_form(torch.randn(2, 3, 5, 4),
 case("ssd-C", lambda: ssd_recurrent(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
                                     torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 3)), "C", "(2, 3, 5, 2)")
 case("mask-scalar", lambda: decay_mask(torch.tensor(0.5)), "log_a", "(..., T)")
+case("hippo-d_state", lambda: hippo_legs("4"), "d_state", "str")
+case("legendre-x-int", lambda: legendre_basis(torch.arange(3), 4), "x", "int64")
+case("legs-x-rank", lambda: legs_scan(torch.randn(2, 3, 4), 4), "x", "(T,) or (batch, T)", "(2, 3, 4)")
+case("legs-x-int", lambda: legs_scan(torch.arange(5), 4), "x", "int64")
 case("block-u", lambda: MambaBlock(8)(torch.randn(2, 5, 6)), "u", "(batch, T, 8)", "(2, 5, 6)")
 case("block-dtype", lambda: MambaBlock(8)(torch.randn(2, 5, 8, dtype=F64)), "u", "float64")
 case("block-scan", lambda: MambaBlock(8, scan="fft"), "scan", "'fft'")

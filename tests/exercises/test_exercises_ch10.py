@@ -241,6 +241,79 @@ def test_zoh():
     assert "RuntimeError" in check("ex-ch10-zoh", wrong_axis).message
 
 
+# --- the kernel of a complex diagonal SSM ------------------------------------------------------------
+
+
+def _s4d_right(A, B, C, delta, length):
+    A_bar = torch.exp(delta * A)
+    B_bar = (A_bar - 1) / A * B
+    return 2 * ((C * B_bar)[:, None] * A_bar[:, None] ** torch.arange(length)).sum(0).real
+
+
+def test_s4d_kernel_accepts_right_answers_written_differently():
+    def with_conjugates(A, B, C, delta, length):  # both members of each pair, complex sum
+        A2, B2, C2 = (torch.cat([t, t.conj()]) for t in (A, B, C))
+        A_bar = torch.exp(delta * A2)
+        k = torch.arange(length, dtype=torch.float64)
+        return (C2[:, None] * A_bar[:, None] ** k * ((A_bar - 1) / A2 * B2)[:, None]).sum(0).real
+
+    def loop(A, B, C, delta, length):
+        out = []
+        state = (torch.exp(delta * A) - 1) / A * B  # the state after the impulse, B_bar
+        for _ in range(length):
+            out.append(2 * (C * state).sum().real)
+            state = torch.exp(delta * A) * state
+        return torch.stack(out)
+
+    def in_numpy(A, B, C, delta, length):
+        A, B, C = A.numpy(), B.numpy(), C.numpy()
+        A_bar = np.exp(delta * A)
+        return 2 * np.real(((C * (A_bar - 1) / A * B)[:, None]
+                            * A_bar[:, None] ** np.arange(length)).sum(0))
+
+    def in_complex64(A, B, C, delta, length):
+        return _s4d_right(A.to(torch.complex64), B.to(torch.complex64), C.to(torch.complex64),
+                          delta, length)
+
+    for answer in (_s4d_right, with_conjugates, loop, in_numpy, in_complex64):
+        assert check("ex-ch10-s4d", answer), answer.__name__
+
+
+def test_s4d_kernel_names_each_slip():
+    def half(A, B, C, delta, length):
+        return _s4d_right(A, B, C, delta, length) / 2
+
+    def euler(A, B, C, delta, length):
+        return _s4d_right(A, B * delta * A / (torch.exp(delta * A) - 1), C, delta, length)
+
+    def late(A, B, C, delta, length):
+        return _s4d_right(A, B * torch.exp(delta * A), C, delta, length)
+
+    def magnitude(A, B, C, delta, length):
+        A_bar = torch.exp(delta * A)
+        return 2 * ((C * (A_bar - 1) / A * B)[:, None] * A_bar[:, None] ** torch.arange(length)).sum(0).abs()
+
+    def real_A(A, B, C, delta, length):
+        return _s4d_right(A.real.to(A.dtype), B, C, delta, length)
+
+    def complex_out(A, B, C, delta, length):
+        return _s4d_right(A, B, C, delta, length).to(torch.complex128)
+
+    def short(A, B, C, delta, length):
+        return _s4d_right(A, B, C, delta, length - 1)
+
+    def conj_C(A, B, C, delta, length):  # C's conjugate: a different real system
+        return _s4d_right(A, B, C.conj(), delta, length)
+
+    assert check("ex-ch10-s4d", starter).status == "not attempted"
+    for fn, words in ((half, "half"), (euler, "Euler"), (late, "one step late"),
+                      (magnitude, "real part"), (real_A, "imaginary part of A"),
+                      (complex_out, "must be real"), (short, "shape (50,)"),
+                      (conj_C, "not the kernel of the real system")):
+        result = check("ex-ch10-s4d", fn)
+        assert result.status == "fail" and words in result.message, (fn.__name__, result)
+
+
 # --- the decay mask -----------------------------------------------------------------------------------
 
 

@@ -289,6 +289,8 @@ FUNCTIONS = {
                         (B, T, 3)),
     "ssm_convolution-fft": (lambda x, k: ssm.ssm_convolution(x, k, fft=True),
                             lambda: (floats(B, T, 3), floats(3, T)), (B, T, 3)),
+    "legendre_basis": (lambda x: ssm.legendre_basis(x, 4), lambda: (floats(B, T),), (B, T, 4)),
+    "legs_scan": (lambda x: ssm.legs_scan(x, 4), lambda: (floats(B, T),), (B, T, 4)),
     "ssm_recurrent": (ssm.ssm_recurrent,
                       lambda: (floats(B, T, 3), floats(3, 4), floats(3, 4), floats(3, 4)),
                       (B, T, 3)),

@@ -7,7 +7,9 @@ Face model here is small and random: nothing is downloaded, and those tests skip
 without transformers."""
 
 import importlib.util
+import math
 
+import numpy as np
 import pytest
 import torch
 from tolerance import assert_close, assert_same_math, tol
@@ -19,6 +21,9 @@ from seqbook.ssm import (
     MambaLM,
     decay_mask,
     discretize_zoh,
+    hippo_legs,
+    legendre_basis,
+    legs_scan,
     selective_scan,
     selective_scan_parallel,
     ssd_attention_form,
@@ -44,6 +49,82 @@ def test_zoh_is_the_exact_solution_over_one_step(device):
     exact = torch.linalg.matrix_exp(M)
     assert_same_math(A_bar, exact[..., 0, 0], n=8)
     assert_same_math(B_bar, exact[..., 0, 1], n=8)
+
+
+def test_hippo_legs_matrix_by_its_definition():
+    A, B = hippo_legs(5)
+    for n in range(5):
+        assert B[n] == math.sqrt(2 * n + 1)
+        for k in range(5):
+            want = (-math.sqrt((2 * n + 1) * (2 * k + 1)) if n > k
+                    else -(n + 1) if n == k else 0.0)
+            assert A[n, k] == pytest.approx(want, rel=1e-15)
+    assert A.dtype == F64 and hippo_legs(1)[0].tolist() == [[-1.0]]
+
+
+@pytest.mark.parametrize("N", [2, 7, 16])
+def test_hippo_legs_is_normal_plus_rank_one(N):
+    # A + P P^T = -I/2 + a skew-symmetric matrix (S4's NPLR form), P_n = sqrt(n + 1/2)
+    A, _ = hippo_legs(N)
+    P = (torch.arange(N, dtype=F64) + 0.5).sqrt()
+    S = A + torch.outer(P, P)
+    assert_same_math(S + S.T, -torch.eye(N, dtype=F64), n=4)
+    assert_same_math(S @ S.T, S.T @ S, n=4 * N, scale=float(N * N))
+
+
+def test_time_invariant_legs_responses_are_warped_legendre_polynomials():
+    # e^{sA} B = sqrt(2n + 1) P_n(2 e^{-s} - 1) e^{-s} (Gu et al., 2023)
+    A, B = hippo_legs(8)
+    for s in (0.0, 0.3, 1.0, 4.0):
+        response = torch.linalg.matrix_exp(s * A) @ B
+        warped = legendre_basis(torch.tensor(2 * math.exp(-s) - 1, dtype=F64), 8) * math.exp(-s)
+        assert_same_math(response, warped, n=64, scale=10.0)  # matrix_exp of an 8 x 8
+
+
+def test_legendre_basis_against_numpy_and_orthonormal():
+    x = torch.linspace(-1, 1, 41, dtype=F64)
+    got = legendre_basis(x, 12)
+    assert got.shape == (41, 12)
+    for n in range(12):
+        coef = np.zeros(n + 1)
+        coef[n] = 1.0
+        want = np.polynomial.legendre.legval(x.numpy(), coef) * math.sqrt(2 * n + 1)
+        assert_same_math(got[:, n], torch.from_numpy(want), n=n + 1, scale=float(2 * n + 1))
+    nodes, weights = np.polynomial.legendre.leggauss(16)  # exact for degree < 32
+    V = legendre_basis(torch.from_numpy(nodes), 12)
+    gram = V.T @ (torch.from_numpy(weights)[:, None] / 2 * V)
+    assert_same_math(gram, torch.eye(12, dtype=F64), n=16, scale=30.0)
+    assert legendre_basis(x, 1).shape == (41, 1) and legendre_basis(x[:3].view(3, 1), 2).shape == (3, 1, 2)
+
+
+def test_legs_scan_first_step_and_the_projection(device):
+    # step 1 by hand: (I - A/2) c_1 = B x_1
+    A, B = hippo_legs(6)
+    x = torch.tensor([0.7, -0.2, 0.4], dtype=F64, device=device)
+    c = legs_scan(x, 6)
+    assert c.shape == (3, 6)
+    want = torch.linalg.solve(torch.eye(6, dtype=F64) - A / 2, B * 0.7)
+    assert_same_math(c[0].cpu(), want, n=6)
+    # the state after T steps is the projection of the whole history (midpoint rule)
+    T = 800
+    t = torch.arange(T, dtype=F64, device=device) / T
+    signal = torch.sin(2 * math.pi * 2.5 * t) + 0.5 * torch.cos(2 * math.pi * 1.2 * t + 1)
+    z = (torch.arange(T, dtype=F64, device=device) + 0.5) / T * 2 - 1
+    projection = legendre_basis(z, 24).T @ signal / T
+    last = legs_scan(signal, 24)[-1]
+    assert ((last - projection).norm() / projection.norm()).item() < 0.01
+    redrawn = legendre_basis(z, 24) @ last
+    assert ((redrawn - signal).norm() / signal.norm()).item() < 0.01
+
+
+def test_legs_scan_is_linear_and_batched(device):
+    x = torch.randn(3, 9, dtype=F64, device=device)
+    batch = legs_scan(x, 5)
+    assert batch.shape == (3, 9, 5)
+    for i in range(3):
+        assert_same_math(batch[i], legs_scan(x[i], 5), n=5 * 9)
+    assert_same_math(legs_scan(2 * x[0] - x[1], 5), 2 * batch[0] - batch[1], n=5 * 9, scale=3.0)
+    assert legs_scan(x.float(), 5).dtype == torch.float32
 
 
 @pytest.mark.parametrize("T", [1, 6, 17])
