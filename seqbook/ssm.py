@@ -315,9 +315,10 @@ def legs_scan(x: torch.Tensor, d_state: int) -> torch.Tensor:
     """HiPPO-LegS online: after each step, the Legendre coefficients of the past.
 
     The step k (k = 1 .. T) integrates c'(t) = (A c + B x) / t from t = k - 1 to k by
-    the bilinear rule, with the input x_k held over the step:
+    the bilinear rule, with the input x_k held over the step and 1/t taken at the
+    middle of the step, t_k = k - 1/2 (at t = 0 the equation is singular):
 
-        (I - A / 2k) c_k = (I + A / 2k) c_{k-1} + B x_k / k
+        (I - A / 2t_k) c_k = (I + A / 2t_k) c_{k-1} + B x_k / t_k
 
     Then x_1 .. x_k, stretched onto [-1, 1], is about sum_n c_{k,n} sqrt(2n + 1) P_n
     (:func:`legendre_basis`): N numbers summarise the whole history, at every length.
@@ -330,8 +331,9 @@ def legs_scan(x: torch.Tensor, d_state: int) -> torch.Tensor:
     c = x.new_zeros(*x.shape[:-1], d_state)                  # (..., N)
     out = []
     for k in range(1, x.shape[-1] + 1):
-        rhs = c + c @ A.T / (2 * k) + B * x[..., k - 1, None] / k    # (..., N)
-        lhs = eye - A / (2 * k)                                      # lower triangular
+        t = k - 0.5                                          # the middle of step k
+        rhs = c + c @ A.T / (2 * t) + B * x[..., k - 1, None] / t    # (..., N)
+        lhs = eye - A / (2 * t)                                      # lower triangular
         c = torch.linalg.solve_triangular(lhs, rhs[..., None], upper=False)[..., 0]
         out.append(c)
     return torch.stack(out, dim=-2)                          # (..., T, N)
@@ -746,13 +748,17 @@ def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
 _HEADS = partial(check_float_tensor, ndim=4, names="(batch, H, T, P)")
 
 
-def _check_ssd(x, log_a, B, C) -> None:
-    b, H, T, _ = x.shape
+def _check_ssd(x, log_a, B, C, initial_state=None) -> None:
+    b, H, T, P = x.shape
     check_float_tensor("log_a", log_a, shape=(b, H, T), names=f"({b}, {H}, {T})")
     check_float_tensor("B", B, shape=(b, H, T, None), names=f"({b}, {H}, {T}, N)")
     N = B.shape[-1]
     check_float_tensor("C", C, shape=(b, H, T, N), names=f"({b}, {H}, {T}, {N})")
-    _check_one_dtype({"x": x, "log_a": log_a, "B": B, "C": C})
+    tensors = {"x": x, "log_a": log_a, "B": B, "C": C}
+    if initial_state is not None:  # ssd_chunk_scan's state from before the sequence
+        tensors["initial_state"] = check_float_tensor(
+            "initial_state", initial_state, shape=(b, H, N, P), names=f"({b}, {H}, {N}, {P})")
+    _check_one_dtype(tensors)
 
 
 @checked(_check_ssd, x=_HEADS)
@@ -807,9 +813,13 @@ def ssd_recurrent(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
 # ---------------------------------------------------------------------------------
 
 
-@checked(_check_ssd, x=_HEADS, chunk_size=check_positive_int)
+@checked(_check_ssd, x=_HEADS, chunk_size=check_positive_int,
+         return_final_state=check_flag)
 def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
-                   C: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
+                   C: torch.Tensor, chunk_size: int = 64,
+                   initial_state: torch.Tensor | None = None,
+                   return_final_state: bool = False
+                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The scalar-gated SSM by chunks of c steps: Mamba-2's algorithm (Dao and Gu, 2024).
 
     Cut the T x T matrix L o C B^T of :func:`ssd_attention_form` into c x c blocks. The
@@ -832,9 +842,15 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     c = T it is the attention form. The last chunk is padded with steps that neither
     write (x = 0) nor forget (log a = 0), and the padding is cut off.
 
+    ``initial_state`` is the state before the first step (zeros by default), and with
+    ``return_final_state`` the state after the last step comes back too: a long prompt
+    can be read in pieces, each starting from the state the previous one left, and
+    generation can go on from it one step at a time.
+
     Shape:
-        x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N)
-        -> y: (batch, H, T, P).
+        x: (batch, H, T, P), log_a: (batch, H, T), B, C: (batch, H, T, N),
+        initial_state: (batch, H, N, P) -> y: (batch, H, T, P), and with
+        ``return_final_state`` the state after step T: (batch, H, N, P).
     """
     T, c = x.shape[2], chunk_size
     pad = -T % c                                   # steps added to fill the last chunk
@@ -853,11 +869,17 @@ def ssd_chunk_scan(x: torch.Tensor, log_a: torch.Tensor, B: torch.Tensor,
     chunk_mask = decay_mask(Lambda[..., -1])                # (batch, H, K, K)
     # h[:, :, k]: the state after chunk k
     h = torch.einsum("...kj,...jnp->...knp", chunk_mask, S)  # (batch, H, K, N, P)
-    # the state entering each chunk: shifted by one chunk, zeros before the first
-    h_in = torch.cat([torch.zeros_like(h[:, :, :1]), h[:, :, :-1]], dim=2)
+    if initial_state is None:
+        initial_state = torch.zeros_like(S[:, :, 0])        # (batch, H, N, P)
+    # plus the state from before the sequence, decayed through chunks 1 .. k
+    decay = Lambda[..., -1].cumsum(-1).exp()                # (batch, H, K)
+    h = h + decay[..., None, None] * initial_state[:, :, None]
+    # the state entering each chunk: shifted by one chunk
+    h_in = torch.cat([initial_state[:, :, None], h[:, :, :-1]], dim=2)
     # 4. each step reads the state that entered its chunk, decayed up to the step
     y = y + Lambda.exp()[..., None] * (C @ h_in)            # (batch, H, K, c, P)
-    return y.flatten(2, 3)[:, :, :T]                        # (batch, H, T, P)
+    y = y.flatten(2, 3)[:, :, :T]                           # (batch, H, T, P)
+    return (y, h[:, :, -1]) if return_final_state else y
 
 
 class Mamba2Block(nn.Module):

@@ -379,6 +379,8 @@ def _s4d_slips(A, B, C, delta, length) -> dict[str, torch.Tensor]:
     return {
         "K is half of what it should be: each complex state stands for a conjugate pair, and the "
         "pair adds up to twice the real part": right.real,
+        "K is twice what it should be: the conjugate partner is counted twice (2 Re already "
+        "holds both members of a pair)": 4 * right.real,
         "B_bar is Delta B, Euler's rule: this exercise discretises by the zero-order hold, "
         "eq. (10.10), with complex A": 2 * kernel(A_bar, delta * B, k).real,
         "K starts one step late: K_0 = 2 Re(C B_bar), the response in the step of the impulse "

@@ -59,6 +59,13 @@ case("hippo-d_state", lambda: hippo_legs("4"), "d_state", "str")
 case("legendre-x-int", lambda: legendre_basis(torch.arange(3), 4), "x", "int64")
 case("legs-x-rank", lambda: legs_scan(torch.randn(2, 3, 4), 4), "x", "(T,) or (batch, T)", "(2, 3, 4)")
 case("legs-x-int", lambda: legs_scan(torch.arange(5), 4), "x", "int64")
+case("chunk-initial_state", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
+                                                  torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 2),
+                                                  initial_state=torch.zeros(2, 3, 4, 2)),
+     "initial_state", "(2, 3, 2, 4)", "(2, 3, 4, 2)")
+case("chunk-return", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
+                                           torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 2),
+                                           return_final_state=1), "return_final_state", "int")
 case("block-u", lambda: MambaBlock(8)(torch.randn(2, 5, 6)), "u", "(batch, T, 8)", "(2, 5, 6)")
 case("block-dtype", lambda: MambaBlock(8)(torch.randn(2, 5, 8, dtype=F64)), "u", "float64")
 case("block-scan", lambda: MambaBlock(8, scan="fft"), "scan", "'fft'")

@@ -283,6 +283,9 @@ def test_s4d_kernel_names_each_slip():
     def half(A, B, C, delta, length):
         return _s4d_right(A, B, C, delta, length) / 2
 
+    def double(A, B, C, delta, length):
+        return _s4d_right(A, B, C, delta, length) * 2
+
     def euler(A, B, C, delta, length):
         return _s4d_right(A, B * delta * A / (torch.exp(delta * A) - 1), C, delta, length)
 
@@ -306,7 +309,7 @@ def test_s4d_kernel_names_each_slip():
         return _s4d_right(A, B, C.conj(), delta, length)
 
     assert check("ex-ch10-s4d", starter).status == "not attempted"
-    for fn, words in ((half, "half"), (euler, "Euler"), (late, "one step late"),
+    for fn, words in ((half, "half"), (double, "twice what"), (euler, "Euler"), (late, "one step late"),
                       (magnitude, "real part"), (real_A, "imaginary part of A"),
                       (complex_out, "must be real"), (short, "shape (50,)"),
                       (conj_C, "not the kernel of the real system")):

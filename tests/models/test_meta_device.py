@@ -314,6 +314,10 @@ FUNCTIONS = {
     "ssd_chunk_scan": (lambda x, log_a, B_, C_: ssm.ssd_chunk_scan(x, log_a, B_, C_, 2),
                        lambda: (floats(B, 2, T, 3), floats(B, 2, T), floats(B, 2, T, 4),
                                 floats(B, 2, T, 4)), (B, 2, T, 3)),
+    "ssd_chunk_scan-state": (lambda x, log_a, B_, C_, h0: ssm.ssd_chunk_scan(
+        x, log_a, B_, C_, 2, initial_state=h0, return_final_state=True)[1],
+        lambda: (floats(B, 2, T, 3), floats(B, 2, T), floats(B, 2, T, 4), floats(B, 2, T, 4),
+                 floats(B, 2, 4, 3)), (B, 2, 4, 3)),
     "Mamba2Block.step": (mamba2_step, lambda: (floats(B, D),), (B, D)),
     "Mamba2Block.step-state": (mamba2_step,
                                lambda: (floats(B, D), (floats(B, 2 * D + 16, 3),
