@@ -68,6 +68,7 @@ __all__ = [
     "hippo_legs",
     "legendre_basis",
     "legs_scan",
+    "dplr_kernel",
     "selective_scan",
     "selective_scan_parallel",
     "MambaBlock",
@@ -122,13 +123,26 @@ def discretize_zoh(A: torch.Tensor, B: torch.Tensor, delta: torch.Tensor
 _SEQUENCE = partial(check_float_tensor, ndim=3, names="(batch, T, E)")
 
 
-def _check_ssm(x, A_bar, B_bar, C, D) -> None:
-    E = x.shape[2]
-    check_float_tensor("A_bar", A_bar, shape=(E, None), names=f"({E}, N)")
-    N = A_bar.shape[1]
-    for name, t in (("B_bar", B_bar), ("C", C)):
-        check_float_tensor(name, t, shape=(E, N), names=f"({E}, {N})")
-    tensors = {"x": x, "A_bar": A_bar, "B_bar": B_bar, "C": C}
+_NOT_TAKEN = object()  # the default of a validator's argument the checked function lacks
+
+
+def _check_ssm(x, A_bar=_NOT_TAKEN, B_bar=_NOT_TAKEN, C=_NOT_TAKEN, K=_NOT_TAKEN,
+               D=None) -> None:
+    """The two views' arguments against x's E channels: ssm_recurrent's A_bar, B_bar, C
+    (E, N), or ssm_convolution's kernel K (E, L >= T); and D (E,)."""
+    _, T, E = x.shape
+    tensors = {"x": x}
+    if K is _NOT_TAKEN:  # ssm_recurrent
+        check_float_tensor("A_bar", A_bar, shape=(E, None), names=f"({E}, N)")
+        N = A_bar.shape[1]
+        for name, t in (("B_bar", B_bar), ("C", C)):
+            check_float_tensor(name, t, shape=(E, N), names=f"({E}, {N})")
+        tensors.update(A_bar=A_bar, B_bar=B_bar, C=C)
+    else:  # ssm_convolution
+        check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
+        if K.shape[1] < T:
+            raise ValueError(f"K must have at least T = {T} taps, got {K.shape[1]}")
+        tensors["K"] = K
     if D is not None:
         tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
     _check_one_dtype(tensors)
@@ -178,18 +192,7 @@ def ssm_kernel(A_bar: torch.Tensor, B_bar: torch.Tensor, C: torch.Tensor,
     return ((C * B_bar)[..., None] * powers).sum(dim=1)      # (E, L)
 
 
-def _check_convolution(x, K, D) -> None:
-    _, T, E = x.shape
-    check_float_tensor("K", K, shape=(E, None), names=f"({E}, L)")
-    if K.shape[1] < T:
-        raise ValueError(f"K must have at least T = {T} taps, got {K.shape[1]}")
-    tensors = {"x": x, "K": K}
-    if D is not None:
-        tensors["D"] = check_float_tensor("D", D, shape=(E,), names=f"({E},)")
-    _check_one_dtype(tensors)
-
-
-@checked(_check_convolution, x=_SEQUENCE, fft=check_flag)
+@checked(_check_ssm, x=_SEQUENCE, fft=check_flag)
 def ssm_convolution(x: torch.Tensor, K: torch.Tensor, D: torch.Tensor | None = None,
                     fft: bool = False) -> torch.Tensor:
     """The convolutional view: ``y_t = sum_{k=0}^{t} K_k x_{t-k} + D x_t``, per channel.
@@ -337,6 +340,54 @@ def legs_scan(x: torch.Tensor, d_state: int) -> torch.Tensor:
         c = torch.linalg.solve_triangular(lhs, rhs[..., None], upper=False)[..., 0]
         out.append(c)
     return torch.stack(out, dim=-2)                          # (..., T, N)
+
+
+def _check_dplr(Lambda, P, B, C) -> None:
+    check_tensor("Lambda", Lambda, ndim=1, names="(N,)")
+    N = Lambda.shape[0]
+    for name, t in (("P", P), ("B", B), ("C", C)):
+        check_tensor(name, t, shape=(N,), names=f"({N},)")
+    for name, t in (("Lambda", Lambda), ("P", P), ("B", B), ("C", C)):
+        if not t.is_complex():
+            raise TypeError(f"{name} must be a complex tensor, got {t.dtype}")
+    _check_one_dtype({"Lambda": Lambda, "P": P, "B": B, "C": C})
+
+
+@checked(_check_dplr, step=partial(check_number, low=0.0, low_open=True),
+         length=check_positive_int)
+def dplr_kernel(Lambda: torch.Tensor, P: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                step: float, length: int) -> torch.Tensor:
+    """S4's kernel of A = diag(Lambda) - P P^*, discretised by the bilinear rule.
+
+    With A_bar = (I - step/2 A)^-1 (I + step/2 A) and B_bar = (I - step/2 A)^-1 step B,
+    the kernel's generating function at the L-th roots of unity (z^L = 1) is
+
+        K_hat(z) = sum_{k<L} K_k z^k = 2 C^T ((2/step)(1 - z) - (1 + z) A)^-1 B
+
+    where C stands for S4's C~ = (I - A_bar^L)^T C_orig, which S4 learns directly. The
+    Woodbury identity turns the inverse of a diagonal plus (1 + z) P P^* into four
+    Cauchy sums, sum_n u_n v_n / ((2/step)(1 - z) - (1 + z) Lambda_n); the inverse FFT
+    of the L values is the kernel. O(N L) work and an FFT; no N x N matrix.
+    (Gu et al., 2022, Algorithm 1, without the fast Cauchy algorithm.)
+
+    Lambda, P, B, C are in the eigenbasis of A's normal part, from a real system: the
+    kernel is real, and the real part is returned.
+
+    Shape:
+        Lambda, P, B, C: (N,) complex -> K: (length,) real.
+    """
+    k = torch.arange(length, dtype=Lambda.real.dtype, device=Lambda.device)
+    z = torch.exp(-2j * math.pi * k / length)[:, None]      # (L, 1): the roots of unity
+    denom = (2 / step) * (1 - z) - (1 + z) * Lambda          # (L, N)
+
+    def cauchy(u, v):  # sum_n u_n v_n / denom_n at every z: (L,)
+        return (u * v / denom).sum(-1)
+
+    k_CB, k_CP = cauchy(C, B), cauchy(C, P)
+    k_PB, k_PP = cauchy(P.conj(), B), cauchy(P.conj(), P)
+    z = z[:, 0]                                              # (L,)
+    K_hat = 2 * (k_CB - (1 + z) * k_CP * k_PB / (1 + (1 + z) * k_PP))  # Woodbury
+    return torch.fft.ifft(K_hat).real                        # (L,)
 
 
 # ---------------------------------------------------------------------------------

@@ -361,6 +361,9 @@ call("ssm.DiagonalSSM", None, embed_dim=3, d_state=2)
 call("ssm.hippo_legs", None, d_state=3)
 call("ssm.legendre_basis", None, x=floats(4), d_state=3)
 call("ssm.legs_scan", None, x=floats(5), d_state=3)
+ONES3 = torch.ones(3, dtype=torch.cfloat)
+call("ssm.dplr_kernel", None, Lambda=torch.complex(-torch.ones(3), torch.ones(3)), P=ONES3, B=ONES3, C=ONES3,
+     step=0.1, length=4)
 method("ssm.DiagonalSSM.kernel", lambda: public("ssm.DiagonalSSM")(3, 2), length=4)
 call("ssm.MambaBlock", None, embed_dim=8, d_state=2, d_conv=2, expand=2)
 call("ssm.ssd_chunk_scan", None, x=floats(1, 2, 5, 3), log_a=-torch.rand(1, 2, 5), B=floats(1, 2, 5, 4),

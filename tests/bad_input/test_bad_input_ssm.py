@@ -12,6 +12,7 @@ from seqbook.ssm import (
     MambaLM,
     decay_mask,
     discretize_zoh,
+    dplr_kernel,
     hippo_legs,
     legendre_basis,
     legs_scan,
@@ -66,6 +67,11 @@ case("chunk-initial_state", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torc
 case("chunk-return", lambda: ssd_chunk_scan(torch.randn(2, 3, 5, 4), torch.rand(2, 3, 5),
                                            torch.randn(2, 3, 5, 2), torch.randn(2, 3, 5, 2),
                                            return_final_state=1), "return_final_state", "int")
+Z4 = torch.ones(4, dtype=torch.complex64)
+case("dplr-P", lambda: dplr_kernel(Z4, Z4[:3], Z4, Z4, 0.1, 8), "P", "(4,)", "(3,)")
+case("dplr-real", lambda: dplr_kernel(Z4.real, Z4, Z4, Z4, 0.1, 8), "Lambda", "complex", "float32")
+case("dplr-dtype", lambda: dplr_kernel(Z4, Z4, Z4.to(torch.complex128), Z4, 0.1, 8), "B", "complex128")
+case("dplr-step", lambda: dplr_kernel(Z4, Z4, Z4, Z4, 0.0, 8), "step", "0")
 case("block-u", lambda: MambaBlock(8)(torch.randn(2, 5, 6)), "u", "(batch, T, 8)", "(2, 5, 6)")
 case("block-dtype", lambda: MambaBlock(8)(torch.randn(2, 5, 8, dtype=F64)), "u", "float64")
 case("block-scan", lambda: MambaBlock(8, scan="fft"), "scan", "'fft'")

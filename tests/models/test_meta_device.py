@@ -291,6 +291,9 @@ FUNCTIONS = {
                             lambda: (floats(B, T, 3), floats(3, T)), (B, T, 3)),
     "legendre_basis": (lambda x: ssm.legendre_basis(x, 4), lambda: (floats(B, T),), (B, T, 4)),
     "legs_scan": (lambda x: ssm.legs_scan(x, 4), lambda: (floats(B, T),), (B, T, 4)),
+    "dplr_kernel": (lambda *v: ssm.dplr_kernel(*v, 0.1, T),
+                    lambda: tuple(torch.randn(4, dtype=torch.cfloat, device=META, requires_grad=True)
+                                  for _ in range(4)), (T,)),
     "ssm_recurrent": (ssm.ssm_recurrent,
                       lambda: (floats(B, T, 3), floats(3, 4), floats(3, 4), floats(3, 4)),
                       (B, T, 3)),

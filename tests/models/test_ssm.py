@@ -21,6 +21,7 @@ from seqbook.ssm import (
     MambaLM,
     decay_mask,
     discretize_zoh,
+    dplr_kernel,
     hippo_legs,
     legendre_basis,
     legs_scan,
@@ -79,6 +80,25 @@ def test_time_invariant_legs_responses_are_warped_legendre_polynomials():
         response = torch.linalg.matrix_exp(s * A) @ B
         warped = legendre_basis(torch.tensor(2 * math.exp(-s) - 1, dtype=F64), 8) * math.exp(-s)
         assert_same_math(response, warped, n=64, scale=10.0)  # matrix_exp of an 8 x 8
+
+
+@pytest.mark.parametrize(("N", "L", "step"), [(4, 1, 0.5), (16, 64, 0.1), (24, 333, 0.3), (32, 256, 0.01)])
+def test_dplr_kernel_equals_the_dense_bilinear_kernel(N, L, step):
+    # S4's algorithm (roots of unity, Woodbury, Cauchy sums, inverse FFT) against
+    # K_k = C A_bar^k B_bar with HiPPO's dense A, bilinear rule, C~ = (I - A_bar^L)^T C
+    A, B = hippo_legs(N)
+    P = (torch.arange(N, dtype=F64) + 0.5).sqrt()
+    Lambda, V = torch.linalg.eig(A + torch.outer(P, P))  # unitary V: the normal part
+    eye = torch.eye(N, dtype=F64)
+    A_bar = torch.linalg.solve(eye - step / 2 * A, eye + step / 2 * A)
+    B_bar = torch.linalg.solve(eye - step / 2 * A, step * B)
+    C = torch.randn(N, dtype=F64, generator=torch.Generator().manual_seed(N))
+    dense = torch.stack([C @ torch.linalg.matrix_power(A_bar, k) @ B_bar for k in range(L)])
+    C_tilde = (eye - torch.linalg.matrix_power(A_bar, L)).T @ C
+    cplx = torch.complex128
+    K = dplr_kernel(Lambda, V.mH @ P.to(cplx), V.mH @ B.to(cplx), V.T @ C_tilde.to(cplx), step, L)
+    assert K.dtype == F64 and K.shape == (L,)
+    assert_same_math(K, dense, n=4 * N * L)
 
 
 def test_legendre_basis_against_numpy_and_orthonormal():
