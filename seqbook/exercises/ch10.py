@@ -383,6 +383,9 @@ def _s4d_slips(A, B, C, delta, length) -> dict[str, torch.Tensor]:
         "holds both members of a pair)": 4 * right.real,
         "B_bar is Delta B, Euler's rule: this exercise discretises by the zero-order hold, "
         "eq. (10.10), with complex A": 2 * kernel(A_bar, delta * B, k).real,
+        "A_bar and B_bar follow the bilinear rule, S4's: this exercise discretises by the "
+        "zero-order hold, eq. (10.10)": 2 * kernel((1 + delta / 2 * A) / (1 - delta / 2 * A),
+                                                   delta * B / (1 - delta / 2 * A), k).real,
         "K starts one step late: K_0 = 2 Re(C B_bar), the response in the step of the impulse "
         "itself (A_bar^0 = 1)": 2 * kernel(A_bar, B_bar, k + 1).real,
         "K is built from |.| instead of the real part: the kernel of a complex pair oscillates, "

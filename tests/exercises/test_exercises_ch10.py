@@ -289,6 +289,11 @@ def test_s4d_kernel_names_each_slip():
     def euler(A, B, C, delta, length):
         return _s4d_right(A, B * delta * A / (torch.exp(delta * A) - 1), C, delta, length)
 
+    def bilinear(A, B, C, delta, length):
+        A_bar = (1 + delta / 2 * A) / (1 - delta / 2 * A)
+        B_bar = delta * B / (1 - delta / 2 * A)
+        return 2 * ((C * B_bar)[:, None] * A_bar[:, None] ** torch.arange(length)).sum(0).real
+
     def late(A, B, C, delta, length):
         return _s4d_right(A, B * torch.exp(delta * A), C, delta, length)
 
@@ -309,7 +314,8 @@ def test_s4d_kernel_names_each_slip():
         return _s4d_right(A, B, C.conj(), delta, length)
 
     assert check("ex-ch10-s4d", starter).status == "not attempted"
-    for fn, words in ((half, "half"), (double, "twice what"), (euler, "Euler"), (late, "one step late"),
+    for fn, words in ((half, "half"), (double, "twice what"), (euler, "Euler"),
+                      (bilinear, "bilinear"), (late, "one step late"),
                       (magnitude, "real part"), (real_A, "imaginary part of A"),
                       (complex_out, "must be real"), (short, "shape (50,)"),
                       (conj_C, "not the kernel of the real system")):
