@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .checks import (
+    check_choice,
     check_flag,
     check_ids,
     check_like,
@@ -108,11 +110,6 @@ class RecurrentCell(nn.Module):
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
 
-def _check_rnn_cell(nonlinearity):
-    if not isinstance(nonlinearity, str) or nonlinearity not in ("tanh", "relu"):
-        raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-
-
 class RNNCell(RecurrentCell):
     r"""One step of the Elman RNN (Elman, 1990), eq. (2.1) of the book.
 
@@ -131,7 +128,7 @@ class RNNCell(RecurrentCell):
 
     gates = 1
 
-    @checked(_check_rnn_cell)
+    @checked(nonlinearity=partial(check_choice, choices=("tanh", "relu")))
     def __init__(
         self,
         input_size: int,

@@ -18,6 +18,7 @@ from torch import nn
 
 from .checks import (
     check_bool_mask,
+    check_choice,
     check_count,
     check_flag,
     check_float_tensor,
@@ -193,11 +194,8 @@ class VSAAttentionClassifier(nn.Module):
         scores of the block.
     """
 
-    def _check_init(kind) -> None:
-        if not isinstance(kind, str) or kind not in ("self", "cross"):
-            raise ValueError(f"kind must be 'self' or 'cross', got {kind!r}")
-
-    @checked(_check_init, embed_dim=check_positive_int, num_queries=check_positive_int,
+    @checked(kind=partial(check_choice, choices=("self", "cross")), embed_dim=check_positive_int,
+             num_queries=check_positive_int,
              rows=check_positive_int, cols=optional(check_positive_int), num_classes=check_positive_int,
              d_ff=optional(check_positive_int), codebook_sparsity=check_probability, fast=check_flag)
     def __init__(self, embed_dim: int = 1024, kind: str = "self", num_queries: int = 32, rows: int = 28,
@@ -289,14 +287,8 @@ def similarity_loss(x: torch.Tensor, codebook: torch.Tensor, target: torch.Tenso
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_build_classifier(kind) -> None:
-    """``kind``, one of the three models; the other arguments are named on ``@checked``, whichever
-    ``kind`` uses them."""
-    if not isinstance(kind, str) or kind not in ("self", "cross", "resnet"):
-        raise ValueError(f"kind must be 'self', 'cross' or 'resnet', got {kind!r}")
-
-
-@checked(_check_build_classifier, embed_dim=check_positive_int,
+# ``kind`` is one of the three models; the other arguments are checked whichever ``kind`` uses them.
+@checked(kind=partial(check_choice, choices=("self", "cross", "resnet")), embed_dim=check_positive_int,
          num_layers=check_count, skip=check_flag, num_queries=check_positive_int,
          out_scale=partial(check_number, low=0.0), d_ff=optional(check_positive_int),
          codebook_sparsity=check_probability)
