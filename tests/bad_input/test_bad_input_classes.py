@@ -361,6 +361,8 @@ call("ssm.DiagonalSSM", None, embed_dim=3, d_state=2)
 call("ssm.hippo_legs", None, d_state=3)
 call("ssm.legendre_basis", None, x=floats(4), d_state=3)
 call("ssm.legs_scan", None, x=floats(5), d_state=3)
+call("tensor_parallel.column_shard", None, linear=nn.Linear(4, 6), rank=0, world_size=2)
+call("tensor_parallel.row_shard", None, linear=nn.Linear(4, 6), rank=1, world_size=2)
 ONES3 = torch.ones(3, dtype=torch.cfloat)
 call("ssm.dplr_kernel", None, Lambda=torch.complex(-torch.ones(3), torch.ones(3)), P=ONES3, B=ONES3, C=ONES3,
      step=0.1, length=4)

@@ -29,6 +29,7 @@ from seqbook import (
     scan,
     seq2seq,
     ssm,
+    tensor_parallel,
     transformer,
     vsa,
     vsa_models,
@@ -182,7 +183,25 @@ CASES = {
                                            head_dim=4, chunk_size=2), lambda: (ids(B, T),)),
     "Mamba2Block": (lambda: ssm.Mamba2Block(D, d_state=4, head_dim=4, chunk_size=2),
                     lambda: (floats(B, T, D),)),
+    # one process, no group: the shares are the whole layers
+    "TensorParallelGPTBlock": (lambda: tensor_parallel.TensorParallelGPTBlock(gpt_block()),
+                               lambda: (floats(B, T, D),)),
+    "TensorParallelAttention": (lambda: tensor_parallel.TensorParallelAttention(gpt_block().self_attn),
+                                lambda: (floats(B, T, D),)),
+    "TensorParallelFeedForward": (lambda: tensor_parallel.TensorParallelFeedForward(gpt_block().ff),
+                                  lambda: (floats(B, T, D),)),
+    "TensorParallelGPTBlock-GPT": (
+        lambda: tensor_parallel.parallelize_gpt(gpt.GPT(gpt.GPTConfig(10, 8, 2, 2, D, dropout=0.0))),
+        lambda: (ids(B, T),)),
+    "TensorParallelGPTBlock-shards": (
+        lambda: torch.nn.Sequential(tensor_parallel.column_shard(torch.nn.Linear(D, 6), 1, 2),
+                                    tensor_parallel.row_shard(torch.nn.Linear(3, D), 0, 1)),
+        lambda: (floats(B, T, D),)),
 }
+
+
+def gpt_block():
+    return gpt.GPTBlock(D, 2, dropout=0.0)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -336,6 +355,10 @@ FUNCTIONS = {
     "tiled_attention": (lambda q, k, v: online_softmax.tiled_attention(q, k, v, 2, causal=True),
                         lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4), floats(B, 2, T, 3)),
                         (B, 2, T, 3)),
+    "all_reduce": (tensor_parallel.all_reduce, lambda: (floats(B, T, D),), (B, T, D)),
+    "CopyToRanks-SumOverRanks": (
+        lambda x: tensor_parallel.SumOverRanks.apply(tensor_parallel.CopyToRanks.apply(x, None), None),
+        lambda: (floats(B, T, D),), (B, T, D)),
     "KVCache": (cache_append, lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4)), (B, 2, 2 * T, 4)),
 }
 
@@ -358,7 +381,7 @@ def test_every_public_module_has_a_meta_case():
     """A new public module must be added to CASES (variants such as ``RNN-fast`` are extra)."""
     modules = set()
     for package in (attention, embeddings, gpt, hopfield, lm, rnn, seq2seq, transformer, vsa,
-                    linear_attention, scan, ssm, delta_rule):
+                    linear_attention, scan, ssm, delta_rule, tensor_parallel):
         for name in dir(package):
             obj = getattr(package, name)
             if (
