@@ -40,6 +40,7 @@ __all__ = [
     "draw_vsa_residual_block",
     "draw_vsa_attention_blocks",
     "draw_mamba_block",
+    "draw_tensor_parallel_mlp",
 ]
 
 #: The colours of every diagram (inputs, states and outputs as in chapter 2's figure of the
@@ -823,4 +824,43 @@ def draw_mamba_block() -> Figure:
     _text(ax, 7.95, y_top + 0.78, "$(B, T, D)$", ha="right", color=PALETTE["note"])
     _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot D$ channels, $N$ states each",
           color=PALETTE["note"])
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Appendix on several devices: the MLP of a block split over two ranks.
+# ---------------------------------------------------------------------------------------------
+
+def draw_tensor_parallel_mlp() -> Figure:
+    r"""The feed-forward network of a block on two ranks, as
+    ``seqbook.tensor_parallel.TensorParallelFeedForward.forward`` computes it (biases left out).
+
+    Each row is one rank. Rank :math:`r` holds its columns :math:`W_1^{(r)}` of :math:`W_1` and the
+    matching rows :math:`W_2^{(r)}` of :math:`W_2`: half of the hidden units each. Both ranks read
+    the same :math:`X` (through :math:`f`, the identity in the forward pass), apply GELU to their own
+    hidden units, and multiply by their rows of :math:`W_2`, which gives each a partial sum
+    :math:`Y_r` of the whole output; :math:`g`, an all-reduce, adds the partial sums and leaves
+    :math:`Y` on both ranks.
+    """
+    fig, ax = _canvas(8.0, 2.9)
+    rows = {0: 2.1, 1: 0.8}
+    x_in, x_f, x_w1, x_act, x_w2, x_g, x_out = 0.55, 1.35, 2.3, 3.45, 4.6, 6.25, 7.4
+    g = _box(ax, x_g, (rows[0] + rows[1]) / 2, "$g$:\nall-reduce\n(sum)", PALETTE["op"], w=1.05,
+             h=rows[0] - rows[1] + 0.5, size=SMALL)
+    for r, y in rows.items():
+        _text(ax, x_in, y + 0.43, f"rank {r}", color=PALETTE["note"])
+        x = _box(ax, x_in, y, "$X$", PALETTE["input"], w=0.5, h=0.38)
+        f = _op(ax, x_f, y, "$f$", r=0.17)
+        _arrow(ax, x.right, f.left)
+        w1 = _box(ax, x_w1, y, f"$W_1^{{({r})}}$", PALETTE["linear"], w=0.75)
+        _arrow(ax, f.right, w1.left)
+        act = _box(ax, x_act, y, "GELU", PALETTE["act"], w=0.75, size=SMALL)
+        _arrow(ax, w1.right, act.left)
+        w2 = _box(ax, x_w2, y, f"$W_2^{{({r})}}$", PALETTE["linear"], w=0.75)
+        _arrow(ax, act.right, w2.left)
+        _arrow(ax, w2.right, (g.left[0], y))
+        _text(ax, (w2.right[0] + g.left[0]) / 2, y + 0.2, f"$Y_{r}$")
+        out = _box(ax, x_out, y, "$Y$", PALETTE["output"], w=0.5, h=0.38)
+        _arrow(ax, (g.right[0], y), out.left)
+    _text(ax, (x_w1 + x_w2) / 2, 0.2, r"each rank: $d_\mathrm{ff}/2$ hidden units", color=PALETTE["note"])
     return fig

@@ -82,7 +82,7 @@ class CopyToRanks(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return all_reduce(grad, ctx.group), None  # every share's gradient for x, added
+        return all_reduce(grad, ctx.group), None  # the shares' gradients for x, added
 
 
 class SumOverRanks(torch.autograd.Function):
@@ -213,9 +213,9 @@ class TensorParallelFeedForward(nn.Module):
     @checked(_check_input)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = CopyToRanks.apply(x, self.group)  # f
-        h = ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, d_ff / N): this rank's units
-        y = F.linear(h, self.linear2.weight)  # this rank's share of the sum, (B, T, D)
-        y = SumOverRanks.apply(y, self.group)  # g: the sum of the shares
+        h = ACTIVATIONS[self.activation](self.linear1(x))  # (B, T, d_ff / N)
+        y = F.linear(h, self.linear2.weight)  # (B, T, D): this rank's term of the sum
+        y = SumOverRanks.apply(y, self.group)  # g: the sum of the terms
         return add_bias(y, self.linear2)  # b_2, once
 
 
@@ -266,7 +266,7 @@ class TensorParallelAttention(nn.Module):
             q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, H * Dh)  # this rank's heads side by side
-        out = F.linear(out, self.out_proj.weight)  # this rank's share of the sum
+        out = F.linear(out, self.out_proj.weight)  # this rank's term of the sum
         out = SumOverRanks.apply(out, self.group)  # g: (B, T, D)
         return add_bias(out, self.out_proj)  # b^O, once
 

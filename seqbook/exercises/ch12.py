@@ -124,6 +124,57 @@ def check_zero(answer):
 
 
 # ---------------------------------------------------------------------------------------------
+# The traffic of tensor parallelism.
+# ---------------------------------------------------------------------------------------------
+
+# GPT-2-small's blocks, 8-way tensor parallelism, one micro-batch of 16 x 1024 tokens, bf16
+TP = {"layers": 12, "embed_dim": 768, "sequences": 16, "tokens": 1024, "devices": 8, "bytes": 2}
+
+
+@exercise("ex-dist-tp", hints=[
+    "Count the all-reduces of one block in one step: a block has two split layers, the attention "
+    "and the feed-forward network, and each has one all-reduce in the forward pass (g) and one "
+    "in the backward pass (f). Each carries a whole (B, T, D) tensor.",
+    "A ring all-reduce of a buffer of M bytes makes each GPU send 2 (N - 1) / N times M, and here "
+    "M = B T D numbers of 2 bytes. Multiply by the 4 all-reduces of a block and by the 12 "
+    "blocks; divide by 10**6 for MB.",
+])
+def check_tensor_parallel(answer):
+    got = _number(answer, "answer")
+    N = TP["devices"]
+    buffer = TP["sequences"] * TP["tokens"] * TP["embed_dim"] * TP["bytes"]  # one (B, T, D) tensor
+    ring = 2 * (N - 1) / N
+    right = TP["layers"] * 4 * ring * buffer / 1e6
+    slips = [
+        (right / 2, "half of what each GPU sends: a block has four all-reduces a step, one forward "
+                    "(g) and one backward (f) for each of its two split layers; count both passes "
+                    "and both layers"),
+        (right / 4, "a quarter of what each GPU sends: count four all-reduces a block, two in the "
+                    "forward pass and two in the backward pass"),
+        (right * 2, "twice too large: either it counts 4 bytes a number (the activations are bf16, "
+                    "2 bytes) or what each GPU receives as well as what it sends"),
+        (right / N, "1/N of what each GPU sends: every all-reduce carries the whole (B, T, D) "
+                    "tensor (each rank holds its own term of the whole output), not 1/N of it"),
+        (right / TP["sequences"], "the size of one sequence's activations: the micro-batch has "
+                                  "16 sequences, and every all-reduce carries all of them"),
+        (right / TP["layers"], "the traffic of one block: the model has 12"),
+        (right / ring, "each all-reduce sends its buffer once: a ring all-reduce makes each GPU "
+                       "send 2 (N - 1) / N times the buffer"),
+        (right / (N - 1), "the ring's factor is 2 (N - 1) / N, not 2 / N"),
+        (right * N / (N - 1), "that is the limit for very many GPUs: keep the factor (N - 1) / N"),
+        (right * N, "each step of the ring sends one chunk, 1/N of the buffer, not the whole buffer"),
+        (right * 1e6 / 2**20, "the size is in MiB (2**20 bytes): give it in MB (10**6 bytes)"),
+    ]
+    if _near(got, right, rel=1e-4):
+        return
+    for value, message in slips:
+        if _near(got, value, rel=1e-4):
+            raise Wrong(f"the answer is {message}")
+    raise Wrong("the answer is not what each GPU sends: count the all-reduces of a step, the bytes "
+                "of the tensor each one carries, and the share of it that a ring makes each GPU send")
+
+
+# ---------------------------------------------------------------------------------------------
 # Find the bug: a sampler that gives every rank the same data.
 # ---------------------------------------------------------------------------------------------
 
