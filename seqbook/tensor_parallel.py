@@ -63,9 +63,9 @@ def all_reduce(x: torch.Tensor, group=None) -> torch.Tensor:
     Shape:
         x: any. Output: the same.
     """
-    x = x.clone()
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
-        dist.all_reduce(x, group=group)
+    x = x.clone()  # the sum is a new tensor; x is left alone
+    if dist.is_initialized() and dist.get_world_size(group) > 1:  # else: one process
+        dist.all_reduce(x, group=group)  # in place, on the copy
     return x
 
 
@@ -78,7 +78,7 @@ class CopyToRanks(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, group):
         ctx.group = group
-        return x.view_as(x)
+        return x  # the identity
 
     @staticmethod
     def backward(ctx, grad):
@@ -106,7 +106,7 @@ def _world(group, layer: nn.Module, kind: type, **sizes: int) -> tuple[int, int]
         raise TypeError(f"layer must be a {kind.__name__}, got {type(layer).__name__}")
     if group is not None and not isinstance(group, dist.ProcessGroup):
         raise TypeError(f"group must be a torch.distributed ProcessGroup or None, got {type(group).__name__}")
-    if dist.is_available() and dist.is_initialized():
+    if dist.is_initialized():
         rank, size = dist.get_rank(group), dist.get_world_size(group)
     elif group is None:
         rank, size = 0, 1  # one process, no group

@@ -127,8 +127,8 @@ def check_zero(answer):
 # The traffic of tensor parallelism.
 # ---------------------------------------------------------------------------------------------
 
-# GPT-2-small's blocks, 8-way tensor parallelism, one micro-batch of 16 x 1024 tokens, bf16
-TP = {"layers": 12, "embed_dim": 768, "sequences": 16, "tokens": 1024, "devices": 8, "bytes": 2}
+# GPT-2-small's blocks (12 heads), 4-way tensor parallelism, one micro-batch of 16 x 1024 tokens, bf16
+TP = {"layers": 12, "embed_dim": 768, "sequences": 16, "tokens": 1024, "devices": 4, "bytes": 2}
 
 
 @exercise("ex-dist-tp", hints=[
@@ -146,30 +146,39 @@ def check_tensor_parallel(answer):
     ring = 2 * (N - 1) / N
     right = TP["layers"] * 4 * ring * buffer / 1e6
     slips = [
-        (right / 2, "half of what each GPU sends: a block has four all-reduces a step, one forward "
-                    "(g) and one backward (f) for each of its two split layers; count both passes "
-                    "and both layers"),
-        (right / 4, "a quarter of what each GPU sends: count four all-reduces a block, two in the "
-                    "forward pass and two in the backward pass"),
-        (right * 2, "twice too large: either it counts 4 bytes a number (the activations are bf16, "
-                    "2 bytes) or what each GPU receives as well as what it sends"),
-        (right / N, "1/N of what each GPU sends: every all-reduce carries the whole (B, T, D) "
-                    "tensor (each rank holds its own term of the whole output), not 1/N of it"),
-        (right / TP["sequences"], "the size of one sequence's activations: the micro-batch has "
-                                  "16 sequences, and every all-reduce carries all of them"),
-        (right / TP["layers"], "the traffic of one block: the model has 12"),
-        (right / ring, "each all-reduce sends its buffer once: a ring all-reduce makes each GPU "
-                       "send 2 (N - 1) / N times the buffer"),
-        (right / (N - 1), "the ring's factor is 2 (N - 1) / N, not 2 / N"),
-        (right * N / (N - 1), "that is the limit for very many GPUs: keep the factor (N - 1) / N"),
-        (right * N, "each step of the ring sends one chunk, 1/N of the buffer, not the whole buffer"),
-        (right * 1e6 / 2**20, "the size is in MiB (2**20 bytes): give it in MB (10**6 bytes)"),
+        (right / 2, "the answer is half of what each GPU sends. Either it counts two all-reduces a "
+                    "block where there are four (one forward, g, and one backward, f, for each of "
+                    "the two split layers), or it takes (N - 1) / N of the buffer, one phase of "
+                    "the ring; a ring all-reduce sends 2 (N - 1) / N."),
+        (right / 4, "the answer is a quarter of what each GPU sends. Either it counts one "
+                    "all-reduce a block where there are four (two forward, two backward), or it "
+                    "gives each all-reduce 1/N of the (B, T, D) tensor; each carries the whole "
+                    "tensor (every rank holds its own term of the whole output)."),
+        (right * 2, "the answer is twice too large. Either it counts 4 bytes a number (the "
+                    "activations are bf16, 2 bytes), or it counts what each GPU receives as well "
+                    "as what it sends."),
+        (right * 1.5, "the answer counts six all-reduces a block: recomputing the activations would "
+                      "repeat the forward ones, but here nothing is recomputed."),
+        (right / TP["sequences"], "the answer is the traffic of one sequence's activations: the "
+                                  "micro-batch has 16 sequences, and every all-reduce carries all "
+                                  "of them."),
+        (right / TP["layers"], "the answer is the traffic of one block: the model has 12."),
+        (right / ring, "the answer sends each buffer once: a ring all-reduce makes each GPU send "
+                       "2 (N - 1) / N times the buffer."),
+        (right / (N - 1), "the answer takes the ring's factor as 2 / N: it is 2 (N - 1) / N."),
+        (right * N / (N - 1), "the answer sends twice the buffer, the limit for very many GPUs: keep "
+                              "the factor 2 (N - 1) / N."),
+        (right * N, "the answer sends the whole buffer at every step of the ring: each step sends "
+                    "one chunk, 1/N of the buffer."),
+        (right * 1e6 / 2**20, "the answer is in MiB (2**20 bytes): give it in MB (10**6 bytes)."),
+        (right * 1e6, "the answer is in bytes: give it in MB (10**6 bytes)."),
+        (right / 1e3, "the answer is in GB: give it in MB (10**6 bytes)."),
     ]
     if _near(got, right, rel=1e-4):
         return
     for value, message in slips:
         if _near(got, value, rel=1e-4):
-            raise Wrong(f"the answer is {message}")
+            raise Wrong(message)
     raise Wrong("the answer is not what each GPU sends: count the all-reduces of a step, the bytes "
                 "of the tensor each one carries, and the share of it that a ring makes each GPU send")
 

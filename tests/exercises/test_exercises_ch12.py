@@ -90,7 +90,7 @@ def test_zero():
 # --- ex-dist-tp -----------------------------------------------------------------------------------
 
 
-def tp_mb(all_reduces=4, per_number=2, sequences=16, layers=12, ring=2 * 7 / 8, unit=1e6):
+def tp_mb(all_reduces=4, per_number=2, sequences=16, layers=12, ring=2 * 3 / 4, unit=1e6):
     tensor = sequences * 1024 * 768 * per_number  # bytes of one (B, T, D) tensor
     return layers * all_reduces * ring * tensor / unit
 
@@ -104,25 +104,29 @@ def test_tensor_parallel():
     assert check("ex-dist-tp", torch.tensor(TP, dtype=torch.float64))
     assert check("ex-dist-tp", np.array(TP))
     assert check("ex-dist-tp", TP * (1 + 5e-5))  # 0.01 % allowed
-    # the same number, counted another way: 48 all-reduces, each GPU sending 7/8 of the tensor twice
-    assert check("ex-dist-tp", 48 * 2 * (7 / 8) * (16 * 1024 * 768 * 2) / 10**6)
-    assert check("ex-dist-tp", 12 * 4 * 2 * 7 * (16 * 1024 * 768 * 2 / 8) / 1e6)  # chunks of 1/8
+    # the same number, counted another way: 48 all-reduces, each GPU sending 3/4 of the tensor twice
+    assert check("ex-dist-tp", 48 * 2 * (3 / 4) * (16 * 1024 * 768 * 2) / 10**6)
+    assert check("ex-dist-tp", 12 * 4 * 2 * 3 * (16 * 1024 * 768 * 2 / 4) / 1e6)  # chunks of 1/4
     assert verdict("ex-dist-tp", ...)[0] == "not attempted"
     for answer, fragment in [
         (tp_mb(all_reduces=2), "half of what each GPU sends"),
+        (tp_mb(ring=3 / 4), "one phase of the ring"),
         (tp_mb(all_reduces=1), "a quarter"),
+        (tp_mb() / 4, "1/N of the (B, T, D) tensor"),
         (tp_mb(per_number=4), "twice too large"),
-        (tp_mb() / 8, "1/N of what each GPU sends"),
+        (tp_mb(all_reduces=6), "recomputing"),
         (tp_mb(sequences=1), "one sequence"),
         (tp_mb(layers=1), "one block"),
-        (tp_mb(ring=1), "sends its buffer once"),
-        (tp_mb(ring=2 / 8), "not 2 / N"),
+        (tp_mb(ring=1), "each buffer once"),
+        (tp_mb(ring=2 / 4), "2 / N"),
         (tp_mb(ring=2), "limit for very many GPUs"),
-        (tp_mb(ring=2 * 7), "one chunk"),
+        (tp_mb(ring=2 * 3), "one chunk"),
         (tp_mb(unit=2**20), "MiB"),
+        (tp_mb(unit=1), "in bytes"),
+        (tp_mb(unit=1e9), "in GB"),
         (TP * 1.001, "not what each GPU sends"),
         ((TP,), "must be a number"),
-        ("2113.9", "must be a number"),
+        ("1812.0", "must be a number"),
         (True, "must be a number"),
         (float("inf"), "finite"),
     ]:
