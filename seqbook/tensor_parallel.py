@@ -124,24 +124,29 @@ def _world(group, layer: nn.Module, kind: type, **sizes: int) -> tuple[int, int]
     return rank, size
 
 
+def _block(linear: nn.Linear, features: str, rank: int, world_size: int) -> slice:
+    """Rank ``rank``'s block of ``linear``'s ``features`` ("out_features" or "in_features")."""
+    world_size = check_int("world_size", world_size, 1)
+    rank = check_int("rank", rank, 0, world_size - 1)
+    if not isinstance(linear, nn.Linear) or getattr(linear, features) % world_size:
+        raise ValueError(f"linear must be an nn.Linear whose {features} divide by world_size={world_size}, "
+                         f"got {linear!r}")
+    n = getattr(linear, features) // world_size
+    return slice(rank * n, (rank + 1) * n)
+
+
 def column_shard(linear: nn.Linear, rank: int, world_size: int) -> nn.Linear:
     """Rank ``rank``'s share of ``linear``'s outputs: n = out_features / world_size of them.
 
     Rows ``rank * n`` to ``(rank + 1) * n - 1`` of the weight (out, in) and of the bias; a copy.
     """
-    world_size = check_int("world_size", world_size, 1)
-    rank = check_int("rank", rank, 0, world_size - 1)
-    if not isinstance(linear, nn.Linear) or linear.out_features % world_size:
-        raise ValueError(f"linear must be an nn.Linear whose out_features divide by world_size={world_size}, "
-                         f"got {linear!r}")
-    n = linear.out_features // world_size
-    rows = slice(rank * n, (rank + 1) * n)
-    w = linear.weight
-    shard = nn.Linear(linear.in_features, n, bias=linear.bias is not None, device=w.device, dtype=w.dtype)
+    rows = _block(linear, "out_features", rank, world_size)
+    w, b = linear.weight, linear.bias
+    shard = nn.Linear(w.shape[1], rows.stop - rows.start, bias=b is not None, device=w.device, dtype=w.dtype)
     with torch.no_grad():
         shard.weight.copy_(w[rows])  # (n, in)
-        if linear.bias is not None:
-            shard.bias.copy_(linear.bias[rows])
+        if b is not None:
+            shard.bias.copy_(b[rows])
     return shard
 
 
@@ -152,18 +157,13 @@ def row_shard(linear: nn.Linear, rank: int, world_size: int) -> nn.Linear:
     copy. The bias belongs after the sum over the ranks: add it there, once (the layers below call
     ``F.linear(x, shard.weight)`` and add ``shard.bias`` after the sum).
     """
-    world_size = check_int("world_size", world_size, 1)
-    rank = check_int("rank", rank, 0, world_size - 1)
-    if not isinstance(linear, nn.Linear) or linear.in_features % world_size:
-        raise ValueError(f"linear must be an nn.Linear whose in_features divide by world_size={world_size}, "
-                         f"got {linear!r}")
-    n = linear.in_features // world_size
-    w = linear.weight
-    shard = nn.Linear(n, linear.out_features, bias=linear.bias is not None, device=w.device, dtype=w.dtype)
+    cols = _block(linear, "in_features", rank, world_size)
+    w, b = linear.weight, linear.bias
+    shard = nn.Linear(cols.stop - cols.start, w.shape[0], bias=b is not None, device=w.device, dtype=w.dtype)
     with torch.no_grad():
-        shard.weight.copy_(w[:, rank * n : (rank + 1) * n])  # (out, n)
-        if linear.bias is not None:
-            shard.bias.copy_(linear.bias)  # whole
+        shard.weight.copy_(w[:, cols])  # (out, n)
+        if b is not None:
+            shard.bias.copy_(b)  # whole
     return shard
 
 

@@ -206,6 +206,17 @@ def share(whole: torch.Tensor, like: torch.Tensor, rank: int, world_size: int) -
     return whole.chunk(world_size, dim)[rank]
 
 
+def three_adamw_steps(model) -> dict[str, torch.Tensor]:
+    """The weights after three AdamW steps on the batches of seeds 0, 1, 2."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for step in range(3):
+        _, loss = model(*batch(step))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
 def one_step_and_three(rank, world_size):
     """On every rank: logits, loss and gradients of one step; the weights after three AdamW steps;
     the collectives of one block's forward and backward pass."""
@@ -218,14 +229,7 @@ def one_step_and_three(rank, world_size):
         logits, loss = split(idx, targets)
         loss.backward()
         out[rope] = (logits.detach(), loss.detach(), {n: p.grad for n, p in split.named_parameters()})
-    split = parallelize_gpt(whole_gpt())
-    optimizer = torch.optim.AdamW(split.parameters(), lr=1e-2)
-    for step in range(3):
-        _, loss = split(*batch(step))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    out["trained"] = {n: p.detach().clone() for n, p in split.named_parameters()}
+    out["trained"] = three_adamw_steps(parallelize_gpt(whole_gpt()))
     block = TensorParallelGPTBlock(whole_gpt().blocks[0])  # untrained, as the test's
     x = torch.randn(3, 5, CONFIG.n_embd, dtype=torch.double, generator=torch.Generator().manual_seed(2),
                     requires_grad=True)
@@ -266,17 +270,10 @@ def test_logits_loss_and_gradients_equal_the_whole_models(ranks, rope):
 
 def test_three_adamw_steps_on_the_shares_are_the_shares_of_three_steps(ranks):
     world_size, outs = ranks
-    gpt = whole_gpt()
-    optimizer = torch.optim.AdamW(gpt.parameters(), lr=1e-2)
-    for step in range(3):
-        _, loss = gpt(*batch(step))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    whole = dict(gpt.named_parameters())
+    whole = three_adamw_steps(whole_gpt())
     for rank, out in enumerate(outs):
         for name, p in out["trained"].items():
-            assert torch.allclose(p, share(whole[name].detach(), p, rank, world_size), atol=1e-12), name
+            assert torch.allclose(p, share(whole[name], p, rank, world_size), atol=1e-12), name
 
 
 def test_a_block_issues_two_all_reduces_forward_and_two_backward(ranks):
