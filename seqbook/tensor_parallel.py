@@ -6,7 +6,7 @@ computes :math:`\mathrm{act}(X W_1^{(r)})` on its own, because the activation ac
 unit alone, and :math:`\mathrm{act}(X W_1^{(r)}) W_2^{(r)}` is its share of a sum over the ranks:
 
 .. math::
-    Y = \sum_{r=1}^{N} \mathrm{act}(X W_1^{(r)}) \, W_2^{(r)} .
+    Y = \sum_{r=0}^{N-1} \mathrm{act}(X W_1^{(r)}) \, W_2^{(r)} .
 
 One all-reduce adds the shares. Attention splits the same way by heads: the query, key and value
 projections by their columns (rank r computes ``num_heads / N`` whole heads), the output projection

@@ -154,9 +154,10 @@ def check_tensor_parallel(answer):
                     "all-reduce a block where there are four (two forward, two backward), or it "
                     "gives each all-reduce 1/N of the (B, T, D) tensor; each carries the whole "
                     "tensor (every rank holds its own term of the whole output)."),
-        (right * 2, "the answer is twice too large. Either it counts 4 bytes a number (the "
-                    "activations are bf16, 2 bytes), or it counts what each GPU receives as well "
-                    "as what it sends."),
+        (right * 2, "the answer is twice too large. It counts 4 bytes a number (the "
+                    "activations and their gradients are bf16, 2 bytes), or what each GPU receives "
+                    "as well as what it sends, or each GPU sending its whole buffer to each of the "
+                    "other N - 1 GPUs (a ring sends 2 (N - 1) / N of it)."),
         (right * 1.5, "the answer counts six all-reduces a block: recomputing the activations would "
                       "repeat the forward ones, but here nothing is recomputed."),
         (right / TP["sequences"], "the answer is the traffic of one sequence's activations: the "
@@ -168,8 +169,9 @@ def check_tensor_parallel(answer):
         (right / (N - 1), "the answer takes the ring's factor as 2 / N: it is 2 (N - 1) / N."),
         (right * N / (N - 1), "the answer sends twice the buffer, the limit for very many GPUs: keep "
                               "the factor 2 (N - 1) / N."),
-        (right * N, "the answer sends the whole buffer at every step of the ring: each step sends "
-                    "one chunk, 1/N of the buffer."),
+        (right * N, "the answer is N times what each GPU sends. Either it adds up what all the "
+                    "GPUs send (the question asks for each GPU), or it sends the whole buffer at "
+                    "every step of the ring, where each step sends one chunk, 1/N of it."),
         (right * 1e6 / 2**20, "the answer is in MiB (2**20 bytes): give it in MB (10**6 bytes)."),
         (right * 1e6, "the answer is in bytes: give it in MB (10**6 bytes)."),
         (right / 1e3, "the answer is in GB: give it in MB (10**6 bytes)."),

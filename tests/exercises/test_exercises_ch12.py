@@ -121,6 +121,8 @@ def test_tensor_parallel():
         (tp_mb(ring=2 / 4), "2 / N"),
         (tp_mb(ring=2), "limit for very many GPUs"),
         (tp_mb(ring=2 * 3), "one chunk"),
+        (tp_mb(ring=2 * 3), "adds up what all the GPUs send"),
+        (tp_mb(ring=3), "other N - 1 GPUs"),
         (tp_mb(unit=2**20), "MiB"),
         (tp_mb(unit=1), "in bytes"),
         (tp_mb(unit=1e9), "in GB"),
