@@ -257,15 +257,15 @@ class TensorParallelAttention(nn.Module):
     @checked(_check_input)
     def forward(self, x: torch.Tensor, rotary=None) -> torch.Tensor:
         B, T, _ = x.shape
-        H, Dh = self.num_heads, self.head_dim  # H: this rank's heads
+        Hr, Dh = self.num_heads, self.head_dim  # Hr = H / N: this rank's heads
         x = CopyToRanks.apply(x, self.group)  # f
-        q = self.q_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.k_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        v = self.v_proj(x).view(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        q = self.q_proj(x).view(B, T, Hr, Dh).transpose(1, 2)  # (B, Hr, T, Dh)
+        k = self.k_proj(x).view(B, T, Hr, Dh).transpose(1, 2)  # (B, Hr, T, Dh)
+        v = self.v_proj(x).view(B, T, Hr, Dh).transpose(1, 2)  # (B, Hr, T, Dh)
         if rotary is not None:  # RoPE, as in the whole layer
             q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
-        out = out.transpose(1, 2).reshape(B, T, H * Dh)  # this rank's heads side by side
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Hr, T, Dh)
+        out = out.transpose(1, 2).reshape(B, T, Hr * Dh)  # this rank's heads side by side
         out = F.linear(out, self.out_proj.weight)  # this rank's term of the sum
         out = SumOverRanks.apply(out, self.group)  # g: (B, T, D)
         return add_bias(out, self.out_proj)  # b^O, once
