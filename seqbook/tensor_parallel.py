@@ -321,6 +321,4 @@ def parallelize_gpt(model: GPT, group=None) -> GPT:
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a seqbook GPT, got {type(model).__name__}")
     blocks = nn.ModuleList(TensorParallelGPTBlock(b, group) for b in model.blocks)
-    model = copy.deepcopy(model)
-    model.blocks = blocks
-    return model
+    return copy.deepcopy(model, {id(model.blocks): blocks})  # the rest copied, the blocks cut
