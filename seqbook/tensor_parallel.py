@@ -202,7 +202,7 @@ class TensorParallelFeedForward(nn.Module):
         d_ff = getattr(getattr(layer, "linear1", None), "out_features", 0)
         rank, size = _world(group, layer, FeedForward, d_ff=d_ff)
         self.group, self.activation = group, layer.activation
-        self.embed_dim, self.head_dim = layer.linear1.in_features, None
+        self.embed_dim = layer.linear1.in_features
         self.linear1 = column_shard(layer.linear1, rank, size)  # (d_ff / N, D)
         self.linear2 = row_shard(layer.linear2, rank, size)  # (D, d_ff / N), b_2 whole
 
