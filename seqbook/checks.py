@@ -36,6 +36,7 @@ __all__ = [
     "optional",
     "INTEGER_DTYPES",
     "check_lm_chunks",
+    "check_logits",
     "check_positive_int",
     "check_count",
     "check_flag",
@@ -337,6 +338,25 @@ def check_ids(name: str, ids, num_classes: int | None = None, ignore_index: int 
                 bad = lo if lo < 0 else hi
                 raise ValueError(f"{name} must hold ids in [0, {num_classes - 1}], found {bad}")
     return ids
+
+
+def check_logits(name: str, logits) -> torch.Tensor:
+    """Logits to draw a token from: a float tensor (..., V), not empty, no NaN or +inf (-inf is a
+    removed token), a finite entry left in every row."""
+    check_float_tensor(name, logits)
+    if logits.dim() == 0:
+        raise ValueError(f"{name} must have shape (..., V) with at least one dim, got shape "
+                         f"{shape_of(logits)}")
+    if not has_values(logits):  # meta device or torch.compile: shapes only
+        return logits
+    bad, dead = torch.stack([(torch.isnan(logits) | (logits == float("inf"))).any(),
+                             torch.isneginf(logits).all(-1).any()]).tolist()  # one read of the values
+    if bad:
+        raise ValueError(f"{name} must not hold NaN or +inf (-inf is allowed: a removed token)")
+    if dead:
+        raise ValueError(f"{name} must keep a finite entry in every row, got a row of -inf only "
+                         "(no token left to keep)")
+    return logits
 
 
 def check_lengths(name: str, lengths: torch.Tensor, size: int, minimum: int = 1, of: str = "the sequence"

@@ -367,12 +367,13 @@ def _check_source(src, src_lengths) -> None:
     check_lengths("src_lengths", src_lengths, S, of="src")
 
 
-def _check_greedy_decode(model, src, src_lengths) -> None:
+def _check_decode(model, src, src_lengths) -> None:
+    """The validator of greedy decoding and beam search: an encoder-decoder and its sources."""
     _check_model(model)
     _check_source(src, src_lengths)
 
 
-@checked(_check_greedy_decode, max_len=check_positive_int, return_attention=check_flag, forbid=check_forbid)
+@checked(_check_decode, max_len=check_positive_int, return_attention=check_flag, forbid=check_forbid)
 @torch.no_grad()
 def greedy_decode(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, max_len: int,
                   return_attention: bool = False, forbid: Sequence[int] = ()):
@@ -433,12 +434,7 @@ def _length_penalty(lengths: torch.Tensor, alpha: float, dtype: torch.dtype) -> 
     return ((5.0 + lengths.to(dtype)) / 6.0) ** alpha
 
 
-def _check_beam_search(model, src, src_lengths) -> None:
-    _check_model(model)
-    _check_source(src, src_lengths)
-
-
-@checked(_check_beam_search, beam_width=check_positive_int, max_len=check_positive_int,
+@checked(_check_decode, beam_width=check_positive_int, max_len=check_positive_int,
          return_scores=check_flag, length_penalty=partial(check_number, low=0.0), forbid=check_forbid)
 @torch.no_grad()
 def beam_search(model: nn.Module, src: torch.Tensor, src_lengths: torch.Tensor, beam_width: int,

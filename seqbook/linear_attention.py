@@ -153,14 +153,11 @@ def _check_linear_attention(q, k, v, causal=False, feature_map=elu_feature_map,
 
 
 def _check_causal(q, k, v, state=None, feature_map=elu_feature_map, eps=1e-6) -> None:
-    """The causal forms: q, k, v as :func:`_check_qkv` with S = T, and a state if given."""
+    """The causal forms: q, k, v as :func:`_check_qkv` with S = T, and a state if given (the form
+    by chunks takes none)."""
     _check_qkv(q, k, v, True, feature_map, eps)
     if state is not None:
         _check_state(state, q, v)
-
-
-def _check_chunked(q, k, v, feature_map, eps) -> None:
-    _check_qkv(q, k, v, True, feature_map, eps)
 
 
 @checked(_check_linear_attention)
@@ -237,7 +234,7 @@ def linear_attention_quadratic(
     return weights @ v, weights                              # (B, H, T, D_v)
 
 
-@checked(_check_chunked, chunk_size=check_positive_int)
+@checked(_check_causal, chunk_size=check_positive_int)
 def linear_attention_chunked(
     q: torch.Tensor,
     k: torch.Tensor,

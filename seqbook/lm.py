@@ -1,7 +1,8 @@
-"""Character-level language models: a recurrent model, a conditional one, held-out perplexity and a
-unigram baseline. The data (:func:`seqbook.data.time_machine_ids`, :func:`seqbook.batching.lm_chunks`)
-and the training loop (:func:`seqbook.train.train_lm`) live in their own modules, and so does
-sampling text from a model (:func:`seqbook.decoding.generate`, :func:`seqbook.decoding.sample_sequence`):
+"""Character-level language models: a recurrent model, a conditional one, held-out perplexity, a
+unigram baseline and the model of pair counts (a draft for speculative decoding). The data
+(:func:`seqbook.data.time_machine_ids`, :func:`seqbook.batching.lm_chunks`) and the training loop
+(:func:`seqbook.train.train_lm`) live in their own modules, and so does sampling text from a model
+(:func:`seqbook.decoding.generate`, :func:`seqbook.decoding.sample_sequence`):
 a model here knows token ids, never a vocabulary.
 
 Chapters 2, 3 and 6 share these so their perplexities are measured on the same split the same way:
@@ -17,6 +18,7 @@ Chapters 2, 3 and 6 share these so their perplexities are measured on the same s
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -28,13 +30,17 @@ from .checks import (
     check_int,
     check_like,
     check_lm_chunks,
+    check_number,
+    check_positive_int,
     check_probability,
     check_tensor,
+    check_token_ids,
     checked,
 )
 from .rnn import GRU, LSTM, RNN
 
-__all__ = ["CharLM", "ConditionalCharLM", "detach_state", "unigram_perplexity", "evaluate_perplexity"]
+__all__ = ["BigramLM", "CharLM", "ConditionalCharLM", "detach_state", "unigram_perplexity",
+           "evaluate_perplexity"]
 
 CELLS = {"rnn": RNN, "gru": GRU, "lstm": LSTM}
 
@@ -51,6 +57,43 @@ def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_si
     counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0
     log_p = (counts / counts.sum()).log()
     return math.exp(-log_p[eval_ids].mean().item())
+
+
+def _check_bigram(ids, vocab_size, smoothing) -> None:
+    check_ids("ids", ids, vocab_size, shape=(None,), names="(N,)")
+    if ids.numel() < 2:
+        raise ValueError(f"ids must hold at least 2 tokens (one pair to count), got {ids.numel()}")
+
+
+class BigramLM(nn.Module):
+    r"""The language model of pair counts: :math:`p(b \mid a)` is the number of times ``b`` follows
+    ``a`` in ``ids``, plus ``smoothing``, divided by the row's total. It reads one token of context
+    and costs one table lookup per position, which makes it a draft for speculative decoding
+    (:func:`seqbook.speculative.speculative_generate`). The table is a frozen parameter.
+
+    Shape:
+        ids: (N,) the training text; forward: idx (B, T) -> logits (B, T, V) (log-probabilities)
+    """
+
+    @checked(_check_bigram, vocab_size=check_positive_int, smoothing=partial(check_number, low=0.0,
+                                                                             low_open=True))
+    def __init__(self, ids: torch.Tensor, vocab_size: int, smoothing: float = 1.0):
+        super().__init__()
+        self.vocab_size = vocab_size
+        counts = torch.full((vocab_size, vocab_size), float(smoothing), dtype=torch.float64)
+        counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=torch.float64),
+                          accumulate=True)  # (V, V): row a, column b counts "a then b"
+        log_probs = (counts / counts.sum(1, keepdim=True)).log()
+        self.log_probs = nn.Parameter(log_probs.float(), requires_grad=False)  # (V, V)
+
+    def _check_forward(self, idx) -> None:
+        check_token_ids("idx", idx, self.vocab_size)
+
+    @checked(_check_forward)
+    def forward(self, idx: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """The log-probabilities of the next token at every position, and no loss (as ``GPT``'s
+        ``(logits, loss)``)."""
+        return self.log_probs[idx], None  # (B, T, V)
 
 
 def detach_state(state):

@@ -25,34 +25,15 @@ from functools import partial
 import torch
 
 from .checks import (
-    check_float_tensor,
     check_generator,
+    check_logits,
     check_number,
     check_positive_int,
     checked,
-    has_values,
     optional,
-    shape_of,
 )
 
 __all__ = ["temperature", "top_k", "top_p", "min_p", "WARPERS", "warp", "sample"]
-
-
-def _check_logits(logits) -> None:
-    """A float tensor (..., V), not empty, no NaN or +inf, a finite entry left in every row."""
-    check_float_tensor("logits", logits)
-    if logits.dim() == 0:
-        raise ValueError(f"logits must have shape (..., V) with at least one dim, got shape "
-                         f"{shape_of(logits)}")
-    if not has_values(logits):  # meta device or torch.compile: shapes only
-        return
-    bad, dead = torch.stack([(torch.isnan(logits) | (logits == float("inf"))).any(),
-                             torch.isneginf(logits).all(-1).any()]).tolist()  # one read of the values
-    if bad:
-        raise ValueError("logits must not hold NaN or +inf (-inf is allowed: a removed token)")
-    if dead:
-        raise ValueError("logits must keep a finite entry in every row, got a row of -inf only "
-                         "(no token left to keep)")
 
 
 def _check_t(name: str, t, allow_zero: bool = False) -> None:
@@ -64,7 +45,7 @@ def _check_t(name: str, t, allow_zero: bool = False) -> None:
 
 
 def _check_temperature(logits, t) -> None:
-    _check_logits(logits)
+    check_logits("logits", logits)
     _check_t("t", t)
 
 
@@ -88,7 +69,7 @@ def temperature(logits: torch.Tensor, t: float) -> torch.Tensor:
     return logits / t
 
 
-@checked(_check_logits, k=check_positive_int)
+@checked(logits=check_logits, k=check_positive_int)
 def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     r"""Top-k: keep the k largest logits of each row (Fan, Lewis and Dauphin, 2018,
     "Hierarchical Neural Story Generation").
@@ -107,7 +88,7 @@ def top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))  # (..., V)
 
 
-@checked(_check_logits, p=partial(check_number, low=0.0, high=1.0, low_open=True))
+@checked(logits=check_logits, p=partial(check_number, low=0.0, high=1.0, low_open=True))
 def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     r"""Top-p (nucleus) sampling: keep the most probable tokens whose probability
     sums to at least p (Holtzman, Buys, Du, Forbes and Choi, 2020, "The Curious Case of
@@ -142,7 +123,7 @@ def top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(logits < least, float("-inf"))  # (..., V)
 
 
-@checked(_check_logits, p=partial(check_number, low=0.0, high=1.0))
+@checked(logits=check_logits, p=partial(check_number, low=0.0, high=1.0))
 def min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     r"""Min-p sampling: remove the tokens less than p times as probable as the most
     probable one (Nguyen, Baker, Neo, Roush, Kirsch and Shwartz-Ziv, 2024, "Turning Up
@@ -175,7 +156,7 @@ _RULES = {"top_k": optional(check_positive_int),
 
 
 def _check_warp(logits, temperature) -> None:
-    _check_logits(logits)
+    check_logits("logits", logits)
     _check_t("temperature", temperature)
 
 
@@ -204,7 +185,7 @@ def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = Non
 
 def _check_sample(logits, temperature) -> None:
     _check_t("temperature", temperature, allow_zero=True)
-    _check_logits(logits)
+    check_logits("logits", logits)
 
 
 @checked(_check_sample, **_RULES, generator=check_generator)

@@ -517,11 +517,7 @@ def fhrr_attention(q, k, v, mask=None):
     return torch.atan2(im, re) / math.pi, scores
 
 
-def _check_vsa_attention(q, k, v, mask) -> None:
-    check_symbol_attention(q, k, v, mask)
-
-
-@checked(_check_vsa_attention, fast=check_flag)
+@checked(check_symbol_attention, fast=check_flag)
 def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                   mask: torch.Tensor | None = None, fast: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """VSA attention (Eqn. 6): similarity scores weigh the value phasors,
@@ -725,11 +721,7 @@ def fhrr_attention_fast(q, k, v, mask=None):
     return torch.atan2(im, re) / math.pi, scores
 
 
-def _check_vsa_attention_phasor(q, k, v, mask) -> None:
-    check_symbol_attention(q, k, v, mask, phasors=True)
-
-
-@checked(_check_vsa_attention_phasor)
+@checked(partial(check_symbol_attention, phasors=True))
 def vsa_attention_phasor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`vsa_attention` on phasors: ``sim(Q, K) V`` (Eqn. 6 before the angle), unnormalised.

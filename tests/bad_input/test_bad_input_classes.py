@@ -135,6 +135,10 @@ def char_lm():
     return public("lm.CharLM")(V, hidden_size=8, embed_dim=4)
 
 
+def bigram_lm():
+    return public("lm.BigramLM")(STREAM, V)
+
+
 def conditional_lm():
     return public("lm.ConditionalCharLM")(len(VOCAB), num_conditions=3, hidden_size=8, embed_dim=4)
 
@@ -269,6 +273,9 @@ method("lm.CharLM.forward", char_lm, ids=IDS)
 call("lm.ConditionalCharLM", None, vocab_size=V, num_conditions=3, hidden_size=8, embed_dim=4, num_layers=1)
 method("lm.ConditionalCharLM.forward", conditional_lm, ids=IDS % len(VOCAB), cond=ints(0, 2))
 call("lm.unigram_perplexity", None, train_ids=STREAM, eval_ids=STREAM[:5], vocab_size=V)
+call("lm.BigramLM", None, ids=STREAM, vocab_size=V)
+method("lm.BigramLM.forward", bigram_lm, idx=IDS)
+call("speculative.speculative_generate", None, model=gpt(), draft=bigram_lm(), idx=IDS[:1], max_new_tokens=2)
 
 # decoding
 call("decoding.check_sampling", None, vocab_size=V, top_k=3)
@@ -662,6 +669,8 @@ IDS_BEYOND = {  # (callable, parameter): (the call's arguments with an id too la
     ("lm.unigram_perplexity", "train_ids"): ({"train_ids": ints(1, V)}, V),
     ("lm.unigram_perplexity", "eval_ids"): ({"eval_ids": ints(1, V)}, V),
     ("lm.CharLM.forward", "ids"): ({"ids": IDS + 1}, V),
+    ("lm.BigramLM", "ids"): ({"ids": beyond(STREAM, V)}, V),
+    ("lm.BigramLM.forward", "idx"): ({"idx": IDS + 1}, V),
     ("lm.ConditionalCharLM.forward", "ids"): ({"ids": beyond(IDS % len(VOCAB), V)}, V),
     ("lm.ConditionalCharLM.forward", "cond"): ({"cond": ints(0, 3)}, 3),
     ("lm.ConditionalCharLM.initial_state", "cond"): ({"cond": ints(0, 3)}, 3),
@@ -805,6 +814,7 @@ MEANINGFUL_ZERO = {  # (callable, parameter): what the call with 0 (``zero(**oth
     ("gpt.GPT.generate", "max_new_tokens"): lambda zero: torch.equal(zero(), IDS),
     ("llama.Llama.generate", "max_new_tokens"): lambda zero: torch.equal(zero(), IDS),
     ("decoding.generate_tokens", "max_new_tokens"): lambda zero: torch.equal(zero(), IDS),
+    ("speculative.speculative_generate", "max_new_tokens"): lambda zero: torch.equal(zero()[0], IDS[:1]),
     ("decoding.generate", "n"): lambda zero: zero() == "ab",
     # the paper's trainability test without hidden blocks: projection and codebook only
     ("vsa_models.VSAResNet", "num_layers"): lambda zero: not any(

@@ -28,6 +28,7 @@ from seqbook import (
     rope,
     scan,
     seq2seq,
+    speculative,
     ssm,
     tensor_parallel,
     transformer,
@@ -79,6 +80,8 @@ CASES = {
         lambda: (ids(B, T),),
     ),
     "CharLM": (lambda: lm.CharLM(10, hidden_size=6, cell="lstm", embed_dim=4), lambda: (ids(B, T),)),
+    # its table is frozen (counted, not trained): unfrozen here so that the backward pass runs
+    "BigramLM": (lambda: lm.BigramLM(torch.arange(20) % 10, 10).requires_grad_(), lambda: (ids(B, T),)),
     "ConditionalCharLM": (
         lambda: lm.ConditionalCharLM(10, 3, hidden_size=6, embed_dim=4),
         lambda: (ids(B, T), ids(B)),
@@ -359,6 +362,7 @@ FUNCTIONS = {
     "CopyToRanks-SumOverRanks": (
         lambda x: tensor_parallel.SumOverRanks.apply(tensor_parallel.CopyToRanks.apply(x, None), None),
         lambda: (floats(B, T, D),), (B, T, D)),
+    "probabilities": (lambda z: speculative.probabilities(z, 0.7), lambda: (floats(B, T, 6),), (B, T, 6)),
     "KVCache": (cache_append, lambda: (floats(B, 2, T, 4), floats(B, 2, T, 4)), (B, 2, 2 * T, 4)),
 }
 
