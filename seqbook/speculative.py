@@ -77,8 +77,12 @@ def _check_verify(p, q, drafted) -> None:
 
 @checked(_check_verify, p=partial(check_float_tensor, ndim=2, names="(k + 1, V)"),
          drafted=partial(check_ids, ndim=1, names="(k,)", nonempty=False), generator=check_generator)
-def verify(p: torch.Tensor, q: torch.Tensor, drafted: torch.Tensor,
-           generator: torch.Generator | None = None) -> torch.Tensor:
+def verify(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafted: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     r"""One round of speculative sampling: keep each drafted token :math:`x_i` with probability
     :math:`\min(1, p_i(x_i) / q_i(x_i))` until the first rejection; there draw from
     :math:`\max(p_i - q_i, 0)` normalised, or, if all ``k`` are kept, from :math:`p_{k+1}`.
@@ -97,11 +101,13 @@ def verify(p: torch.Tensor, q: torch.Tensor, drafted: torch.Tensor,
     k = drafted.shape[0]
     rows = torch.arange(k, device=p.device)
     ratio = p[rows, drafted] / q[rows, drafted]  # (k,): p_i(x_i) / q_i(x_i)
-    u = torch.rand(k, generator=generator, dtype=ratio.dtype, device=ratio.device)  # (k,)
+    u = torch.rand(k, generator=generator, dtype=p.dtype, device=p.device)  # (k,)
     n = int((u <= ratio).cumprod(0).sum())  # the drafts kept before the first rejection
     if n < k:  # rejected at n: draw from where p has more mass than q
         residual = (p[n] - q[n]).clamp(min=0)  # (V,)
-        last = residual / residual.sum() if residual.sum() > 0 else p[n]  # 0: p = q, rounded
+        if residual.sum() == 0:  # p = q up to rounding: nothing to correct
+            residual = p[n]
+        last = residual / residual.sum()
     else:  # every draft kept: one more token from the model
         last = p[k]  # (V,)
     token = torch.multinomial(last, 1, generator=generator)  # (1,)
@@ -133,9 +139,15 @@ def _check_speculative(model, draft, idx, max_new_tokens) -> None:
 @checked(_check_speculative, max_new_tokens=check_count, k=check_positive_int,
          temperature=partial(check_number, low=0.0), generator=check_generator)
 @torch.no_grad()
-def speculative_generate(model: nn.Module, draft: nn.Module, idx: torch.Tensor, max_new_tokens: int,
-                         k: int = 4, temperature: float = 1.0,
-                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, int]:
+def speculative_generate(
+    model: nn.Module,
+    draft: nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    k: int = 4,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, int]:
     """Extend one sequence by ``max_new_tokens`` tokens drawn from ``model`` at ``temperature``,
     with ``draft`` guessing up to ``k`` tokens per round (:func:`verify`).
 

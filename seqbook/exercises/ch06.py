@@ -729,3 +729,57 @@ def check_top_p_bug(fn):
                f"{out.dtype}")
         v = logits.shape[-1]
         _top_p_diagnose(out.reshape(-1, v), logits.reshape(-1, v), p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Speculative decoding: the tokens one round emits.
+# ---------------------------------------------------------------------------------------------
+
+SPEC_GRID = [(a, k) for a in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0) for k in (1, 2, 4, 7)]
+
+
+def _spec_slips(alpha: float, k: int) -> list[tuple[float, str]]:
+    """What a slip gives at (alpha, k), and what to say about it."""
+    kept = sum(alpha**i for i in range(1, k + 1))
+    return [
+        (kept, "that is the expected number of kept guesses: every round also draws one token "
+               "of its own, at the first rejection or after the last guess"),
+        (kept + 1 - alpha**k, "that stops one token short when every guess is kept: the round then "
+                              "draws one more token, from the model's distribution after the k-th "
+                              "guess"),
+        (k * alpha + 1, "that keeps each guess whatever happened to the ones before it: a rejection "
+                        "ends the round, so guess i is kept only if guesses 1 to i are all kept"),
+        (float("inf") if alpha == 1 else 1 / (1 - alpha),
+         "that is the limit for k -> infinity: a round has only k guesses"),
+        ((k + 1) * alpha**k, "that counts only the rounds in which every guess is kept"),
+    ]
+
+
+@exercise("ex-ch6-spec-tokens", hints=[
+    "A round emits i + 1 tokens when its first i guesses are kept and the next is rejected "
+    "(i < k), and k + 1 when all k are kept. Guess i is kept only if guesses 1 to i - 1 were.",
+    "The round emits at least j + 1 tokens exactly when its first j guesses are kept, with "
+    "probability alpha ** j. Add these probabilities for j = 0 to k.",
+])
+def check_spec_tokens(fn):
+    for alpha, k in SPEC_GRID:
+        at = f"alpha = {alpha}, k = {k}"
+        try:
+            out = call(fn, alpha, k, what=f"tokens_per_round({alpha}, {k})")
+        except Wrong as err:
+            if alpha == 1:
+                raise Wrong(f"{err}. At alpha = 1 every guess is kept and the round emits k + 1 "
+                            "tokens: a closed form with 1 - alpha in a denominator needs that "
+                            "case on its own") from err
+            raise
+        out = _number(out, "tokens_per_round")
+        right = sum(alpha**i for i in range(k + 1))
+        if math.isclose(out, right, rel_tol=1e-6, abs_tol=1e-9):
+            continue
+        expect(math.isfinite(out), f"tokens_per_round gives {out} at {at}: at alpha = 1 every "
+               "guess is kept and the round emits k + 1 tokens (a closed form with 1 - alpha in "
+               "a denominator needs that case on its own)")
+        for slip, message in _spec_slips(alpha, k):
+            if math.isclose(out, slip, rel_tol=1e-6, abs_tol=1e-9):
+                raise Wrong(f"at {at} your function gives {out:.6g}: {message}")
+        raise Wrong(f"at {at} a round emits {right:.6g} tokens on average, got {out:.6g}")
