@@ -110,14 +110,15 @@ def main(argv=None) -> None:
     def every(f):
         return all(f(r) for r in runs)
 
-    def gap(r, t):  # the largest relative distance of the measured tokens per pass from eq.
-        return max(abs(r["per_pass"][f"{t},{k}"] / predicted(r["alpha"][t], k) - 1) for k in KS)
+    def gaps(r, t):  # measured tokens per pass over eq. (tokens), minus 1, at every k
+        return [r["per_pass"][f"{t},{k}"] / predicted(r["alpha"][t], k) - 1 for k in KS]
 
     summary = dict(
         alpha={t: [min(r["alpha"][t] for r in runs), max(r["alpha"][t] for r in runs)] for t in ("1", "0")},
         per_pass_k4={t: [min(r["per_pass"][f"{t},4"] for r in runs),
                          max(r["per_pass"][f"{t},4"] for r in runs)] for t in ("1", "0")},
-        largest_gap={t: max(gap(r, t) for r in runs) for t in ("1", "0")},
+        gap_range={t: [min(min(gaps(r, t)) for r in runs), max(max(gaps(r, t)) for r in runs)]
+                   for t in ("1", "0")},
     )
     claims = {
         "at temperature 0 the rounds write the greedy text (k = 1, 4, 8)": every(lambda r: r["greedy_equal"]),
@@ -125,8 +126,8 @@ def main(argv=None) -> None:
             every(lambda r: r["alpha"]["1"] > r["alpha"]["0"]),
         "with k = 4 one pass gives more than 1.5 tokens at both temperatures":
             every(lambda r: min(r["per_pass"]["1,4"], r["per_pass"]["0,4"]) > 1.5),
-        "the measured tokens per pass are within 15 % of eq. (tokens) at every k":
-            every(lambda r: max(gap(r, "1"), gap(r, "0")) < 0.15),
+        "at temperature 1 the measured tokens per pass are within 15 % of eq. (tokens) at every k":
+            every(lambda r: max(map(abs, gaps(r, "1"))) < 0.15),
     }
     result = dict(**provenance(), recipe=dict(LM=LM, ks=KS, prompts=8, prompt_length=16, new=48),
                   runs=runs, summary=summary, claims=claims)
