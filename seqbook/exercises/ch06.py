@@ -732,54 +732,61 @@ def check_top_p_bug(fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# Speculative decoding: the tokens one round emits.
+# Speculative decoding: when is it faster?
 # ---------------------------------------------------------------------------------------------
 
-SPEC_GRID = [(a, k) for a in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0) for k in (1, 2, 4, 7)]
+SPEC_GRID = [(a, k, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for k in (1, 3, 5) for c in (0.05, 0.2, 0.0)]
 
 
-def _spec_slips(alpha: float, k: int) -> list[tuple[float, str]]:
-    """What a slip gives at (alpha, k), and what to say about it."""
-    kept = sum(alpha**i for i in range(1, k + 1))
+def _spec_slips(alpha: float, k: int, c: float) -> list[tuple[float, str]]:
+    """What a slip gives at (alpha, k, c), and what to say about it."""
+    def ratio(tokens, time):
+        return tokens / time if time else float("inf")
+
+    tokens = sum(alpha**i for i in range(k + 1))
     return [
-        (kept, "that is the expected number of kept guesses: every round also draws one token "
-               "of its own, at the first rejection or after the last guess"),
-        (kept + 1 - alpha**k, "that stops one token short when every guess is kept: the round then "
-                              "draws one more token, from the model's distribution after the k-th "
-                              "guess"),
-        (k * alpha + 1, "that keeps each guess whatever happened to the ones before it: a rejection "
-                        "ends the round, so guess i is kept only if guesses 1 to i are all kept"),
-        (float("inf") if alpha == 1 else 1 / (1 - alpha),
-         "that is the limit for k -> infinity: a round has only k guesses"),
-        ((k + 1) * alpha**k, "that counts only the rounds in which every guess is kept"),
+        (tokens, "that is the tokens per round: a round also costs the draft's k steps, each c of "
+                 "a pass"),
+        (ratio(tokens, k * c), "that leaves out the model's own pass: a round is k draft steps and "
+                               "one pass of the model"),
+        (ratio(tokens, (k + 1) * c + 1), "that charges k + 1 draft steps: the draft makes k guesses "
+                                         "a round"),
+        (ratio(tokens - 1, k * c + 1), "that counts only the kept guesses: every round also draws "
+                                       "one token of its own"),
+        (ratio(tokens - alpha**k, k * c + 1), "that stops one token short when every guess is kept: "
+                                              "the round then draws one more from the model"),
+        (ratio(1 + k * alpha, k * c + 1), "that keeps each guess whatever happened to the ones "
+                                          "before: a rejection ends the round"),
+        (ratio(k * c + 1, tokens), "that is the ratio the other way round: the time per token with "
+                                   "speculative decoding over the time without"),
     ]
 
 
-@exercise("ex-ch6-spec-tokens", hints=[
-    "A round emits i + 1 tokens when its first i guesses are kept and the next is rejected "
-    "(i < k), and k + 1 when all k are kept. Guess i is kept only if guesses 1 to i - 1 were.",
-    "The round emits at least j + 1 tokens exactly when its first j guesses are kept, with "
-    "probability alpha ** j. Add these probabilities for j = 0 to k.",
+@exercise("ex-ch6-spec-speedup", hints=[
+    "Measure time in passes of the model. Without a draft a token takes one pass. A round of "
+    "speculative decoding takes k draft steps, k c passes, plus one pass of the model.",
+    "A round emits 1 + alpha + ... + alpha^k tokens on average, eq. (tokens); the speed-up is "
+    "the tokens per round divided by the time per round. At alpha = 1 every guess is kept.",
 ])
-def check_spec_tokens(fn):
-    for alpha, k in SPEC_GRID:
-        at = f"alpha = {alpha}, k = {k}"
+def check_spec_speedup(fn):
+    for alpha, k, c in SPEC_GRID:
+        at = f"alpha = {alpha}, k = {k}, c = {c}"
         try:
-            out = call(fn, alpha, k, what=f"tokens_per_round({alpha}, {k})")
+            out = call(fn, alpha, k, c, what=f"speedup({alpha}, {k}, {c})")
         except Wrong as err:
             if alpha == 1:
-                raise Wrong(f"{err}. At alpha = 1 every guess is kept and the round emits k + 1 "
+                raise Wrong(f"{err}. At alpha = 1 every guess is kept and a round emits k + 1 "
                             "tokens: a closed form with 1 - alpha in a denominator needs that "
                             "case on its own") from err
             raise
-        out = _number(out, "tokens_per_round")
-        right = sum(alpha**i for i in range(k + 1))
+        out = _number(out, "speedup")
+        right = sum(alpha**i for i in range(k + 1)) / (k * c + 1)
         if math.isclose(out, right, rel_tol=1e-6, abs_tol=1e-9):
             continue
-        expect(math.isfinite(out), f"tokens_per_round gives {out} at {at}: at alpha = 1 every "
-               "guess is kept and the round emits k + 1 tokens (a closed form with 1 - alpha in "
-               "a denominator needs that case on its own)")
-        for slip, message in _spec_slips(alpha, k):
+        expect(math.isfinite(out), f"speedup gives {out} at {at}: at alpha = 1 every guess is "
+               "kept and a round emits k + 1 tokens (a closed form with 1 - alpha in a "
+               "denominator needs that case on its own)")
+        for slip, message in _spec_slips(alpha, k, c):
             if math.isclose(out, slip, rel_tol=1e-6, abs_tol=1e-9):
                 raise Wrong(f"at {at} your function gives {out:.6g}: {message}")
-        raise Wrong(f"at {at} a round emits {right:.6g} tokens on average, got {out:.6g}")
+        raise Wrong(f"at {at} speculative decoding is {right:.6g} times as fast, got {out:.6g}")
