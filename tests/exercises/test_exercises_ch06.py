@@ -557,3 +557,31 @@ def test_checks_leave_the_random_state_alone():
             state = torch.get_rng_state()
             check(name, a)
             assert torch.equal(torch.get_rng_state(), state), name
+
+
+def test_spec_speedup():
+    name = "ex-ch6-spec-speedup"
+
+    def closed(alpha, k, c):
+        tokens = k + 1 if alpha == 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+        return tokens / (1 + c * k)
+
+    def by_distribution(alpha, k, c):  # sum over the number kept, n < k rejected at n + 1
+        tokens = sum((n + 1) * alpha**n * (1 - alpha) for n in range(k)) + (k + 1) * alpha**k
+        return torch.tensor(tokens / (k * c + 1))
+
+    for right in (closed, by_distribution, lambda a, k, c: np.float64(closed(a, k, c))):
+        assert check(name, right)
+    assert check(name, starter).status == "not attempted"
+    no_case = lambda a, k, c: (1 - a ** (k + 1)) / ((1 - a) * (k * c + 1))  # noqa: E731
+    assert "alpha = 1" in check(name, no_case).message
+    tokens = lambda a, k: sum(a**i for i in range(k + 1))  # noqa: E731
+    assert "tokens per round" in check(name, lambda a, k, c: tokens(a, k)).message
+    assert "model's own pass" in check(name, lambda a, k, c: tokens(a, k) / (k * c)).message
+    assert "k + 1 draft steps" in check(name, lambda a, k, c: tokens(a, k) / ((k + 1) * c + 1)).message
+    assert "kept guesses" in check(name, lambda a, k, c: (tokens(a, k) - 1) / (k * c + 1)).message
+    assert "one token short" in check(name, lambda a, k, c: tokens(a, k - 1) / (k * c + 1)).message
+    assert "rejection ends" in check(name, lambda a, k, c: (1 + k * a) / (k * c + 1)).message
+    assert "other way round" in check(name, lambda a, k, c: (k * c + 1) / tokens(a, k)).message
+    assert "times as fast" in check(name, lambda a, k, c: 2.0).message
+    assert "must return a number" in check(name, lambda a, k, c: "fast").message
