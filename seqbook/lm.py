@@ -59,7 +59,7 @@ def unigram_perplexity(train_ids: torch.Tensor, eval_ids: torch.Tensor, vocab_si
     return math.exp(-log_p[eval_ids].mean().item())
 
 
-def _check_bigram(ids, vocab_size, smoothing) -> None:
+def _check_bigram(ids, vocab_size) -> None:
     check_ids("ids", ids, vocab_size, shape=(None,), names="(N,)")
     if ids.numel() < 2:
         raise ValueError(f"ids must hold at least 2 tokens (one pair to count), got {ids.numel()}")
