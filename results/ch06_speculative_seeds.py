@@ -24,7 +24,6 @@ import copy
 import math
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -57,7 +56,7 @@ def run(seed: int, lm_data, draft, device) -> dict:
                     n_head=LM["n_head"], n_embd=LM["n_embd"], dropout=LM["dropout"],
                     init_std=LM["init_std"], fast=True, positional="rope")
     x_win, y_win = (t[:, 0] for t in lm_chunks(train_ids, 1, LM["block_size"]))
-    model = train_gpt(replace(cfg), seed, x_win, y_win, device).eval()
+    model = train_gpt(cfg, seed, x_win, y_win, device).eval()
     W = LM["block_size"]
     n = (len(valid_ids) - 1) // W
     x = valid_ids[: n * W].view(n, W).to(device)

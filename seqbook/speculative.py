@@ -115,18 +115,17 @@ def verify(
 
 
 def _check_speculative(model, draft, idx, max_new_tokens) -> None:
+    sizes = {}
     for name, m in (("model", model), ("draft", draft)):
         check_module(name, m)
-        size = getattr(getattr(m, "config", None), "vocab_size", getattr(m, "vocab_size", None))
-        if not isinstance(size, int):
+        sizes[name] = getattr(getattr(m, "config", None), "vocab_size", getattr(m, "vocab_size", None))
+        if not isinstance(sizes[name], int):
             raise TypeError(f"{name} must be a language model with a vocab_size (or config.vocab_size), "
                             f"got {type(m).__name__}")
-        if name == "model":
-            vocab_size = size
-        elif size != vocab_size:
-            raise ValueError(f"draft must have the model's vocab_size {vocab_size}, got {size}")
-    check_token_ids("idx", idx, vocab_size)
-    if idx.shape != (1, idx.shape[1]) or idx.shape[1] == 0:
+    if sizes["draft"] != sizes["model"]:
+        raise ValueError(f"draft must have the model's vocab_size {sizes['model']}, got {sizes['draft']}")
+    check_token_ids("idx", idx, sizes["model"])  # (B, T), not empty
+    if idx.shape[0] != 1:
         raise ValueError(f"idx must hold one non-empty sequence, shape (1, T), got {tuple(idx.shape)}")
     for name, m in (("model", model), ("draft", draft)):
         block = getattr(getattr(m, "config", None), "block_size", None)

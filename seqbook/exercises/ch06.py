@@ -735,6 +735,8 @@ def check_top_p_bug(fn):
 # Speculative decoding: when is it faster?
 # ---------------------------------------------------------------------------------------------
 
+SPEC_ALPHA_ONE = ("at alpha = 1 every guess is kept and a round emits k + 1 tokens: a closed form "
+                  "with 1 - alpha in a denominator needs that case on its own")
 SPEC_GRID = [(a, k, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for k in (1, 3, 5) for c in (0.05, 0.2, 0.0)]
 
 
@@ -775,17 +777,13 @@ def check_spec_speedup(fn):
             out = call(fn, alpha, k, c, what=f"speedup({alpha}, {k}, {c})")
         except Wrong as err:
             if alpha == 1:
-                raise Wrong(f"{err}. At alpha = 1 every guess is kept and a round emits k + 1 "
-                            "tokens: a closed form with 1 - alpha in a denominator needs that "
-                            "case on its own") from err
+                raise Wrong(f"{err}. {SPEC_ALPHA_ONE[0].upper()}{SPEC_ALPHA_ONE[1:]}") from err
             raise
         out = _number(out, "speedup")
         right = sum(alpha**i for i in range(k + 1)) / (k * c + 1)
         if math.isclose(out, right, rel_tol=1e-6, abs_tol=1e-9):
             continue
-        expect(math.isfinite(out), f"speedup gives {out} at {at}: at alpha = 1 every guess is "
-               "kept and a round emits k + 1 tokens (a closed form with 1 - alpha in a "
-               "denominator needs that case on its own)")
+        expect(math.isfinite(out), f"speedup gives {out} at {at}: {SPEC_ALPHA_ONE}")
         for slip, message in _spec_slips(alpha, k, c):
             if math.isclose(out, slip, rel_tol=1e-6, abs_tol=1e-9):
                 raise Wrong(f"at {at} your function gives {out:.6g}: {message}")
