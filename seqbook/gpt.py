@@ -53,7 +53,7 @@ POSITIONAL = ("learned", "sinusoidal", "rope")
 
 def _check_rotary_and_cache(self, x, rotary, cache) -> None:
     """The inputs of a GPT block or its attention: x (B, T, D); RoPE's angles for T positions;
-    a cache with room for T more, which past its first call takes one token at a time."""
+    a cache with room for T more."""
     attn = getattr(self, "self_attn", self)
     check_sequence("x", x, attn.embed_dim, attn.q_proj.weight.dtype)
     T = x.shape[1]
@@ -61,9 +61,6 @@ def _check_rotary_and_cache(self, x, rotary, cache) -> None:
         check_rotary("rotary", rotary, T, attn.head_dim)
     if cache is not None:
         check_cache("cache", cache, T)
-        if cache.length and T != 1:
-            raise ValueError(f"a cache that holds {cache.length} positions takes one new token at "
-                             f"a time, got {T}")
 
 
 class CausalSelfAttention(MultiHeadAttention):
@@ -74,8 +71,9 @@ class CausalSelfAttention(MultiHeadAttention):
     * ``rotary``, the ``(cos, sin)`` of :func:`seqbook.rope.rope_angles` for the positions of x's
       tokens: queries and keys are turned by their positions (RoPE) before they meet;
     * ``cache``, a :class:`~seqbook.kv_cache.KVCache`: the new keys and values are appended to
-      those of earlier calls, and the queries attend to all of them. A call either fills an empty
-      cache (a prompt, causal) or adds one token, which may attend to every key kept.
+      those of earlier calls, and the queries attend to all of them: the T new tokens sit at the
+      last T of the S positions, and the i-th of them sees the keys up to its own position,
+      S - T + i (with an empty cache, the causal mask; for one new token, every key kept).
 
     The parameters, ``fast`` and ``from_torch`` are :class:`MultiHeadAttention`'s.
 
@@ -101,8 +99,12 @@ class CausalSelfAttention(MultiHeadAttention):
             q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
         if cache is not None:  # keep the new keys and values, attend over all kept so far
             k, v = cache.append(k, v)  # (B, H, S, Dh)
-        causal = k.shape[2] == T  # one new token past a filled cache may see every key
-        out, weights = self.attend(q, k, v, is_causal=causal, need_weights=need_weights)
+        S = k.shape[2]  # the keys: S - T kept before x, then x's own T
+        if S == T or T == 1:  # a whole sequence (causal), or one token that sees every key
+            out, weights = self.attend(q, k, v, is_causal=S == T, need_weights=need_weights)
+        else:  # T tokens past S - T kept ones: the i-th sees the keys up to S - T + i
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)  # (T, S)
+            out, weights = self.attend(q, k, v, mask, need_weights=need_weights)
         out = out.transpose(1, 2).reshape(B, T, E)  # concatenate the heads: (B, T, E)
         return self.out_proj(out), weights
 
@@ -346,8 +348,7 @@ class GPT(nn.Module):
         if targets is not None:
             check_targets("targets", targets, idx, c.vocab_size)
         if caches is not None:
-            check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size,
-                         one_at_a_time=True)
+            check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size)
 
     @checked(_check_forward, need_weights=check_flag,
              label_smoothing=partial(check_probability, allow_one=True))
@@ -362,7 +363,7 @@ class GPT(nn.Module):
         """Logits of the next token at every position of ``idx``, and their loss on
         ``targets``. With ``caches`` (one :class:`~seqbook.kv_cache.KVCache` per block),
         ``idx`` holds only the new tokens, at the positions after those the caches keep: a
-        prompt for empty caches, then one token per call.
+        prompt for empty caches, then one token per call (or several: speculative decoding).
         """
         start = caches[0].length if caches else 0  # positions already in the caches
         x, rotary = self.positions(self.tok_emb(idx), start)  # (B, T, D); RoPE's angles

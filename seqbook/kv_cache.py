@@ -30,7 +30,9 @@ class KVCache:
 
     The attention of a GPT block (:class:`~seqbook.gpt.CausalSelfAttention`) takes it as
     ``cache``: it appends the keys and values of the new tokens and attends over all of them.
-    :meth:`seqbook.gpt.GPT.generate` makes one per layer (``use_cache=True``).
+    :meth:`seqbook.gpt.GPT.generate` makes one per layer (``use_cache=True``). Setting ``length``
+    back forgets the positions after it: the next :meth:`append` writes over them (how
+    :func:`seqbook.speculative.speculative_generate` takes back the guesses it rejected).
 
     Shape:
         keys, values: (B, H, max_len, D_h), of which the first ``length`` positions are filled.
@@ -88,20 +90,15 @@ def check_cache(name: str, cache, T: int) -> None:
                          f"{T} new is too many")
 
 
-def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int,
-                 one_at_a_time: bool = False) -> None:
+def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int) -> None:
     """One :class:`KVCache` per block of a model, all holding the same positions, with room for
-    ``T`` more positions within the model's ``block_size``. ``one_at_a_time``: a model whose
-    caches, once filled, take one new token per call (T = 1)."""
+    ``T`` more positions within the model's ``block_size``."""
     if (not isinstance(caches, Sequence) or len(caches) != n_blocks
             or not all(isinstance(c, KVCache) for c in caches)):
         raise TypeError(f"{name} must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
     if len({c.length for c in caches}) > 1:
         raise ValueError(f"{name} must hold the same positions in every block, got lengths "
                          f"{[c.length for c in caches]}")
-    if one_at_a_time and caches[0].length and T != 1:
-        raise ValueError(f"{name} that hold {caches[0].length} positions take one new token at a time, "
-                         f"got {T}")
     if caches[0].length + T > block_size:
         raise ValueError(f"the {name} hold {caches[0].length} positions: with idx's {T} more the "
                          f"sequence passes block_size={block_size}")

@@ -35,6 +35,7 @@ from torch import nn
 
 from .checks import (
     check_count,
+    check_flag,
     check_float_tensor,
     check_generator,
     check_ids,
@@ -45,6 +46,7 @@ from .checks import (
     check_token_ids,
     checked,
 )
+from .kv_cache import KVCache
 
 __all__ = ["probabilities", "verify", "speculative_generate"]
 
@@ -114,7 +116,7 @@ def verify(
     return torch.cat([drafted[:n], token])
 
 
-def _check_speculative(model, draft, idx, max_new_tokens) -> None:
+def _check_speculative(model, draft, idx, max_new_tokens, use_cache) -> None:
     sizes = {}
     for name, m in (("model", model), ("draft", draft)):
         check_module(name, m)
@@ -133,10 +135,14 @@ def _check_speculative(model, draft, idx, max_new_tokens) -> None:
             raise ValueError(f"idx's {idx.shape[1]} tokens and max_new_tokens={max_new_tokens} must fit "
                              f"in {name}'s block_size {block} (T + max_new_tokens - 1 <= {block}): "
                              f"this loop never slides the window")
+    if use_cache and not isinstance(getattr(model, "blocks", None), nn.ModuleList):
+        raise TypeError(f"use_cache=True needs a model with one attention block per KVCache in "
+                        f"model.blocks (a GPT or a Llama), got {type(model).__name__}")
 
 
 @checked(_check_speculative, max_new_tokens=check_count, k=check_positive_int,
-         temperature=partial(check_number, low=0.0), generator=check_generator)
+         temperature=partial(check_number, low=0.0), generator=check_generator,
+         use_cache=check_flag)
 @torch.no_grad()
 def speculative_generate(
     model: nn.Module,
@@ -146,15 +152,22 @@ def speculative_generate(
     k: int = 4,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
+    use_cache: bool = False,
 ) -> tuple[torch.Tensor, int]:
     """Extend one sequence by ``max_new_tokens`` tokens drawn from ``model`` at ``temperature``,
     with ``draft`` guessing up to ``k`` tokens per round (:func:`verify`).
 
     Each round the draft proposes its tokens one at a time, the model runs once over the sequence
     and the proposals, and :func:`verify` keeps some and draws one. The tokens are distributed as
-    the model's own samples (``temperature=0``: its greedy tokens, exactly). Both models run on the
-    whole sequence, without a cache, as they are (call ``eval()`` first on a model with dropout);
-    the sequence must fit in their ``block_size``.
+    the model's own samples (``temperature=0``: its greedy tokens, exactly). Both models run as
+    they are (call ``eval()`` first on a model with dropout); the sequence must fit in their
+    ``block_size``.
+
+    Without a cache every pass of the model runs the whole sequence. ``use_cache=True`` keeps the
+    model's keys and values in one :class:`~seqbook.kv_cache.KVCache` per block: a pass runs only
+    the positions the caches lack (the prompt at first, then the last token emitted and the new
+    guesses), and after :func:`verify` each cache forgets the rejected guesses by moving its
+    ``length`` back. The draft always reads the whole sequence.
 
     Returns:
         ``(ids, passes)``: the sequence (1, T + max_new_tokens) and how many forward passes of the
@@ -164,6 +177,7 @@ def speculative_generate(
         idx: (1, T) -> (1, T + max_new_tokens)
     """
     end, passes = idx.shape[1] + max_new_tokens, 0
+    caches = [KVCache(end) for _ in model.blocks] if use_cache else None
     while idx.shape[1] < end:
         guesses = min(k, end - idx.shape[1] - 1)  # never guess past the end
         x, q = idx, []
@@ -171,9 +185,15 @@ def speculative_generate(
             q.append(probabilities(draft(x)[0][0, -1], temperature))  # (V,)
             token = torch.multinomial(q[-1], 1, generator=generator)  # (1,)
             x = torch.cat([x, token[None]], dim=1)
-        logits = model(x)[0][0, -(guesses + 1):]  # (guesses + 1, V): one pass
-        p = probabilities(logits, temperature)
+        if use_cache:  # one pass over the positions the caches lack
+            logits = model(x[:, caches[0].length :], caches=caches)[0]
+        else:  # one pass over the whole sequence
+            logits = model(x)[0]
+        p = probabilities(logits[0, -(guesses + 1) :], temperature)  # (guesses + 1, V)
         q = torch.stack(q) if q else p[:0]  # (guesses, V)
-        new = verify(p, q, x[0, idx.shape[1]:], generator)  # (n + 1,)
+        new = verify(p, q, x[0, idx.shape[1] :], generator)  # (n + 1,)
+        if use_cache:  # forget the rejected guesses: keep idx and the n kept ones
+            for cache in caches:
+                cache.length = idx.shape[1] + len(new) - 1
         idx, passes = torch.cat([idx, new[None]], dim=1), passes + 1
     return idx, passes

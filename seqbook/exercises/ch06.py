@@ -429,18 +429,32 @@ def check_kv_memory(answer):
 
 def _watch_calls(model):
     """Hooks that record, for each forward call of the GPT ``model``, the positions it runs
-    (at the token embedding, so model.forward(...) is seen too) and whether caches came."""
+    (at the token embedding, so model.forward(...) is seen too) and, for each call of the model
+    itself, the pair (tokens passed, positions its caches already held; None: no caches)."""
     positions, cached = [], []
 
     def count(module, args):
         positions.append(args[0].shape[-1])
 
     def caches_given(module, args, kwargs):
-        cached.append(bool(args[4] if len(args) > 4 else kwargs.get("caches")))
+        idx = args[0] if args else kwargs.get("idx")
+        caches = args[4] if len(args) > 4 else kwargs.get("caches")
+        held = getattr(caches[0], "length", None) if caches else None
+        cached.append((getattr(idx, "shape", (0,))[-1], held))
 
     hooks = [model.tok_emb.register_forward_pre_hook(count),
              model.register_forward_pre_hook(caches_given, with_kwargs=True)]
     return positions, cached, hooks
+
+
+def _refed(cached) -> None:
+    """Wrong, if a call fed the caches the tokens they already held again (the whole sequence
+    after the prompt): the caches then hold every earlier token twice."""
+    for T, held in cached:
+        if held and T > held:
+            raise Wrong(f"a call passed {T} tokens to caches that already held {held}: they keep "
+                        "every token fed to them, so after the prompt each step must feed only "
+                        "the newest token, shape (B, 1)")
 
 
 @functools.cache
@@ -474,6 +488,9 @@ def check_cached_generation(fn):
         model.generate = generate
         try:
             out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
+        except Wrong:
+            _refed(cached)  # the likeliest cause first
+            raise
         finally:
             del model.generate
             for h in hooks:
@@ -487,6 +504,7 @@ def check_cached_generation(fn):
         expect(torch.equal(out[:, :prompt], idx), "the result must start with the prompt")
         expected = _greedy_tokens(positional, prompt, steps)
         if not torch.equal(out, expected):
+            _refed(cached)
             first_wrong = int((out != expected).any(0).nonzero()[0])
             if first_wrong == prompt:
                 raise Wrong("the first new token is already wrong: it is the argmax of the "
@@ -498,7 +516,7 @@ def check_cached_generation(fn):
         # not used is fine); without one, each step runs the whole sequence again.
         if sum(positions) > prompt + steps:
             shown = ", ".join(map(str, positions[:4]))
-            without = " without caches" if cached and not any(cached) else ""
+            without = " without caches" if cached and all(h is None for _, h in cached) else ""
             raise Wrong(f"the tokens are right, but the model runs {shown}, ... positions per "
                         f"call{without}: each step runs the whole sequence again. With a cache "
                         "the prompt runs once and each step runs only the newest token")

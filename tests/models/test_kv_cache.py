@@ -1,6 +1,8 @@
 """The key-value cache (seqbook.kv_cache) and cached generation: the same logits and the same
 tokens as without the cache, the memory formula, and bad input."""
 
+from itertools import pairwise
+
 import pytest
 import torch
 from tolerance import assert_same_math
@@ -31,6 +33,53 @@ def test_cached_logits_equal_a_full_forward_pass(positional, fast, device):
     cached = torch.cat([prompt, *steps], dim=1)
     assert caches[0].length == 20
     assert_same_math(cached, full, n=2 * (16 + 20))
+
+
+@pytest.mark.parametrize("positional", POSITIONAL)
+@pytest.mark.parametrize("fast", [False, True])
+def test_several_new_tokens_past_a_filled_cache_equal_a_full_forward_pass(positional, fast,
+                                                                          device):
+    """Chunks of 1 to 6 tokens past the kept ones (chunked prefill, a speculative pass): each new
+    token sees the kept keys and the new ones up to its own position, nothing after it."""
+    model = set_fast(small_gpt(positional, device=device), fast)
+    idx = torch.randint(30, (3, 22), device=device)
+    full, _ = model(idx)  # (B, T, V)
+    caches = [KVCache(24) for _ in model.blocks]
+    bounds = [0, 5, 6, 9, 13, 19, 20, 22]  # chunks of 5, 1, 3, 4, 6, 1, 2 tokens
+    cached = torch.cat([model(idx[:, a:b], caches=caches)[0]
+                        for a, b in pairwise(bounds)], dim=1)
+    assert caches[0].length == 22
+    assert_same_math(cached, full, n=2 * (16 + 22))
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_the_weights_of_a_chunk_past_a_filled_cache_are_zero_after_each_new_token(fast):
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(8, 2, fast=fast).double()
+    x = torch.randn(3, 13, 8, dtype=torch.float64)
+    cache = KVCache(16)
+    attn(x[:, :9], cache=cache)
+    out, weights = attn(x[:, 9:], cache=cache, need_weights=True)  # 4 new past 9 kept
+    assert weights.shape == (3, 2, 4, 13)
+    after = torch.ones(4, 13, dtype=torch.bool).triu(10)  # key s after new token i: s > 9 + i
+    assert torch.all(weights[..., after] == 0) and torch.all(weights[..., ~after] > 0)
+    assert_same_math(out, attn(x)[0][:, 9:], n=2 * (8 + 13))
+
+
+@pytest.mark.parametrize("positional", POSITIONAL)
+def test_a_cache_forgets_what_follows_its_length(positional, device):
+    """Moving ``length`` back forgets the positions after it (how speculative decoding drops
+    rejected guesses): what is appended next writes over them, and the logits are those of the
+    sequence without the forgotten tokens."""
+    model = small_gpt(positional, device=device)
+    idx = torch.randint(30, (2, 12), device=device)
+    wrong = torch.randint(30, (2, 4), device=device)
+    caches = [KVCache(24) for _ in model.blocks]
+    model(torch.cat([idx[:, :8], wrong], dim=1), caches=caches)  # 8 right, 4 to forget
+    for cache in caches:
+        cache.length = 8
+    logits, _ = model(idx[:, 8:], caches=caches)
+    assert_same_math(logits, model(idx)[0][:, 8:], n=2 * (16 + 12))
 
 
 @pytest.mark.parametrize("positional", POSITIONAL)
@@ -86,9 +135,9 @@ def test_bad_input():
     x = torch.randn(1, 2, 8)
     with pytest.raises(TypeError, match="cache must be a KVCache"):
         attn(x, cache=[])
-    kept = KVCache(8)
+    kept = KVCache(4)
     kept.append(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
-    with pytest.raises(ValueError, match="one new token at a time"):
+    with pytest.raises(ValueError, match="max_len=4 positions: 3 kept"):
         attn(x, cache=kept)
     with pytest.raises(TypeError, match="cache"):  # chapter 5's MultiHeadAttention takes none
         MultiHeadAttention(8, 2)(x, x, x, cache=KVCache(4))
@@ -97,7 +146,7 @@ def test_bad_input():
         model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)])
     caches = [KVCache(8) for _ in model.blocks]
     model(torch.zeros(1, 6, dtype=torch.long), caches=caches)
-    with pytest.raises(ValueError, match="caches that hold 6 positions take one new token at a time"):
+    with pytest.raises(ValueError, match="the caches hold 6 positions: with idx's 3 more.*block_size=8"):
         model(torch.zeros(1, 3, dtype=torch.long), caches=caches)
     for _ in range(2):
         model(torch.zeros(1, 1, dtype=torch.long), caches=caches)

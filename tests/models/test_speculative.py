@@ -163,6 +163,43 @@ def test_greedy_speculative_decoding_is_greedy_decoding(k, draft_kind):
     assert math.ceil(37 / (k + 1)) <= passes <= 37
 
 
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope"])
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_the_cache_changes_nothing_but_the_work(positional, k):
+    """With use_cache=True every pass runs only the positions its caches lack, the caches forget
+    the rejected guesses, and the tokens and the passes are those of the loop without a cache,
+    draw for draw (float64: the two loops' probabilities differ by rounding only)."""
+    torch.manual_seed(5)
+    cfg = GPTConfig(vocab_size=11, block_size=48, n_layer=2, n_head=2, n_embd=16, init_std=0.5,
+                    positional=positional)
+    model = GPT(cfg).double().eval()
+    ids = torch.randint(0, 11, (300,), generator=torch.Generator().manual_seed(2))
+    draft = BigramLM(ids, 11).double()
+    prompt = torch.tensor([[4, 1, 7, 2]])
+    ran = []  # the number of positions of every pass of the model
+    hook = model.tok_emb.register_forward_pre_hook(lambda m, a: ran.append(a[0].shape[1]))
+    try:
+        for temperature, seed in [(0.0, 0), (1.0, 1), (1.0, 2), (0.7, 3)]:
+            runs = {}
+            for use_cache in (False, True):
+                ran.clear()
+                out, passes = speculative_generate(
+                    model, draft, prompt, 40, k=k, temperature=temperature,
+                    generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
+                runs[use_cache] = (out, passes, list(ran))
+            (plain, plain_passes, plain_ran), (cached, cached_passes, cached_ran) = runs.values()
+            assert torch.equal(cached, plain) and cached_passes == plain_passes
+            # every position runs once, except guesses that were rejected and the last
+            # position emitted, which the next pass runs again
+            assert cached_ran[0] == 4 + min(k, 39) and sum(cached_ran) < sum(plain_ran)
+            assert sum(cached_ran) <= 44 + (k + 1) * cached_passes
+            assert max(cached_ran[1:]) <= k + 1
+            if temperature == 0:
+                assert torch.equal(cached, model.generate(prompt, 40, temperature=0))
+    finally:
+        hook.remove()
+
+
 @pytest.mark.parametrize("k", [1, 2, 4, 6])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_a_draft_equal_to_the_model_keeps_every_guess(k, temperature):
@@ -234,6 +271,10 @@ BAD = [
      ValueError, "temperature must"),
     ("generate-generator", lambda: speculative_generate(MODEL, DRAFT, GOOD, 2, generator=0), TypeError,
      "generator must"),
+    ("generate-use-cache", lambda: speculative_generate(MODEL, DRAFT, GOOD, 2, use_cache=1), TypeError,
+     "use_cache must"),
+    ("generate-use-cache-no-blocks", lambda: speculative_generate(DRAFT, DRAFT, GOOD, 2, use_cache=True),
+     TypeError, "use_cache=True needs a model with one attention block per KVCache"),
     ("bigram-ids-2d", lambda: BigramLM(torch.zeros(2, 3, dtype=torch.long), V), ValueError, "ids must"),
     ("bigram-one-token", lambda: BigramLM(torch.tensor([1]), V), ValueError, "ids must hold at least 2"),
     ("bigram-ids-beyond", lambda: BigramLM(torch.tensor([1, V]), V), ValueError, "ids must"),
