@@ -96,6 +96,9 @@ def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int) -> N
     if (not isinstance(caches, Sequence) or len(caches) != n_blocks
             or not all(isinstance(c, KVCache) for c in caches)):
         raise TypeError(f"{name} must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
+    if len({id(c) for c in caches}) < n_blocks:
+        raise ValueError(f"{name} must be {n_blocks} distinct KVCache objects, one per block: the "
+                         f"same one appears more than once (as [KVCache(...)] * {n_blocks} makes)")
     if len({c.length for c in caches}) > 1:
         raise ValueError(f"{name} must hold the same positions in every block, got lengths "
                          f"{[c.length for c in caches]}")

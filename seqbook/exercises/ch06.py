@@ -428,33 +428,72 @@ def check_kv_memory(answer):
 
 
 def _watch_calls(model):
-    """Hooks that record, for each forward call of the GPT ``model``, the positions it runs
-    (at the token embedding, so model.forward(...) is seen too) and, for each call of the model
-    itself, the pair (tokens passed, positions its caches already held; None: no caches)."""
-    positions, cached = [], []
+    """Wrap the GPT ``model``'s forward (``model(...)`` and ``model.forward(...)`` alike) to record
+    every call as the pair (the tokens passed, the positions its caches held before the call;
+    None: no caches). Returns the record and a function that removes the wrapper."""
+    calls = []
 
-    def count(module, args):
-        positions.append(args[0].shape[-1])
-
-    def caches_given(module, args, kwargs):
+    def forward(*args, **kwargs):
         idx = args[0] if args else kwargs.get("idx")
         caches = args[4] if len(args) > 4 else kwargs.get("caches")
-        held = getattr(caches[0], "length", None) if caches else None
-        cached.append((getattr(idx, "shape", (0,))[-1], held))
+        try:
+            held = caches[0].length if caches else None
+        except (TypeError, IndexError, AttributeError):
+            held = None  # not caches: the model's own check will say so
+        calls.append((idx.detach().clone() if isinstance(idx, torch.Tensor) else None, held))
+        return type(model).forward(model, *args, **kwargs)
 
-    hooks = [model.tok_emb.register_forward_pre_hook(count),
-             model.register_forward_pre_hook(caches_given, with_kwargs=True)]
-    return positions, cached, hooks
+    model.forward = forward
+    return calls, lambda: delattr(model, "forward")
 
 
-def _refed(cached) -> None:
-    """Wrong, if a call fed the caches the tokens they already held again (the whole sequence
-    after the prompt): the caches then hold every earlier token twice."""
-    for T, held in cached:
-        if held and T > held:
-            raise Wrong(f"a call passed {T} tokens to caches that already held {held}: they keep "
-                        "every token fed to them, so after the prompt each step must feed only "
-                        "the newest token, shape (B, 1)")
+def _refed(calls, prompt: torch.Tensor) -> None:
+    """Wrong, if a call fed caches that already held tokens the prompt again (the whole sequence
+    at every step): the caches keep what they are fed, so they then hold it twice."""
+    P = prompt.shape[1]
+    for idx, held in calls:
+        if held and idx is not None and idx.dim() == 2 and idx.shape[1] > 1:
+            n = min(idx.shape[1], P)
+            if idx.shape[0] == prompt.shape[0] and torch.equal(idx[:, :n], prompt[:, :n]):
+                raise Wrong(f"a call fed the prompt again, {idx.shape[1]} tokens, to caches that "
+                            f"already held {held}: the caches keep every token fed to them, so "
+                            "after the prompt each step must feed only the newest token, shape "
+                            "(B, 1)")
+
+
+def _fed_in_order(calls, out: torch.Tensor, prompt: torch.Tensor) -> None:
+    """Wrong unless the caches (the last ones made) were fed ``out``, the learner's own sequence,
+    each position once and in order: the prompt, then each new token after it is chosen."""
+    fed, made = None, 0
+    for idx, held in calls:
+        if held is None or idx is None or idx.dim() != 2:
+            continue  # a call without caches
+        if held == 0 or fed is None:
+            fed, made = [], made + 1  # new caches start over
+        fed.append(idx)
+    if fed is None:
+        return
+    fed = torch.cat(fed, dim=1)
+    n = min(fed.shape[1], out.shape[1])
+    differ = (fed[:, :n] != out[:, :n]).any(0).nonzero()
+    if len(differ) == 0 and fed.shape[1] <= out.shape[1]:
+        return
+    _refed(calls, prompt)  # the likeliest causes first
+    if made > 1:
+        raise Wrong(f"the model found its caches empty {made} times: new caches were made inside "
+                    "the loop, so they forget the prompt and the tokens before. Make them once, "
+                    "before the loop")
+    if len(differ) == 0:
+        raise Wrong(f"the caches were fed {fed.shape[1]} tokens, more than the {out.shape[1]} of "
+                    "the sequence: feed the prompt once, then each new token once")
+    j = int(differ[0])
+    row = int((fed[:, j] != out[:, j]).nonzero()[0])
+    where = ("the sequence starts with the prompt: feed all of it first" if j < prompt.shape[1]
+             else "feed each new token once, right after choosing it")
+    raise Wrong(f"the tokens fed to the caches are not the sequence in order: the caches keep "
+                f"every token fed to them, at the next position, and token {j} they were fed is "
+                f"{int(fed[row, j])} where your sequence has {int(out[row, j])} (row {row}): "
+                f"{where}")
 
 
 @functools.cache
@@ -478,7 +517,7 @@ def check_cached_generation(fn):
     for positional in ("learned", "rope"):
         model = _small_gpt(positional, block_size=24, seed=3)
         idx = _greedy_tokens(positional, prompt, steps)[:, :prompt].clone()
-        positions, cached, hooks = _watch_calls(model)
+        calls, unwatch = _watch_calls(model)
         generated = []
 
         def generate(*args, model=model, generated=generated, **kwargs):  # the library's
@@ -489,12 +528,11 @@ def check_cached_generation(fn):
         try:
             out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
         except Wrong:
-            _refed(cached)  # the likeliest cause first
+            _refed(calls, idx)  # the likeliest cause first
             raise
         finally:
             del model.generate
-            for h in hooks:
-                h.remove()
+            unwatch()
         expect(not generated, "greedy_with_cache calls model.generate: the exercise asks for the "
                "loop itself, the prompt run once and then one new token per step")
         out = returned_tensor(out, "greedy_with_cache")
@@ -502,9 +540,9 @@ def check_cached_generation(fn):
                f"{prompt}), {steps}) must return shape (2, {prompt + steps}), got "
                f"{tuple(out.shape)}")
         expect(torch.equal(out[:, :prompt], idx), "the result must start with the prompt")
+        _fed_in_order(calls, out, idx)
         expected = _greedy_tokens(positional, prompt, steps)
         if not torch.equal(out, expected):
-            _refed(cached)
             first_wrong = int((out != expected).any(0).nonzero()[0])
             if first_wrong == prompt:
                 raise Wrong("the first new token is already wrong: it is the argmax of the "
@@ -514,12 +552,14 @@ def check_cached_generation(fn):
                         "at the next position, with the same caches")
         # The method: with a cache every position runs once (a last call whose logits are
         # not used is fine); without one, each step runs the whole sequence again.
+        positions = [idx_.shape[-1] for idx_, _ in calls if idx_ is not None]
         if sum(positions) > prompt + steps:
             shown = ", ".join(map(str, positions[:4]))
-            without = " without caches" if cached and all(h is None for _, h in cached) else ""
+            without = " without caches" if all(h is None for _, h in calls) else ""
             raise Wrong(f"the tokens are right, but the model runs {shown}, ... positions per "
-                        f"call{without}: each step runs the whole sequence again. With a cache "
-                        "the prompt runs once and each step runs only the newest token")
+                        f"call{without}: it runs {sum(positions)} positions for a sequence of "
+                        f"{prompt + steps}. With a cache the prompt runs once and each step runs "
+                        "only the newest token")
 
 
 # ---------------------------------------------------------------------------------------------

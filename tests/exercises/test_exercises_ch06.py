@@ -317,6 +317,65 @@ def test_cached_generation():
             idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
         return idx
 
+    def in_two_chunks(model, idx, max_new_tokens):  # right: the prompt in two calls
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        model(idx[:, :2], caches=caches)
+        logits, _ = model(idx[:, 2:], caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1:].argmax(-1)  # (B, 1)
+            idx = torch.cat([idx, next_id], dim=1)
+            logits, _ = model(next_id, caches=caches)
+        return idx
+
+    def hugging_face_style(model, idx, max_new_tokens):  # right: the last token in the loop
+        caches = [KVCache(idx.shape[1] + max_new_tokens) for _ in model.blocks]
+        model(idx[:, :-1], caches=caches)
+        for _ in range(max_new_tokens):
+            logits, _ = model(idx[:, -1:], caches=caches)
+            idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        return idx
+
+    def previous_token(model, idx, max_new_tokens):  # feeds the token before the newest
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
+            logits, _ = model(idx[:, -2:-1], caches=caches)
+        return idx
+
+    def last_two(model, idx, max_new_tokens):  # feeds the last two tokens at every step
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
+            logits, _ = model(idx[:, -2:], caches=caches)
+        return idx
+
+    def prompt_without_first(model, idx, max_new_tokens):  # the prompt's first token lost
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx[:, 1:], caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None], caches=caches)
+        return idx
+
+    def whole_via_forward(model, idx, max_new_tokens):  # whole_sequence, through forward
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        for _ in range(max_new_tokens):
+            logits, _ = model.forward(idx, caches=caches)
+            idx = torch.cat([idx, logits[:, -1].argmax(-1)[:, None]], dim=1)
+        return idx
+
+    def one_cache_for_all_blocks(model, idx, max_new_tokens):  # [cache] * n_layer
+        caches = [KVCache(model.config.block_size)] * len(model.blocks)
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None], caches=caches)
+        return idx
+
     with torch.no_grad():
         for answer in (right, careful, prompt_token_by_token):
             assert check(name, answer)
@@ -328,9 +387,19 @@ def test_cached_generation():
                                                                          **kw)).message
             assert "calls model.generate" in message, message
         assert check(name, starter).status == "not attempted"
-        assert "first new token is already wrong" in check(name, fresh_caches).message
+        message = check(name, fresh_caches).message
+        assert "found its caches empty 8 times" in message, message
         message = check(name, whole_sequence).message
-        assert "a call passed 6 tokens to caches that already held 5" in message, message
+        assert "fed the prompt again, 6 tokens, to caches that already held 5" in message, message
+        for answer in (in_two_chunks, hugging_face_style):
+            assert check(name, answer), check(name, answer).message
+        for answer, words in ((previous_token, "token 5 they were fed is"),
+                              (last_two, "token 5 they were fed is"),
+                              (prompt_without_first, "token 0 they were fed is"),
+                              (whole_via_forward, "fed the prompt again"),
+                              (one_cache_for_all_blocks, "distinct KVCache")):
+            message = check(name, answer).message
+            assert words in message, (answer.__name__, message)
         assert "shape (2, 13)" in check(name, lambda m, i, n: i).message
 
 

@@ -144,6 +144,8 @@ def test_bad_input():
     model = small_gpt("learned", block_size=8)
     with pytest.raises(TypeError, match="caches must be a sequence of 2 KVCache"):
         model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)])
+    with pytest.raises(ValueError, match=r"caches must be 2 distinct KVCache.*\[KVCache\(...\)\] \* 2"):
+        model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)] * 2)
     caches = [KVCache(8) for _ in model.blocks]
     model(torch.zeros(1, 6, dtype=torch.long), caches=caches)
     with pytest.raises(ValueError, match="the caches hold 6 positions: with idx's 3 more.*block_size=8"):
