@@ -348,7 +348,8 @@ class GPT(nn.Module):
         if targets is not None:
             check_targets("targets", targets, idx, c.vocab_size)
         if caches is not None:
-            check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size)
+            check_caches("caches", caches, len(self.blocks), idx.shape[1], c.block_size,
+                         idx.shape[0])
 
     @checked(_check_forward, need_weights=check_flag,
              label_smoothing=partial(check_probability, allow_one=True))

@@ -1,4 +1,4 @@
-"""A key-value cache for generation (Pope et al., 2022; Shazeer, 2019).
+"""A key-value cache for generation (Pope et al., 2023; Shazeer, 2019).
 
 A decoder-only model generates one token at a time. Without a cache, every step runs the whole
 prefix through every layer again, although the keys and values of the earlier tokens have not
@@ -90,9 +90,11 @@ def check_cache(name: str, cache, T: int) -> None:
                          f"{T} new is too many")
 
 
-def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int) -> None:
-    """One :class:`KVCache` per block of a model, all holding the same positions, with room for
-    ``T`` more positions within the model's ``block_size``."""
+def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int,
+                 batch: int | None = None) -> None:
+    """One :class:`KVCache` per block of a model, all holding the same positions, each with room
+    for ``T`` more positions (its ``max_len``) within the model's ``block_size``, and, once
+    filled, holding ``batch`` sequences (if given)."""
     if (not isinstance(caches, Sequence) or len(caches) != n_blocks
             or not all(isinstance(c, KVCache) for c in caches)):
         raise TypeError(f"{name} must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
@@ -102,6 +104,16 @@ def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int) -> N
     if len({c.length for c in caches}) > 1:
         raise ValueError(f"{name} must hold the same positions in every block, got lengths "
                          f"{[c.length for c in caches]}")
+    kept, room = caches[0].length, min(c.max_len for c in caches)
+    if not 0 <= kept <= room:
+        raise ValueError(f"{name} must hold 0 to max_len={room} positions, got length={kept} "
+                         f"(a length set by hand?)")
+    held = caches[0].keys.shape[0] if caches[0].keys is not None and kept else None
+    if batch is not None and held is not None and held != batch:
+        raise ValueError(f"{name} hold {held} sequences, got idx with {batch}: a cache keeps the "
+                         f"sequences it was filled with")
     if caches[0].length + T > block_size:
         raise ValueError(f"the {name} hold {caches[0].length} positions: with idx's {T} more the "
                          f"sequence passes block_size={block_size}")
+    if kept + T > room:
+        raise ValueError(f"{name} hold max_len={room} positions: {kept} kept + {T} new is too many")

@@ -403,7 +403,8 @@ class Llama(nn.Module):
         if targets is not None:
             check_targets("targets", targets, idx, self.config.vocab_size)
         if caches is not None:
-            check_caches("caches", caches, len(self.blocks), T, self.config.block_size)
+            check_caches("caches", caches, len(self.blocks), T, self.config.block_size,
+                         idx.shape[0])
         elif T > self.config.block_size:
             raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
 

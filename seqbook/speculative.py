@@ -104,7 +104,7 @@ def verify(
     rows = torch.arange(k, device=p.device)
     ratio = p[rows, drafted] / q[rows, drafted]  # (k,): p_i(x_i) / q_i(x_i)
     u = torch.rand(k, generator=generator, dtype=p.dtype, device=p.device)  # (k,)
-    n = int((u <= ratio).cumprod(0).sum())  # the drafts kept before the first rejection
+    n = int((u < ratio).cumprod(0).sum())  # the drafts kept before the first rejection
     if n < k:  # rejected at n: draw from where p has more mass than q
         residual = (p[n] - q[n]).clamp(min=0)  # (V,)
         if residual.sum() == 0:  # p = q up to rounding: nothing to correct

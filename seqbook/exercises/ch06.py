@@ -461,46 +461,74 @@ def _refed(calls, prompt: torch.Tensor) -> None:
                             "(B, 1)")
 
 
-def _fed_in_order(calls, out: torch.Tensor, prompt: torch.Tensor) -> None:
-    """Wrong unless the caches (the last ones made) were fed ``out``, the learner's own sequence,
-    each position once and in order: the prompt, then each new token after it is chosen."""
-    fed, made = None, 0
+def _feeding(calls, out: torch.Tensor, prompt: torch.Tensor) -> None:
+    """Wrong unless the caches were fed ``out``, the learner's own sequence, each position once
+    and in order: the prompt, then each new token after it is chosen (the last may be left out).
+    One set of caches for all the rows, or one per group of rows, in order."""
+    sessions = []  # one list of calls' tokens per set of caches, from the call that found them empty
     for idx, held in calls:
-        if held is None or idx is None or idx.dim() != 2:
-            continue  # a call without caches
-        if held == 0 or fed is None:
-            fed, made = [], made + 1  # new caches start over
-        fed.append(idx)
-    if fed is None:
+        if idx is None or idx.dim() != 2:
+            continue
+        if held is None:
+            if sessions:
+                raise Wrong("a call after the first passed no caches: the model then sees only "
+                            "that call's tokens, from position 0. Pass the same caches to every "
+                            "call")
+            continue
+        if held == 0 or not sessions:
+            sessions.append([])
+        fed = sum(t.shape[1] for t in sessions[-1])
+        if held != fed:
+            raise Wrong(f"before a call the caches held {held} positions, but {fed} tokens had been "
+                        "fed to them: leave their length to the model")
+        sessions[-1].append(idx)
+    if not sessions:
         return
-    fed = torch.cat(fed, dim=1)
-    n = min(fed.shape[1], out.shape[1])
-    differ = (fed[:, :n] != out[:, :n]).any(0).nonzero()
-    if len(differ) == 0 and fed.shape[1] <= out.shape[1]:
-        return
-    _refed(calls, prompt)  # the likeliest causes first
-    if made > 1:
-        raise Wrong(f"the model found its caches empty {made} times: new caches were made inside "
-                    "the loop, so they forget the prompt and the tokens before. Make them once, "
-                    "before the loop")
-    if len(differ) == 0:
-        raise Wrong(f"the caches were fed {fed.shape[1]} tokens, more than the {out.shape[1]} of "
-                    "the sequence: feed the prompt once, then each new token once")
-    j = int(differ[0])
-    row = int((fed[:, j] != out[:, j]).nonzero()[0])
-    where = ("the sequence starts with the prompt: feed all of it first" if j < prompt.shape[1]
-             else "feed each new token once, right after choosing it")
-    raise Wrong(f"the tokens fed to the caches are not the sequence in order: the caches keep "
-                f"every token fed to them, at the next position, and token {j} they were fed is "
-                f"{int(fed[row, j])} where your sequence has {int(out[row, j])} (row {row}): "
-                f"{where}")
+    B, L = out.shape
+    sizes = [sess[0].shape[0] for sess in sessions]
+    if len(sessions) > 1 and sum(sizes) != B:  # not one set of caches per group of rows
+        _refed(calls, prompt)
+        raise Wrong(f"the model found its caches empty {len(sessions)} times: new caches were made "
+                    "inside the loop, so they forget the prompt and the tokens before. Make them "
+                    "once, before the loop")
+    start = 0
+    for sess, b in zip(sessions, sizes, strict=True):
+        rows = slice(start, start + b) if len(sessions) > 1 else slice(None)
+        start += b
+        fed, seq = torch.cat(sess, dim=1), out[rows]
+        n = min(fed.shape[1], L)
+        differ = (fed[:, :n] != seq[:, :n]).any(0).nonzero()
+        if len(differ):
+            _refed(calls, prompt)  # the likeliest cause first
+            j = int(differ[0])
+            row = int((fed[:, j] != seq[:, j]).nonzero()[0])
+            where = ("the sequence starts with the prompt: feed all of it first"
+                     if j < prompt.shape[1] else "feed each new token once, right after choosing it")
+            raise Wrong(f"the tokens fed to the caches are not the sequence in order: the caches "
+                        f"keep every token fed to them, at the next position, and token {j} they "
+                        f"were fed is {int(fed[row, j])} where your sequence has {int(seq[row, j])}"
+                        f": {where}")
+        if fed.shape[1] > L:
+            raise Wrong(f"the caches were fed {fed.shape[1]} tokens, more than the {L} of the "
+                        "sequence: feed the prompt once, then each new token once")
+        if fed.shape[1] < L - 1:
+            raise Wrong(f"the caches were fed only the first {fed.shape[1]} of the sequence's {L} "
+                        "tokens: after the prompt, feed each new token to them, and choose the "
+                        "next one from the logits that call returns")
+
+
+#: (positions, seed of the model, seed of the prompt, rows): greedy continuations that vary
+#: from token to token, one case with two rows and one with a single row (a (B,) squeezed to a
+#: scalar fails there)
+CACHED_CASES = (("learned", 14, 16, 2), ("rope", 18, 7, 1))
 
 
 @functools.cache
-def _greedy_tokens(positional: str, prompt: int, steps: int) -> torch.Tensor:
+def _greedy_tokens(positional: str, seed: int, prompt_seed: int, rows: int, prompt: int,
+                   steps: int) -> torch.Tensor:
     """The prompt of the check and its greedy continuation (made once; compare, never edit)."""
-    idx = torch.randint(12, (2, prompt), generator=torch.Generator().manual_seed(4))
-    return _gpt_prototype(positional, 24, 3, 0.0).generate(idx, steps, temperature=0)
+    idx = torch.randint(12, (2, prompt), generator=torch.Generator().manual_seed(prompt_seed))
+    return _gpt_prototype(positional, 24, seed, 0.0).generate(idx[:rows], steps, temperature=0)
 
 
 @exercise("ex-ch6-cached-generation", hints=[
@@ -514,9 +542,10 @@ def _greedy_tokens(positional: str, prompt: int, steps: int) -> torch.Tensor:
 ])
 def check_cached_generation(fn):
     prompt, steps = 5, 8
-    for positional in ("learned", "rope"):
-        model = _small_gpt(positional, block_size=24, seed=3)
-        idx = _greedy_tokens(positional, prompt, steps)[:, :prompt].clone()
+    for positional, seed, prompt_seed, rows in CACHED_CASES:
+        model = _small_gpt(positional, block_size=24, seed=seed)
+        expected = _greedy_tokens(positional, seed, prompt_seed, rows, prompt, steps)
+        idx = expected[:, :prompt].clone()
         calls, unwatch = _watch_calls(model)
         generated = []
 
@@ -536,30 +565,35 @@ def check_cached_generation(fn):
         expect(not generated, "greedy_with_cache calls model.generate: the exercise asks for the "
                "loop itself, the prompt run once and then one new token per step")
         out = returned_tensor(out, "greedy_with_cache")
-        expect(out.shape == (2, prompt + steps), f"greedy_with_cache(model, idx of shape (2, "
-               f"{prompt}), {steps}) must return shape (2, {prompt + steps}), got "
+        expect(out.shape == (rows, prompt + steps), f"greedy_with_cache(model, idx of shape "
+               f"({rows}, {prompt}), {steps}) must return shape ({rows}, {prompt + steps}), got "
                f"{tuple(out.shape)}")
         expect(torch.equal(out[:, :prompt], idx), "the result must start with the prompt")
-        _fed_in_order(calls, out, idx)
-        expected = _greedy_tokens(positional, prompt, steps)
+        _feeding(calls, out, idx)
+        without = all(h is None for _, h in calls)  # no call passed caches
         if not torch.equal(out, expected):
             first_wrong = int((out != expected).any(0).nonzero()[0])
             if first_wrong == prompt:
                 raise Wrong("the first new token is already wrong: it is the argmax of the "
                             "prompt's last logits")
+            if without:
+                raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ, "
+                            "and no call passed caches=...: make one KVCache per block and pass "
+                            "them to every call")
             raise Wrong(f"the tokens agree up to position {first_wrong - 1} and then differ "
-                        f"({positional} positions): each step must feed the newest token only, "
-                        "at the next position, with the same caches")
+                        f"({positional} positions). The caches were fed your sequence in order, "
+                        "so look at how each token is chosen: the argmax of the last position's "
+                        "logits, from the call that fed the token before it")
         # The method: with a cache every position runs once (a last call whose logits are
         # not used is fine); without one, each step runs the whole sequence again.
         positions = [idx_.shape[-1] for idx_, _ in calls if idx_ is not None]
-        if sum(positions) > prompt + steps:
+        tokens = sum(idx_.numel() for idx_, _ in calls if idx_ is not None)
+        if tokens > rows * (prompt + steps):
             shown = ", ".join(map(str, positions[:4]))
-            without = " without caches" if all(h is None for _, h in calls) else ""
             raise Wrong(f"the tokens are right, but the model runs {shown}, ... positions per "
-                        f"call{without}: it runs {sum(positions)} positions for a sequence of "
-                        f"{prompt + steps}. With a cache the prompt runs once and each step runs "
-                        "only the newest token")
+                        f"call{' without caches' * without}: {tokens // rows} positions a row for "
+                        f"a sequence of {prompt + steps}. With a cache the prompt runs once and "
+                        "each step runs only the newest token")
 
 
 # ---------------------------------------------------------------------------------------------

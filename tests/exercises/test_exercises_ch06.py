@@ -376,11 +376,101 @@ def test_cached_generation():
             logits, _ = model(next_id[:, None], caches=caches)
         return idx
 
+    def row_by_row(model, idx, max_new_tokens):  # right: one set of caches per row
+        return torch.cat([right(model, idx[r : r + 1], max_new_tokens)
+                          for r in range(idx.shape[0])])
+
+    def while_loop(model, idx, max_new_tokens):  # right: caches exactly as long as needed
+        end = idx.shape[1] + max_new_tokens
+        caches = [KVCache(end) for _ in model.blocks]
+        logits = model(idx, caches=caches)[0]
+        while idx.shape[1] < end:
+            idx = torch.cat([idx, logits[:, -1:].argmax(-1)], dim=1)
+            if idx.shape[1] < end:
+                logits = model(idx[:, -1:], caches=caches)[0]
+        return idx
+
+    def shifted_by_hand(model, idx, max_new_tokens):  # moves the caches' length one on
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for cache in caches:
+            cache.length += 1
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None], caches=caches)
+        return idx
+
+    def squeezed(model, idx, max_new_tokens):  # .squeeze() drops the batch of one row
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1).squeeze()
+            idx = torch.cat([idx, next_id.reshape(-1, 1)], dim=1)
+            logits, _ = model(next_id.reshape(idx.shape[0], 1).squeeze(), caches=caches)
+        return idx
+
+    def prompt_only(model, idx, max_new_tokens):  # caches for the prompt, then none
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None])
+        return idx
+
+    def newest_without_caches(model, idx, max_new_tokens):  # no caches, the newest token only
+        logits, _ = model(idx)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None])
+        return idx
+
+    def stale_logits(model, idx, max_new_tokens):  # feeds right, never reads the new logits
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            model(next_id[:, None], caches=caches)
+        return idx
+
+    def transposed(model, idx, max_new_tokens):  # feeds shape (1, B)
+        caches = [KVCache(model.config.block_size) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[None], caches=caches)
+        return idx
+
+    def too_small(model, idx, max_new_tokens):  # caches for the prompt only
+        caches = [KVCache(idx.shape[1]) for _ in model.blocks]
+        logits, _ = model(idx, caches=caches)
+        for _ in range(max_new_tokens):
+            next_id = logits[:, -1].argmax(-1)
+            idx = torch.cat([idx, next_id[:, None]], dim=1)
+            logits, _ = model(next_id[:, None], caches=caches)
+        return idx
+
     with torch.no_grad():
+        for answer in (row_by_row, while_loop):
+            assert check(name, answer), (answer.__name__, check(name, answer).message)
+        for answer, words in ((shifted_by_hand, "caches held 6 positions, but 5 tokens"),
+                              (squeezed, "greedy_with_cache raised"),
+                              (prompt_only, "a call after the first passed no caches"),
+                              (newest_without_caches, "no call passed caches"),
+                              (stale_logits, "look at how each token is chosen"),
+                              (transposed, "caches hold 2 sequences, got idx with 1"),
+                              (too_small, "caches hold max_len=5 positions: 5 kept + 1 new")):
+            message = check(name, answer).message
+            assert words in message, (answer.__name__, message)
         for answer in (right, careful, prompt_token_by_token):
             assert check(name, answer)
         message = check(name, no_cache).message
         assert "5, 6, 7, 8, ... positions per call without caches" in message, message
+        assert "68 positions a row for a sequence of 13" in message, message
         # the library's loop, with or without its cache, is not the exercise's
         for kwargs in ({}, {"use_cache": True}):
             message = check(name, lambda m, i, n, kw=kwargs: m.generate(i, n, temperature=0,

@@ -146,6 +146,18 @@ def test_bad_input():
         model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)])
     with pytest.raises(ValueError, match=r"caches must be 2 distinct KVCache.*\[KVCache\(...\)\] \* 2"):
         model(torch.zeros(1, 2, dtype=torch.long), caches=[KVCache(8)] * 2)
+    small = [KVCache(5) for _ in model.blocks]  # room for 5, not for the 6th
+    model(torch.zeros(1, 5, dtype=torch.long), caches=small)
+    with pytest.raises(ValueError, match=r"caches hold max_len=5 positions: 5 kept \+ 1 new is too many"):
+        model(torch.zeros(1, 1, dtype=torch.long), caches=small)
+    for cache in small:
+        cache.length = 6  # by hand, past max_len
+    with pytest.raises(ValueError, match="caches must hold 0 to max_len=5 positions, got length=6"):
+        model(torch.zeros(1, 1, dtype=torch.long), caches=small)
+    with pytest.raises(ValueError, match="caches hold 1 sequences, got idx with 2"):
+        filled = [KVCache(8) for _ in model.blocks]
+        model(torch.zeros(1, 2, dtype=torch.long), caches=filled)
+        model(torch.zeros(2, 1, dtype=torch.long), caches=filled)
     caches = [KVCache(8) for _ in model.blocks]
     model(torch.zeros(1, 6, dtype=torch.long), caches=caches)
     with pytest.raises(ValueError, match="the caches hold 6 positions: with idx's 3 more.*block_size=8"):
