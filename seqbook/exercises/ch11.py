@@ -278,3 +278,113 @@ def check_ridge(answer):
     ], 4)
     raise Wrong("the ceiling is not right to 4 significant digits: min(peak, intensity x "
                 "bandwidth), in TFLOP/s")
+
+
+# ---------------------------------------------------------------------------------------------
+# How many sequences fit on an H100, and how fast they generate.
+# ---------------------------------------------------------------------------------------------
+
+DECODE = {"n_layer": 12, "width": 768, "weights": 123_568_128, "context": 2048,
+          "memory": 80e9, "bandwidth": 3.35e12, "peak": 989.4e12}  # an H100 SXM
+
+
+def _decode_answer(bytes_=2, kv=2, layers=DECODE["n_layer"], context=DECODE["context"],
+                   memory=DECODE["memory"], weights_in_memory=True, weights_read=True,
+                   weights_flops=True, attention=True):
+    """(batch whose caches equal the weights, largest batch that fits, tokens per second at the
+    floor, reading's floor over computing's) of the exercise, with optional slips."""
+    N, D, t = DECODE["weights"], DECODE["width"], context
+    per_sequence = bytes_ * kv * layers * t * D  # one sequence's cache, bytes
+    equal = 2 * N / per_sequence  # the weights in bf16 over one cache
+    fits = int((memory - 2 * N * weights_in_memory) // per_sequence)
+    read = (2 * N * weights_read + fits * per_sequence) / DECODE["bandwidth"]
+    compute = (2 * N * fits * weights_flops + 2 * kv * layers * fits * t * D * attention
+               ) / DECODE["peak"]
+    return equal, fits, fits / max(read, compute), read / compute
+
+
+@exercise("ex-perf-decode", hints=[
+    "One sequence's cache holds a key and a value of D numbers per layer and token: 2 L t D "
+    "numbers of 2 bytes in bf16. The weights take 2 N bytes.",
+    "The largest batch is the whole number of caches that fit in 80e9 bytes less the weights'. "
+    "Its step reads the weights and every cache once, and does 2 N B + 4 L B t D FLOPs: the "
+    "floor is the longer of bytes / 3.35e12 and FLOPs / 989.4e12 seconds, the batch makes B "
+    "tokens a step, and the last number is the first of those times over the second.",
+])
+def check_decode_batch(answer):
+    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == 4:
+        answer = list(answer.reshape(-1))  # an array of the four numbers means the same
+    expect(isinstance(answer, (tuple, list)) and len(answer) == 4,
+           "answer must have four numbers (the batch whose caches hold as much as the weights, "
+           "the largest batch that fits, tokens per second, reading's floor over computing's)")
+    names = ("the batch of equal bytes", "the largest batch", "the tokens per second",
+             "the ratio of the floors")
+    equal, fits, rate, ratio = (_number(v, name) for v, name in zip(answer, names, strict=True))
+    right = _decode_answer()
+
+    def near(x, y):  # to 3 significant digits, as the exercise asks
+        return agrees(x, y, 3)
+
+    if not near(equal, right[0]):
+        name_slip(equal, [
+            (1 / right[0], "the first number is inverted: the weights' bytes over one "
+                           "sequence's cache"),
+            (_decode_answer(kv=1)[0], "the first number counts keys only: the cache holds a key "
+                                      "and a value per layer and token"),
+            (_decode_answer(layers=1)[0], "the first number counts one layer's cache: every "
+                                          "layer keeps its own keys and values"),
+            (_decode_answer(bytes_=4)[0], "the first number is half the right one: a cache of "
+                                          "2048 tokens, in bf16 like the weights (2 bytes a "
+                                          "number)"),
+        ])
+        raise Wrong("the batch whose caches hold as many bytes as the weights is not right to "
+                    "3 significant digits: 2 N bytes over one sequence's 2 * 2 L t D")
+    if fits != right[1]:
+        expect(fits == int(fits), "the largest batch must be a whole number of sequences")
+        if fits == right[1] + 1:
+            raise Wrong(f"{int(fits)} sequences do not fit: with the weights their caches need "
+                        "more than 80 GB. Round the number that fits down")
+        name_slip(fits, [
+            (_decode_answer(weights_in_memory=False)[1], "the weights take 2 N bytes of the "
+                                                         "memory too: leave room for them"),
+            (_decode_answer(memory=80 * 2**30)[1], "80 GB are 80e9 bytes, not 80 GiB"),
+            (_decode_answer(bytes_=4)[1], "the cache is in bf16: 2 bytes a number, not 4"),
+            (_decode_answer(kv=1)[1], "the cache holds a key and a value per layer and token, "
+                                      "not a key only"),
+            (_decode_answer(layers=1)[1], "every layer keeps its own keys and values"),
+        ], 6)
+        raise Wrong("the largest batch is not right: the whole number of sequences whose caches "
+                    "fit in 80e9 bytes beside the weights' 2 N")
+    if not near(rate, right[2]):
+        _rate_slip(rate, right)
+    if agrees(ratio, right[3], 2):
+        return
+    name_slip(ratio, [
+        (1 / right[3], "the ratio is inverted: reading's floor over computing's"),
+        (_decode_answer(attention=False)[3], "the arithmetic leaves out attention: the step "
+                                             "also does 4 L B t D FLOPs with the caches"),
+        (_decode_answer(weights_flops=False)[3], "the arithmetic leaves out the matrix "
+                                                 "products: 2 N FLOPs a sequence"),
+    ], 2)
+    raise Wrong("the ratio of the floors is not right to 2 significant digits: the seconds to "
+                "read (bytes / 3.35e12) over the seconds to compute (FLOPs / 989.4e12)")
+
+
+def _rate_slip(rate, right) -> None:
+    """Wrong, naming the slip if it is a usual one: the tokens per second of the exercise."""
+    read_s = (2 * DECODE["weights"] + right[1] * 2 * 2 * DECODE["n_layer"] * DECODE["context"]
+              * DECODE["width"]) / DECODE["bandwidth"]
+    name_slip(rate, [
+        (1 / read_s, "that is each sequence's rate, one token a step: the batch makes "
+                     f"{right[1]} tokens a step"),
+        (_decode_answer(weights_read=False)[2], "the step reads the weights as well as the "
+                                                "caches"),
+        (right[1] * DECODE["peak"] / (2 * DECODE["weights"] * right[1] + 4 * DECODE["n_layer"]
+                                      * right[1] * DECODE["context"] * DECODE["width"]),
+         "that is the arithmetic's floor: reading the caches takes far longer, so memory sets "
+         "the step"),
+        (right[2] / 1e3, "give the tokens per second, not thousands of them"),
+    ])
+    raise Wrong("the tokens per second are not right to 3 significant digits: the batch's tokens "
+                "over the longer floor, reading (weights and caches, bytes / 3.35e12) or "
+                "computing (FLOPs / 989.4e12)")

@@ -163,7 +163,55 @@ def test_ridge():
         assert status == "fail" and fragment in message, (answer, message)
 
 
+DECODE = (3.2734375, 1056, 44235.22, 69.3256)  # the exercise's four numbers
+CACHE = 2 * 2 * 12 * 2048 * 768  # bytes of one sequence's cache, bf16
+
+
+def test_decode_batch():
+    equal, fits, rate, ratio = DECODE
+    name = "ex-perf-decode"
+    assert check(name, DECODE)
+    assert check(name, (3.27, 1056, 44200, 69))  # the digits asked for
+    assert check(name, [equal, 1056.0, rate, ratio])  # a whole number as a float
+    assert check(name, np.array(DECODE))
+    assert check(name, torch.tensor(DECODE, dtype=torch.float64))
+    assert check(name, (2 * 123_568_128 / CACHE, 1056, 1056 / 23.87e-3, 23.87 / 0.344))  # rounded
+    assert check(name, (equal, np.int64(1056), Decimal("44235"), Decimal("69.3")))
+    assert not check(name, (3.3, 1056, rate, ratio))  # 2 digits only
+    assert verdict(name, ...)[0] == "not attempted"
+    for answer, fragment in [
+        ((1 / equal, fits, rate, ratio), "inverted"),
+        ((2 * equal, fits, rate, ratio), "keys only"),
+        ((12 * equal, fits, rate, ratio), "one layer's cache"),
+        ((equal / 2, fits, rate, ratio), "half the right one"),
+        ((equal * 1.05, fits, rate, ratio), "not right to 3 significant digits"),
+        ((equal, 1057, rate, ratio), "1057 sequences do not fit"),
+        ((equal, 1059, rate, ratio), "leave room for them"),
+        ((equal, 1056.5, rate, ratio), "whole number"),
+        ((equal, 1134, rate, ratio), "GiB"),
+        ((equal, 528, rate, ratio), "bf16"),
+        ((equal, 2112, rate, ratio), "not a key only"),
+        ((equal, 12676, rate, ratio), "every layer"),
+        ((equal, 1000, rate, ratio), "largest batch is not right"),
+        ((equal, fits, 1 / 23.8724e-3, ratio), "each sequence's rate"),
+        ((equal, fits, 44372.35, ratio), "reads the weights"),
+        ((equal, fits, 1056 / 0.34435e-3, ratio), "arithmetic's floor"),
+        ((equal, fits, rate / 1e3, ratio), "thousands"),
+        ((equal, fits, rate * 1.05, ratio), "tokens per second are not right"),
+        ((equal, fits, rate), "four numbers"),
+        ((equal, fits, rate, 1 / ratio), "inverted"),
+        ((equal, fits, rate, 90.5), "attention"),
+        ((equal, fits, rate, 296.3), "matrix products"),
+        ((equal, fits, rate, 60), "ratio of the floors is not right"),
+        ((equal, "many", rate, ratio), "must be a number"),
+        (torch.tensor(DECODE, dtype=torch.float16), "half precision"),
+    ]:
+        status, message = verdict(name, answer)
+        assert status == "fail" and fragment in message, (answer, message)
+
+
 @pytest.mark.parametrize("name, answer", [
+    ("ex-perf-decode", (3.27, 1056, 44200, 69)),
     ("ex-perf-ridge", (295.3, 15.88, 53.18)),
     ("ex-perf-slopes", lambda n, t: np.polyfit(np.log(n[-3:]), np.log(t[-3:]), 1)[0]),
     ("ex-perf-kv-memory", (9.0, 1.1)),

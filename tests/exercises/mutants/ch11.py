@@ -12,6 +12,10 @@ EQUIVALENT = {
         "the ceiling by 1e-12 of itself, far below the 4 significant digits the exercise asks for",
         "ceiling:0 1000000000000.0 -> 1000000000001.0": "the same, one the other way",
     },
+    "ex-perf-decode": {
+        "fits:0 // -> /": "int() of the quotient 1056.36 is 1056 as its floor division is",
+        "rate:0 swap the first two arguments of max": "max is symmetric: max(a, b) is max(b, a)",
+    },
     "ex-perf-kv-memory": {
         "gqa_bf16:0 // -> /": "the width 768 of the exercise is a multiple of 4, so 768 / 4 is "
                               "768 // 4",
