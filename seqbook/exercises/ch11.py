@@ -290,17 +290,19 @@ DECODE = {"n_layer": 12, "width": 768, "weights": 123_568_128, "context": 2048,
 
 def _decode_answer(bytes_=2, kv=2, layers=DECODE["n_layer"], context=DECODE["context"],
                    memory=DECODE["memory"], weights_in_memory=True, weights_read=True,
-                   weights_flops=True, attention=True):
+                   weights_flops=True, attention=True, weight_bytes=2,
+                   bandwidth=DECODE["bandwidth"], flops_per_product=2, add=False):
     """(batch whose caches equal the weights, largest batch that fits, tokens per second at the
     floor, reading's floor over computing's) of the exercise, with optional slips."""
     N, D, t = DECODE["weights"], DECODE["width"], context
     per_sequence = bytes_ * kv * layers * t * D  # one sequence's cache, bytes
     equal = 2 * N / per_sequence  # the weights in bf16 over one cache
-    fits = int((memory - 2 * N * weights_in_memory) // per_sequence)
-    read = (2 * N * weights_read + fits * per_sequence) / DECODE["bandwidth"]
-    compute = (2 * N * fits * weights_flops + 2 * kv * layers * fits * t * D * attention
-               ) / DECODE["peak"]
-    return equal, fits, fits / max(read, compute), read / compute
+    fits = int((memory - weight_bytes * N * weights_in_memory) // per_sequence)
+    read = (2 * N * weights_read + fits * per_sequence) / bandwidth
+    compute = flops_per_product / 2 * (2 * N * fits * weights_flops
+                                       + 2 * kv * layers * fits * t * D * attention) / DECODE["peak"]
+    step = read + compute if add else max(read, compute)
+    return equal, fits, fits / step, read / compute
 
 
 @exercise("ex-perf-decode", hints=[
@@ -322,8 +324,8 @@ def check_decode_batch(answer):
     equal, fits, rate, ratio = (_number(v, name) for v, name in zip(answer, names, strict=True))
     right = _decode_answer()
 
-    def near(x, y):  # to 3 significant digits, as the exercise asks
-        return agrees(x, y, 3)
+    def near(x, y):  # to 3 significant digits, as the exercise asks (or rounding to them)
+        return agrees(x, y, 3) or f"{x:.3g}" == f"{y:.3g}"
 
     if not near(equal, right[0]):
         name_slip(equal, [
@@ -337,6 +339,9 @@ def check_decode_batch(answer):
                                           "2048 tokens, in bf16 like the weights (2 bytes a "
                                           "number)"),
         ])
+        if equal == int(equal) and abs(equal - right[0]) < 1:
+            raise Wrong("the first number need not be a whole batch: give the weights' bytes over "
+                        "one sequence's cache, a fraction, to 3 significant digits")
         raise Wrong("the batch whose caches hold as many bytes as the weights is not right to "
                     "3 significant digits: 2 N bytes over one sequence's 2 * 2 L t D")
     if fits != right[1]:
@@ -348,6 +353,10 @@ def check_decode_batch(answer):
             (_decode_answer(weights_in_memory=False)[1], "the weights take 2 N bytes of the "
                                                          "memory too: leave room for them"),
             (_decode_answer(memory=80 * 2**30)[1], "80 GB are 80e9 bytes, not 80 GiB"),
+            (_decode_answer(memory=141e9)[1], "141 GB is the H200's memory: the H100 holds 80 GB"),
+            (_decode_answer(context=DECODE["context"] + 1)[1], "the caches hold t = 2048 tokens "
+                                                                "each, not 2049"),
+            (_decode_answer(weight_bytes=4)[1], "the weights are in bf16 too: 2 N bytes"),
             (_decode_answer(bytes_=4)[1], "the cache is in bf16: 2 bytes a number, not 4"),
             (_decode_answer(kv=1)[1], "the cache holds a key and a value per layer and token, "
                                       "not a key only"),
@@ -357,10 +366,14 @@ def check_decode_batch(answer):
                     "fit in 80e9 bytes beside the weights' 2 N")
     if not near(rate, right[2]):
         _rate_slip(rate, right)
-    if agrees(ratio, right[3], 2):
+    if agrees(ratio, right[3], 2) or f"{ratio:.2g}" == f"{right[3]:.2g}":
         return
     name_slip(ratio, [
         (1 / right[3], "the ratio is inverted: reading's floor over computing's"),
+        (_decode_answer(bandwidth=4.8e12)[3], "4.8 TB/s is the H200's bandwidth: the H100 moves "
+                                              "3.35 TB/s"),
+        (_decode_answer(flops_per_product=1)[3], "a multiply and an add are two FLOPs: 2 N per "
+                                                 "sequence and 4 L t D for attention"),
         (_decode_answer(attention=False)[3], "the arithmetic leaves out attention: the step "
                                              "also does 4 L B t D FLOPs with the caches"),
         (_decode_answer(weights_flops=False)[3], "the arithmetic leaves out the matrix "
@@ -383,7 +396,11 @@ def _rate_slip(rate, right) -> None:
                                       * right[1] * DECODE["context"] * DECODE["width"]),
          "that is the arithmetic's floor: reading the caches takes far longer, so memory sets "
          "the step"),
-        (right[2] / 1e3, "give the tokens per second, not thousands of them"),
+        (right[2] / 1e3, "give the tokens per second, not per millisecond (or in thousands)"),
+        (_decode_answer(bandwidth=4.8e12)[2], "4.8 TB/s is the H200's bandwidth: the H100 moves "
+                                              "3.35 TB/s"),
+        (_decode_answer(bandwidth=3.35 * 2**40)[2], "a TB is 10**12 bytes, not 2**40"),
+        (_decode_answer(add=True)[2], "the floor is the longer of the two times, not their sum"),
     ])
     raise Wrong("the tokens per second are not right to 3 significant digits: the batch's tokens "
                 "over the longer floor, reading (weights and caches, bytes / 3.35e12) or "

@@ -177,6 +177,7 @@ def test_decode_batch():
     assert check(name, torch.tensor(DECODE, dtype=torch.float64))
     assert check(name, (2 * 123_568_128 / CACHE, 1056, 1056 / 23.87e-3, 23.87 / 0.344))  # rounded
     assert check(name, (equal, np.int64(1056), Decimal("44235"), Decimal("69.3")))
+    assert check(name, (3.27, 1056, 1056 / 0.0239, 23.9 / 0.344))  # the solution's rounding
     assert not check(name, (3.3, 1056, rate, ratio))  # 2 digits only
     assert verdict(name, ...)[0] == "not attempted"
     for answer, fragment in [
@@ -196,8 +197,17 @@ def test_decode_batch():
         ((equal, fits, 1 / 23.8724e-3, ratio), "each sequence's rate"),
         ((equal, fits, 44372.35, ratio), "reads the weights"),
         ((equal, fits, 1056 / 0.34435e-3, ratio), "arithmetic's floor"),
-        ((equal, fits, rate / 1e3, ratio), "thousands"),
+        ((equal, fits, rate / 1e3, ratio), "per millisecond"),
         ((equal, fits, rate * 1.05, ratio), "tokens per second are not right"),
+        ((3, fits, rate, ratio), "need not be a whole batch"),
+        ((equal, 1864, rate, ratio), "H200's memory"),
+        ((equal, 1055, rate, ratio), "not 2049"),
+        ((equal, 1053, rate, ratio), "bf16 too"),
+        ((equal, fits, 63381.8, ratio), "H200's bandwidth"),
+        ((equal, fits, 48637.1, ratio), "2**40"),
+        ((equal, fits, 43606.2, ratio), "not their sum"),
+        ((equal, fits, rate, 48.4), "H200's bandwidth"),
+        ((equal, fits, rate, 138.7), "two FLOPs"),
         ((equal, fits, rate), "four numbers"),
         ((equal, fits, rate, 1 / ratio), "inverted"),
         ((equal, fits, rate, 90.5), "attention"),
