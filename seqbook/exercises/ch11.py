@@ -33,6 +33,17 @@ def _number(value, what: str) -> float:
     return value
 
 
+def _numbers(answer, names: tuple[str, ...], shape: str) -> list[float]:
+    """The learner's answer as ``len(names)`` floats: a tuple or a list of that many numbers, or
+    an array holding them (of any shape), else a :class:`Wrong` that the answer must be
+    ``shape``."""
+    n = len(names)
+    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == n:
+        answer = list(answer.reshape(-1))  # an array of the n numbers means the same
+    expect(isinstance(answer, (tuple, list)) and len(answer) == n, f"answer must be {shape}")
+    return [_number(v, name) for v, name in zip(answer, names, strict=True)]
+
+
 # ---------------------------------------------------------------------------------------------
 # The exponent of a scaling curve, from its three longest sequences.
 # ---------------------------------------------------------------------------------------------
@@ -209,13 +220,9 @@ def _ridge_answer(peak=RIDGE["peak_tflops"], bandwidth=RIDGE["bandwidth_tbs"],
     "989.4 TFLOP/s and 3.35 TB/s, so the third number is in TFLOP/s.",
 ])
 def check_ridge(answer):
-    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == 3:
-        answer = list(answer.reshape(-1))  # an array of the three numbers means the same
-    expect(isinstance(answer, (tuple, list)) and len(answer) == 3,
-           "answer must be a triple (ridge point in FLOP/byte, intensity in FLOP/byte, "
-           "ceiling in TFLOP/s)")
-    names = ("the ridge point", "the intensity", "the ceiling")
-    got = [_number(v, name) for v, name in zip(answer, names, strict=True)]
+    got = _numbers(answer, ("the ridge point", "the intensity", "the ceiling"),
+                   "a triple (ridge point in FLOP/byte, intensity in FLOP/byte, ceiling in "
+                   "TFLOP/s)")
     ridge, intensity, ceiling = got
     right = _ridge_answer()
     peak, bandwidth = RIDGE["peak_tflops"], RIDGE["bandwidth_tbs"]
@@ -314,14 +321,11 @@ def _decode_answer(bytes_=2, kv=2, layers=DECODE["n_layer"], context=DECODE["con
     "tokens a step, and the last number is the first of those times over the second.",
 ])
 def check_decode_batch(answer):
-    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == 4:
-        answer = list(answer.reshape(-1))  # an array of the four numbers means the same
-    expect(isinstance(answer, (tuple, list)) and len(answer) == 4,
-           "answer must have four numbers (the batch whose caches hold as much as the weights, "
-           "the largest batch that fits, tokens per second, reading's floor over computing's)")
-    names = ("the batch of equal bytes", "the largest batch", "the tokens per second",
-             "the ratio of the floors")
-    equal, fits, rate, ratio = (_number(v, name) for v, name in zip(answer, names, strict=True))
+    equal, fits, rate, ratio = _numbers(
+        answer, ("the batch of equal bytes", "the largest batch", "the tokens per second",
+                 "the ratio of the floors"),
+        "four numbers (the batch whose caches hold as much as the weights, the largest batch "
+        "that fits, tokens per second, reading's floor over computing's)")
     right = _decode_answer()
 
     def near(x, y):  # to 3 significant digits, as the exercise asks (or rounding to them)
