@@ -112,8 +112,8 @@ def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int,
     if batch is not None and held is not None and held != batch:
         raise ValueError(f"{name} hold {held} sequences, got idx with {batch}: a cache keeps the "
                          f"sequences it was filled with")
-    if caches[0].length + T > block_size:
-        raise ValueError(f"the {name} hold {caches[0].length} positions: with idx's {T} more the "
-                         f"sequence passes block_size={block_size}")
+    if kept + T > block_size:
+        raise ValueError(f"the {name} hold {kept} positions: with idx's {T} more the sequence "
+                         f"passes block_size={block_size}")
     if kept + T > room:
         raise ValueError(f"{name} hold max_len={room} positions: {kept} kept + {T} new is too many")
