@@ -452,3 +452,103 @@ def _check_early_stop(learn_merges) -> None:
            == list(_trained_merges(text, n)),
            f"learn_merges({text!r}, {n}) must stop once every pre-token is one token, and "
            "return the merges learned so far")
+
+
+# ---------------------------------------------------------------------------------------------
+# WordPiece's encoder, greedy longest match first, written by the learner.
+# ---------------------------------------------------------------------------------------------
+
+#: a vocabulary in which the check's words test each part of the rule: the longest match, the
+#: "##" of a continuation, a whole word lost, and a spelling that only backtracking would find
+WP_VOCAB = frozenset({
+    "[UNK]", "a", "ab", "abc", "b", "play", "walk", "##a", "##b", "##c", "##d", "##bc", "##bz",
+    "##ing", "##ed", "##s", "##play", "##er", "##abc", "x", "##x",
+})
+#: word -> its pieces by BERT's rule (the tests check them against Hugging Face's tokenizers)
+WP_WORDS = {
+    "abc": ["abc"],  # the whole word is in the vocabulary
+    "abcd": ["abc", "##d"],  # the longest prefix, then a continuation
+    "abbc": ["ab", "##bc"],  # "ab", then the longest continuation "##bc", not "##b"
+    "playing": ["play", "##ing"],
+    "playplay": ["play", "##play"],  # a continuation takes "##play", not "play"
+    "walked": ["walk", "##ed"],
+    "player": ["play", "##er"],
+    "abcabc": ["abc", "##abc"],
+    "walkz": ["[UNK]"],  # no piece for "z": the whole word, not "walk" and "[UNK]"
+    "abz": ["[UNK]"],  # "ab" then no "##z": greedy gives up, though "a" + "##bz" would spell it
+    "abcx": ["abc", "##x"],
+    "ba": ["b", "##a"],
+    "x": ["x"],
+    "xab": ["x", "##a", "##b"],  # "##ab" is no piece: "##a" then "##b"
+}
+
+
+def _wordpiece(word: str, vocab, longest: bool = True, marker: str = "##",
+               whole_unknown: bool = True) -> list[str]:
+    """BERT's rule, with optional slips: the shortest match first, no continuation marker, or
+    the pieces found before an unknown one kept."""
+    pieces, start = [], 0
+    while start < len(word):
+        prefix = marker if start else ""
+        ends = range(len(word), start, -1) if longest else range(start + 1, len(word) + 1)
+        end = next((e for e in ends if prefix + word[start:e] in vocab), None)
+        if end is None:
+            return ["[UNK]"] if whole_unknown else [*pieces, "[UNK]"]
+        pieces.append(prefix + word[start:end])
+        start = end
+    return pieces
+
+
+def _spellings(word: str, vocab, first: bool = True):
+    """Every way to spell ``word`` with the vocabulary (a search that backtracks)."""
+    if not word:
+        yield []
+        return
+    prefix = "" if first else "##"
+    for end in range(len(word), 0, -1):
+        if prefix + word[:end] in vocab:
+            for rest in _spellings(word[end:], vocab, first=False):
+                yield [prefix + word[:end], *rest]
+
+
+@exercise("ex-ch1-wordpiece", hints=[
+    "Keep a position in the word. At each position try the longest piece first, from there to "
+    "the end of the word, and shorten it until it is in the vocabulary; after the first piece, "
+    "look it up with '##' in front.",
+    "If no piece that starts at the position is in the vocabulary, not even one character, "
+    "return ['[UNK]'] for the whole word, not the pieces found before it.",
+])
+def check_wordpiece(wordpiece_encode):
+    wrong = {}  # word -> the learner's pieces, where they differ from BERT's
+    with _time_limit(0.25, "wordpiece_encode"):
+        for word, right in WP_WORDS.items():
+            out = call(wordpiece_encode, word, set(WP_VOCAB), what="wordpiece_encode")
+            expect(isinstance(out, (list, tuple)) and all(isinstance(p, str) for p in out),
+                   f"wordpiece_encode must return a list of str, got {out!r:.60}")
+            if list(out) != right:
+                wrong[word] = list(out)
+    if not wrong:
+        return
+
+    def every(encoder) -> bool:
+        return all(out == encoder(word) for word, out in wrong.items())
+
+    if every(lambda w: _wordpiece(w, WP_VOCAB, whole_unknown=False)):
+        raise Wrong("a word with an unknown part keeps the pieces found before it: BERT gives up "
+                    "on the whole word, which becomes ['[UNK]']")
+    if every(lambda w: _wordpiece(w, WP_VOCAB, longest=False)):
+        raise Wrong("each piece is the shortest match: WordPiece takes the longest piece of the "
+                    "vocabulary that starts at the position")
+    if every(lambda w: _wordpiece(w, WP_VOCAB, marker="")):
+        raise Wrong("the pieces after the first are looked up without '##': inside a word, a "
+                    "piece is the vocabulary's entry with '##' in front")
+    if every(lambda w: [p.removeprefix("##") for p in _wordpiece(w, WP_VOCAB)]):
+        raise Wrong("the pieces after the first lose their '##': return them as the vocabulary "
+                    "writes them, '##' included, so that a reader can tell a word's start")
+    if every(lambda w: next(_spellings(w, WP_VOCAB), ["[UNK]"])):
+        raise Wrong("the encoder searches back for another spelling when it is stuck: BERT's "
+                    "rule is greedy, and a word it cannot finish from its longest prefix becomes "
+                    "['[UNK]']")
+    word, out = next(iter(wrong.items()))
+    raise Wrong(f"wordpiece_encode({word!r}, vocab) gives {out}, where BERT's rule gives "
+                f"{WP_WORDS[word]}")

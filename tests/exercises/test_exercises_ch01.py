@@ -358,3 +358,116 @@ def test_checks_are_fast():
                          ("ex-ch1-bpe-bug", buggy_encode)]:
         check(name, answer)
     assert time.perf_counter() - t < 1.0
+
+
+def test_wordpiece_encoder():
+    from tokenizers import Tokenizer, models
+
+    from seqbook.exercises.ch01 import WP_VOCAB, WP_WORDS
+
+    name = "ex-ch1-wordpiece"
+    ids = {token: i for i, token in enumerate(sorted(WP_VOCAB))}
+    hugging_face = Tokenizer(models.WordPiece(ids, unk_token="[UNK]"))
+    for word, pieces in WP_WORDS.items():  # the check's answers are BERT's
+        assert hugging_face.encode(word).tokens == pieces, word
+
+    def right(word, vocab):
+        pieces, start = [], 0
+        while start < len(word):
+            prefix = "##" if start else ""
+            end = next((e for e in range(len(word), start, -1)
+                        if prefix + word[start:e] in vocab), None)
+            if end is None:
+                return ["[UNK]"]
+            pieces.append(prefix + word[start:end])
+            start = end
+        return pieces
+
+    def recursive(word, vocab, first=True):  # right, written another way
+        if not word:
+            return []
+        prefix = "" if first else "##"
+        for end in range(len(word), 0, -1):
+            if prefix + word[:end] in vocab:
+                rest = recursive(word[end:], vocab, first=False)
+                return ["[UNK]"] if rest == ["[UNK]"] else [prefix + word[:end], *rest]
+        return ["[UNK]"]
+
+    def by_hugging_face(word, vocab):  # right: the library's own model
+        model = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)},
+                                           unk_token="[UNK]"))
+        return model.encode(word).tokens
+
+    def starter(word, vocab):
+        raise NotImplementedError
+
+    for answer in (right, recursive, by_hugging_face,
+                   lambda w, v: tuple(right(w, v))):
+        assert check(name, answer), check(name, answer).message
+    assert check(name, starter).status == "not attempted"
+
+    def shortest(word, vocab):
+        pieces, start = [], 0
+        while start < len(word):
+            prefix = "##" if start else ""
+            end = next((e for e in range(start + 1, len(word) + 1)
+                        if prefix + word[start:e] in vocab), None)
+            if end is None:
+                return ["[UNK]"]
+            pieces.append(prefix + word[start:end])
+            start = end
+        return pieces
+
+    def no_marker(word, vocab):
+        return [p.removeprefix("##") for p in right(word, vocab)]
+
+    def unmarked_lookup(word, vocab):  # looks continuations up without their "##"
+        pieces, start = [], 0
+        while start < len(word):
+            end = next((e for e in range(len(word), start, -1) if word[start:e] in vocab),
+                       None)
+            if end is None:
+                return ["[UNK]"]
+            pieces.append(word[start:end])
+            start = end
+        return pieces
+
+    def partial(word, vocab):  # keeps the pieces before an unknown part
+        pieces, start = [], 0
+        while start < len(word):
+            prefix = "##" if start else ""
+            end = next((e for e in range(len(word), start, -1)
+                        if prefix + word[start:e] in vocab), None)
+            if end is None:
+                return [*pieces, "[UNK]"]
+            pieces.append(prefix + word[start:end])
+            start = end
+        return pieces
+
+    def backtracking(word, vocab, first=True):  # finds "a" + "##bz" where BERT gives up
+        if not word:
+            return []
+        prefix = "" if first else "##"
+        for end in range(len(word), 0, -1):
+            if prefix + word[:end] in vocab:
+                rest = backtracking(word[end:], vocab, first=False)
+                if rest is not None:
+                    return [prefix + word[:end], *rest]
+        return None if not first else ["[UNK]"]
+
+    def forever(word, vocab):
+        while True:
+            pass
+
+    for answer, words in [
+        (shortest, "shortest match"),
+        (no_marker, "lose their '##'"),
+        (unmarked_lookup, "without '##'"),
+        (partial, "keeps the pieces found before it"),
+        (backtracking, "searches back"),
+        (lambda w, v: [w], "gives ['abcd']"),
+        (lambda w, v: " ".join(right(w, v)), "must return a list of str"),
+        (forever, "does its loop always end"),
+    ]:
+        message = check(name, answer).message
+        assert words in message, (answer, message)
