@@ -480,6 +480,10 @@ WP_WORDS = {
     "ba": ["b", "##a"],
     "x": ["x"],
     "xab": ["x", "##a", "##b"],  # "##ab" is no piece: "##a" then "##b"
+    "baa": ["b", "##a", "##a"],  # a piece may come twice
+    "abccc": ["abc", "##c", "##c"],
+    "xabb": ["x", "##a", "##b", "##b"],
+    "Ab": ["[UNK]"],  # no "A": the rule does not change the case
 }
 
 
@@ -520,13 +524,16 @@ def _spellings(word: str, vocab, first: bool = True):
 ])
 def check_wordpiece(wordpiece_encode):
     wrong = {}  # word -> the learner's pieces, where they differ from BERT's
+    vocab = set(WP_VOCAB)  # one set for every word, as a reader would pass it
     with _time_limit(0.25, "wordpiece_encode"):
         for word, right in WP_WORDS.items():
-            out = call(wordpiece_encode, word, set(WP_VOCAB), what="wordpiece_encode")
+            out = call(wordpiece_encode, word, vocab, what="wordpiece_encode")
             expect(isinstance(out, (list, tuple)) and all(isinstance(p, str) for p in out),
                    f"wordpiece_encode must return a list of str, got {out!r:.60}")
             if list(out) != right:
                 wrong[word] = list(out)
+    expect(vocab == WP_VOCAB, "wordpiece_encode changed the vocabulary it was given: look "
+           "pieces up, never remove or add them (a piece may come more than once in a word)")
     if not wrong:
         return
 
@@ -546,9 +553,10 @@ def check_wordpiece(wordpiece_encode):
         raise Wrong("the pieces after the first lose their '##': return them as the vocabulary "
                     "writes them, '##' included, so that a reader can tell a word's start")
     if every(lambda w: next(_spellings(w, WP_VOCAB), ["[UNK]"])):
-        raise Wrong("the encoder searches back for another spelling when it is stuck: BERT's "
-                    "rule is greedy, and a word it cannot finish from its longest prefix becomes "
-                    "['[UNK]']")
+        word, out = next(iter(wrong.items()))
+        raise Wrong(f"finds a spelling of {word!r}, {out}, that BERT's rule misses: the rule "
+                    "takes the longest beginning, never goes back on it, and a word it cannot "
+                    "finish from there becomes ['[UNK]']")
     word, out = next(iter(wrong.items()))
     raise Wrong(f"wordpiece_encode({word!r}, vocab) gives {out}, where BERT's rule gives "
                 f"{WP_WORDS[word]}")

@@ -455,6 +455,11 @@ def test_wordpiece_encoder():
                     return [prefix + word[:end], *rest]
         return None if not first else ["[UNK]"]
 
+    def deletes_used(word, vocab):  # takes each piece out of the vocabulary once used
+        pieces = right(word, vocab)
+        vocab -= set(pieces)
+        return pieces
+
     def forever(word, vocab):
         while True:
             pass
@@ -464,7 +469,10 @@ def test_wordpiece_encoder():
         (no_marker, "lose their '##'"),
         (unmarked_lookup, "without '##'"),
         (partial, "keeps the pieces found before it"),
-        (backtracking, "searches back"),
+        (backtracking, "that BERT's rule misses"),
+        (lambda w, v: list(dict.fromkeys(right(w, v))), "gives ['b', '##a']"),
+        (lambda w, v: right(w.lower(), v), "gives ['ab']"),
+        (deletes_used, "changed the vocabulary"),
         (lambda w, v: [w], "gives ['abcd']"),
         (lambda w, v: " ".join(right(w, v)), "must return a list of str"),
         (forever, "does its loop always end"),
