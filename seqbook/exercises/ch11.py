@@ -389,18 +389,15 @@ def check_decode_batch(answer):
 
 def _rate_slip(rate, right) -> None:
     """Wrong, naming the slip if it is a usual one: the tokens per second of the exercise."""
-    read_s = (2 * DECODE["weights"] + right[1] * 2 * 2 * DECODE["n_layer"] * DECODE["context"]
-              * DECODE["width"]) / DECODE["bandwidth"]
+    equal, fits, rate_right, ratio = right  # the step is read-bound: rate = fits / read
     name_slip(rate, [
-        (1 / read_s, "that is each sequence's rate, one token a step: the batch makes "
-                     f"{right[1]} tokens a step"),
+        (rate_right / fits, "that is each sequence's rate, one token a step: the batch makes "
+                            f"{fits} tokens a step"),
         (_decode_answer(weights_read=False)[2], "the step reads the weights as well as the "
                                                 "caches"),
-        (right[1] * DECODE["peak"] / (2 * DECODE["weights"] * right[1] + 4 * DECODE["n_layer"]
-                                      * right[1] * DECODE["context"] * DECODE["width"]),
-         "that is the arithmetic's floor: reading the caches takes far longer, so memory sets "
-         "the step"),
-        (right[2] / 1e3, "give the tokens per second, not per millisecond (or in thousands)"),
+        (rate_right * ratio, "that is the arithmetic's floor: reading the caches takes far "
+                             "longer, so memory sets the step"),
+        (rate_right / 1e3, "give the tokens per second, not per millisecond (or in thousands)"),
         (_decode_answer(bandwidth=4.8e12)[2], "4.8 TB/s is the H200's bandwidth: the H100 moves "
                                               "3.35 TB/s"),
         (_decode_answer(bandwidth=3.35 * 2**40)[2], "a TB is 10**12 bytes, not 2**40"),
