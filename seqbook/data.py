@@ -30,7 +30,9 @@ from .checks import (
     check_generator,
     check_int,
     check_number,
+    check_positive_int,
     check_str,
+    checked,
 )
 from .fetch import DataFileError, RemoteFile, fetch
 from .vocab import Vocab, normalize_text
@@ -471,10 +473,8 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_sizes(**sizes: int) -> list[int]:
-    return [check_int(name, value, 1) for name, value in sizes.items()]
-
-
+@checked(n=check_positive_int, length=check_positive_int, num_symbols=check_positive_int,
+         num_noise=check_positive_int, generator=check_generator)
 def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int = 8,
                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Recall the first token: a signal symbol, then ``length - 1`` noise symbols; the target is
@@ -487,15 +487,13 @@ def first_token_task(n: int, length: int, num_symbols: int = 8, num_noise: int =
     Returns:
         ``ids`` (n, length) int64 and ``target`` (n,) int64 with ``ids[:, 0] == target``.
     """
-    n, length, num_symbols, num_noise = _check_sizes(n=n, length=length, num_symbols=num_symbols,
-                                                     num_noise=num_noise)
-    check_generator("generator", generator)
     target = torch.randint(0, num_symbols, (n,), generator=generator)                # (n,)
     ids = torch.randint(num_symbols, num_symbols + num_noise, (n, length), generator=generator)
     ids[:, 0] = target                                                               # (n, T)
     return ids, target
 
 
+@checked(n=check_positive_int, length=check_positive_int, generator=check_generator)
 def adding_problem(n: int, length: int, generator: torch.Generator | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The adding problem (Hochreiter and Schmidhuber, 1997): sum the two marked numbers.
@@ -507,8 +505,6 @@ def adding_problem(n: int, length: int, generator: torch.Generator | None = None
     Returns:
         ``x`` (n, length, 2) float32 (number, marker) and ``target`` (n,) float32.
     """
-    n, length = _check_sizes(n=n, length=length)
-    check_generator("generator", generator)
     if length < 2:
         raise ValueError(f"length must be >= 2 (two marked positions), got {length}")
     values = torch.rand(n, length, generator=generator)                              # (n, T)
