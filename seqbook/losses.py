@@ -6,7 +6,9 @@ finite losses. Reading order:
 
 1. ``logsumexp`` / ``free_energy`` / ``log_softmax``: the stable core (and its physics name).
 2. ``cross_entropy``: the classification and language-model loss, equal to ``F.cross_entropy``
-   with its label-smoothing and ``ignore_index`` conventions.
+   with its label-smoothing and ``ignore_index`` conventions; ``chunked_cross_entropy``: the same
+   mean for an output layer's logits ``h @ weight.T``, a chunk of rows at a time, never holding them
+   all.
 3. ``entropy``, ``kl_divergence``, ``cross_entropy_dist``, ``perplexity``: the quantities of
    eqs. (9.1)-(9.2) of the book, on probability vectors.
 4. ``expected_calibration_error``, ``calibration_bins``: calibration (drawn by
@@ -28,11 +30,26 @@ import math
 from functools import partial
 
 import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
-from .checks import check_ids, check_int, check_number, check_tensor, checked, has_values, optional, shape_of
+from .checks import (
+    autocast_enabled,
+    check_float_tensor,
+    check_ids,
+    check_int,
+    check_number,
+    check_positive_int,
+    check_tensor,
+    checked,
+    has_values,
+    optional,
+    shape_of,
+)
 
 __all__ = [
-    "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy", "entropy",
+    "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy",
+    "chunked_cross_entropy", "entropy",
     "kl_divergence", "cross_entropy_dist", "perplexity", "calibration_bins",
     "expected_calibration_error", "macro_auroc",
 ]
@@ -240,6 +257,66 @@ def cross_entropy(
         loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T])
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     return loss.sum() / keep.sum()
+
+
+def _check_chunked_cross_entropy(h, weight, target, ignore_index) -> None:
+    check_float_tensor("h", h, ndim=2, names="(N, D)")
+    D = h.shape[1]
+    check_float_tensor("weight", weight, shape=(None, D), names=f"(V, D) with D = {D}, as h's")
+    if weight.dtype != h.dtype and not autocast_enabled(h):
+        raise TypeError(f"weight must have h's dtype, {h.dtype}, got {weight.dtype}")
+    check_ids("target", target, weight.shape[0], ignore_index, shape=(h.shape[0],),
+              names=f"(N,) with N = {h.shape[0]}, as h's")
+    if _has_values(h) and _has_values(weight):  # one sync for both
+        bad_h, bad_w = torch.stack([~torch.isfinite(h).all(), ~torch.isfinite(weight).all()]).tolist()
+        if bad_h or bad_w:
+            raise ValueError(f"{'h' if bad_h else 'weight'} must hold finite numbers, got NaN or inf")
+
+
+@checked(_check_chunked_cross_entropy, chunk_size=check_positive_int,
+         ignore_index=optional(partial(check_int, minimum=None)))
+def chunked_cross_entropy(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    chunk_size: int = 4096,
+    ignore_index: int | None = None,
+) -> torch.Tensor:
+    r"""Mean cross-entropy of the logits ``h @ weight.T``, never holding all of them.
+
+    An output layer turns N hidden states into N x V logits; for a large vocabulary V
+    that matrix, and what the backward pass keeps of it, outweighs everything else in
+    the step. The rows are taken ``chunk_size`` at a time, K being the kept rows:
+
+    .. math:: \ell = \frac{1}{|K|} \sum_{i \in K}
+              \big[\operatorname{lse}(W h_i) - (W h_i)_{y_i}\big]
+
+    Each chunk's loss runs under :func:`torch.utils.checkpoint.checkpoint`, which keeps
+    only the chunk's inputs and computes its logits again in the backward pass, so at
+    most one chunk's logits exist at a time. The sums are divided once, by the number
+    of kept rows: the result equals ``cross_entropy(h @ weight.T, target, ...)`` for
+    any chunk size (every row ignored: 0/0 = NaN). The logits are scored in float32,
+    or float64 for float64 inputs.
+
+    Shape:
+        h: (N, D); weight: (V, D), the output layer, no bias;
+        target: (N,) ids in [0, V) or ``ignore_index``; output: scalar
+    """
+    skip = -100 if ignore_index is None else ignore_index  # F.cross_entropy's default
+    dtype = torch.promote_types(h.dtype, torch.float32)  # float32, or float64
+
+    def chunk_nll(h, weight, target):  # the summed loss of one chunk of rows
+        logits = (h @ weight.T).to(dtype)  # (n, V): this chunk's logits only
+        return F.cross_entropy(logits, target, ignore_index=skip, reduction="sum")
+
+    total = h.new_zeros((), dtype=dtype)
+    for start in range(0, h.shape[0], chunk_size):
+        rows = slice(start, start + chunk_size)
+        total = total + checkpoint(
+            chunk_nll, h[rows], weight, target[rows], use_reentrant=False
+        )
+    kept = target.numel() if ignore_index is None else (target != ignore_index).sum()
+    return total / kept
 
 
 # ---------------------------------------------------------------------------------------------

@@ -448,3 +448,176 @@ def check_infonce(fn):
     raise Wrong("the loss differs from the symmetric InfoNCE loss: cross-entropy over cosine "
                 "similarities / temperature, target i for row i, averaged over both directions")
 
+
+
+# ---------------------------------------------------------------------------------------------
+# DPO on sequences: the log-probability of a response, and the loss of a preference pair.
+# ---------------------------------------------------------------------------------------------
+
+
+def _token_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1): log q(ids[:, t] | ids[:, :t]) for t >= 1, read from the logits at t - 1."""
+    return torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+
+
+def response_logprob_reference(logits, ids, mask):
+    """The summed log-probability of each row's response tokens (mask True), shape (B,)."""
+    return (_token_logprobs(logits, ids) * mask[:, 1:]).sum(1)
+
+
+def dpo_loss_reference(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
+    """Eq. (eq-ch9-dpo), averaged over the pairs."""
+    logit = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    return -F.logsigmoid(logit).mean()
+
+
+def _dpo_batch(seed: int, B: int, T: int, V: int, dtype=F64):
+    """Logits, ids and a response mask: a prompt of 1 to T/2 tokens, then the response, then
+    padding (0 to 3 positions) at the end of some rows."""
+    g = torch.Generator().manual_seed(seed)
+    logits = 2 * torch.randn(B, T, V, generator=g, dtype=dtype)
+    ids = torch.randint(0, V, (B, T), generator=g)
+    pos = torch.arange(T)
+    start = torch.randint(1, T // 2 + 1, (B,), generator=g)  # the response's first position
+    end = T - torch.randint(0, 4, (B,), generator=g)  # padding from here on
+    mask = (pos >= start[:, None]) & (pos < end[:, None])  # (B, T)
+    return logits, ids, mask
+
+
+def _name_logprob_slip(out, logits, ids, mask) -> None:
+    """Raise a :class:`Wrong` naming the slip ``out`` makes, if it is one of the known ones."""
+    logq = torch.log_softmax(logits, -1)
+    same_pos = logq.gather(-1, ids[..., None]).squeeze(-1)  # (B, T): no shift
+    shifted = _token_logprobs(logits, ids)  # (B, T - 1)
+    raw = logits[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)
+    back = logq[:, 1:].gather(-1, ids[:, :-1, None]).squeeze(-1)  # shifted the wrong way
+    slips = [
+        ((same_pos * mask).sum(1), "the logits at position t predict the token at t + 1: score "
+         "ids[:, 1:] with logits[:, :-1], not each token with its own position's logits"),
+        ((back * mask[:, :-1]).sum(1), "the shift goes the wrong way: the logits at position t "
+         "predict the token at t + 1, so score ids[:, 1:] with logits[:, :-1]"),
+        ((back * mask[:, 1:]).sum(1), "the shift goes the wrong way: the logits at position t "
+         "predict the token at t + 1, so score ids[:, 1:] with logits[:, :-1]"),
+        ((shifted * mask[:, :-1]).sum(1), "the mask is shifted with the logits: mask[:, t] marks "
+         "token t, so it goes with the tokens scored, ids[:, 1:], that is mask[:, 1:]"),
+        (shifted.sum(1), "every token is counted: only the response's tokens (mask True) belong to "
+         "the response, not the prompt or the padding"),
+        ((shifted * mask[:, 1:]).sum(1) / mask[:, 1:].sum(1), "the log-probabilities are "
+         "averaged: log pi(y) is the sum over the response's tokens (the log of a product)"),
+        ((raw * mask[:, 1:]).sum(1), "these are logits, not log-probabilities: take log_softmax "
+         "over the vocabulary first"),
+        (-(shifted * mask[:, 1:]).sum(1), "the sign is flipped: a log-probability is <= 0"),
+    ]
+    for value, message in slips:
+        if close(out, value, n=ids.shape[1]):
+            raise Wrong(message)
+
+
+def _logprob_verdict(response_logprob) -> None:
+    for seed, (B, T, V) in enumerate([(4, 12, 7), (1, 9, 5), (3, 20, 11)]):
+        logits, ids, mask = _dpo_batch(seed, B, T, V)
+        out = returned_tensor(call(response_logprob, logits.clone(), ids.clone(), mask.clone(),
+                                   what="response_logprob"), "response_logprob")
+        expect(tuple(out.shape) == (B,), f"response_logprob must return one number per row, shape "
+               f"({B},), got {tuple(out.shape)}")
+        if close(out, response_logprob_reference(logits, ids, mask), n=T):
+            continue
+        _name_logprob_slip(out, logits, ids, mask)
+        raise Wrong("response_logprob differs from the sum, over the response's tokens, of each "
+                    "token's log-probability under the logits of the position before it")
+    # a long response: 200 to 400 tokens, a probability far below the smallest float64
+    logits, ids, mask = _dpo_batch(7, 2, 402, 50)
+    out = returned_tensor(call(response_logprob, logits.clone(), ids.clone(), mask.clone(),
+                               what="response_logprob"), "response_logprob")
+    expect(bool(torch.isfinite(out).all()), "a long response gets -inf: its probability (a "
+           "product of hundreds of probabilities) underflows to 0; add log-probabilities instead of "
+           "multiplying probabilities")
+    expect(close(out, response_logprob_reference(logits, ids, mask), n=402),
+           "response_logprob is wrong on a long response (hundreds of tokens)")
+
+
+def _dpo_inputs(seed: int, B: int, dtype=F64, scale: float = 30.0):
+    g = torch.Generator().manual_seed(seed)
+    return [(-scale * torch.rand(B, generator=g, dtype=F64)).to(dtype) for _ in range(4)]
+
+
+def _name_dpo_slip(out, pc, pr, rc, rr, beta) -> None:
+    ref = dpo_loss_reference
+    m = (pc - rc) - (pr - rr)
+    slips = [
+        (ref(pr, pc, rr, rc, beta), "chosen and rejected are swapped: the loss must fall as the "
+         "policy prefers the chosen response over the rejected one"),
+        (ref(pc, pr, torch.zeros_like(rc), torch.zeros_like(rr), beta), "the reference is left "
+         "out: DPO scores log-ratios, log pi(y) - log pi_ref(y), for both responses"),
+        (-F.logsigmoid(beta * ((pc + rc) - (pr + rr))).mean(), "the reference is added: subtract "
+         "its log-probabilities, log pi(y) - log pi_ref(y)"),
+        (-F.logsigmoid(beta * ((pc - rc) + (pr - rr))).mean(), "the two log-ratios are added: "
+         "the logit is the chosen response's log-ratio minus the rejected one's"),
+        (-beta * F.logsigmoid(m).mean(), "beta multiplies the loss: it belongs inside the sigmoid, "
+         "scaling the difference of the log-ratios"),
+        (-F.logsigmoid(m).mean(), "beta is missing: it scales the difference of the log-ratios "
+         "inside the sigmoid"),
+        (-F.logsigmoid(m / beta).mean(), "the difference is divided by beta: multiply it"),
+        (-F.logsigmoid(beta * m).sum(), "the losses are summed: average them over the pairs"),
+        (F.logsigmoid(beta * m).mean(), "the sign is flipped: the loss is the negative "
+         "log-likelihood, -log sigma(...), which is >= 0"),
+        (-torch.sigmoid(beta * m).mean(), "the log is missing: the loss is -log sigma(...), the "
+         "binary cross-entropy of 'the chosen response wins'"),
+        ((1 - torch.sigmoid(beta * m)).mean(), "the log is missing: the loss is -log sigma(...), "
+         "the binary cross-entropy of 'the chosen response wins'"),
+    ]
+    for value, message in slips:
+        if close(out, value, n=len(pc)):
+            raise Wrong(message)
+
+
+def _dpo_verdict(dpo_loss) -> None:
+    for seed, (B, beta) in enumerate([(6, 0.1), (1, 0.5), (9, 2.0)]):
+        pc, pr, rc, rr = _dpo_inputs(seed, B)
+        pc.requires_grad_()
+        pr.requires_grad_()
+        out = call(dpo_loss, pc, pr, rc.clone(), rr.clone(), beta, what="dpo_loss")
+        if isinstance(out, numbers.Real):
+            raise Wrong("dpo_loss returns a number: return a tensor, so that the loss can be "
+                        "backpropagated into the policy")
+        out = returned_tensor(out, "dpo_loss")
+        expect(out.numel() == 1, f"dpo_loss must return a scalar, the mean over the pairs, got "
+               f"shape {tuple(out.shape)}")
+        out = out.reshape(())
+        want = dpo_loss_reference(pc, pr, rc, rr, beta)
+        if not close(out.detach(), want.detach(), n=B):
+            with torch.no_grad():
+                _name_dpo_slip(out, pc, pr, rc, rr, beta)
+            raise Wrong("dpo_loss differs from -log sigma(beta [(log pi(y_w) - log pi_ref(y_w)) - "
+                        "(log pi(y_l) - log pi_ref(y_l))]), averaged over the pairs")
+        expect(out.requires_grad, "the loss does not depend on the policy's log-probabilities "
+               "for autograd (was something detached, or computed outside torch?)")
+        got = torch.autograd.grad(out, (pc, pr), allow_unused=True)
+        expect(all(gr is not None for gr in got), "the loss must depend on both the chosen and "
+               "the rejected log-probabilities of the policy")
+        expect(all(close(a, b, n=B) for a, b in zip(got, torch.autograd.grad(want, (pc, pr)),
+                                                    strict=True)),
+               "the loss has the right value but not the right gradient")
+    # pairs the policy gets badly wrong: a logit of -198, as long float32 responses give
+    pc, pr, rc, rr = (torch.tensor(v, dtype=torch.float32) for v in
+                      ([-2000.0, -30.0], [-20.0, -31.0], [-1000.0, -30.5], [-1000.0, -30.5]))
+    out = returned_tensor(call(dpo_loss, pc, pr, rc, rr, 0.1, what="dpo_loss"), "dpo_loss")
+    expect(bool(torch.isfinite(out).all()), "a pair the policy gets badly wrong gives an infinite "
+           "loss: log(sigmoid(x)) underflows for a very negative x (here x = -198 in float32); "
+           "use F.logsigmoid, which computes it without forming sigmoid(x)")
+    want = dpo_loss_reference(*(x.double() for x in (pc, pr, rc, rr)), 0.1)
+    expect(out.numel() == 1 and close(out.reshape(()), want, n=2),  # at float32's precision
+           "dpo_loss is wrong on a pair with a very negative logit (-198)")
+
+
+@exercise("ex-ch9-dpo", hints=[
+    "A causal language model's logits at position t are its prediction of the token at t + 1. "
+    "Which logits score token t, and which tokens belong to the response?",
+    "response_logprob: take log_softmax over the vocabulary, pair logits[:, :-1] with "
+    "ids[:, 1:] (gather), keep the tokens where mask[:, 1:] is True, and sum over the positions.",
+    "dpo_loss: the logit is beta * ((policy_chosen - ref_chosen) - (policy_rejected - "
+    "ref_rejected)); the loss is -F.logsigmoid of it, averaged over the pairs.",
+])
+def check_dpo(response_logprob, dpo_loss):
+    _logprob_verdict(response_logprob)
+    _dpo_verdict(dpo_loss)

@@ -300,6 +300,8 @@ call("decoding.translate", lambda: lambda **kw: public("decoding.translate")(
 PROBS = torch.softmax(floats(5, 3), -1)
 call("losses.smooth_labels", None, target=ints(0, 2, 1), num_classes=3, label_smoothing=0.1)
 call("losses.cross_entropy", None, logits=floats(5, 3), target=ints(0, 2, 1, 1, 0))
+call("losses.chunked_cross_entropy", None, h=floats(5, 3), weight=floats(4, 3), target=ints(0, 2, 1, 3, 0),
+     chunk_size=2)
 call("losses.calibration_bins", None, probs=PROBS, target=ints(0, 2, 1, 1, 0), n_bins=3)
 call("losses.expected_calibration_error", None, probs=PROBS, target=ints(0, 2, 1, 1, 0), n_bins=3)
 call("losses.macro_auroc", None, similarities=floats(6, 3), labels=ints(0, 1, 2, 0, 1, 2))

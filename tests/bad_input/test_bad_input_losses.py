@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 244 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
+# Cases: 259 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -246,6 +246,33 @@ case("macro_auroc-similarities-complex", lambda: au(SIMS.to(torch.complex64), CL
      "complex64")
 
 
+# ------------------------------------------------------------------ chunked_cross_entropy
+
+H = floats(4, 3)  # hidden states (N, D)
+W = floats(5, 3, seed=5)  # the output layer (V, D)
+cce = L.chunked_cross_entropy
+case("chunked_cross_entropy-h-list", lambda: cce([[0.0, 1.0, 2.0]], W, Y[:1]), "h", "torch.Tensor", "list")
+case("chunked_cross_entropy-h-rank3", lambda: cce(H[None], W, Y), "h", "(N, D)", "(1, 4, 3)")
+case("chunked_cross_entropy-h-int", lambda: cce(H.long(), W, Y), "h", "floating-point", "torch.int64")
+case("chunked_cross_entropy-h-empty", lambda: cce(H[:0], W, Y[:0]), "h", "not be empty", "(0, 3)")
+case("chunked_cross_entropy-h-nan", lambda: cce(with_value(H), W, Y), "h", "finite", "NaN")
+case("chunked_cross_entropy-weight-D", lambda: cce(H, W[:, :2], Y), "weight", "(V, D) with D = 3", "(5, 2)")
+case("chunked_cross_entropy-weight-dtype", lambda: cce(H, W.double(), Y), "weight", "torch.float32",
+     "torch.float64")
+case("chunked_cross_entropy-weight-inf", lambda: cce(H, with_value(W, INF), Y), "weight", "finite", "inf")
+case("chunked_cross_entropy-target-float", lambda: cce(H, W, Y.float()), "target", "integer", "torch.float32")
+case("chunked_cross_entropy-target-N", lambda: cce(H, W, Y[:3]), "target", "(N,) with N = 4", "(3,)")
+case("chunked_cross_entropy-target-too-large", lambda: cce(H, W, torch.tensor([0, 1, 5, 2])), "target",
+     "[0, 4]", "5")
+case("chunked_cross_entropy-target-not-ignored", lambda: cce(H, W, torch.tensor([0, -100, 4, 2]),
+                                                             ignore_index=-1), "target", "-100")
+case("chunked_cross_entropy-chunk_size-0", lambda: cce(H, W, Y, chunk_size=0), "chunk_size", ">= 1", "0")
+case("chunked_cross_entropy-chunk_size-float", lambda: cce(H, W, Y, chunk_size=2.0), "chunk_size", "int",
+     "float")
+case("chunked_cross_entropy-ignore_index-float", lambda: cce(H, W, Y, ignore_index=-1.0), "ignore_index",
+     "int", "float")
+
+
 @pytest.mark.parametrize(("fn", "words"), ERRORS)
 def test_bad_input_is_refused_clearly(fn, words):
     assert_clear_error(fn, *words)
@@ -371,5 +398,7 @@ def test_value_checks_pass_on_meta():
     assert ce(Z.to(meta), Y.to(meta), ignore_index=-100).device == meta
     assert L.entropy(P.to(meta)).device == meta
     assert L.logsumexp(Z.to(meta)).device == meta
+    assert L.chunked_cross_entropy(floats(4, 3).to(meta), floats(5, 3).to(meta), Y.to(meta),
+                                   chunk_size=3, ignore_index=-1).device == meta
     assert L.perplexity(torch.ones(3, device=meta)).device == meta
     assert vsa_models.similarity_loss(ANGLES.to(meta), CODEBOOK.to(meta), LABELS.to(meta)).device == meta

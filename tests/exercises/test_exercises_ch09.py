@@ -347,6 +347,89 @@ def test_infonce():
     assert check(name, by_logsumexp)
 
 
+# --- DPO on sequences -------------------------------------------------------------------------
+
+
+def response_logprob(logits, ids, mask, shift=True, use_mask=True, mean=False, log_softmax=True,
+                     mask_with_logits=False):
+    z = torch.log_softmax(logits, -1) if log_softmax else logits
+    if shift:
+        token = z[:, :-1].gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+        keep = mask[:, :-1] if mask_with_logits else mask[:, 1:]
+    else:
+        token, keep = z.gather(-1, ids[..., None]).squeeze(-1), mask
+    if not use_mask:
+        return token.sum(1)
+    total = (token * keep).sum(1)
+    return total / keep.sum(1) if mean else total
+
+
+def dpo_loss(pc, pr, rc, rr, beta, swap=False, ref=True, beta_inside=True, reduce="mean",
+             stable=True):
+    if swap:
+        pc, pr, rc, rr = pr, pc, rr, rc
+    m = (pc - rc) - (pr - rr) if ref else pc - pr
+    per_pair = (-F.logsigmoid(beta * m) if stable else -torch.log(torch.sigmoid(beta * m))) \
+        if beta_inside else -beta * F.logsigmoid(m)
+    return per_pair.mean() if reduce == "mean" else per_pair.sum()
+
+
+def test_dpo():
+    name = "ex-ch9-dpo"
+    assert check(name, response_logprob, dpo_loss)
+    assert check(name, starter, starter).status == "not attempted"
+    assert check(name, response_logprob, starter).status == "not attempted"
+
+    def wrong(rl=response_logprob, dl=dpo_loss):
+        return check(name, rl, dl).message
+
+    assert "t + 1" in wrong(lambda z, i, m: response_logprob(z, i, m, shift=False))
+    assert "only the response" in wrong(lambda z, i, m: response_logprob(z, i, m, use_mask=False))
+    assert "averaged" in wrong(lambda z, i, m: response_logprob(z, i, m, mean=True))
+    assert "not log-probabilities" in wrong(lambda z, i, m: response_logprob(z, i, m, log_softmax=False))
+    assert "mask[:, 1:]" in wrong(lambda z, i, m: response_logprob(z, i, m, mask_with_logits=True))
+    assert "shape (4,)" in wrong(lambda z, i, m: response_logprob(z, i, m)[:, None])
+
+    def product(logits, ids, mask):  # multiplies probabilities: underflows on long responses
+        p = torch.softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        return torch.where(mask[:, 1:], p, torch.ones_like(p)).prod(1).log()
+
+    assert "underflows" in wrong(product)
+    assert "swapped" in wrong(dl=lambda *a: dpo_loss(*a, swap=True))
+    assert "reference is left out" in wrong(dl=lambda *a: dpo_loss(*a, ref=False))
+    assert "beta multiplies the loss" in wrong(dl=lambda *a: dpo_loss(*a, beta_inside=False))
+    assert "summed" in wrong(dl=lambda *a: dpo_loss(*a, reduce="sum"))
+    assert "F.logsigmoid" in wrong(dl=lambda *a: dpo_loss(*a, stable=False))
+    assert "returns a number" in wrong(dl=lambda *a: dpo_loss(*a).item())
+    assert "scalar" in wrong(dl=lambda pc, pr, rc, rr, b: -F.logsigmoid(b * ((pc - rc) - (pr - rr))))
+    assert "detached" in wrong(dl=lambda pc, pr, rc, rr, b: dpo_loss(pc.detach(), pr.detach(), rc, rr, b))
+    assert "log is missing" in wrong(
+        dl=lambda pc, pr, rc, rr, b: (1 - torch.sigmoid(b * ((pc - rc) - (pr - rr)))).mean())
+    assert "differs from -log sigma" in wrong(dl=lambda *a: dpo_loss(*a) + 0.1)
+
+    # right answers written differently
+    def by_cross_entropy(logits, ids, mask):  # F.cross_entropy with the prompt and padding ignored
+        target = ids[:, 1:].masked_fill(~mask[:, 1:], -100)
+        return -F.cross_entropy(logits[:, :-1].transpose(1, 2), target, reduction="none").sum(1)
+
+    def by_softplus(pc, pr, rc, rr, beta):  # -log sigma(x) = softplus(-x), the log-ratios regrouped
+        return F.softplus(-beta * ((pc - pr) - (rc - rr))).mean()
+
+    def loops(logits, ids, mask):  # one token at a time
+        rows = []
+        for b in range(len(ids)):
+            total = logits.new_zeros(())
+            for t in range(1, ids.shape[1]):
+                if mask[b, t]:
+                    total = total + torch.log_softmax(logits[b, t - 1], -1)[ids[b, t]]
+            rows.append(total)
+        return torch.stack(rows)
+
+    assert check(name, by_cross_entropy, by_softplus)
+    assert check(name, loops, dpo_loss)
+    assert check(name, lambda z, i, m: response_logprob(z.float(), i, m), dpo_loss)  # float32
+
+
 # --- every check leaves the learner's random state alone -------------------------------------------
 
 
@@ -358,6 +441,8 @@ def test_infonce():
     ("ex-ch9-lse-bounds", 4.605),
     ("ex-ch9-temperature", bisection),
     ("ex-ch9-infonce", info_nce),
+    ("ex-ch9-dpo", (response_logprob, dpo_loss)),
 ])
 def test_the_random_state_is_untouched(name, answer):
-    assert_random_state_untouched(lambda: check(name, answer))
+    answers = answer if isinstance(answer, tuple) else (answer,)
+    assert_random_state_untouched(lambda: check(name, *answers))

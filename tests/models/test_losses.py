@@ -7,6 +7,7 @@ from tolerance import approx, assert_close, assert_same_math, tol
 
 from seqbook.losses import (
     calibration_bins,
+    chunked_cross_entropy,
     cross_entropy,
     cross_entropy_dist,
     entropy,
@@ -195,6 +196,55 @@ def test_cross_entropy_bad_input():
         cross_entropy(torch.zeros(4, 5, dtype=torch.long), torch.zeros(4, dtype=torch.long))
     # the ignore value itself may be out of range
     assert torch.isfinite(cross_entropy(logits, torch.tensor([0, -100, 2, 4]), ignore_index=-100))
+
+
+# --- the chunked cross-entropy of an output layer ----------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 16, 37, 4096])
+@pytest.mark.parametrize("ignore_index", [None, -100, 3])
+def test_chunked_cross_entropy_equals_the_full_loss_and_gradients(device, chunk_size, ignore_index):
+    g = torch.Generator().manual_seed(chunk_size)
+    h = torch.randn(37, 8, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    w = torch.randn(11, 8, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    y = torch.randint(0, 11, (37,), generator=g).to(device)
+    if ignore_index is not None:
+        y[:6] = ignore_index  # the whole first chunk ignored, for the small chunk sizes
+        y[10::4] = ignore_index
+    out = chunked_cross_entropy(h, w, y, chunk_size=chunk_size, ignore_index=ignore_index)
+    want = F.cross_entropy(h @ w.T, y, ignore_index=-100 if ignore_index is None else ignore_index)
+    assert out.dtype == torch.float64
+    assert_same_math(out, want, n=37 * 11)
+    for a, b in zip(torch.autograd.grad(out, (h, w)), torch.autograd.grad(want, (h, w)), strict=True):
+        assert_same_math(a, b, n=37 * 11)
+
+
+def test_chunked_cross_entropy_keeps_no_logits_for_the_backward_pass():
+    N, D, V = 64, 4, 1000
+    h, w = torch.randn(N, D, requires_grad=True), torch.randn(V, D, requires_grad=True)
+    y = torch.randint(0, V, (N,))
+    shapes = []
+
+    def pack(t):
+        shapes.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = chunked_cross_entropy(h, w, y, chunk_size=8)
+    assert shapes and all(math.prod(s) <= V * D for s in shapes), shapes  # inputs and their views
+    loss.backward()  # the logits are computed again, a chunk at a time
+    assert h.grad.shape == (N, D) and w.grad.shape == (V, D)
+
+
+def test_chunked_cross_entropy_scores_half_precision_in_float32():
+    g = torch.Generator().manual_seed(0)
+    h, w = torch.randn(20, 8, generator=g), torch.randn(30, 8, generator=g)
+    y = torch.randint(0, 30, (20,), generator=g)
+    out = chunked_cross_entropy(h.bfloat16(), w.bfloat16(), y, chunk_size=7)
+    assert out.dtype == torch.float32
+    want = F.cross_entropy((h.bfloat16() @ w.bfloat16().T).float(), y)
+    torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)  # bfloat16 products, any blocking
+    assert torch.isnan(chunked_cross_entropy(h, w, torch.full((20,), -1), ignore_index=-1))  # 0 / 0
 
 
 # --- entropy, KL, cross-entropy between distributions, perplexity --------------------------------
