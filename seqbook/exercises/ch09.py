@@ -595,8 +595,8 @@ def _dpo_verdict(dpo_loss) -> None:
         got = torch.autograd.grad(out, (pc, pr), allow_unused=True)
         expect(all(gr is not None for gr in got), "the loss must depend on both the chosen and "
                "the rejected log-probabilities of the policy")
-        expect(all(close(a, b, n=B) for a, b in zip(got, torch.autograd.grad(want, (pc, pr)),
-                                                    strict=True)),
+        want_grads = torch.autograd.grad(want, (pc, pr))
+        expect(all(close(a.to(out.dtype), b, n=B) for a, b in zip(got, want_grads, strict=True)),
                "the loss has the right value but not the right gradient")
     # pairs the policy gets badly wrong: a logit of -198, as long float32 responses give
     pc, pr, rc, rr = (torch.tensor(v, dtype=torch.float32) for v in
