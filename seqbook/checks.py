@@ -38,6 +38,8 @@ __all__ = [
     "check_lm_chunks",
     "check_logits",
     "check_positive_int",
+    "check_even_size",
+    "check_pairs",
     "check_count",
     "check_flag",
     "check_callable",
@@ -449,6 +451,23 @@ def check_positive_int(name: str, value, minimum: int = 1) -> int:
     """A size: an int (Python or NumPy, not bool) >= minimum, as a Python int: the package's one
     size check (``check_int`` with a lower bound)."""
     return check_int(name, value, minimum)
+
+
+def check_even_size(name: str, value) -> int:
+    """A size whose dimensions turn in pairs (a rotary head): an int >= 2 and even."""
+    value = check_int(name, value, 1)
+    if value % 2:
+        raise ValueError(f"{name} must be even (the dimensions turn in pairs), got {value}")
+    return value
+
+
+def check_pairs(name: str, x) -> torch.Tensor:
+    """A floating-point tensor (..., D) whose last dimension D is even (it turns in pairs)."""
+    check_float_tensor(name, x, ndim=range(1, 100), names="(..., D)", nonempty=False)
+    if x.shape[-1] % 2:
+        raise ValueError(f"{name} must have an even last dimension D (it turns in pairs), "
+                         f"got {tuple(x.shape)}")
+    return x
 
 
 def check_count(name: str, value) -> int:

@@ -23,7 +23,7 @@ from functools import partial
 
 import torch
 
-from .checks import check_float_tensor, check_number, check_positive_int, check_tensor, checked
+from .checks import check_even_size, check_float_tensor, check_number, check_pairs, check_tensor, checked
 
 __all__ = ["angle_dtype", "rope_angles", "rotate_half", "apply_rope"]
 
@@ -34,13 +34,8 @@ def angle_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if torch.device(device).type == "mps" else torch.float64
 
 
-def _check_rope_angles(head_dim) -> None:
-    if head_dim % 2:
-        raise ValueError(f"head_dim must be even (the dimensions turn in pairs), got {head_dim}")
-
-
-@checked(_check_rope_angles, positions=partial(check_tensor, ndim=1, nonempty=False),
-         head_dim=check_positive_int, base=partial(check_number, low=1.0))
+@checked(positions=partial(check_tensor, ndim=1, nonempty=False), head_dim=check_even_size,
+         base=partial(check_number, low=1.0))
 def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The cosines and sines of the angles ``m w_i`` that turn the token at position m.
@@ -61,13 +56,7 @@ def rope_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0
     return angle.cos(), angle.sin()
 
 
-def _check_rotate_half(x) -> None:
-    if x.shape[-1] % 2:
-        raise ValueError(f"x must have an even last dimension D (it turns in pairs), got {tuple(x.shape)}")
-
-
-@checked(_check_rotate_half,
-         x=partial(check_float_tensor, ndim=range(1, 100), names="(..., D)", nonempty=False))
+@checked(x=check_pairs)
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """``(x1, x2) -> (-x2, x1)`` on the two halves of the last dimension: a quarter turn
     of each pair.

@@ -484,6 +484,15 @@ def _dpo_batch(seed: int, B: int, T: int, V: int, dtype=F64):
     return logits, ids, mask
 
 
+def _full_precision(out: torch.Tensor, what: str) -> torch.Tensor:
+    """``out``, or a :class:`Wrong` if it is a half-precision tensor (about 3 significant digits:
+    too few to tell a right log-probability from a slip)."""
+    if out.dtype in (torch.float16, torch.bfloat16):
+        raise Wrong(f"{what} was computed in {out.dtype}, which keeps about 3 significant digits: "
+                    "compute it in the dtype of its inputs (float32 or float64)")
+    return out
+
+
 def _name_logprob_slip(out, logits, ids, mask) -> None:
     """Raise a :class:`Wrong` naming the slip ``out`` makes, if it is one of the known ones."""
     logq = torch.log_softmax(logits, -1)
@@ -507,6 +516,11 @@ def _name_logprob_slip(out, logits, ids, mask) -> None:
         ((raw * mask[:, 1:]).sum(1), "these are logits, not log-probabilities: take log_softmax "
          "over the vocabulary first"),
         (-(shifted * mask[:, 1:]).sum(1), "the sign is flipped: a log-probability is <= 0"),
+        ((torch.log_softmax(logits[:, :-1], 1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+          * mask[:, 1:]).sum(1), "the softmax runs over the positions (dim 1): the "
+         "probabilities of a token are over the vocabulary, the last dimension"),
+        (shifted.mean(1), "the log-probabilities of every position are averaged: log pi(y) is "
+         "the sum over the response's tokens only"),
     ]
     for value, message in slips:
         if close(out, value, n=ids.shape[1]):
@@ -516,19 +530,30 @@ def _name_logprob_slip(out, logits, ids, mask) -> None:
 def _logprob_verdict(response_logprob) -> None:
     for seed, (B, T, V) in enumerate([(4, 12, 7), (1, 9, 5), (3, 20, 11)]):
         logits, ids, mask = _dpo_batch(seed, B, T, V)
-        out = returned_tensor(call(response_logprob, logits.clone(), ids.clone(), mask.clone(),
+        given = logits.clone().requires_grad_()  # the policy is trained through the answer
+        out = returned_tensor(call(response_logprob, given, ids.clone(), mask.clone(),
                                    what="response_logprob"), "response_logprob")
+        _full_precision(out, "response_logprob")
         expect(tuple(out.shape) == (B,), f"response_logprob must return one number per row, shape "
                f"({B},), got {tuple(out.shape)}")
-        if close(out, response_logprob_reference(logits, ids, mask), n=T):
-            continue
-        _name_logprob_slip(out, logits, ids, mask)
-        raise Wrong("response_logprob differs from the sum, over the response's tokens, of each "
-                    "token's log-probability under the logits of the position before it")
+        if not close(out.detach(), response_logprob_reference(logits, ids, mask), n=T):
+            _name_logprob_slip(out.detach(), logits, ids, mask)
+            raise Wrong("response_logprob differs from the sum, over the response's tokens, of "
+                        "each token's log-probability under the logits of the position before it")
+        expect(out.requires_grad, "response_logprob passes no gradient to the logits (an .item(), "
+               "torch.no_grad or a tensor made anew?): the policy is trained through it, so "
+               "keep the computation in torch, on the logits it is given")
+        weights = torch.linspace(0.5, 1.5, B, dtype=F64)
+        (got,) = torch.autograd.grad((out * weights.to(out.dtype)).sum(), given)
+        ref_logits = logits.clone().requires_grad_()
+        (want,) = torch.autograd.grad((response_logprob_reference(ref_logits, ids, mask)
+                                       * weights).sum(), ref_logits)
+        expect(close(got.to(out.dtype), want, n=V), "response_logprob has the right value but "
+               "not the right gradient with respect to the logits (is part of it detached?)")
     # a long response: 200 to 400 tokens, a probability far below the smallest float64
     logits, ids, mask = _dpo_batch(7, 2, 402, 50)
     out = returned_tensor(call(response_logprob, logits.clone(), ids.clone(), mask.clone(),
-                               what="response_logprob"), "response_logprob")
+                               what="response_logprob"), "response_logprob").detach()
     expect(bool(torch.isfinite(out).all()), "a long response gets -inf: its probability (a "
            "product of hundreds of probabilities) underflows to 0; add log-probabilities instead of "
            "multiplying probabilities")
@@ -545,8 +570,10 @@ def _name_dpo_slip(out, pc, pr, rc, rr, beta) -> None:
     ref = dpo_loss_reference
     m = (pc - rc) - (pr - rr)
     slips = [
-        (ref(pr, pc, rr, rc, beta), "chosen and rejected are swapped: the loss must fall as the "
-         "policy prefers the chosen response over the rejected one"),
+        (ref(pr, pc, rr, rc, beta), "the logit has the wrong sign: chosen and rejected are "
+         "swapped, or a log-ratio is upside down (log pi_ref / pi instead of log pi / pi_ref), "
+         "or a minus sign slipped in; the loss must fall as the policy prefers the chosen "
+         "response"),
         (ref(pc, pr, torch.zeros_like(rc), torch.zeros_like(rr), beta), "the reference is left "
          "out: DPO scores log-ratios, log pi(y) - log pi_ref(y), for both responses"),
         (-F.logsigmoid(beta * ((pc + rc) - (pr + rr))).mean(), "the reference is added: subtract "
@@ -580,7 +607,7 @@ def _dpo_verdict(dpo_loss) -> None:
         if isinstance(out, numbers.Real):
             raise Wrong("dpo_loss returns a number: return a tensor, so that the loss can be "
                         "backpropagated into the policy")
-        out = returned_tensor(out, "dpo_loss")
+        out = _full_precision(returned_tensor(out, "dpo_loss"), "dpo_loss")
         expect(out.numel() == 1, f"dpo_loss must return a scalar, the mean over the pairs, got "
                f"shape {tuple(out.shape)}")
         out = out.reshape(())
@@ -602,9 +629,10 @@ def _dpo_verdict(dpo_loss) -> None:
     pc, pr, rc, rr = (torch.tensor(v, dtype=torch.float32) for v in
                       ([-2000.0, -30.0], [-20.0, -31.0], [-1000.0, -30.5], [-1000.0, -30.5]))
     out = returned_tensor(call(dpo_loss, pc, pr, rc, rr, 0.1, what="dpo_loss"), "dpo_loss")
-    expect(bool(torch.isfinite(out).all()), "a pair the policy gets badly wrong gives an infinite "
-           "loss: log(sigmoid(x)) underflows for a very negative x (here x = -198 in float32); "
-           "use F.logsigmoid, which computes it without forming sigmoid(x)")
+    expect(bool(torch.isfinite(out).all()), "a pair the policy gets badly wrong (a logit of -198, "
+           "log-probabilities near -2000, in float32) gives an infinite or NaN loss: compute "
+           "-log sigma(x) without forming sigmoid(x) or exp(-x) (F.logsigmoid, or "
+           "F.softplus(-x)), and keep the log-probabilities as logs (exp(-2000) is 0)")
     want = dpo_loss_reference(*(x.double() for x in (pc, pr, rc, rr)), 0.1)
     expect(out.numel() == 1 and close(out.reshape(()), want, n=2),  # at float32's precision
            "dpo_loss is wrong on a pair with a very negative logit (-198)")
@@ -613,10 +641,14 @@ def _dpo_verdict(dpo_loss) -> None:
 @exercise("ex-ch9-dpo", hints=[
     "A causal language model's logits at position t are its prediction of the token at t + 1. "
     "Which logits score token t, and which tokens belong to the response?",
-    "response_logprob: take log_softmax over the vocabulary, pair logits[:, :-1] with "
-    "ids[:, 1:] (gather), keep the tokens where mask[:, 1:] is True, and sum over the positions.",
-    "dpo_loss: the logit is beta * ((policy_chosen - ref_chosen) - (policy_rejected - "
-    "ref_rejected)); the loss is -F.logsigmoid of it, averaged over the pairs.",
+    "response_logprob: turn the logits into log-probabilities over the vocabulary, then line up "
+    "each token with the logits of the position before it: which slices of logits, ids and mask "
+    "go together?",
+    "dpo_loss: which two log-ratios does eq. (eq-ch9-dpo) subtract, and which torch function "
+    "gives log sigma(x) without computing sigma(x)?",
+    "response_logprob: log_softmax(logits[:, :-1], -1), gather at ids[:, 1:], times mask[:, 1:], "
+    "summed over dim 1. dpo_loss: -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - "
+    "(policy_rejected - ref_rejected))).mean().",
 ])
 def check_dpo(response_logprob, dpo_loss):
     _logprob_verdict(response_logprob)

@@ -395,6 +395,25 @@ def test_dpo():
         return torch.where(mask[:, 1:], p, torch.ones_like(p)).prod(1).log()
 
     assert "underflows" in wrong(product)
+
+    def without_gradient(logits, ids, mask):  # right values, read out with .item()
+        return torch.tensor(response_logprob(logits, ids, mask).tolist(), dtype=logits.dtype)
+
+    def detached_normaliser(logits, ids, mask):  # right values, half of the gradient
+        z = logits[:, :-1]
+        token = z.gather(-1, ids[:, 1:, None]).squeeze(-1) - z.logsumexp(-1).detach()
+        return (token * mask[:, 1:]).sum(1)
+
+    def over_positions(logits, ids, mask):  # the softmax over the positions
+        logq = torch.log_softmax(logits[:, :-1], 1)
+        return (logq.gather(-1, ids[:, 1:, None]).squeeze(-1) * mask[:, 1:]).sum(1)
+
+    assert "passes no gradient" in wrong(without_gradient)
+    assert "not the right gradient" in wrong(detached_normaliser)
+    assert "over the positions" in wrong(over_positions)
+    assert "torch.bfloat16" in wrong(lambda z, i, m: response_logprob(z.bfloat16(), i, m))
+    assert "torch.float16" in wrong(dl=lambda *a: dpo_loss(*(x.half() for x in a[:4]), a[4]))
+    assert "upside down" in wrong(dl=lambda pc, pr, rc, rr, b: dpo_loss(rc, rr, pc, pr, b))
     assert "swapped" in wrong(dl=lambda *a: dpo_loss(*a, swap=True))
     assert "reference is left out" in wrong(dl=lambda *a: dpo_loss(*a, ref=False))
     assert "beta multiplies the loss" in wrong(dl=lambda *a: dpo_loss(*a, beta_inside=False))
