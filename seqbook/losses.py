@@ -292,11 +292,12 @@ def chunked_cross_entropy(
               \big[\operatorname{lse}(W h_i) - (W h_i)_{y_i}\big]
 
     Each chunk's loss runs under :func:`torch.utils.checkpoint.checkpoint`, which keeps
-    only the chunk's inputs and computes its logits again in the backward pass, so at
-    most one chunk's logits exist at a time. The sums are divided once, by the number
-    of kept rows: the result equals ``cross_entropy(h @ weight.T, target, ...)`` for
-    any chunk size (every row ignored: 0/0 = NaN). The logits are scored in float32,
-    or float64 for float64 inputs.
+    only the chunk's inputs and computes its logits again in the backward pass, so the
+    logits take a few chunk-sized matrices of memory at a time (logits, log-softmax,
+    gradient), whatever N is. The sums are divided once, by the number of kept rows:
+    the result equals ``cross_entropy(h @ weight.T, target, ...)`` for any chunk size
+    (every row ignored: 0/0 = NaN). The logits are scored in float32, or float64 for
+    float64 inputs.
 
     Shape:
         h: (N, D); weight: (V, D), the output layer, no bias;
@@ -310,11 +311,8 @@ def chunked_cross_entropy(
         return F.cross_entropy(logits, target, ignore_index=skip, reduction="sum")
 
     total = h.new_zeros((), dtype=dtype)
-    for start in range(0, h.shape[0], chunk_size):
-        rows = slice(start, start + chunk_size)
-        total = total + checkpoint(
-            chunk_nll, h[rows], weight, target[rows], use_reentrant=False
-        )
+    for h_c, y_c in zip(h.split(chunk_size), target.split(chunk_size), strict=True):
+        total = total + checkpoint(chunk_nll, h_c, weight, y_c, use_reentrant=False)
     kept = target.numel() if ignore_index is None else (target != ignore_index).sum()
     return total / kept
 

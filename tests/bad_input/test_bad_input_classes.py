@@ -472,6 +472,11 @@ call("vocab.Vocab", None, tokens=list("abca"), max_size=2)
 # vsa
 SYM = (2 * torch.rand(2, 4, 8, generator=gen()) - 1)  # (B, T, D) angles in [-1, 1)
 call("vsa.random_symbols", None, n=3, embed_dim=8, generator=gen())
+call("vsa_family.hrr_bind", None, a=floats(2, 8), b=floats(2, 8))
+call("vsa_family.hrr_unbind", None, a=floats(2, 8), b=floats(2, 8))
+call("vsa_family.map_bind", None, a=floats(2, 8), b=floats(2, 8))
+call("vsa_family.bsc_bind", None, a=floats(2, 8) > 0, b=floats(2, 8) < 0)
+call("vsa_family.bsc_bundle", None, x=floats(3, 8) > 0, generator=gen())
 call("vsa.vsa_attention", None, q=SYM, k=SYM, v=SYM, mask=REAL[:, None, :])
 call("vsa.vsa_attention_phasor", None, q=public("vsa.to_phasor")(SYM), k=public("vsa.to_phasor")(SYM),
      v=public("vsa.to_phasor")(SYM), mask=REAL[:, None, :])

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tolerance import approx, assert_close
 
-from seqbook import molecules, vsa, vsa_models
+from seqbook import molecules, vsa, vsa_family, vsa_models
 from seqbook.vsa import CrossAttentionBlock, PhasorLinear, PhasorMLP, ResidualBlock, SelfAttentionBlock
 from seqbook.vsa_models import Codebook, SymbolProjection, VSAAttentionClassifier, VSAResNet
 from tests.badinput import assert_clear_error, table
@@ -591,6 +591,36 @@ WRONG_KIND = {
 @pytest.mark.parametrize("fn", WRONG_KIND.values(), ids=WRONG_KIND.keys())
 def test_phasors_for_angles_and_angles_for_phasors_are_type_errors(fn):
     assert_clear_error(fn, exc=TypeError)
+
+
+# ------------------------------------------------------------------ vsa_family: HRR, MAP and BSC
+
+R8 = torch.randn(3, 8, generator=torch.Generator().manual_seed(6))
+R7 = torch.randn(3, 7, generator=torch.Generator().manual_seed(7))
+B8 = torch.rand(3, 8, generator=torch.Generator().manual_seed(5)) < 0.5
+for fname in ("hrr_bind", "hrr_unbind", "map_bind"):
+    fn = getattr(vsa_family, fname)
+    case(f"{fname}-a-list", lambda fn=fn: fn([1.0, 2.0], R8), "a", "torch.Tensor", "list")
+    case(f"{fname}-a-int", lambda fn=fn: fn(R8.long(), R8), "a", "floating-point", "torch.int64")
+    case(f"{fname}-b-bool", lambda fn=fn: fn(R8, B8), "b", "floating-point", "torch.bool")
+    case(f"{fname}-a-scalar", lambda fn=fn: fn(torch.tensor(1.0), R8), "a", "(..., n)", "scalar")
+    case(f"{fname}-n", lambda fn=fn: fn(R8, R7), "same symbol dimension n", "(3, 8)", "(3, 7)")
+    case(f"{fname}-broadcast", lambda fn=fn: fn(R8, R8[:2]), "leading dims", "(3,)", "(2,)")
+case("bsc_bind-a-float", lambda: vsa_family.bsc_bind(R8, B8), "a", "bool", "torch.float32")
+case("bsc_bind-b-list", lambda: vsa_family.bsc_bind(B8, [True]), "b", "torch.Tensor", "list")
+case("bsc_bind-n", lambda: vsa_family.bsc_bind(B8, B8[:, :7]), "same symbol dimension n", "(3, 8)",
+     "(3, 7)")
+case("bsc_bundle-x-float", lambda: vsa_family.bsc_bundle(R8), "x", "bool", "torch.float32")
+case("bsc_bundle-x-rank1", lambda: vsa_family.bsc_bundle(B8[0]), "x", "(K, n)", "(8,)")
+case("bsc_bundle-x-rank3", lambda: vsa_family.bsc_bundle(B8[None]), "x", "(K, n)", "(1, 3, 8)")
+case("bsc_bundle-generator-int", lambda: vsa_family.bsc_bundle(B8, generator=0), "generator", "int")
+
+
+def test_vsa_family_passes_on_meta():
+    meta = torch.device("meta")
+    for fn in (vsa_family.hrr_bind, vsa_family.hrr_unbind, vsa_family.map_bind):
+        assert fn(R8.to(meta), R8.to(meta)).device == meta
+    assert vsa_family.bsc_bind(B8.to(meta), B8.to(meta)).device == meta
 
 
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
