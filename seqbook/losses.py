@@ -297,7 +297,8 @@ def chunked_cross_entropy(
     gradient), whatever N is. The sums are divided once, by the number of kept rows:
     the result equals ``cross_entropy(h @ weight.T, target, ...)`` for any chunk size
     (every row ignored: 0/0 = NaN). The logits are scored in float32, or float64 for
-    float64 inputs.
+    float64 inputs; bfloat16 inputs give bfloat16 logits first, as an autocast product
+    would, and those are what is scored.
 
     Shape:
         h: (N, D); weight: (V, D), the output layer, no bias;

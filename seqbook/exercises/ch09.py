@@ -541,8 +541,8 @@ def _logprob_verdict(response_logprob) -> None:
             raise Wrong("response_logprob differs from the sum, over the response's tokens, of "
                         "each token's log-probability under the logits of the position before it")
         expect(out.requires_grad, "response_logprob passes no gradient to the logits (an .item(), "
-               "torch.no_grad or a tensor made anew?): the policy is trained through it, so "
-               "keep the computation in torch, on the logits it is given")
+               "torch.no_grad or a tensor made anew?): keep the computation in torch, on the logits "
+               "it is given (the policy is trained through it)")
         weights = torch.linspace(0.5, 1.5, B, dtype=F64)
         (got,) = torch.autograd.grad((out * weights.to(out.dtype)).sum(), given)
         ref_logits = logits.clone().requires_grad_()
@@ -606,7 +606,7 @@ def _dpo_verdict(dpo_loss) -> None:
         out = call(dpo_loss, pc, pr, rc.clone(), rr.clone(), beta, what="dpo_loss")
         if isinstance(out, numbers.Real):
             raise Wrong("dpo_loss returns a number: return a tensor, so that the loss can be "
-                        "backpropagated into the policy")
+                        "backpropagated (the policy is trained through it)")
         out = _full_precision(returned_tensor(out, "dpo_loss"), "dpo_loss")
         expect(out.numel() == 1, f"dpo_loss must return a scalar, the mean over the pairs, got "
                f"shape {tuple(out.shape)}")
@@ -643,9 +643,8 @@ def _dpo_verdict(dpo_loss) -> None:
     "Which logits score token t, and which tokens belong to the response?",
     "response_logprob: turn the logits into log-probabilities over the vocabulary, then line up "
     "each token with the logits of the position before it: which slices of logits, ids and mask "
-    "go together?",
-    "dpo_loss: which two log-ratios does eq. (eq-ch9-dpo) subtract, and which torch function "
-    "gives log sigma(x) without computing sigma(x)?",
+    "go together? dpo_loss: which two log-ratios does eq. (eq-ch9-dpo) subtract, and which torch "
+    "function gives log sigma(x) without computing sigma(x)?",
     "response_logprob: log_softmax(logits[:, :-1], -1), gather at ids[:, 1:], times mask[:, 1:], "
     "summed over dim 1. dpo_loss: -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - "
     "(policy_rejected - ref_rejected))).mean().",
