@@ -24,6 +24,9 @@ def chapter_notebooks(folder: Path = CHAPTERS) -> list[Path]:
     return sorted(Path(folder).glob("[0-9]*.ipynb"))
 
 
+_NEVER_STARTED = "Kernel didn't respond"  # nbclient's words for a kernel that never came up
+
+
 def time_notebook(path: Path, timeout: int = 3600, kernel_name: str = "python3",
                   one_thread: bool = False) -> dict:
     """Execute one notebook top to bottom in a fresh kernel (with nbclient, the executor behind
@@ -41,17 +44,23 @@ def time_notebook(path: Path, timeout: int = 3600, kernel_name: str = "python3",
         env["OMP_NUM_THREADS"] = "1"
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(path.parent)}})
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    status, note = "ok", ""
-    try:
-        client.execute(env=env)
-    except CellExecutionError as err:  # a cell raised: its last line, without colour codes
-        status, note = "error", _ANSI.sub("", str(err)).strip().splitlines()[-1][:200]
-    except Exception as err:  # a dead kernel, a timeout: a row, not a lost run
-        status, note = "error", f"{type(err).__name__}: {err}".strip()[:200]
+    for attempt in range(2):  # a kernel that never started is started once more
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                                resources={"metadata": {"path": str(path.parent)}})
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        status, note = "ok", ""
+        try:
+            client.execute(env=env)
+        except CellExecutionError as err:  # a cell raised: its last line, without colour codes
+            status, note = "error", _ANSI.sub("", str(err)).strip().splitlines()[-1][:200]
+        except Exception as err:  # a dead kernel, a timeout: a row, not a lost run
+            status, note = "error", f"{type(err).__name__}: {err}".strip()[:200]
+            # Kernels started at once over TCP can pick the same free port; the one that loses
+            # never answers. Nothing of the notebook ran, so it is timed again from the start.
+            if attempt == 0 and _NEVER_STARTED in str(err):
+                continue
+        break
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the finished kernel

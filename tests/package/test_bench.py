@@ -263,6 +263,37 @@ def test_time_notebooks_records_wall_time(tmp_path, monkeypatch):
     assert dict(os.environ) == env  # the kernel got TQDM_DISABLE=1; this process's environment is unchanged
 
 
+def test_a_kernel_that_never_started_is_started_once_more(tmp_path, monkeypatch):
+    import nbclient
+    import nbformat
+
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), path)
+    starts = []
+
+    class Client:  # the first kernel never answers, as when another kernel took its port
+        def __init__(self, nb, **kwargs):
+            pass
+
+        def execute(self, **kwargs):
+            starts.append(1)
+            if len(starts) == 1:
+                raise RuntimeError("Kernel didn't respond in 60 seconds")
+
+    monkeypatch.setattr(nbclient, "NotebookClient", Client)
+    row = notebooks.time_notebook(path)
+    assert len(starts) == 2 and row["status"] == "ok" and row["note"] == ""
+
+    def dies(self, **kwargs):  # a kernel that dies while running a notebook: a row, not a retry
+        starts.append(1)
+        raise RuntimeError("Kernel died")
+
+    starts.clear()
+    monkeypatch.setattr(Client, "execute", dies)
+    row = notebooks.time_notebook(path)
+    assert len(starts) == 1 and row["status"] == "error" and "Kernel died" in row["note"]
+
+
 def test_time_notebooks_two_at_a_time_keeps_the_order_and_one_thread(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbclient")
