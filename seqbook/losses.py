@@ -35,6 +35,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import (
     autocast_enabled,
+    check_finite,
     check_float_tensor,
     check_ids,
     check_int,
@@ -267,10 +268,8 @@ def _check_chunked_cross_entropy(h, weight, target, ignore_index) -> None:
         raise TypeError(f"weight must have h's dtype, {h.dtype}, got {weight.dtype}")
     check_ids("target", target, weight.shape[0], ignore_index, shape=(h.shape[0],),
               names=f"(N,) with N = {h.shape[0]}, as h's")
-    if _has_values(h) and _has_values(weight):  # one sync for both
-        bad_h, bad_w = torch.stack([~torch.isfinite(h).all(), ~torch.isfinite(weight).all()]).tolist()
-        if bad_h or bad_w:
-            raise ValueError(f"{'h' if bad_h else 'weight'} must hold finite numbers, got NaN or inf")
+    check_finite("h", h)
+    check_finite("weight", weight)
 
 
 @checked(_check_chunked_cross_entropy, chunk_size=check_positive_int,
