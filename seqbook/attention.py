@@ -58,6 +58,7 @@ __all__ = [
     "lengths_to_mask",
     "padding_to_attn_mask",
     "restrict_mask",
+    "softmax_with_sink",
     "fused_attention",
     "fused_switch",
     "MultiHeadAttention",
@@ -65,14 +66,10 @@ __all__ = [
 ]
 
 
-def _check_causal_mask(L, S) -> None:
-    for name, size in (("L", L), ("S", S)):
-        if size is not None and check_int(name, size, minimum=None) < 0:
-            raise ValueError(f"{name} must be non-negative (0 gives an empty mask), got {size}")
-
-
-@checked(_check_causal_mask)
-def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
+@checked(L=partial(check_int, minimum=0), S=optional(partial(check_int, minimum=0)),
+         window=optional(check_positive_int))
+def causal_mask(L: int, S: int | None = None, device=None, window: int | None = None
+                ) -> torch.Tensor:
     """Boolean (L, S) mask, True where query ``i`` may attend to key ``j``, i.e. ``j <= i``.
 
     The lower triangle, aligned top-left as in ``F.scaled_dot_product_attention(is_causal=True)``.
@@ -80,11 +77,18 @@ def causal_mask(L: int, S: int | None = None, device=None) -> torch.Tensor:
     convention, True = blocked) wants its negation ``~causal_mask(L)`` or simply ``is_causal=True``.
     ``L = 0`` or ``S = 0`` (no queries or no keys) gives an empty mask.
 
+    With a ``window`` of w positions (sliding-window attention, Beltagy et al., 2020; Jiang et al.,
+    2023) query ``i`` sees only its own key and the w - 1 before it, ``i - w < j <= i``, a band
+    of width w under the diagonal.
+
     Shape:
         Output: (L, S) with S = L by default.
     """
     S = L if S is None else S
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+    mask = torch.ones(L, S, dtype=torch.bool, device=device).tril()  # j <= i
+    if window is not None:
+        mask = mask.triu(1 - window)  # and j > i - window
+    return mask
 
 
 def _check_lengths_to_mask(lengths, max_len) -> None:
@@ -263,6 +267,42 @@ def restrict_mask(mask: torch.Tensor | None, allowed: torch.Tensor) -> torch.Ten
     if mask.dtype == torch.bool:
         return mask & allowed
     return mask.masked_fill(~allowed, float("-inf"))
+
+
+def _check_softmax_with_sink(scores, sink) -> None:
+    if scores.dim() < 1 or scores.shape[-1] == 0:
+        raise ValueError(f"scores must have shape (..., S) with S >= 1, got {shape_of(scores)}")
+    if sink.dtype != scores.dtype or sink.device != scores.device:
+        raise TypeError(f"sink must have the dtype and device of scores, {scores.dtype} on "
+                        f"{scores.device}, got {sink.dtype} on {sink.device}")
+    lead = scores.shape[:-1]
+    try:
+        fits = torch.broadcast_shapes(sink.shape, lead) == lead
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"sink must broadcast to scores' shape without its last dim, "
+                         f"{tuple(lead)}, got {shape_of(sink)}")
+
+
+@checked(_check_softmax_with_sink, scores=check_float_tensor, sink=check_float_tensor)
+def softmax_with_sink(scores: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Attention weights with a sink: a softmax over the S scores and one extra logit ``sink``,
+    whose share is then dropped (gpt-oss; OpenAI, 2025)::
+
+        a_j = exp(s_j) / (exp(sink) + sum_k exp(s_k)),    sum_j a_j = 1 - a_sink < 1
+
+    The sink is a key with a zero value: a query that matches nothing can give it most of its
+    weight and so read almost nothing. ``-inf`` scores (masked keys) get weight 0; a row with
+    every score ``-inf`` gives its whole weight to the sink.
+
+    Shape:
+        scores: (..., S); sink: broadcastable to (...), e.g. (H, 1) for one logit per head of
+        (B, H, T, S) scores. Output: (..., S).
+    """
+    sink = sink.expand(scores.shape[:-1]).unsqueeze(-1)  # (..., 1)
+    weights = torch.cat([scores, sink], dim=-1).softmax(dim=-1)  # (..., S + 1)
+    return weights[..., :-1]  # the sink's share is dropped
 
 
 def fused_switch(method: str) -> property:

@@ -60,7 +60,7 @@ from .checks import (
     has_values,
     readers_code,
 )
-from .kv_cache import KVCache
+from .kv_cache import KVCache, RollingKVCache
 from .sampling import sample
 
 __all__ = [
@@ -320,20 +320,23 @@ def generate_tokens(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, te
     Appends ``max_new_tokens`` ids drawn by :func:`sample_next` to ``idx`` (0 returns ``idx``),
     running ``model`` in eval mode (its mode is restored afterwards) as ``model(idx[, caches=...])
     -> (logits, loss)``. With ``use_cache`` the prompt runs once into one
-    :class:`~seqbook.kv_cache.KVCache` per block of ``model.blocks`` and each step runs the one new
-    token; once the sequence outgrows ``model.config.block_size`` the window slides and the steps
-    run without the cache.
+    :class:`~seqbook.kv_cache.KVCache` per block of ``model.blocks`` (a
+    :class:`~seqbook.kv_cache.RollingKVCache` for a model with a ``sliding_window``) and each step
+    runs the one new token; once the sequence outgrows ``model.config.block_size`` the window
+    slides and the steps run without the cache.
 
     Shape:
         idx: (B, T) ids -> (B, T + max_new_tokens)
     """
     block_size, caches = model.config.block_size, None
+    window = getattr(model.config, "sliding_window", None)  # a sliding window needs less
+    make_cache = KVCache if window is None else partial(RollingKVCache, window=window)
     with _eval_mode(model):
         for _ in range(max_new_tokens):
             if not use_cache or idx.shape[1] > block_size:  # the whole window, every step
                 logits, _ = model(idx[:, -block_size:])  # (B, T, V)
             elif caches is None:  # the prompt fills the caches
-                caches = [KVCache(block_size) for _ in model.blocks]
+                caches = [make_cache(block_size) for _ in model.blocks]
                 logits, _ = model(idx, caches=caches)  # (B, T, V)
             else:  # only the newest token runs; the earlier ones are in the caches
                 logits, _ = model(idx[:, -1:], caches=caches)  # (B, 1, V)

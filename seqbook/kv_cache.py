@@ -22,7 +22,7 @@ import torch
 
 from .checks import check_positive_int, check_tensor, checked
 
-__all__ = ["KVCache", "check_cache", "check_caches"]
+__all__ = ["KVCache", "RollingKVCache", "check_cache", "check_caches", "check_window"]
 
 
 class KVCache:
@@ -33,6 +33,8 @@ class KVCache:
     :meth:`seqbook.gpt.GPT.generate` makes one per layer (``use_cache=True``). Setting ``length``
     back forgets the positions after it: the next :meth:`append` writes over them (how
     :func:`seqbook.speculative.speculative_generate` takes back the guesses it rejected).
+    For sliding-window attention, :class:`RollingKVCache` keeps only the positions the window
+    can still reach.
 
     Shape:
         keys, values: (B, H, max_len, D_h), of which the first ``length`` positions are filled.
@@ -81,23 +83,76 @@ class KVCache:
         return self.keys.nbytes + self.values.nbytes
 
 
-def check_cache(name: str, cache, T: int) -> None:
-    """``cache`` is a :class:`KVCache` with room for ``T`` more positions."""
+class RollingKVCache(KVCache):
+    """A cache for sliding-window attention: it keeps only the last ``window - 1`` positions.
+
+    With a window of w (``LlamaConfig(sliding_window=w)``) the next query reads its own key and
+    the w - 1 before it, so older keys and values can be forgotten: Mistral's rolling buffer
+    (Jiang et al., 2023). The memory stays that of w - 1 positions however long the sequence
+    grows. ``length`` still counts every position seen (the next token's position, for RoPE);
+    setting it back, as speculative decoding does, is not possible: the positions are gone.
+
+    Shape:
+        keys, values: (B, H, min(length, window - 1), D_h), the last positions seen.
+    """
+
+    @checked(max_len=check_positive_int, window=check_positive_int)
+    def __init__(self, max_len: int, window: int):
+        super().__init__(max_len)
+        self.window = int(window)
+
+    @checked(KVCache._check_append, k=partial(check_tensor, ndim=4), v=partial(check_tensor, ndim=4))
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new keys ``k`` and values ``v``; return the kept ones and the new ones.
+
+        Shape:
+            k, v: (B, H, T, D_h) -> (B, H, kept + T, D_h), kept <= window - 1.
+        """
+        self.length += k.shape[2]  # positions seen, kept or not
+        if self.keys is not None:  # the kept past, then the new positions
+            k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        start = max(k.shape[2] - (self.window - 1), 0)  # what the next query can still see
+        # copies, so that the memory of the older positions is freed
+        self.keys, self.values = k[:, :, start:].clone(), v[:, :, start:].clone()
+        return k, v
+
+
+def _window_of(cache) -> int | None:
+    return cache.window if isinstance(cache, RollingKVCache) else None
+
+
+def check_window(name: str, cache, window: int | None) -> None:
+    """A :class:`RollingKVCache` serves only attention with its own window: it has forgotten the
+    keys a wider (or unlimited) window would read."""
+    kept = _window_of(cache)
+    if kept is not None and kept != window:
+        attends = "all earlier positions" if window is None else f"a window of {window}"
+        raise ValueError(f"{name} is a RollingKVCache for window={kept}, but the attention reads "
+                         f"{attends}: make the caches with the model's window (or KVCache)")
+
+
+def check_cache(name: str, cache, T: int, window: int | None = None) -> None:
+    """``cache`` is a :class:`KVCache` with room for ``T`` more positions, and a rolling cache only
+    for attention with its ``window``."""
     if not isinstance(cache, KVCache):
         raise TypeError(f"{name} must be a KVCache, got {type(cache).__name__}")
+    check_window(name, cache, window)
     if cache.length + T > cache.max_len:
         raise ValueError(f"{name} holds max_len={cache.max_len} positions: {cache.length} kept + "
                          f"{T} new is too many")
 
 
 def check_caches(name: str, caches, n_blocks: int, T: int, block_size: int,
-                 batch: int | None = None) -> None:
+                 batch: int | None = None, window: int | None = None) -> None:
     """One :class:`KVCache` per block of a model, all holding the same positions, each with room
     for ``T`` more positions (its ``max_len``) within the model's ``block_size``, and, once
-    filled, holding ``batch`` sequences (if given)."""
+    filled, holding ``batch`` sequences (if given); rolling caches only for the model's
+    ``window``."""
     if (not isinstance(caches, Sequence) or len(caches) != n_blocks
             or not all(isinstance(c, KVCache) for c in caches)):
         raise TypeError(f"{name} must be a sequence of {n_blocks} KVCache, got {caches!r:.80}")
+    for cache in caches:
+        check_window(name, cache, window)
     if len({id(c) for c in caches}) < n_blocks:
         raise ValueError(f"{name} must be {n_blocks} distinct KVCache objects, one per block: the "
                          f"same one appears more than once (as [KVCache(...)] * {n_blocks} makes)")

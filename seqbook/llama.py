@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import scaled_dot_product_attention
+from .attention import causal_mask, scaled_dot_product_attention
 from .checks import (
     check_count,
     check_features,
@@ -148,7 +148,9 @@ class GroupedQueryAttention(nn.Module):
 
         head_h = softmax(R q_h (R k_g)^T / sqrt(D_h) + causal) v_g,    g = h // group
 
-    where ``R`` turns queries and keys by their positions (RoPE, ``apply_rope``).
+    where ``R`` turns queries and keys by their positions (RoPE, ``apply_rope``). With a
+    ``window`` of w, the mask also blocks the keys more than w - 1 positions back (sliding-window
+    attention, as Mistral's; :func:`~seqbook.attention.causal_mask`).
     ``num_kv_heads == num_heads`` is multi-head attention; ``num_kv_heads == 1`` is
     multi-query attention (Shazeer, 2019). A ``cache`` keeps the ``num_kv_heads`` keys
     and values, before the repeat: that is the memory grouped queries save.
@@ -159,10 +161,12 @@ class GroupedQueryAttention(nn.Module):
         weights (B, num_heads, T, S), S = T plus the positions kept in the cache.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, bias: bool = False):
+    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, bias: bool = False,
+                 window: int | None = None):
         super().__init__()
         embed_dim, num_heads, num_kv_heads = _check_heads(embed_dim, num_heads, num_kv_heads)
         check_flag("bias", bias)
+        self.window = None if window is None else check_positive_int("window", window)
         self.embed_dim, self.num_heads, self.num_kv_heads = embed_dim, num_heads, num_kv_heads
         self.head_dim = D_h = embed_dim // num_heads
         self.q_proj = nn.Linear(embed_dim, num_heads * D_h, bias=bias)
@@ -171,13 +175,14 @@ class GroupedQueryAttention(nn.Module):
         self.out_proj = nn.Linear(num_heads * D_h, embed_dim, bias=bias)
 
     def extra_repr(self) -> str:
-        return f"{self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}"
+        window = "" if self.window is None else f", window={self.window}"
+        return f"{self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}{window}"
 
     def _check_forward(self, x, rotary, cache) -> None:
         check_sequence("x", x, self.embed_dim, self.q_proj.weight.dtype)
         check_rotary("rotary", rotary, x.shape[1], self.head_dim)
         if cache is not None:
-            check_cache("cache", cache, x.shape[1])
+            check_cache("cache", cache, x.shape[1], self.window)
 
     @checked(_check_forward)
     def forward(
@@ -198,8 +203,8 @@ class GroupedQueryAttention(nn.Module):
         # The G query heads of a group read the same keys: stack their queries into one
         # block of G * T rows, so that each key and value is read once per group.
         q = q.reshape(B, H_kv, G * T, D_h)  # (B, H_kv, G*T, D_h)
-        # Query i sits at position S - T + i and sees the keys up to there.
-        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
+        # The T queries are the last T of the S positions (the window, if any, limits them)
+        mask = causal_mask(S, device=x.device, window=self.window)[S - T :]  # (T, S)
         out, weights = scaled_dot_product_attention(q, k, v, mask.repeat(G, 1))
         out = out.reshape(B, H, T, D_h).transpose(1, 2)  # (B, T, H, D_h)
         out = self.out_proj(out.reshape(B, T, H * D_h))  # concatenate the heads
@@ -218,11 +223,11 @@ class LlamaBlock(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, d_ff: int,
-                 eps: float = 1e-6):
+                 eps: float = 1e-6, window: int | None = None):
         super().__init__()
         self.embed_dim = embed_dim = check_positive_int("embed_dim", embed_dim)
         self.norm1 = RMSNorm(embed_dim, eps)
-        self.self_attn = GroupedQueryAttention(embed_dim, num_heads, num_kv_heads)
+        self.self_attn = GroupedQueryAttention(embed_dim, num_heads, num_kv_heads, window=window)
         self.norm2 = RMSNorm(embed_dim, eps)
         self.ff = SwiGLU(embed_dim, d_ff)
 
@@ -263,6 +268,7 @@ class LlamaConfig:
     rope_base: float = 10000.0  # Hugging Face's rope_theta
     tie_weights: bool = False  # share the token embedding with the output layer
     init_std: float = 0.02  # std of the initial weights (HF's initializer_range)
+    sliding_window: int | None = None  # attend to the last w positions only (Mistral); None: all
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd"):
@@ -288,6 +294,8 @@ class LlamaConfig:
         self.rope_base = check_number("rope_base", self.rope_base, low=1.0)
         self.tie_weights = check_flag("tie_weights", self.tie_weights)
         self.init_std = check_number("init_std", self.init_std, low=0.0)
+        if self.sliding_window is not None:
+            self.sliding_window = check_positive_int("sliding_window", self.sliding_window)
 
 
 class Llama(nn.Module):
@@ -314,7 +322,8 @@ class Llama(nn.Module):
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.n_embd)
         self.blocks = nn.ModuleList([
-            LlamaBlock(c.n_embd, c.n_head, c.n_kv_head, c.d_ff, c.rms_norm_eps) for _ in range(c.n_layer)
+            LlamaBlock(c.n_embd, c.n_head, c.n_kv_head, c.d_ff, c.rms_norm_eps, c.sliding_window)
+            for _ in range(c.n_layer)
         ])
         self.norm_f = RMSNorm(c.n_embd, c.rms_norm_eps)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_size, bias=False)
@@ -328,12 +337,13 @@ class Llama(nn.Module):
     def from_hf(cls, model) -> Llama:
         """A copy of a Hugging Face ``transformers.LlamaForCausalLM``: the same function, in our modules.
 
-        The sizes, ``rms_norm_eps``, ``rope_theta`` (our ``rope_base``) and the tying of the
-        embedding to ``lm_head`` are read from ``model``; ``block_size`` is its
-        ``max_position_embeddings``. Hugging Face's names map to ours as ``q_proj, k_proj,
-        v_proj, o_proj -> self_attn.q_proj, k_proj, v_proj, out_proj``, ``mlp.gate_proj, up_proj,
-        down_proj -> ff.gate_proj, up_proj, down_proj``, ``input_layernorm,
-        post_attention_layernorm -> norm1, norm2``, ``model.norm -> norm_f``,
+        A ``MistralForCausalLM`` is the same model with a sliding window: it is copied the same
+        way, with its ``sliding_window``. The sizes, ``rms_norm_eps``, ``rope_theta`` (our
+        ``rope_base``) and the tying of the embedding to ``lm_head`` are read from ``model``;
+        ``block_size`` is its ``max_position_embeddings``. Hugging Face's names map to ours as
+        ``q_proj, k_proj, v_proj, o_proj -> self_attn.q_proj, k_proj, v_proj, out_proj``,
+        ``mlp.gate_proj, up_proj, down_proj -> ff.gate_proj, up_proj, down_proj``,
+        ``input_layernorm, post_attention_layernorm -> norm1, norm2``, ``model.norm -> norm_f``,
         ``model.embed_tokens -> tok_emb``. The copy has ``model``'s dtype, device, train/eval mode
         and the embedding's ``padding_idx`` (whose row gets no gradient; it is not part of the
         config or the state dict).
@@ -344,17 +354,18 @@ class Llama(nn.Module):
         ``model``.
 
         Raises:
-            TypeError: ``model`` is not a ``LlamaForCausalLM``.
+            TypeError: ``model`` is neither a ``LlamaForCausalLM`` nor a ``MistralForCausalLM``.
             ValueError: ``model`` has something this class lacks: biases, an activation other than
                 SiLU, scaled RoPE (``rope_type`` other than ``"default"``), a ``head_dim`` other
                 than ``hidden_size // num_attention_heads`` or attention dropout.
         """
         try:
-            from transformers import LlamaForCausalLM
-        except ImportError:  # without transformers there is no LlamaForCausalLM to copy
-            LlamaForCausalLM = None
-        if LlamaForCausalLM is None or not isinstance(model, LlamaForCausalLM):
-            raise TypeError(f"model must be a transformers LlamaForCausalLM, got {type(model).__name__}")
+            from transformers import LlamaForCausalLM, MistralForCausalLM
+        except ImportError:  # without transformers there is no model to copy
+            LlamaForCausalLM = MistralForCausalLM = None
+        if LlamaForCausalLM is None or not isinstance(model, (LlamaForCausalLM, MistralForCausalLM)):
+            raise TypeError(f"model must be a transformers LlamaForCausalLM or MistralForCausalLM, "
+                            f"got {type(model).__name__}")
         hf, m = model.config, model.model
         D, H = hf.hidden_size, hf.num_attention_heads
         rope = dict(getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {})
@@ -378,6 +389,7 @@ class Llama(nn.Module):
             n_head=H, n_kv_head=hf.num_key_value_heads, n_embd=D, d_ff=m.layers[0].mlp.gate_proj.out_features,
             rms_norm_eps=m.norm.variance_epsilon, rope_base=base,
             tie_weights=model.lm_head.weight is emb, init_std=hf.initializer_range,
+            sliding_window=getattr(hf, "sliding_window", None),  # Mistral's; Llama has none
         )
         ours = cls(config).to(emb.device, emb.dtype)  # the dtype first: copying into float32 would round
         ours.tok_emb.padding_idx = m.embed_tokens.padding_idx
@@ -404,7 +416,7 @@ class Llama(nn.Module):
             check_targets("targets", targets, idx, self.config.vocab_size)
         if caches is not None:
             check_caches("caches", caches, len(self.blocks), T, self.config.block_size,
-                         idx.shape[0])
+                         idx.shape[0], window=self.config.sliding_window)
         elif T > self.config.block_size:
             raise ValueError(f"idx has length {T} > block_size={self.config.block_size}")
 

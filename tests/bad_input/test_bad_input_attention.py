@@ -1,4 +1,4 @@
-# 116 cases: 105 bad inputs that must end in a clear error, 11 legal edge inputs checked for a correct result.
+# 123 cases: 112 bad inputs that must end in a clear error, 11 legal edge inputs checked for a correct result.
 """Bad input to seqbook.attention: every public callable refuses it clearly, or handles a legal edge.
 
 Each ``ERRORS`` case must end in a ValueError/TypeError raised by seqbook whose message holds the
@@ -18,6 +18,7 @@ from seqbook.attention import (
     padding_to_attn_mask,
     restrict_mask,
     scaled_dot_product_attention,
+    softmax_with_sink,
 )
 from seqbook.rope import apply_rope, rope_angles, rotate_half
 from tests.badinput import assert_clear_error, table
@@ -46,6 +47,17 @@ case("causal_mask-L-float", lambda: causal_mask(2.5), "L", "float")
 case("causal_mask-L-bool", lambda: causal_mask(True), "L", "bool")
 case("causal_mask-S-negative", lambda: causal_mask(3, -2), "S", "-2")
 case("causal_mask-S-str", lambda: causal_mask(3, "4"), "S", "str")
+case("causal_mask-window-zero", lambda: causal_mask(3, window=0), "window", "0")
+case("causal_mask-window-float", lambda: causal_mask(3, window=2.0), "window", "float")
+
+# softmax_with_sink
+case("softmax_with_sink-sink-shape", lambda: softmax_with_sink(rand(2, 3), rand(3)), "sink", "(2,)", "(3,)")
+case("softmax_with_sink-sink-dtype", lambda: softmax_with_sink(rand(2, 3), rand(2, dtype=torch.float64)),
+     "sink", "float64")
+case("softmax_with_sink-sink-number", lambda: softmax_with_sink(rand(2, 3), 0.5), "sink", "float")
+case("softmax_with_sink-scores-int", lambda: softmax_with_sink(torch.ones(2, 3, dtype=torch.long), rand(2)),
+     "scores", "int64")
+case("softmax_with_sink-scores-empty", lambda: softmax_with_sink(rand(2, 0), rand(2)), "scores", "(2, 0)")
 
 # lengths_to_mask
 case("lengths_to_mask-lengths-list", lambda: lengths_to_mask([3, 1]), "lengths", "torch.Tensor")

@@ -243,6 +243,7 @@ call("hopfield.HopfieldLayer", None, input_dim=8, num_stored=3, key_dim=4, value
 
 # kv_cache
 call("kv_cache.KVCache", None, max_len=4)
+call("kv_cache.RollingKVCache", None, max_len=4, window=2)
 
 # linear_attention
 call("linear_attention.linear_attention_chunked", None, q=QKV4, k=QKV4, v=QKV4, chunk_size=2)
