@@ -74,7 +74,8 @@ MODELS = ("gpt2_rope", "llama_mha", "llama_gqa2", "llama_mqa")
 KV_HEADS = {"llama_mha": 4, "llama_gqa2": 2, "llama_mqa": 1}
 
 
-def make_model(name: str, vocab_size: int) -> torch.nn.Module:
+def make_model(name: str, vocab_size: int, **changes) -> torch.nn.Module:
+    """The model ``name``; ``changes`` go to a Llama's config (``sliding_window=8``, say)."""
     block_size = max(LM["long_contexts"])  # 256, as cell 78
     sizes = dict(
         vocab_size=vocab_size,
@@ -86,13 +87,14 @@ def make_model(name: str, vocab_size: int) -> torch.nn.Module:
     )
     if name == "gpt2_rope":
         return GPT(GPTConfig(**sizes, dropout=LM["dropout"], positional="rope", fast=True))
-    return Llama(LlamaConfig(**sizes, n_kv_head=KV_HEADS[name], tie_weights=True))
+    return Llama(LlamaConfig(**sizes, n_kv_head=KV_HEADS[name], tie_weights=True, **changes))
 
 
-def train(name: str, seed: int, vocab_size: int, x_win, y_win, device) -> tuple[torch.nn.Module, dict]:
+def train(name: str, seed: int, vocab_size: int, x_win, y_win, device, **changes
+          ) -> tuple[torch.nn.Module, dict]:
     """Cell 66's ``train_gpt`` with ``seed`` instead of 0; returns the model and its timings."""
     seed_everything(seed)
-    model = make_model(name, vocab_size)
+    model = make_model(name, vocab_size, **changes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LM["lr"], weight_decay=0.01)
     scheduler = warmup_schedule(optimizer, LM["warmup"], LM["steps"], kind="cosine", min_factor=0.1)
     stamps: list[float] = []
