@@ -106,8 +106,8 @@ def main(argv=None) -> None:
             all(r["perplexity_by_window"]["1"] > 1.5 * full[r["seed"]] for r in runs),
         "a window of 8 at inference is within 0.05 of full attention at every seed":
             all(abs(g) < 0.05 for g in gap8),
-        "trained with a window of 8, within 0.15 of full attention at every seed":
-            all(abs(r["perplexity_trained_window"] - full[r["seed"]]) < 0.15 for r in runs),
+        "trained with a window of 8, lower perplexity than trained with full attention at every seed":
+            all(r["perplexity_trained_window"] < full[r["seed"]] for r in runs),
         "every head gives position 0 less than uniform weight at every seed":
             all(v < uniform for r in runs for layer in r["first_position_weight"] for v in layer),
     }
