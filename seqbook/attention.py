@@ -287,18 +287,18 @@ def _check_softmax_with_sink(scores, sink) -> None:
 
 @checked(_check_softmax_with_sink, scores=check_float_tensor, sink=check_float_tensor)
 def softmax_with_sink(scores: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
-    """Attention weights with a sink: a softmax over the S scores and one extra logit ``sink``,
-    whose share is then dropped (gpt-oss; OpenAI, 2025)::
+    """Attention weights with a sink (gpt-oss; OpenAI, 2025): a softmax over the S
+    scores and one extra logit ``sink``, whose share is then dropped::
 
-        a_j = exp(s_j) / (exp(sink) + sum_k exp(s_k)),    sum_j a_j = 1 - a_sink < 1
+        a_j = exp(s_j) / (exp(sink) + sum_k exp(s_k)),    sum_j a_j < 1
 
-    The sink is a key with a zero value: a query that matches nothing can give it most of its
-    weight and so read almost nothing. ``-inf`` scores (masked keys) get weight 0; a row with
-    every score ``-inf`` gives its whole weight to the sink.
+    The sink is a key with a zero value: a query that matches nothing can give it most
+    of its weight and so read almost nothing. ``-inf`` scores (masked keys) get weight
+    0; a row of ``-inf`` scores gives all its weight to the sink.
 
     Shape:
-        scores: (..., S); sink: broadcastable to (...), e.g. (H, 1) for one logit per head of
-        (B, H, T, S) scores. Output: (..., S).
+        scores: (..., S); sink: broadcastable to (...), e.g. (H, 1) for one logit per
+        head of (B, H, T, S) scores. Output: (..., S).
     """
     sink = sink.expand(scores.shape[:-1]).unsqueeze(-1)  # (..., 1)
     weights = torch.cat([scores, sink], dim=-1).softmax(dim=-1)  # (..., S + 1)

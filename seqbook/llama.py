@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import scaled_dot_product_attention
 from .checks import (
     check_count,
     check_features,
@@ -203,8 +203,10 @@ class GroupedQueryAttention(nn.Module):
         # The G query heads of a group read the same keys: stack their queries into one
         # block of G * T rows, so that each key and value is read once per group.
         q = q.reshape(B, H_kv, G * T, D_h)  # (B, H_kv, G*T, D_h)
-        # The T queries are the last T of the S positions (the window, if any, limits them)
-        mask = causal_mask(S, device=x.device, window=self.window)[S - T :]  # (T, S)
+        # Query i sits at position S - T + i and sees the keys up to there,
+        mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(S - T)
+        if self.window is not None:  # or, with a window, the last `window` of them
+            mask = mask.triu(S - T - self.window + 1)  # (T, S)
         out, weights = scaled_dot_product_attention(q, k, v, mask.repeat(G, 1))
         out = out.reshape(B, H, T, D_h).transpose(1, 2)  # (B, T, H, D_h)
         out = self.out_proj(out.reshape(B, T, H * D_h))  # concatenate the heads
