@@ -172,8 +172,12 @@ def test_sdpa_bad_input_raises():
 def test_causal_mask_values():
     assert torch.equal(causal_mask(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool))
     assert causal_mask(2, 4).tolist() == [[True, False, False, False], [True, True, False, False]]
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match="L must be an int >= 0, got -1"):
         causal_mask(-1)
+    # a window of w keeps the w keys i - w < j <= i
+    assert causal_mask(4, window=2).int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0],
+                                                        [0, 0, 1, 1]]
+    assert torch.equal(causal_mask(5, window=5), causal_mask(5))
 
 
 def test_lengths_to_mask_negated_is_pytorchs_key_padding_mask():
