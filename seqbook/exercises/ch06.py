@@ -880,3 +880,64 @@ def check_spec_speedup(fn):
             if math.isclose(out, slip, rel_tol=1e-6, abs_tol=1e-9):
                 raise Wrong(f"at {at} your function gives {out:.6g}: {message}")
         raise Wrong(f"at {at} speculative decoding is {right:.6g} times as fast, got {out:.6g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# StreamingLLM's mask: a window and the first tokens.
+# ---------------------------------------------------------------------------------------------
+
+# (T, window, sinks): windows inside and beyond T, no sinks, sinks overlapping the window, more
+# sinks than positions, a window of one
+STREAMING_GRID = ((10, 3, 2), (9, 1, 3), (8, 4, 0), (12, 4, 4), (6, 9, 1), (7, 2, 7), (5, 3, 9))
+
+
+def _streaming_slips(T: int, window: int, sinks: int) -> list[tuple[torch.Tensor, str]]:
+    """The masks of typical slips, each with what it gets wrong."""
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    causal, recent, first = j <= i, j > i - window, j < sinks
+    return [
+        (~(causal & (recent | first)), "the polarity is flipped: in this book True = may attend"),
+        (causal & recent, "the sinks are missing: every query may also read the first `sinks` "
+                          "positions"),
+        (recent & causal | first, "a query reads a sink that comes after it: the sinks are "
+                                  "causal too (j <= i)"),
+        ((recent | first), "the mask lets queries read later keys: keep j <= i"),
+        (causal & ((j >= i - window) | first), "the window holds window + 1 keys: query i reads "
+                                               "its own key and the window - 1 before it"),
+        (causal & ((j > i - window + 1) | first), "the window holds window - 1 keys: query i "
+                                                  "reads its own key and the window - 1 before it"),
+        (causal & (recent | (j <= sinks)), "one sink too many: the sinks are positions "
+                                           "0 .. sinks - 1"),
+        (causal & (recent | (j < sinks - 1)), "one sink too few: the sinks are positions "
+                                              "0 .. sinks - 1"),
+        (causal & (recent | first) & ~(recent & first), "a key that is both a sink and in the "
+                                                        "window is blocked: or, not exclusive or"),
+    ]
+
+
+@exercise("ex-ch6-streaming-mask", hints=[
+    "Make two index grids, i = torch.arange(T)[:, None] for the queries and j = "
+    "torch.arange(T)[None, :] for the keys; every condition is then one comparison of the two, "
+    "a (T, T) bool tensor.",
+    "Three conditions: causal (j <= i), in the window (j > i - window, w keys with the query's "
+    "own) and a sink (j < sinks). A key may be read when it is causal and (in the window or a "
+    "sink): combine with & and |.",
+])
+def check_streaming_mask(fn):
+    for T, window, sinks in STREAMING_GRID:
+        what = f"streaming_mask({T}, {window}, {sinks})"
+        mask = returned_tensor(call(fn, T, window, sinks, what="streaming_mask"), "streaming_mask")
+        expect(mask.dtype == torch.bool, f"the mask must be a bool tensor (True = may attend), "
+                                         f"got {mask.dtype}")
+        expect(tuple(mask.shape) == (T, T), f"{what} must have shape ({T}, {T}), got "
+                                            f"{tuple(mask.shape)}")
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        right = (j <= i) & ((j > i - window) | (j < sinks))
+        if torch.equal(mask, right):
+            continue
+        for slip, message in _streaming_slips(T, window, sinks):
+            if torch.equal(mask, slip):
+                raise Wrong(f"{what}: {message}")
+        wrong = (mask != right).nonzero()[0].tolist()
+        raise Wrong(f"{what}: query {wrong[0]} {'may' if right[wrong[0], wrong[1]] else 'must not'} "
+                    f"read key {wrong[1]} (True where j <= i and (j > i - window or j < sinks))")

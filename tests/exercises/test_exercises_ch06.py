@@ -745,3 +745,56 @@ def test_spec_speedup():
     assert "other way round" in check(name, lambda a, k, c: (k * c + 1) / tokens(a, k)).message
     assert "times as fast" in check(name, lambda a, k, c: 2.0).message
     assert "must return a number" in check(name, lambda a, k, c: "fast").message
+
+
+def test_streaming_mask():
+    label = "ex-ch6-streaming-mask"
+
+    def grids(T):
+        return torch.arange(T)[:, None], torch.arange(T)[None, :]
+
+    def right(T, window, sinks):
+        i, j = grids(T)
+        return (j <= i) & ((j > i - window) | (j < sinks))
+
+    def from_the_window_mask(T, window, sinks):  # the book's band, then the sinks' columns
+        mask = causal_mask(T, window=window).clone()
+        mask[:, :sinks] = True
+        return mask & causal_mask(T)
+
+    def with_loops(T, window, sinks):
+        return torch.tensor([[j <= i and (j > i - window or j < sinks) for j in range(T)]
+                             for i in range(T)])
+
+    def in_numpy(T, window, sinks):
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        return (j <= i) & ((j > i - window) | (j < sinks))
+
+    for fn in (right, from_the_window_mask, with_loops, in_numpy):
+        assert check(label, fn), fn.__name__
+    untouched = check(label, starter)
+    assert untouched.status == "not attempted"
+
+    def slip(make):
+        def fn(T, window, sinks):
+            i, j = grids(T)
+            return make(i, j, window, sinks)
+        return fn
+
+    wrong = {
+        "True = may attend": slip(lambda i, j, w, s: ~((j <= i) & ((j > i - w) | (j < s)))),
+        "the sinks are missing": slip(lambda i, j, w, s: (j <= i) & (j > i - w)),
+        "the sinks are causal too": slip(lambda i, j, w, s: (j <= i) & (j > i - w) | (j < s)),
+        "keep j <= i": slip(lambda i, j, w, s: (j > i - w) | (j < s)),
+        "window + 1 keys": slip(lambda i, j, w, s: (j <= i) & ((j >= i - w) | (j < s))),
+        "window - 1 keys": slip(lambda i, j, w, s: (j <= i) & ((j > i - w + 1) | (j < s))),
+        "one sink too many": slip(lambda i, j, w, s: (j <= i) & ((j > i - w) | (j <= s))),
+        "one sink too few": slip(lambda i, j, w, s: (j <= i) & ((j > i - w) | (j < s - 1))),
+        "not exclusive or": slip(lambda i, j, w, s: (j <= i) & ((j > i - w) ^ (j < s))),
+        "bool tensor": slip(lambda i, j, w, s: ((j <= i) & ((j > i - w) | (j < s))).float()),
+        "must have shape": slip(lambda i, j, w, s: ((j <= i) & ((j > i - w) | (j < s)))[None]),
+        "query 0 must not read key 1": slip(lambda i, j, w, s: (j <= i + 1) & ((j > i - w) | (j < s))),
+    }
+    for words, fn in wrong.items():
+        result = check(label, fn)
+        assert not result and words in result.message, (words, result.message)

@@ -26,4 +26,8 @@ EQUIVALENT = {
         "sliding_perplexity:9 swap with the next statement":
             "the two running sums (nll and count) are independent: either may be added first",
     },
+    "ex-ch6-streaming-mask": {
+        "streaming_mask:1 swap with the next statement":
+            "the query and key index grids are built independently: either may come first",
+    },
 }
