@@ -919,14 +919,22 @@ def _streaming_slips(T: int, window: int, sinks: int) -> list[tuple[torch.Tensor
     "Make two index grids, i = torch.arange(T)[:, None] for the queries and j = "
     "torch.arange(T)[None, :] for the keys; every condition is then one comparison of the two, "
     "a (T, T) bool tensor.",
-    "Three conditions: causal (j <= i), in the window (j > i - window, w keys with the query's "
-    "own) and a sink (j < sinks). A key may be read when it is causal and (in the window or a "
-    "sink): combine with & and |.",
+    "Combine the conditions with &, | and ~ (Python's and, or and not do not work on tensors), "
+    "and put every comparison in parentheses: & and | bind more tightly than < and <=. The "
+    "window's w keys include the query's own.",
 ])
 def check_streaming_mask(fn):
     for T, window, sinks in STREAMING_GRID:
         what = f"streaming_mask({T}, {window}, {sinks})"
-        mask = returned_tensor(call(fn, T, window, sinks, what="streaming_mask"), "streaming_mask")
+        try:
+            out = call(fn, T, window, sinks, what="streaming_mask")
+        except Wrong as err:
+            if "Boolean value of Tensor" in str(err):
+                raise Wrong("streaming_mask used and, or or not on tensors (or a comparison "
+                            "without parentheses, since & and | bind more tightly than <=): "
+                            "combine bool tensors with &, | and ~") from err
+            raise
+        mask = returned_tensor(out, "streaming_mask").cpu()  # an answer on a GPU is fine
         expect(mask.dtype == torch.bool, f"the mask must be a bool tensor (True = may attend), "
                                          f"got {mask.dtype}")
         expect(tuple(mask.shape) == (T, T), f"{what} must have shape ({T}, {T}), got "

@@ -794,6 +794,8 @@ def test_streaming_mask():
         "bool tensor": slip(lambda i, j, w, s: ((j <= i) & ((j > i - w) | (j < s))).float()),
         "must have shape": slip(lambda i, j, w, s: ((j <= i) & ((j > i - w) | (j < s)))[None]),
         "query 0 must not read key 1": slip(lambda i, j, w, s: (j <= i + 1) & ((j > i - w) | (j < s))),
+        "combine bool tensors with &, | and ~": slip(lambda i, j, w, s: (j <= i) & (j > i - w | j < s)),
+        "and, or or not on tensors": slip(lambda i, j, w, s: (j <= i) and ((j > i - w) or (j < s))),
     }
     for words, fn in wrong.items():
         result = check(label, fn)
