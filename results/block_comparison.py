@@ -128,15 +128,21 @@ def train(name: str, seed: int, vocab_size: int, x_win, y_win, device, **changes
     )
 
 
-def main(argv=None) -> None:
-    parser = script_parser(__file__, __doc__)
-    args = parser.parse_args(argv)
-
+def chapter_data():
+    """The CPU with one thread, and the chapter's data: the vocabulary, the (N, T) training
+    windows and their targets, the held-out chunks and theirs."""
     device = torch.device("cpu")
     small_model_threads(device, THREADS)
     vocab, train_ids, valid_ids = time_machine_ids()
     x_win, y_win = (t[:, 0] for t in lm_chunks(train_ids, 1, LM["block_size"]))  # (N, T) windows
     valid_x, valid_y = lm_chunks(valid_ids, 16, LM["block_size"])
+    return device, vocab, x_win, y_win, valid_x, valid_y
+
+
+def main(argv=None) -> None:
+    parser = script_parser(__file__, __doc__)
+    args = parser.parse_args(argv)
+    device, vocab, x_win, y_win, valid_x, valid_y = chapter_data()
 
     runs = []
     jobs = [(name, seed) for seed in args.seeds for name in MODELS]

@@ -35,14 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "results"))
 
-from block_comparison import LM, THREADS, train  # noqa: E402
+from block_comparison import LM, chapter_data, train  # noqa: E402
 from runinfo import provenance, script_parser, write_result  # noqa: E402
 
-from seqbook.batching import lm_chunks  # noqa: E402
-from seqbook.data import time_machine_ids  # noqa: E402
 from seqbook.llama import Llama  # noqa: E402
 from seqbook.lm import evaluate_perplexity  # noqa: E402
-from seqbook.utils import small_model_threads  # noqa: E402
 
 WINDOWS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
 TRAIN_WINDOW = 8
@@ -73,11 +70,7 @@ def first_position_weight(model: Llama, x: torch.Tensor) -> list[list[float]]:
 def main(argv=None) -> None:
     parser = script_parser(__file__, __doc__)
     args = parser.parse_args(argv)
-    device = torch.device("cpu")
-    small_model_threads(device, THREADS)
-    vocab, train_ids, valid_ids = time_machine_ids()
-    x_win, y_win = (t[:, 0] for t in lm_chunks(train_ids, 1, LM["block_size"]))
-    valid_x, valid_y = lm_chunks(valid_ids, 16, LM["block_size"])
+    device, vocab, x_win, y_win, valid_x, valid_y = chapter_data()
     probe = valid_x[:4].flatten(0, 1)  # (64, 64): 64 held-out windows
     uniform = statistics.mean(1 / (i + 1) for i in range(FIRST_FROM, LM["block_size"]))
 

@@ -49,18 +49,19 @@ def hf_llama(num_key_value_heads, tie=False, attn_implementation="eager", dtype=
     return model
 
 
-@pytest.fixture
-def hf_float64(monkeypatch):
-    """Hugging Face's Llama with its three float32 roundings computed in the model's dtype instead."""
+def widen_float32_casts(monkeypatch, modeling, prefix: str) -> None:
+    """Patch a Hugging Face Llama-family module (``modeling_llama`` with prefix ``"Llama"``,
+    ``modeling_mistral`` with ``"Mistral"``): its RMSNorm, rotary angles and eager softmax compute
+    in the wider of float32 and the input's dtype instead of float32."""
 
-    def rms_norm(self, hidden_states):  # LlamaRMSNorm.forward, upcast to at least float32
+    def rms_norm(self, hidden_states):  # <Prefix>RMSNorm.forward, upcast to at least float32
         input_dtype = hidden_states.dtype
         hidden_states = hidden_states.to(torch.promote_types(input_dtype, torch.float32))
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
 
-    def rotary(self, x, position_ids):  # LlamaRotaryEmbedding.forward, with float64 frequencies
+    def rotary(self, x, position_ids):  # <Prefix>RotaryEmbedding.forward, with float64 frequencies
         dim, base = 2 * self.inv_freq.shape[0], self.config.rope_parameters["rope_theta"]
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=F64, device=x.device) / dim))
         freqs = position_ids[..., None].to(F64) * inv_freq
@@ -69,8 +70,8 @@ def hf_float64(monkeypatch):
         return cos.to(x.dtype), sin.to(x.dtype)
 
     def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-        key_states = modeling_llama.repeat_kv(key, module.num_key_value_groups)
-        value_states = modeling_llama.repeat_kv(value, module.num_key_value_groups)
+        key_states = modeling.repeat_kv(key, module.num_key_value_groups)
+        value_states = modeling.repeat_kv(value, module.num_key_value_groups)
         attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
         if attention_mask is not None:
             attn_weights = attn_weights + attention_mask
@@ -80,9 +81,15 @@ def hf_float64(monkeypatch):
         attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
         return attn_output, attn_weights
 
-    monkeypatch.setattr(modeling_llama.LlamaRMSNorm, "forward", rms_norm)
-    monkeypatch.setattr(modeling_llama.LlamaRotaryEmbedding, "forward", rotary)
-    monkeypatch.setattr(modeling_llama, "eager_attention_forward", eager)
+    monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward", rms_norm)
+    monkeypatch.setattr(getattr(modeling, f"{prefix}RotaryEmbedding"), "forward", rotary)
+    monkeypatch.setattr(modeling, "eager_attention_forward", eager)
+
+
+@pytest.fixture
+def hf_float64(monkeypatch):
+    """Hugging Face's Llama with its three float32 roundings computed in the model's dtype instead."""
+    widen_float32_casts(monkeypatch, modeling_llama, "Llama")
 
 
 def llama_terms(T, d_ff=D_FF):

@@ -10,7 +10,7 @@ downloaded.
 import pytest
 import torch
 import torch.nn.functional as F
-from test_llama import hf_name
+from test_llama import hf_name, widen_float32_casts
 from tolerance import assert_close, assert_same_math
 
 from seqbook.attention import causal_mask, softmax_with_sink
@@ -55,36 +55,7 @@ def test_window_mask_with_more_keys_than_queries_is_the_square_one_cut():
 def mistral_float64(monkeypatch):
     """Hugging Face's Mistral with its float32 roundings (RMSNorm, rotary angles, softmax) done in
     the model's dtype instead, as ``hf_float64`` of ``test_llama.py`` does for Llama."""
-
-    def rms_norm(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.promote_types(input_dtype, torch.float32))
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-
-    def rotary(self, x, position_ids):
-        dim, base = 2 * self.inv_freq.shape[0], self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=F64, device=x.device) / dim))
-        freqs = position_ids[..., None].to(F64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos() * self.attention_scaling, emb.sin() * self.attention_scaling
-        return cos.to(x.dtype), sin.to(x.dtype)
-
-    def eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-        key_states = modeling_mistral.repeat_kv(key, module.num_key_value_groups)
-        value_states = modeling_mistral.repeat_kv(value, module.num_key_value_groups)
-        attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
-        if attention_mask is not None:
-            attn_weights = attn_weights + attention_mask
-        wide = torch.promote_types(query.dtype, torch.float32)
-        attn_weights = F.softmax(attn_weights, dim=-1, dtype=wide).to(query.dtype)
-        attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
-        return attn_output, attn_weights
-
-    monkeypatch.setattr(modeling_mistral.MistralRMSNorm, "forward", rms_norm)
-    monkeypatch.setattr(modeling_mistral.MistralRotaryEmbedding, "forward", rotary)
-    monkeypatch.setattr(modeling_mistral, "eager_attention_forward", eager)
+    widen_float32_casts(monkeypatch, modeling_mistral, "Mistral")
 
 
 def hf_mistral(window, kv_heads=2, n_layer=3, block_size=64):
