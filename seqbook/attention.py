@@ -79,7 +79,7 @@ def causal_mask(L: int, S: int | None = None, device=None, window: int | None = 
 
     With a ``window`` of w positions (sliding-window attention, Beltagy et al., 2020; Jiang et al.,
     2023) query ``i`` sees only its own key and the w - 1 before it, ``i - w < j <= i``, a band
-    of width w under the diagonal.
+    of width w that ends at the diagonal.
 
     Shape:
         Output: (L, S) with S = L by default.
