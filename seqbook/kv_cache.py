@@ -117,18 +117,13 @@ class RollingKVCache(KVCache):
         return k, v
 
 
-def _window_of(cache) -> int | None:
-    return cache.window if isinstance(cache, RollingKVCache) else None
-
-
 def check_window(name: str, cache, window: int | None) -> None:
     """A :class:`RollingKVCache` serves only attention with its own window: it has forgotten the
     keys a wider (or unlimited) window would read."""
-    kept = _window_of(cache)
-    if kept is not None and kept != window:
+    if isinstance(cache, RollingKVCache) and cache.window != window:
         attends = "all earlier positions" if window is None else f"a window of {window}"
-        raise ValueError(f"{name} is a RollingKVCache for window={kept}, but the attention reads "
-                         f"{attends}: make the caches with the model's window (or KVCache)")
+        raise ValueError(f"{name} is a RollingKVCache for window={cache.window}, but the attention "
+                         f"reads {attends}: make the caches with the model's window (or KVCache)")
 
 
 def check_cache(name: str, cache, T: int, window: int | None = None) -> None:
