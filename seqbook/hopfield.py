@@ -11,6 +11,8 @@ The module reads top to bottom, one associative memory at a time:
 * dense (Krotov and Hopfield 2016, Demircigil et al. 2017), eqs. (7.6)-(7.7), F(z) = z^n or exp(z):
   :func:`dense_energy`, :func:`dense_update_sync`, :func:`dense_update_async`, :func:`dense_recall`;
 * continuous (Ramsauer et al. 2020), eqs. (7.8)-(7.9): :func:`continuous_energy`, :func:`retrieve`;
+  with the next tokens of a text as values, a nearest-neighbour language model, eq. (7.12):
+  :func:`neighbour_probs`;
 * layers, eqs. (7.10)-(7.11): :class:`Hopfield` (associates two sets), :class:`HopfieldPooling` (a
   learned query pools a set), :class:`HopfieldLayer` (a learned memory looked up by the input).
 
@@ -43,6 +45,7 @@ from .checks import (
     check_flag,
     check_float_tensor,
     check_generator,
+    check_ids,
     check_int,
     check_number,
     check_positive_int,
@@ -66,6 +69,7 @@ __all__ = [
     "dense_recall",
     "continuous_energy",
     "retrieve",
+    "neighbour_probs",
     "Hopfield",
     "HopfieldPooling",
     "HopfieldLayer",
@@ -621,6 +625,41 @@ def retrieve(
     if single:  # (..., 1, d) -> (..., d): the query's axis goes, a memory's batch stays
         xi, weights = xi.squeeze(-2), weights.squeeze(-2)
     return (xi, weights) if return_weights else xi
+
+
+def _check_neighbour_probs(queries, keys, next_tokens, vocab_size) -> None:
+    check_float_tensor("keys", keys, shape=(None, None), names="(N, d) with N, d >= 1")
+    N, d = keys.shape
+    check_float_tensor("queries", queries, shape=(None, d), names=f"(Q, {d}), d as the keys'",
+                       nonempty=False)
+    check_finite("keys", keys)
+    check_finite("queries", queries)
+    check_ids("next_tokens", next_tokens, vocab_size, shape=(N,), names=f"({N},), one per key")
+
+
+@checked(_check_neighbour_probs, vocab_size=check_positive_int, beta=_BETA)
+def neighbour_probs(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    next_tokens: torch.Tensor,
+    vocab_size: int,
+    beta: float,
+) -> torch.Tensor:
+    """The next-token distribution of a nearest-neighbour language model, eq. (7.12) of the
+    book: one Hopfield retrieval whose stored patterns are the keys and whose values are
+    their next tokens, one-hot, with weights from squared distances,
+
+        p(y | q) = sum_i softmax_i(-beta ||q - k_i||^2) [v_i = y].
+
+    Shape:
+        queries: (Q, d).  keys: (N, d), N >= 1.  next_tokens: (N,) ids in
+        [0, vocab_size).  Output: (Q, vocab_size), in the promoted float dtype.
+    """
+    dtype = torch.promote_types(queries.dtype, keys.dtype)
+    distances = torch.cdist(queries.to(dtype), keys.to(dtype)) ** 2  # (Q, N)
+    weights = torch.softmax(-beta * distances, dim=-1)  # (Q, N)
+    votes = nn.functional.one_hot(next_tokens, vocab_size).to(weights.dtype)  # (N, V)
+    return weights @ votes  # (Q, V)
 
 
 # ---------------------------------------------------------------------------------------------

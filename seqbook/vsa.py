@@ -636,8 +636,8 @@ def from_phasor(z: torch.Tensor) -> torch.Tensor:
     return _from_phasor(z)
 
 
-def _check_phasor_pair(a, b) -> None:  # bind_phasor's and unbind_phasor's
-    check_symbol_pair("a", a, "b", b, phasors=True)
+def _check_phasor_pair(a, b, pairwise=False) -> None:  # bind, unbind and similarity on phasors
+    check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise), phasors=True)
 
 
 @checked(_check_phasor_pair)
@@ -681,11 +681,7 @@ def bundle_phasor(z: torch.Tensor, dim: int = -2, normalize: bool = False) -> to
     return torch.sgn(out) if normalize else out
 
 
-def _check_similarity_phasor(a, b, pairwise) -> None:
-    check_symbol_pair("a", a, "b", b, pairwise=bool(pairwise), phasors=True)
-
-
-@checked(_check_similarity_phasor, pairwise=check_flag)
+@checked(_check_phasor_pair, pairwise=check_flag)
 def similarity_phasor(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
     """:func:`similarity` on phasors: ``1/D * sum_i Re(a_i conj(b_i))``.
 

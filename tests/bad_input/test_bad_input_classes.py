@@ -235,6 +235,8 @@ call("hopfield.async_sweep", None, W=public("hopfield.hebbian_weights")(PATTERNS
 call("hopfield.dense_update_async", None, patterns=PATTERNS, state=STATE, F=2, order=[1, 2])
 call("hopfield.dense_async_sweep", None, patterns=PATTERNS, state=STATE, F=2, order=[1, 2])
 call("hopfield.retrieve", None, patterns=floats(3, 4), queries=floats(2, 4), beta=1.0, steps=2)
+call("hopfield.neighbour_probs", None, queries=floats(2, 4), keys=floats(3, 4), next_tokens=ints(0, 2, 1),
+     vocab_size=3, beta=1.0)
 call("hopfield.Hopfield", None, state_dim=8, stored_dim=6, key_dim=4, value_dim=5, steps=1)
 method("hopfield.Hopfield.forward", lambda: public("hopfield.Hopfield")(8, 8), R=X3, Y=X3, mask=REAL)
 call("hopfield.HopfieldPooling", None, input_dim=8, key_dim=4, value_dim=5, num_queries=2)

@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 run under a timeout. The legal edge inputs below them are checked for their result.
 """
 
-# Cases: 263 bad inputs (242 calls + 21 recall loops under a timeout), every one a clear error;
+# Cases: 286 bad inputs (265 calls + 21 recall loops under a timeout), every one a clear error;
 # plus 11 tests of legal edge inputs (empty batches, masks, NumPy sizes, dtypes, meta).
 
 import math
@@ -221,6 +221,43 @@ case("retrieve-steps-bool", lambda: hf.retrieve(CP, CQ, 1.0, steps=True), "steps
 case("retrieve-return_weights-int", lambda: hf.retrieve(CP, CQ, 1.0, return_weights=1), "return_weights",
      "bool")
 
+# ------------------------------------------------------------------ neighbour_probs
+
+NEXT = torch.tensor([0, 2, 1, 2])  # the next token of each of the 4 keys CP
+for label, beta, word in BAD_BETAS:
+    case(f"neighbour_probs-beta-{label}", lambda beta=beta: hf.neighbour_probs(CQ, CP, NEXT, 3, beta),
+         "beta", word)
+case("neighbour_probs-keys-list", lambda: hf.neighbour_probs(CQ, [[1.0] * 5], NEXT, 3, 1.0), "keys",
+     "torch.Tensor")
+case("neighbour_probs-keys-int", lambda: hf.neighbour_probs(CQ, CP.long(), NEXT, 3, 1.0), "keys",
+     "torch.int64")
+case("neighbour_probs-keys-rank3", lambda: hf.neighbour_probs(CQ, CP[None], NEXT, 3, 1.0), "keys",
+     "(N, d)", "(1, 4, 5)")
+case("neighbour_probs-keys-N0", lambda: hf.neighbour_probs(CQ, CP[:0], NEXT[:0], 3, 1.0), "keys",
+     "(0, 5)")
+case("neighbour_probs-keys-nan", lambda: hf.neighbour_probs(CQ, with_value(CP), NEXT, 3, 1.0), "keys",
+     "finite")
+case("neighbour_probs-queries-int", lambda: hf.neighbour_probs(CQ.long(), CP, NEXT, 3, 1.0), "queries",
+     "torch.int64")
+case("neighbour_probs-queries-last-dim", lambda: hf.neighbour_probs(CQ[:, :4], CP, NEXT, 3, 1.0),
+     "queries", "(Q, 5)", "(2, 4)")
+case("neighbour_probs-queries-rank1", lambda: hf.neighbour_probs(CQ[0], CP, NEXT, 3, 1.0), "queries",
+     "(Q, 5)", "(5,)")
+case("neighbour_probs-queries-inf", lambda: hf.neighbour_probs(with_value(CQ, INF), CP, NEXT, 3, 1.0),
+     "queries", "finite")
+case("neighbour_probs-next_tokens-float", lambda: hf.neighbour_probs(CQ, CP, NEXT.float(), 3, 1.0),
+     "next_tokens", "integer", "torch.float32")
+case("neighbour_probs-next_tokens-length", lambda: hf.neighbour_probs(CQ, CP, NEXT[:3], 3, 1.0),
+     "next_tokens", "(4,)", "(3,)")
+case("neighbour_probs-next_tokens-range", lambda: hf.neighbour_probs(CQ, CP, NEXT, 2, 1.0),
+     "next_tokens", "[0, 1]", "2")
+case("neighbour_probs-next_tokens-negative", lambda: hf.neighbour_probs(CQ, CP, -NEXT - 1, 3, 1.0),
+     "next_tokens", "-3")
+case("neighbour_probs-vocab_size-0", lambda: hf.neighbour_probs(CQ, CP, NEXT, 0, 1.0), "vocab_size",
+     ">= 1", "0")
+case("neighbour_probs-vocab_size-float", lambda: hf.neighbour_probs(CQ, CP, NEXT, 3.0, 1.0),
+     "vocab_size", "int", "3.0")
+
 # ------------------------------------------------------------------ the layers: constructors
 
 for label, make in (
@@ -347,6 +384,8 @@ def test_numpy_sizes_and_numbers_are_accepted():
     assert torch.equal(hf.dense_update_sync(X, S, F=n(3)), hf.dense_update_sync(X, S, F=3))
     assert torch.equal(hf.update_async(W, S, order=np.array([2, 0])), hf.update_async(W, S, order=[2, 0]))
     assert torch.equal(hf.retrieve(CP, CQ, np.float64(2.0), steps=n(2)), hf.retrieve(CP, CQ, 2.0, steps=2))
+    assert torch.equal(hf.neighbour_probs(CQ, CP, NEXT, n(3), np.float64(2.0)),
+                       hf.neighbour_probs(CQ, CP, NEXT, 3, 2.0))
     unnormalised = hf.hebbian_weights(X, normalize=False)
     assert torch.equal(hf.hebbian_weights(X, normalize=np.bool_(False)), unnormalised)
     # a one-element tensor beta is the same number
@@ -366,6 +405,7 @@ def test_empty_batches_give_empty_results():
     assert hf.continuous_energy(CP, torch.zeros(0, 5), 1.0).shape == (0,)
     out, w = hf.retrieve(CP, torch.zeros(0, 5), 1.0, return_weights=True)
     assert out.shape == (0, 5) and w.shape == (0, 4)
+    assert hf.neighbour_probs(torch.zeros(0, 5), CP, NEXT, 3, 1.0).shape == (0, 3)
     assert hopfield()(R[:0], Y[:0])[0].shape == (0, 3, 4)
     assert hopfield()(R[:, :0], Y)[0].shape == (2, 0, 4)  # no state patterns
     assert pooling()(Y[:0])[0].shape == (0, 2, 6)
@@ -393,6 +433,7 @@ def test_mixed_float_dtypes_promote():
     assert hf.energy(W.double(), S).dtype == torch.float64
     assert hf.retrieve(CP.double(), CQ, 1.0).dtype == torch.float64
     assert hf.continuous_energy(CP, CQ.double(), 1.0).dtype == torch.float64
+    assert hf.neighbour_probs(CQ, CP.double(), NEXT, 3, 1.0).dtype == torch.float64
     assert hf.dense_update_sync(X.double(), S).dtype == torch.float32  # cast to the state's dtype
 
 

@@ -19,6 +19,7 @@ from seqbook.hopfield import (
     dense_update_sync,
     energy,
     hebbian_weights,
+    neighbour_probs,
     recall,
     retrieve,
     update_async,
@@ -204,6 +205,69 @@ def test_retrieve_small_beta_averages_and_matches_attention(device):
                                atol=1e-5, rtol=0)
     two = retrieve(x, q, beta=0.7, steps=2)
     assert_same_math(two, retrieve(x, retrieve(x, q, beta=0.7), beta=0.7), n=2 * n)
+
+
+def _neighbour_data(device, N=40, d=6, V=5, seed=12):
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.randn(N, d, generator=g, dtype=torch.float64).to(device)
+    queries = torch.randn(7, d, generator=g, dtype=torch.float64).to(device)
+    next_tokens = torch.randint(0, V, (N,), generator=g).to(device)
+    return queries, keys, next_tokens, V
+
+
+def test_neighbour_probs_is_the_sum_of_distance_weights_by_next_token(device):
+    queries, keys, next_tokens, V = _neighbour_data(device)
+    p = neighbour_probs(queries, keys, next_tokens, V, 0.3)
+    expected = torch.zeros(len(queries), V, dtype=torch.float64, device=device)
+    for q in range(len(queries)):  # eq. (7.12), written out one query and one key at a time
+        w = [math.exp(-0.3 * ((queries[q] - k) ** 2).sum().item()) for k in keys]
+        for i, v in enumerate(next_tokens.tolist()):
+            expected[q, v] += w[i] / sum(w)
+    assert_same_math(p, expected, n=len(keys))
+    assert_close(p.sum(-1), torch.ones(len(queries), dtype=torch.float64, device=device), n=len(keys))
+
+
+def test_neighbour_probs_is_a_hopfield_retrieval_with_one_extra_coordinate(device):
+    # -beta ||q - k||^2 = 2 beta (q . k - ||k||^2 / 2) - beta ||q||^2, and the last term is the
+    # same for every key: the softmax is attention with scale 2 beta on q' = (q, 1) and
+    # k' = (k, -||k||^2 / 2), whose values are the one-hot next tokens
+    queries, keys, next_tokens, V = _neighbour_data(device)
+    beta = 0.45
+    q1 = torch.cat([queries, torch.ones(len(queries), 1, dtype=queries.dtype, device=device)], -1)
+    k1 = torch.cat([keys, -0.5 * keys.square().sum(-1, keepdim=True)], -1)
+    values = F.one_hot(next_tokens, V).double()
+    expected, _ = scaled_dot_product_attention(q1, k1, values, scale=2 * beta)
+    assert_same_math(neighbour_probs(queries, keys, next_tokens, V, beta), expected, n=len(keys),
+                     scale=beta * keys.square().sum(-1).max().item())
+
+
+def test_neighbour_probs_limits_of_beta(device):
+    queries, keys, next_tokens, V = _neighbour_data(device)
+    # large beta: all the weight on the nearest key, whose next token wins
+    nearest = torch.cdist(queries, keys).argmin(-1)
+    p = neighbour_probs(queries, keys, next_tokens, V, 1e4)
+    assert torch.equal(p.argmax(-1), next_tokens[nearest])
+    torch.testing.assert_close(p, F.one_hot(next_tokens[nearest], V).double(), atol=1e-12, rtol=0)
+    # beta -> 0: every key the same weight, the frequencies of the next tokens
+    counts = torch.bincount(next_tokens, minlength=V).double() / len(keys)
+    torch.testing.assert_close(neighbour_probs(queries, keys, next_tokens, V, 1e-9),
+                               counts.expand(len(queries), V), atol=1e-7, rtol=0)
+
+
+def test_neighbour_probs_gradients(device):
+    queries, keys, next_tokens, V = _neighbour_data(device, N=9, d=3)
+    queries.requires_grad_()
+    keys.requires_grad_()
+    assert torch.autograd.gradcheck(lambda q, k: neighbour_probs(q, k, next_tokens, V, 0.4),
+                                    (queries, keys))
+
+
+def test_neighbour_probs_float32_is_float64_to_rounding(device):
+    queries, keys, next_tokens, V = _neighbour_data(device)
+    p32 = neighbour_probs(queries.float(), keys.float(), next_tokens, V, 0.3)
+    assert p32.dtype == torch.float32
+    assert_close(p32, neighbour_probs(queries, keys, next_tokens, V, 0.3).float(), n=len(keys),
+                 scale=0.3 * torch.cdist(queries, keys).square().max().item())
 
 
 def test_continuous_energy_decreases_under_updates(device):
