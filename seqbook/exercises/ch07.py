@@ -472,3 +472,88 @@ def check_separation(separation):
                         "whose size matters to the softmax")
         raise Wrong("separation does not give x_i . x_i - max_(j != i) x_i . x_j for every "
                     "pattern")
+
+
+# ---------------------------------------------------------------------------------------------
+# A cache of the text so far.
+# ---------------------------------------------------------------------------------------------
+
+# (T, d, V, theta, size): a short cache, a cache of one, one longer than the text, one position
+CACHE_GRID = [(12, 4, 5, 0.7, 3), (10, 3, 4, 1.3, 1), (9, 4, 6, 0.4, 20), (1, 3, 4, 0.5, 2)]
+
+
+def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1):
+    """The cache's distribution (and its typical slips): row t from the last ``size`` positions
+    before t (``before=False``: up to t itself), scored by ``theta h_t . h_i`` (``closest``: by
+    ``-theta ||h_t - h_i||^2``), the softmax over ``dim``; a row with no position is zero."""
+    T = h.shape[0]
+    t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    kept = ((i < t) if before else (i <= t)) & (i >= t - size)
+    scores = -theta * torch.cdist(h, h) ** 2 if closest else theta * h @ h.T
+    weights = torch.softmax(scores.masked_fill(~kept, -math.inf), dim=dim).nan_to_num(0.0)
+    return weights @ torch.nn.functional.one_hot(next_tokens, V).to(h.dtype)
+
+
+def _cache_slips(h, next_tokens, V, theta, size):
+    T = h.shape[0]
+    return [
+        (_cache(h, next_tokens, V, theta, size, before=False),
+         "row t also reads position t itself, whose next token is the very token row t must "
+         "predict: the cache may hold only the positions before t (i < t)"),
+        (_cache(h, next_tokens, V, theta, size + 1),
+         f"each row keeps size + 1 = {size + 1} earlier positions: the cache holds the last "
+         f"size = {size} (t - size <= i < t)"),
+        (_cache(h, next_tokens, V, theta, size - 1),
+         f"each row keeps size - 1 = {size - 1} earlier positions: the cache holds the last "
+         f"size = {size} (t - size <= i < t)"),
+        (_cache(h, next_tokens, V, theta, T),
+         "every earlier position is kept: the cache holds only the last size positions"),
+        (_cache(h, next_tokens, V, 1.0, size),
+         "the scores are h_t . h_i without theta: multiply them by theta"),
+        (_cache(h, next_tokens, V, 1 / theta, size),
+         "the scores are divided by theta: theta is an inverse temperature, multiply by it"),
+        (_cache(h, next_tokens, V, theta, size, closest=True),
+         "the scores are negative squared distances: the cache scores by dot products, "
+         "theta h_t . h_i"),
+        (_cache(h, next_tokens, V, theta, size, dim=0),
+         "the softmax runs over the queries (dim 0): each row t must sum over its keys i"),
+    ]
+
+
+@exercise("ex-ch7-cache", hints=[
+    "Build a (T, T) bool mask of the positions each row may read: t = torch.arange(T)[:, None] "
+    "for the rows and i = torch.arange(T)[None, :] for the columns, then one comparison for "
+    "'before t' and one for 'among the last size'.",
+    "Fill the scores theta * h @ h.T with -inf outside the mask and take the softmax over the "
+    "last dimension. Row 0 has no earlier position: its softmax is NaN, and nan_to_num(0.0) "
+    "makes it zero. Multiply the weights by the one-hot next tokens, F.one_hot(next_tokens, "
+    "vocab_size), to add the weights of keys with the same next token.",
+])
+def check_cache(cache_probs):
+    g = torch.Generator().manual_seed(23)
+    for T, d, V, theta, size in CACHE_GRID:
+        h = torch.randn(T, d, generator=g, dtype=F64)
+        next_tokens = torch.randint(0, V, (T,), generator=g)
+        what = f"cache_probs(h, next_tokens, {V}, {theta}, {size}) with T = {T}"
+        out = returned_tensor(call(cache_probs, h.clone(), next_tokens.clone(), V, theta, size,
+                                   what="cache_probs"), "cache_probs").cpu()
+        expect(tuple(out.shape) == (T, V), f"{what} must have shape (T, V) = {(T, V)}, got "
+                                           f"{tuple(out.shape)}")
+        expect(out.is_floating_point(), f"{what} must return probabilities (a float tensor), "
+                                        f"got {out.dtype}")
+        expect(not out[0].isnan().any(),
+               f"{what}: row 0 is NaN. Position 0 has no earlier position, so every score is "
+               "-inf and the softmax divides 0 by 0: make the row zero (nan_to_num(0.0))")
+        right = _cache(h, next_tokens, V, theta, size)
+        if close(out, right, n=T * d):
+            continue
+        for slip, message in _cache_slips(h, next_tokens, V, theta, size):
+            if close(out, slip, n=T * d):
+                raise Wrong(f"{what}: {message}")
+        expect(close(out[0], right[0]), f"{what}: row 0 must be all zeros (no earlier position "
+                                        f"to read), got {out[0].tolist()}")
+        row = next(t for t in range(T) if not close(out[t], right[t], n=T * d))
+        raise Wrong(f"{what}: row {row} is {[round(v, 4) for v in out[row].tolist()]}, expected "
+                    f"{[round(v, 4) for v in right[row].tolist()]}: the softmax over "
+                    f"theta h_t . h_i of the positions t - size <= i < t, with each weight added "
+                    f"to the entry of that position's next token")

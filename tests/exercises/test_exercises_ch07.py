@@ -431,3 +431,62 @@ def test_separation():
     assert "sign is reversed" in check(name, lambda p: -right(p)).message
     assert "cosines" in check(name, cosines).message
     assert "shape (P,)" in check(name, lambda p: p @ p.T).message
+
+
+# --- a cache of the text so far --------------------------------------------------------------------
+
+
+def test_cache():
+    def right(h, next_tokens, vocab_size, theta, size):
+        T = h.shape[0]
+        t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        kept = (i < t) & (i >= t - size)
+        scores = (theta * h @ h.T).masked_fill(~kept, -math.inf)
+        return torch.softmax(scores, -1).nan_to_num(0.0) @ F.one_hot(next_tokens, vocab_size).double()
+
+    def looped(h, next_tokens, vocab_size, theta, size):  # one row at a time, in float32
+        h = h.float()
+        out = torch.zeros(len(h), vocab_size)
+        for t in range(1, len(h)):
+            keys = range(max(0, t - size), t)
+            w = torch.softmax(torch.stack([theta * h[t] @ h[i] for i in keys]), 0)
+            for weight, i in zip(w, keys, strict=True):
+                out[t, next_tokens[i]] += weight
+        return out
+
+    def with_mask(h, next_tokens, vocab_size, theta, size, before=True, bias=0, scale=None):
+        T = h.shape[0]
+        t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        kept = ((i < t) if before else (i <= t)) & (i >= t - size - bias)
+        s = theta if scale is None else scale
+        scores = (s * h @ h.T).masked_fill(~kept, -math.inf)
+        return torch.softmax(scores, -1).nan_to_num(0.0) @ F.one_hot(next_tokens, vocab_size).double()
+
+    def nan_row(h, next_tokens, vocab_size, theta, size):  # no nan_to_num
+        T = h.shape[0]
+        t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        kept = (i < t) & (i >= t - size)
+        scores = (theta * h @ h.T).masked_fill(~kept, -math.inf)
+        return torch.softmax(scores, -1) @ F.one_hot(next_tokens, vocab_size).double()
+
+    def uniform_row0(h, next_tokens, vocab_size, theta, size):
+        out = right(h, next_tokens, vocab_size, theta, size)
+        out[0] = 1 / vocab_size
+        return out
+
+    name = "ex-ch7-cache"
+    assert check(name, right)
+    assert check(name, looped)
+    assert check(name, lambda *a: right(*a).numpy())
+    assert check(name, starter).status == "not attempted"
+    assert "very token row t must predict" in check(
+        name, lambda *a: with_mask(*a, before=False)).message
+    assert "size + 1" in check(name, lambda *a: with_mask(*a, bias=1)).message
+    assert "without theta" in check(name, lambda h, n, V, th, s: with_mask(h, n, V, th, s, scale=1.0)
+                                    ).message
+    assert "divided by theta" in check(name, lambda h, n, V, th, s: with_mask(h, n, V, th, s,
+                                                                              scale=1 / th)).message
+    assert "row 0 is NaN" in check(name, nan_row).message
+    assert "row 0 must be all zeros" in check(name, uniform_row0).message
+    assert "shape (T, V)" in check(name, lambda h, n, V, th, s: right(h, n, V, th, s).T).message
+    assert "expected" in check(name, lambda *a: right(*a).roll(1, dims=-1)).message

@@ -26,4 +26,9 @@ EQUIVALENT = {
         "separation:4 1 -> 2": "dim -2 of the (P, P) overlap matrix is dim 0, and the matrix "
         "is symmetric: the maximum over a column is the maximum over the row",
     },
+    "ex-ch7-cache": {
+        "cache_probs:6 drop -": "the scores are (T, T), so dim 1 is dim -1",
+        "cache_probs:2 swap with the next statement": "the two index grids t and i are made "
+        "independently of each other",
+    },
 }
