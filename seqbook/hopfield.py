@@ -628,13 +628,13 @@ def retrieve(
 
 
 def _check_neighbour_probs(queries, keys, next_tokens, vocab_size) -> None:
-    check_float_tensor("keys", keys, shape=(None, None), names="(N, d) with N, d >= 1")
-    N, d = keys.shape
+    check_float_tensor("keys", keys, shape=(None, None), names="(P, d) with P, d >= 1")
+    P, d = keys.shape
     check_float_tensor("queries", queries, shape=(None, d), names=f"(Q, {d}), d as the keys'",
                        nonempty=False)
     check_finite("keys", keys)
     check_finite("queries", queries)
-    check_ids("next_tokens", next_tokens, vocab_size, shape=(N,), names=f"({N},), one per key")
+    check_ids("next_tokens", next_tokens, vocab_size, shape=(P,), names=f"({P},), one per key")
 
 
 @checked(_check_neighbour_probs, vocab_size=check_positive_int, beta=_BETA)
@@ -652,13 +652,13 @@ def neighbour_probs(
         p(y | q) = sum_i softmax_i(-beta ||q - k_i||^2) [v_i = y].
 
     Shape:
-        queries: (Q, d).  keys: (N, d), N >= 1.  next_tokens: (N,) ids in
+        queries: (Q, d).  keys: (P, d), P >= 1.  next_tokens: (P,) ids in
         [0, vocab_size).  Output: (Q, vocab_size), in the promoted float dtype.
     """
     dtype = torch.promote_types(queries.dtype, keys.dtype)
-    distances = torch.cdist(queries.to(dtype), keys.to(dtype)) ** 2  # (Q, N)
-    weights = torch.softmax(-beta * distances, dim=-1)  # (Q, N)
-    votes = nn.functional.one_hot(next_tokens, vocab_size).to(weights.dtype)  # (N, V)
+    distances = torch.cdist(queries.to(dtype), keys.to(dtype)) ** 2  # (Q, P)
+    weights = torch.softmax(-beta * distances, dim=-1)  # (Q, P)
+    votes = nn.functional.one_hot(next_tokens, vocab_size).to(weights.dtype)  # (P, V)
     return weights @ votes  # (Q, V)
 
 

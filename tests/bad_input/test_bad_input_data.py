@@ -199,6 +199,16 @@ case("load_fashion_mnist-split-upper", lambda: data.load_fashion_mnist("Train"),
 case("load_solubility-split-valid", lambda: data.load_solubility("valid"), "split", "'valid'")
 case("load_solubility-split-int", lambda: data.load_solubility(1), "split", "1")
 case("load_solubility-download-str", lambda: data.load_solubility("test", download="no"), "download", "'no'")
+TWO_MOLECULES = data.Molecules([torch.zeros(1, 1)] * 2, [torch.zeros(0, 2, dtype=torch.int64)] * 2,
+                              [torch.zeros(0, 1)] * 2, torch.tensor([0, 1]), ["C", "CC"], ["a", "b"])
+case("scaffold_split-molecules-list", lambda: data.scaffold_split(["CCO", "c1ccccc1"]), "molecules",
+     "Molecules", "list")
+case("scaffold_split-molecules-one", lambda: data.scaffold_split(data._subset(TWO_MOLECULES, [0])),
+     "molecules", "at least 2", "got 1")
+for label, frac, word in [("0", 0.0, "0.0"), ("1", 1.0, "1.0"), ("negative", -0.2, "-0.2"),
+                          ("nan", math.nan, "finite"), ("str", "0.2", "str"), ("bool", True, "bool")]:
+    case(f"scaffold_split-test_fraction-{label}",
+         lambda frac=frac: data.scaffold_split(TWO_MOLECULES, frac), "test_fraction", word)
 case("load_fashion_mnist-download-str", lambda: data.load_fashion_mnist("test", download="no"), "download",
      "str")
 

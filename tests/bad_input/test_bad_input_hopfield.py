@@ -232,7 +232,7 @@ case("neighbour_probs-keys-list", lambda: hf.neighbour_probs(CQ, [[1.0] * 5], NE
 case("neighbour_probs-keys-int", lambda: hf.neighbour_probs(CQ, CP.long(), NEXT, 3, 1.0), "keys",
      "torch.int64")
 case("neighbour_probs-keys-rank3", lambda: hf.neighbour_probs(CQ, CP[None], NEXT, 3, 1.0), "keys",
-     "(N, d)", "(1, 4, 5)")
+     "(P, d)", "(1, 4, 5)")
 case("neighbour_probs-keys-N0", lambda: hf.neighbour_probs(CQ, CP[:0], NEXT[:0], 3, 1.0), "keys",
      "(0, 5)")
 case("neighbour_probs-keys-nan", lambda: hf.neighbour_probs(CQ, with_value(CP), NEXT, 3, 1.0), "keys",

@@ -224,6 +224,40 @@ def test_solubility_first_molecule_is_pentane():
         data.load_solubility("valid")
 
 
+def test_solubility_all_is_both_files_and_the_scaffold_split_shares_no_scaffold():
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    train, test = _solubility("train"), _solubility("test")
+    every = data.load_solubility("all", download=False)
+    assert every.smiles == train.smiles + test.smiles and len(every.atoms) == 1282
+    assert torch.equal(every.labels, torch.cat([train.labels, test.labels]))
+    assert all(torch.equal(a, b) for a, b in zip(every.bonds, train.bonds + test.bonds, strict=True))
+    fit, held = data.scaffold_split(every, 0.2)
+    assert (len(fit), len(held)) == (1026, 256)
+    assert sorted(fit.smiles + held.smiles) == sorted(every.smiles)
+
+    def scaffolds(m):
+        return {MurckoScaffold.MurckoScaffoldSmiles(smiles=s) for s in m.smiles}
+
+    assert not scaffolds(fit) & scaffolds(held)
+    assert "" in scaffolds(fit) and "c1ccccc1" in scaffolds(fit)  # the largest groups train
+    # each molecule keeps its own graph and label
+    i = every.smiles.index(held.smiles[0])
+    assert torch.equal(held.atoms[0], every.atoms[i]) and held.labels[0] == every.labels[i]
+    again = data.scaffold_split(every, 0.2)
+    assert again[1].smiles == held.smiles  # deterministic
+
+
+def test_scaffold_split_of_a_tiny_set():
+    pytest.importorskip("rdkit")
+    mols = data.Molecules([torch.zeros(1, 1)] * 4, [torch.zeros(0, 2, dtype=torch.int64)] * 4,
+                          [torch.zeros(0, 1)] * 4, torch.tensor([0, 1, 0, 1]),
+                          ["c1ccccc1O", "CCO", "c1ccccc1N", "C1CCCCC1"], ["a", "b"])
+    fit, held = data.scaffold_split(mols, 0.25)  # benzene x 2 and no ring train, cyclohexane tests
+    assert fit.smiles == ["c1ccccc1O", "CCO", "c1ccccc1N"] and held.smiles == ["C1CCCCC1"]
+    assert held.labels.tolist() == [1] and fit.classes == ["a", "b"]
+
+
 # --- downloads, against a local HTTP server only -------------------------------------------------------
 
 
