@@ -1,5 +1,5 @@
 """Chapter 8's molecules on a scaffold split, over three seeds: how much of the accuracy is left
-when the test molecules have ring systems no training molecule has.
+when no test molecule has the scaffold of a training molecule.
 
 The 1282 solubility molecules (``load_solubility("all")``) are split twice:
 

@@ -491,6 +491,9 @@ def check_molecules(name: str, value) -> Molecules:
         raise TypeError(f"{name} must be a seqbook.data.Molecules, got {type(value).__name__}")
     if len(value) < 2:
         raise ValueError(f"{name} must hold at least 2 molecules to split, got {len(value)}")
+    sizes = {f: len(getattr(value, f)) for f in ("atoms", "bonds", "bond_features", "labels", "smiles")}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"{name} must have one entry per molecule in every field, got {sizes}")
     return value
 
 
@@ -510,21 +513,36 @@ def scaffold_split(molecules: Molecules, test_fraction: float = 0.2) -> tuple[Mo
     molecules are grouped by scaffold, the groups sorted from the largest to the smallest (ties
     keep the order of their first molecule), and each group in turn goes whole to the training
     part if it still fits into ``len(molecules) - round(test_fraction * len(molecules))``, else to
-    the test part, as in MoleculeNet's scaffold split. The test part then holds rare scaffolds
-    only. RDKit computes the scaffolds.
+    the test part: the greedy rule of MoleculeNet's scaffold split (DeepChem breaks ties the
+    other way and rounds the cut down, so its split of the same molecules differs in a few). The
+    test part then holds rare scaffolds only. RDKit computes the scaffolds; like RDKit, the
+    scaffold keeps atoms double-bonded to it (a ketone's oxygen).
 
     Returns:
         ``(train, test)``, two :class:`Molecules` in the order of ``molecules``.
+
+    Raises:
+        ValueError: a SMILES string RDKit cannot read, or a split with an empty part (one
+            scaffold group too large for the training part, or a fraction too small to leave
+            a test molecule).
     """
+    from rdkit import Chem
     from rdkit.Chem.Scaffolds import MurckoScaffold
 
     groups: dict[str, list[int]] = {}
     for i, smiles in enumerate(molecules.smiles):
-        groups.setdefault(MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles), []).append(i)
-    n_train = len(molecules) - round(test_fraction * len(molecules))
+        mol = Chem.MolFromSmiles(smiles) if isinstance(smiles, str) and smiles else None
+        if mol is None:
+            raise ValueError(f"molecules.smiles[{i}] is not a SMILES string RDKit can read: {smiles!r}")
+        groups.setdefault(MurckoScaffold.MurckoScaffoldSmiles(mol=mol), []).append(i)
+    n_train = len(molecules) - round(float(test_fraction) * len(molecules))
     train, test = [], []
     for group in sorted(groups.values(), key=len, reverse=True):  # a stable sort
         (train if len(train) + len(group) <= n_train else test).extend(group)
+    if not train or not test:
+        raise ValueError(f"test_fraction = {float(test_fraction)} splits these {len(molecules)} molecules "
+                         f"({len(groups)} scaffold groups, the largest of {max(map(len, groups.values()))}) "
+                         f"into {len(train)} training and {len(test)} test molecules: a part is empty")
     return _subset(molecules, sorted(train)), _subset(molecules, sorted(test))
 
 

@@ -524,10 +524,10 @@ def _cache_slips(h, next_tokens, V, theta, size):
     "Build a (T, T) bool mask of the positions each row may read: t = torch.arange(T)[:, None] "
     "for the rows and i = torch.arange(T)[None, :] for the columns, then one comparison for "
     "'before t' and one for 'among the last size'.",
-    "Fill the scores theta * h @ h.T with -inf outside the mask and take the softmax over the "
-    "last dimension. Row 0 has no earlier position: its softmax is NaN, and nan_to_num(0.0) "
-    "makes it zero. Multiply the weights by the one-hot next tokens, F.one_hot(next_tokens, "
-    "vocab_size), to add the weights of keys with the same next token.",
+    "Mask before the softmax, not after it: a score of -inf gets weight 0 and the kept weights "
+    "still sum to 1. Row 0 keeps no position at all, so mind what its softmax gives. The weights "
+    "of keys with the same next token add up, which a product with a (T, vocab_size) table does "
+    "in one step.",
 ])
 def check_cache(cache_probs):
     g = torch.Generator().manual_seed(23)
@@ -552,6 +552,13 @@ def check_cache(cache_probs):
                 raise Wrong(f"{what}: {message}")
         expect(close(out[0], right[0]), f"{what}: row 0 must be all zeros (no earlier position "
                                         f"to read), got {out[0].tolist()}")
+        sums = out[1:].double().sum(-1)
+        if T > 1 and size > 0 and not close(sums, torch.ones_like(sums), n=T):
+            row = 1 + int((sums - 1).abs().argmax())
+            raise Wrong(f"{what}: row {row} sums to {sums[row - 1].item():.4f}, not 1. Every row "
+                        "after the first is a distribution over the next token: mask the scores "
+                        "with -inf before the softmax (not the weights after it), and keep only "
+                        "the positions t - size <= i < t")
         row = next(t for t in range(T) if not close(out[t], right[t], n=T * d))
         raise Wrong(f"{what}: row {row} is {[round(v, 4) for v in out[row].tolist()]}, expected "
                     f"{[round(v, 4) for v in right[row].tolist()]}: the softmax over "

@@ -205,6 +205,14 @@ case("scaffold_split-molecules-list", lambda: data.scaffold_split(["CCO", "c1ccc
      "Molecules", "list")
 case("scaffold_split-molecules-one", lambda: data.scaffold_split(data._subset(TWO_MOLECULES, [0])),
      "molecules", "at least 2", "got 1")
+case("scaffold_split-smiles-unreadable", lambda: data.scaffold_split(data.Molecules(
+    TWO_MOLECULES.atoms, TWO_MOLECULES.bonds, TWO_MOLECULES.bond_features, TWO_MOLECULES.labels,
+    ["C", "not a molecule"], TWO_MOLECULES.classes)), "molecules.smiles[1]", "'not a molecule'")
+case("scaffold_split-smiles-short", lambda: data.scaffold_split(data.Molecules(
+    TWO_MOLECULES.atoms, TWO_MOLECULES.bonds, TWO_MOLECULES.bond_features, TWO_MOLECULES.labels,
+    ["C"], TWO_MOLECULES.classes)), "molecules", "one entry per molecule")
+case("scaffold_split-empty-part", lambda: data.scaffold_split(TWO_MOLECULES, 0.2), "test_fraction",
+     "0 test molecules", "empty")
 for label, frac, word in [("0", 0.0, "0.0"), ("1", 1.0, "1.0"), ("negative", -0.2, "-0.2"),
                           ("nan", math.nan, "finite"), ("str", "0.2", "str"), ("bool", True, "bool")]:
     case(f"scaffold_split-test_fraction-{label}",

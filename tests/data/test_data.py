@@ -256,6 +256,8 @@ def test_scaffold_split_of_a_tiny_set():
     fit, held = data.scaffold_split(mols, 0.25)  # benzene x 2 and no ring train, cyclohexane tests
     assert fit.smiles == ["c1ccccc1O", "CCO", "c1ccccc1N"] and held.smiles == ["C1CCCCC1"]
     assert held.labels.tolist() == [1] and fit.classes == ["a", "b"]
+    # a one-element tensor is the same fraction
+    assert data.scaffold_split(mols, torch.tensor(0.25))[1].smiles == ["C1CCCCC1"]
 
 
 # --- downloads, against a local HTTP server only -------------------------------------------------------

@@ -490,3 +490,13 @@ def test_cache():
     assert "row 0 must be all zeros" in check(name, uniform_row0).message
     assert "shape (T, V)" in check(name, lambda h, n, V, th, s: right(h, n, V, th, s).T).message
     assert "expected" in check(name, lambda *a: right(*a).roll(1, dims=-1)).message
+
+    def mask_after(h, next_tokens, vocab_size, theta, size):  # the weights masked after the softmax
+        T = h.shape[0]
+        t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        kept = (i < t) & (i >= t - size)
+        weights = torch.softmax(theta * h @ h.T, -1) * kept
+        return weights @ F.one_hot(next_tokens, vocab_size).double()
+
+    assert "sums to" in check(name, mask_after).message and "before the softmax" in check(
+        name, mask_after).message
