@@ -88,6 +88,7 @@ __all__ = [
     "check_axes",
     "int_at_least",
     "number_at_least",
+    "check_molecules",
 ]
 
 
@@ -889,3 +890,18 @@ def check_rotary(name: str, rotary, T: int, head_dim: int) -> None:
     for i, t in enumerate(rotary):
         check_float_tensor(f"{name}[{i}]", t, shape=(T, head_dim), names=f"({T}, {head_dim}) (T, head_dim)",
                            nonempty=False)
+
+
+MOLECULE_FIELDS = ("atoms", "bonds", "bond_features", "labels", "smiles")
+
+
+def check_molecules(name: str, value, minimum: int = 2) -> None:
+    """Molecules to split (a :class:`seqbook.data.Molecules`): one entry per molecule in each of
+    its fields, at least ``minimum`` molecules."""
+    if not all(hasattr(value, f) for f in MOLECULE_FIELDS) or isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a seqbook.data.Molecules, got {type(value).__name__}")
+    sizes = {f: len(getattr(value, f)) for f in MOLECULE_FIELDS}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"{name} must have one entry per molecule in every field, got {sizes}")
+    if sizes["labels"] < minimum:
+        raise ValueError(f"{name} must hold at least {minimum} molecules to split, got {sizes['labels']}")

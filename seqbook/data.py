@@ -30,6 +30,7 @@ from .checks import (
     check_flag,
     check_generator,
     check_int,
+    check_molecules,
     check_number,
     check_positive_int,
     check_str,
@@ -42,8 +43,7 @@ __all__ = [
     "TIME_MACHINE", "strip_gutenberg", "load_time_machine", "split_text", "NAME_LOCALES",
     "load_names", "MONTHS", "WEEKDAYS", "DATE_FORMAT_COUNT", "make_dates", "FASHION_MNIST",
     "FASHION_MNIST_CLASSES", "load_fashion_mnist", "SOLUBILITY", "SOLUBILITY_CLASSES",
-    "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility", "check_molecules",
-    "scaffold_split",
+    "ATOM_FEATURES", "BOND_FEATURES", "Molecules", "load_solubility", "scaffold_split",
     "first_token_task", "adding_problem", "time_machine_ids", "TranslationData",
     "date_dataset", "copy_dataset",
 ]
@@ -483,18 +483,6 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
         data.smiles.append(Chem.MolToSmiles(mol))
     data.labels = torch.tensor(labels, dtype=torch.int64)
     return data
-
-
-def check_molecules(name: str, value) -> Molecules:
-    """A :class:`Molecules` with at least two molecules (something to split)."""
-    if not isinstance(value, Molecules):
-        raise TypeError(f"{name} must be a seqbook.data.Molecules, got {type(value).__name__}")
-    if len(value) < 2:
-        raise ValueError(f"{name} must hold at least 2 molecules to split, got {len(value)}")
-    sizes = {f: len(getattr(value, f)) for f in ("atoms", "bonds", "bond_features", "labels", "smiles")}
-    if len(set(sizes.values())) != 1:
-        raise ValueError(f"{name} must have one entry per molecule in every field, got {sizes}")
-    return value
 
 
 def _subset(molecules: Molecules, indices: list[int]) -> Molecules:
