@@ -334,16 +334,9 @@ def load_fashion_mnist(split: str = "train", download: bool = True) -> tuple[tor
         DataNotFoundError: no good copy of a file (the message lists damaged copies it found).
         DataFileError: a file is damaged; the message names it.
     """
-    if not isinstance(split, str) or split not in ("train", "test", "all"):
-        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+    if not isinstance(split, str) or split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     download = check_flag("download", download)
-    if split == "all":  # both files, the training molecules first
-        parts = load_solubility("train", download), load_solubility("test", download)
-        return Molecules(*(a + b for a, b in zip(
-            [parts[0].atoms, parts[0].bonds, parts[0].bond_features],
-            [parts[1].atoms, parts[1].bonds, parts[1].bond_features], strict=True)),
-            labels=torch.cat([parts[0].labels, parts[1].labels]),
-            smiles=parts[0].smiles + parts[1].smiles, classes=list(SOLUBILITY_CLASSES))
     images_path = fetch(FASHION_MNIST[f"{split}-images"], download=download)
     labels_path = fetch(FASHION_MNIST[f"{split}-labels"], download=download)
     images, labels = _read_idx(images_path, "images"), _read_idx(labels_path, "labels")

@@ -196,6 +196,7 @@ case("load_fashion_mnist-split-None", lambda: data.load_fashion_mnist(None), "sp
 case("load_fashion_mnist-split-int", lambda: data.load_fashion_mnist(1), "split", "1")
 case("load_fashion_mnist-split-list", lambda: data.load_fashion_mnist(["train"]), "split", "['train']")
 case("load_fashion_mnist-split-upper", lambda: data.load_fashion_mnist("Train"), "split", "'Train'")
+case("load_fashion_mnist-split-all", lambda: data.load_fashion_mnist("all"), "split", "'all'")
 case("load_solubility-split-valid", lambda: data.load_solubility("valid"), "split", "'valid'")
 case("load_solubility-split-int", lambda: data.load_solubility(1), "split", "1")
 case("load_solubility-download-str", lambda: data.load_solubility("test", download="no"), "download", "'no'")
