@@ -447,12 +447,11 @@ def load_solubility(split: str = "train", download: bool = True) -> Molecules:
         raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     download = check_flag("download", download)
     if split == "all":  # both files, the training molecules first
-        parts = load_solubility("train", download), load_solubility("test", download)
-        return Molecules(*(a + b for a, b in zip(
-            [parts[0].atoms, parts[0].bonds, parts[0].bond_features],
-            [parts[1].atoms, parts[1].bonds, parts[1].bond_features], strict=True)),
-            labels=torch.cat([parts[0].labels, parts[1].labels]),
-            smiles=parts[0].smiles + parts[1].smiles, classes=list(SOLUBILITY_CLASSES))
+        train, test = load_solubility("train", download), load_solubility("test", download)
+        return Molecules(train.atoms + test.atoms, train.bonds + test.bonds,
+                         train.bond_features + test.bond_features,
+                         torch.cat([train.labels, test.labels]), train.smiles + test.smiles,
+                         list(SOLUBILITY_CLASSES))
     try:
         from rdkit import Chem, RDLogger
     except ImportError:
