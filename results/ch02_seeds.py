@@ -12,6 +12,11 @@ Reported per seed:
 
 * language model (cell 25): held-out perplexity of the RNN of 256 units after 600 steps, and its
   held-out loss at step 100, beside the unigram baseline;
+* inside the state (cells 35 and 39): for the trained model and for the same network at its initial
+  weights, the unit most correlated with the position in the word on the held-out text and the
+  number of units with |r| > 0.5; the R^2 on the held-out text of linear probes (least squares,
+  fitted on the first 20,000 training characters) for the position and for the letters still to
+  come in the word, from the current character, the untrained state and the trained state;
 * surnames (cells 37, 43, 66): test accuracy of the unidirectional classifier and of the
   bidirectional mean-pooled one, the recall of every language, the two languages most German
   names that are missed are taken for;
@@ -36,6 +41,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from sklearn.linear_model import LinearRegression
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +70,7 @@ GEN_HIDDEN, GEN_STEPS = 128, 1500
 DEVICE = torch.device("cpu")
 
 
-def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid) -> dict:
+def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid, train_ids, valid_ids) -> dict:
     """Cell 25."""
     seed_everything(seed)
     lm = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
@@ -81,11 +87,67 @@ def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid) -> dict:
         eval_every=100,
         progress=False,
     )
+    seed_everything(seed)  # the same network at its initial weights
+    lm_init = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
     return dict(
         perplexity=round(evaluate_perplexity(lm, x_valid, y_valid), 4),
         eval_step=history.eval_step,
         eval_loss=[round(v, 4) for v in history.eval_loss],
+        units=units_run(lm, lm_init, vocab, train_ids, valid_ids),
     )
+
+
+def word_positions(ids, space_id):
+    """Cell 35: 0 at a space, k at the k-th letter of a word."""
+    positions, k = [], 0
+    for token in ids.tolist():
+        k = 0 if token == space_id else k + 1
+        positions.append(k)
+    return torch.tensor(positions, dtype=torch.float)
+
+
+def letters_left(ids, space_id):
+    """Cell 39: the letters still to come in the word (0 at a space and at a word's last letter)."""
+    return (word_positions(ids.flip(0), space_id).flip(0) - 1).clamp(min=0)
+
+
+@torch.no_grad()
+def hidden_states(model, ids):
+    """Cell 35: the state after every character of one sequence read from a zero state, (N, H)."""
+    model.eval()
+    states, _ = model.rnn(model.embed(ids[None]))
+    return states[0]
+
+
+def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
+    """Cells 35 and 39: the units' correlation with the position in the word on the held-out text,
+    and the R^2 of linear probes fitted on the first 20,000 training characters."""
+    space_id = vocab[" "]
+    position = word_positions(valid_ids, space_id)
+    out = {}
+    for name, model in (("trained", lm), ("untrained", lm_init)):
+        states = hidden_states(model, valid_ids)
+        corr = torch.corrcoef(torch.vstack([position, states.T]))[0, 1:]
+        out[name] = dict(
+            best_unit=int(corr.abs().argmax()),
+            best_abs_r=round(float(corr.abs().max()), 4),
+            units_above_05=int((corr.abs() > 0.5).sum()),
+        )
+    probe_text = train_ids[:20_000]
+    inputs = {
+        "current character": lambda ids: F.one_hot(ids, len(vocab)).float(),
+        "untrained state": lambda ids: hidden_states(lm_init, ids),
+        "trained state": lambda ids: hidden_states(lm, ids),
+    }
+    out["probe_r2"] = {}
+    for target_name, target in (("position", word_positions), ("letters left", letters_left)):
+        for input_name, features in inputs.items():
+            probe = LinearRegression().fit(features(probe_text), target(probe_text, space_id))
+            r2 = probe.score(features(valid_ids), target(valid_ids, space_id))
+            out["probe_r2"][f"{target_name} / {input_name}"] = round(float(r2), 4)
+    radius = torch.linalg.eigvals(lm_init.rnn.cells[0].weight_hh.detach()).abs().max()
+    out["init_spectral_radius"] = round(float(radius), 4)  # below 1: the state forgets its start
+    return out
 
 
 def clip_run(seed, vocab, x_train, y_train) -> dict:
@@ -279,7 +341,7 @@ def main(argv=None) -> None:
         start = time.perf_counter()
         run = dict(
             seed=seed,
-            lm=lm_run(seed, vocab, x_train, y_train, x_valid, y_valid),
+            lm=lm_run(seed, vocab, x_train, y_train, x_valid, y_valid, train_ids, valid_ids),
             names=names_run(seed, d),
             clipping=clip_run(seed, vocab, x_train, y_train),
         )
@@ -300,12 +362,33 @@ def main(argv=None) -> None:
     uni = [r["names"]["unidirectional"]["accuracy"] for r in runs]
     bi = [r["names"]["bidirectional"]["accuracy"] for r in runs]
     gen = [r["names"]["generator"] for r in runs]
+    units = [r["lm"]["units"] for r in runs]
     claims = {
         "LM perplexity below 0.4 of the unigram's and below 6 at every seed": all(
             r["lm"]["perplexity"] < min(0.4 * ppl_unigram, 6.0) for r in runs
         ),
         "LM held-out loss at step 100 below the unigram's at every seed": all(
             r["lm"]["eval_step"][0] == 100 and r["lm"]["eval_loss"][0] < math.log(ppl_unigram) for r in runs
+        ),
+        "a trained unit correlates with the word position at |r| > 0.1 above the best untrained one "
+        "at every seed": all(
+            u["trained"]["best_abs_r"] > u["untrained"]["best_abs_r"] + 0.1 for u in units
+        ),
+        "at least 3 trained units and no untrained unit above |r| = 0.5 at every seed": all(
+            u["trained"]["units_above_05"] >= 3 and u["untrained"]["units_above_05"] == 0 for u in units
+        ),
+        "probes: trained state > untrained state > current character, for both targets at every seed": all(
+            u["probe_r2"][f"{t} / trained state"] > u["probe_r2"][f"{t} / untrained state"]
+            > u["probe_r2"][f"{t} / current character"]
+            for u in units for t in ("position", "letters left")
+        ),
+        "the untrained state's position probe reaches R^2 > 0.8 at every seed": all(
+            u["probe_r2"]["position / untrained state"] > 0.8 for u in units
+        ),
+        "training adds more R^2 to the letters left than to the position at every seed": all(
+            u["probe_r2"]["letters left / trained state"] - u["probe_r2"]["letters left / untrained state"]
+            > u["probe_r2"]["position / trained state"] - u["probe_r2"]["position / untrained state"]
+            for u in units
         ),
         "unidirectional classifier above the majority class + 0.3 at every seed": min(uni) > maj + 0.3,
         "bidirectional classifier above the majority class + 0.3 at every seed": min(bi) > maj + 0.3,
