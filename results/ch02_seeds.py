@@ -13,8 +13,8 @@ Reported per seed:
 * language model (cell 25): held-out perplexity of the RNN of 256 units after 600 steps, and its
   held-out loss at step 100, beside the unigram baseline;
 * inside the state (cells 35 and 39): for the trained model and for the same network at its initial
-  weights, the unit most correlated with the position in the word on the held-out text and the
-  number of units with |r| > 0.5; the R^2 on the held-out text of linear probes (least squares,
+  weights, the unit most correlated with the position in the word over the letters of the held-out
+  text (the spaces left out) and the number of units with |r| > 0.5; the R^2 on the held-out text of linear probes (least squares,
   fitted on the first 20,000 training characters) for the position and for the letters still to
   come in the word, from the current character, the untrained state and the trained state;
 * surnames (cells 37, 43, 66): test accuracy of the unidirectional classifier and of the
@@ -124,10 +124,11 @@ def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
     and the R^2 of linear probes fitted on the first 20,000 training characters."""
     space_id = vocab[" "]
     position = word_positions(valid_ids, space_id)
+    letters = position > 0  # the correlation is taken over the letters, not the spaces
     out = {}
     for name, model in (("trained", lm), ("untrained", lm_init)):
         states = hidden_states(model, valid_ids)
-        corr = torch.corrcoef(torch.vstack([position, states.T]))[0, 1:]
+        corr = torch.corrcoef(torch.vstack([position[letters], states[letters].T]))[0, 1:]
         out[name] = dict(
             best_unit=int(corr.abs().argmax()),
             best_abs_r=round(float(corr.abs().max()), 4),
