@@ -23,8 +23,9 @@ Reported per seed:
   names that are missed are taken for;
 * generator (cell 57): of the 48 samples, how many end by themselves, how many are names of the
   data set, and how many of the 6 Czech samples share their most common first two letters;
-* clipping (cell 70): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping, its
-  final loss with clipping at 1 and the largest raw gradient norm.
+* clipping (cell 70): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping (it
+  does at seeds 0 to 2, not at 3 and 4, whose raw gradient norm never spikes), its final loss with
+  clipping at 1 and the largest raw gradient norm.
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
@@ -375,6 +376,7 @@ def main(argv=None) -> None:
     bi = [r["names"]["bidirectional"]["accuracy"] for r in runs]
     gen = [r["names"]["generator"] for r in runs]
     units = [r["lm"]["units"] for r in runs]
+    clips = [r["clipping"] for r in runs]
     claims = {
         "LM perplexity below 0.4 of the unigram's and below 6 at every seed": all(
             r["lm"]["perplexity"] < min(0.4 * ppl_unigram, 6.0) for r in runs
@@ -420,20 +422,22 @@ def main(argv=None) -> None:
         "at most a quarter of the samples are names of the data set at every seed": all(
             len(g["in_data"]) <= 12 for g in gen
         ),
-        "at least 4 of the 6 Czech samples share their first two letters at every seed": all(
-            g["czech_same"] >= 4 for g in gen
-        ),
+        "the Czech samples' most common beginning is shared by 4 or more of the 6 at some seeds and by "
+        "fewer at others (the chapter states the spread)": len({g["czech_same"] >= 4 for g in gen}) == 2,
         "generator loss falls by more than 1 nat at every seed": all(g["loss_drop"] > 1.0 for g in gen),
-        "without clipping the ReLU RNN diverges at every seed": all(
-            r["clipping"]["no clip"]["diverged"] or r["clipping"]["no clip"]["final_loss"] > 3.0 for r in runs
-        ),
         "with clipping at 1 it reaches a loss below 2.3 at every seed": all(
             not r["clipping"]["clip 1"]["diverged"] and r["clipping"]["clip 1"]["final_loss"] < 2.3
             for r in runs
         ),
-        "with clipping the raw gradient norm peaks above 1000 at every seed": all(
-            not r["clipping"]["clip 1"]["diverged"] and r["clipping"]["clip 1"]["peak_grad_norm"] > 1e3
-            for r in runs
+        "without clipping the ReLU RNN diverges within 10 steps at more than half of the seeds": sum(
+            c["no clip"]["diverged"] and int(c["no clip"]["error"].rsplit(" ", 1)[1]) <= 10 for c in clips
+        ) > len(clips) / 2,
+        "where it diverges, the clipped run's raw gradient norm peaks above 1000": all(
+            c["clip 1"]["peak_grad_norm"] > 1e3 for c in clips if c["no clip"]["diverged"]
+        ),
+        "where it does not, its raw gradient norm stays below 100 and the clipped run ends lower": all(
+            c["no clip"]["peak_grad_norm"] < 100 and c["clip 1"]["final_loss"] < c["no clip"]["final_loss"]
+            for c in clips if not c["no clip"]["diverged"]
         ),
     }
     result = dict(
