@@ -114,6 +114,26 @@ def plot_history(history, ax=None, label: str | None = None, baseline: float | N
     return ax
 
 
+def _colour_limits(vmin, vmax) -> tuple[float | None, float | None]:
+    """``vmin`` and ``vmax``, each None or a real number, with ``vmin <= vmax`` when both are given."""
+    vmin = None if vmin is None else check_number("vmin", vmin)
+    vmax = None if vmax is None else check_number("vmax", vmax)
+    if vmin is not None and vmax is not None and vmin > vmax:
+        raise ValueError(f"vmin must be <= vmax, got vmin={vmin}, vmax={vmax}")
+    return vmin, vmax
+
+
+def _as_colormap(cmap):
+    """``cmap`` (a matplotlib colormap or the name of one) as a Colormap."""
+    if isinstance(cmap, str):
+        if cmap not in plt.colormaps():
+            raise ValueError(f"cmap must name a matplotlib colormap such as 'viridis', got {cmap!r}")
+        return plt.get_cmap(cmap)
+    if not isinstance(cmap, plt.matplotlib.colors.Colormap):
+        raise TypeError(f"cmap must be a colormap name or a matplotlib Colormap, got {type(cmap).__name__}")
+    return cmap
+
+
 def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis",
             colorbar: bool = True, title: str | None = None, vmin=None, vmax=None):
     """A labelled heatmap, e.g. attention weights (rows: queries, columns: keys).
@@ -133,15 +153,8 @@ def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis"
         if len(labels) != n:
             what = "column" if name == "x_labels" else "row"
             raise ValueError(f"{name} must have {n} labels (one per {what}), got {len(labels)}")
-    vmin = None if vmin is None else check_number("vmin", vmin)
-    vmax = None if vmax is None else check_number("vmax", vmax)
-    if vmin is not None and vmax is not None and vmin > vmax:
-        raise ValueError(f"vmin must be <= vmax, got vmin={vmin}, vmax={vmax}")
-    if isinstance(cmap, str):
-        if cmap not in plt.colormaps():
-            raise ValueError(f"cmap must name a matplotlib colormap such as 'viridis', got {cmap!r}")
-    elif not isinstance(cmap, plt.matplotlib.colors.Colormap):
-        raise TypeError(f"cmap must be a colormap name or a matplotlib Colormap, got {type(cmap).__name__}")
+    vmin, vmax = _colour_limits(vmin, vmax)
+    _as_colormap(cmap)
     colorbar = check_flag("colorbar", colorbar)
     check_optional_str("title", title)
     check_axes("ax", ax)
@@ -156,6 +169,59 @@ def heatmap(matrix, x_labels=None, y_labels=None, ax=None, cmap: str = "viridis"
         ax.set_title(title)
     if colorbar:
         plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def coloured_text(text: str, values, width: int = 64, ax=None, cmap: str = "RdBu_r",
+                  vmin: float = -1.0, vmax: float = 1.0, title: str | None = None):
+    """Text drawn character by character, each on a background coloured by one value.
+
+    The picture Karpathy, Johnson and Fei-Fei (2015) drew of what one hidden unit tracks: ``values[i]``
+    (say, unit k of the state after reading ``text[i]``) colours character ``text[i]``. The text
+    wraps every ``width`` characters; a space is drawn as a middle dot, so that the word boundaries
+    stay visible, and a lone surrogate (half of a UTF-16 pair, which no font can draw) as U+FFFD,
+    as tiktoken reads it. Values outside ``[vmin, vmax]`` take the colour of the nearer end; NaN is
+    drawn blank. Each character is written in black, or in white on a dark background.
+
+    Shape:
+        ``values``: (len(text),), real numbers (a tensor, an array or a list).
+
+    Returns:
+        ``ax``; its image ``ax.images[0]`` can take a colour bar.
+    """
+    check_str("text", text)
+    if not text:
+        raise ValueError("text must hold at least one character, got ''")
+    values = _as_array("values", values, 1)
+    if len(values) != len(text):
+        raise ValueError(f"values must hold one number per character of text: {len(text)}, got {len(values)}")
+    width = check_int("width", width, 1)
+    vmin, vmax = _colour_limits(vmin, vmax)
+    colours = _as_colormap(cmap)
+    check_optional_str("title", title)
+    check_axes("ax", ax)
+    ax = ax or plt.gca()
+    rows = -(-len(text) // width)
+    grid = np.full(rows * width, np.nan)
+    grid[: len(text)] = values
+    grid = grid.reshape(rows, width)
+    image = ax.imshow(grid, cmap=colours, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    for i, char in enumerate(text):
+        row, col = divmod(i, width)
+        value = grid[row, col]
+        red, green, blue, _ = image.cmap(image.norm(value)) if np.isfinite(value) else (1, 1, 1, 1)
+        dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
+        if char == " ":
+            char = "\u00b7"
+        elif 0xD800 <= ord(char) <= 0xDFFF:
+            char = "\ufffd"
+        ax.text(col, row, char, ha="center", va="center",
+                family="monospace", color="white" if dark else "black")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
     return ax
 
 

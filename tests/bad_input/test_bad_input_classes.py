@@ -905,6 +905,7 @@ EMPTY = {  # (callable, parameter): (the call with the empty input, words of the
     ("seq2seq.exact_match_by_length", "pairs"): (
         lambda: public("seq2seq.exact_match_by_length")([], []), "pairs", "at least one"),
     ("data.strip_gutenberg", "text"): (lambda: public("data.strip_gutenberg")(""), "text", "markers"),
+    ("plot.coloured_text", "text"): (lambda: public("plot.coloured_text")("", []), "text", "at least one"),
     ("data.load_names", "languages"): (lambda: public("data.load_names")([]), "at least one language"),
     ("embeddings.unigram_cross_entropy", "train_ids"): (
         lambda: CALLS["embeddings.unigram_cross_entropy"](train_ids=EMPTY_LONG), "empty"),
@@ -1044,6 +1045,13 @@ def test_float_mask_is_added_where_pytorch_adds_it(name, param):
 LONE, READ_AS = "ab \ud800cd ab\udfff ab", "ab \ufffdcd ab\ufffd ab"
 
 
+def new_axes():
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    return plt.figure().gca()
+
+
 def byte_bpe():
     return public("bpe.train_bpe")("ab ab cd ab", 259)
 
@@ -1053,6 +1061,8 @@ SURROGATES = {  # (callable, parameter): a call of the text, compared with its r
     ("bpe.pretokenize", "text"): lambda text: public("bpe.pretokenize")(text),
     ("bpe.ByteBPE.encode", "text"): lambda text: byte_bpe().encode(text),
     ("bpe.train_bpe", "text"): lambda text: public("bpe.train_bpe")(text * 3, 260).merges,
+    ("plot.coloured_text", "text"): lambda text: [  # the characters drawn, on new axes each time
+        t.get_text() for t in public("plot.coloured_text")(text, [0.0] * len(text), ax=new_axes()).texts],
 }
 SURROGATES_EXEMPT = {  # (callable, parameter): why a lone surrogate is no error there
     (name, "text"): "reads characters, not bytes: a surrogate is one character of the text"

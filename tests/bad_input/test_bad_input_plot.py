@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.plot``: a clear error, or a correct edge result.
 
-Cases: 53 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 11 legal
+Cases: 67 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 14 legal
 edge checks. ``use_book_style`` takes no argument.
 """
 
@@ -73,6 +73,24 @@ case("confusion_matrix-2d", lambda: plot.confusion_matrix([[0, 1]], [[0, 1]], LA
 case("confusion_matrix-no-labels", lambda: plot.confusion_matrix([0], [0], []), "labels", "at least one")
 case("confusion_matrix-labels-str", lambda: plot.confusion_matrix([0], [0], "abc"), "labels", "str")
 
+case("coloured_text-text-None", lambda: plot.coloured_text(None, [1.0]), "text", "str", "NoneType")
+case("coloured_text-text-list", lambda: plot.coloured_text(["a"], [1.0]), "text", "str", "list")
+case("coloured_text-text-empty", lambda: plot.coloured_text("", []), "text", "at least one", "''")
+case("coloured_text-values-short", lambda: plot.coloured_text("abc", [1.0, 2.0]), "values", "one number per",
+     "3", "got 2")
+case("coloured_text-values-2d", lambda: plot.coloured_text("ab", torch.rand(1, 2)), "values", "1-D", "(1, 2)")
+case("coloured_text-values-strings", lambda: plot.coloured_text("ab", ["a", "b"]), "values", "real numbers")
+case("coloured_text-values-None", lambda: plot.coloured_text("ab", None), "values", "NoneType")
+case("coloured_text-width-0", lambda: plot.coloured_text("ab", [1.0, 2.0], width=0), "width", ">= 1", "0")
+case("coloured_text-width-float", lambda: plot.coloured_text("ab", [1.0, 2.0], width=2.5), "width", "float")
+case("coloured_text-vmin-above-vmax", lambda: plot.coloured_text("ab", [1.0, 2.0], vmin=1, vmax=0), "vmin",
+     "vmax")
+case("coloured_text-vmax-nan", lambda: plot.coloured_text("ab", [1.0, 2.0], vmax=math.nan), "vmax", "nan")
+case("coloured_text-cmap-unknown", lambda: plot.coloured_text("ab", [1.0, 2.0], cmap="redblue"), "cmap",
+     "'redblue'")
+case("coloured_text-title-int", lambda: plot.coloured_text("ab", [1.0, 2.0], title=1), "title", "int")
+case("coloured_text-ax-str", lambda: plot.coloured_text("ab", [1.0, 2.0], ax="top"), "ax", "str")
+
 
 @pytest.fixture(autouse=True)
 def close_figures():
@@ -114,3 +132,25 @@ def test_legal_edge_inputs():
     assert plot.confusion_matrix([0], [0], LABELS, normalize=np.bool_(True), ax=plt.gca())[0, 0] == 1
     cmap = plt.get_cmap("magma")
     assert plot.heatmap(M, cmap=cmap, colorbar=np.bool_(False), title=None) is not None
+    # one character (NaN drawn blank), NumPy integers, a tensor that needs grad, a Colormap
+    assert plot.coloured_text("a", [math.nan]) is not None
+    assert plot.coloured_text("ab", np.array([1, 2]), width=np.int64(1), vmin=None, vmax=None) is not None
+    assert plot.coloured_text("ab", torch.rand(2, requires_grad=True), cmap=cmap, ax=plt.gca()) is not None
+
+
+def test_coloured_text_draws_each_character_on_its_value():
+    fig, ax = plt.subplots()
+    plot.coloured_text("ab cde", [-1.0, 1.0, 0.0, 0.5, math.nan, 2.0], width=4, ax=ax, title="unit 7")
+    image = ax.images[0].get_array()
+    # two rows of 4: the text wraps after 4 characters and the last row is padded with blanks
+    assert image.shape == (2, 4)
+    assert image[0].tolist() == [-1.0, 1.0, 0.0, 0.5]
+    assert image[1, 0] is np.ma.masked or math.isnan(image[1, 0])
+    assert image[1, 1] == 2.0 and image.mask[1, 2:].all()
+    texts = [(t.get_text(), t.get_position()) for t in ax.texts]
+    # a space is drawn as a middle dot, each character at (column, row)
+    assert texts == [("a", (0, 0)), ("b", (1, 0)), ("\u00b7", (2, 0)), ("c", (3, 0)), ("d", (0, 1)), ("e", (1, 1))]
+    # white on the dark ends of RdBu_r (-1 and +1, and 2 beyond the range), black in the pale middle
+    colours = [t.get_color() for t in ax.texts]
+    assert colours == ["white", "white", "black", "black", "black", "white"]
+    assert ax.get_title() == "unit 7" and not ax.get_xticks().size
