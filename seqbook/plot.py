@@ -179,9 +179,10 @@ def coloured_text(text: str, values, width: int = 64, ax=None, cmap: str = "RdBu
     The picture Karpathy, Johnson and Fei-Fei (2015) drew of what one hidden unit tracks: ``values[i]``
     (say, unit k of the state after reading ``text[i]``) colours character ``text[i]``. The text
     wraps every ``width`` characters; a space is drawn as a middle dot, so that the word boundaries
-    stay visible, and a lone surrogate (half of a UTF-16 pair, which no font can draw) as U+FFFD,
-    as tiktoken reads it. Values outside ``[vmin, vmax]`` take the colour of the nearer end; NaN is
-    drawn blank. Each character is written in black, or in white on a dark background.
+    stay visible, a line break as U+21B5 (↵), and a lone surrogate (half of a UTF-16 pair, which no
+    font can draw) as U+FFFD, as tiktoken reads it. Values outside ``[vmin, vmax]`` take the colour
+    of the nearer end; NaN is drawn blank; an infinite value is refused. Each character is written
+    in black, or in white on a dark background.
 
     Shape:
         ``values``: (len(text),), real numbers (a tensor, an array or a list).
@@ -195,6 +196,9 @@ def coloured_text(text: str, values, width: int = 64, ax=None, cmap: str = "RdBu
     values = _as_array("values", values, 1)
     if len(values) != len(text):
         raise ValueError(f"values must hold one number per character of text: {len(text)}, got {len(values)}")
+    if np.isinf(values).any():
+        where = int(np.isinf(values).argmax())
+        raise ValueError(f"values must be finite or NaN, got {values[where]} at index {where}")
     width = check_int("width", width, 1)
     vmin, vmax = _colour_limits(vmin, vmax)
     colours = _as_colormap(cmap)
@@ -213,6 +217,8 @@ def coloured_text(text: str, values, width: int = 64, ax=None, cmap: str = "RdBu
         dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
         if char == " ":
             char = "\u00b7"
+        elif char == "\n":
+            char = "\u21b5"
         elif 0xD800 <= ord(char) <= 0xDFFF:
             char = "\ufffd"
         ax.text(col, row, char, ha="center", va="center",

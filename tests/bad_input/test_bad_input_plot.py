@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.plot``: a clear error, or a correct edge result.
 
-Cases: 67 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 14 legal
+Cases: 68 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 14 legal
 edge checks. ``use_book_style`` takes no argument.
 """
 
@@ -81,6 +81,8 @@ case("coloured_text-values-short", lambda: plot.coloured_text("abc", [1.0, 2.0])
 case("coloured_text-values-2d", lambda: plot.coloured_text("ab", torch.rand(1, 2)), "values", "1-D", "(1, 2)")
 case("coloured_text-values-strings", lambda: plot.coloured_text("ab", ["a", "b"]), "values", "real numbers")
 case("coloured_text-values-None", lambda: plot.coloured_text("ab", None), "values", "NoneType")
+case("coloured_text-values-inf", lambda: plot.coloured_text("ab", [1.0, -math.inf]), "values", "finite",
+     "-inf", "index 1")
 case("coloured_text-width-0", lambda: plot.coloured_text("ab", [1.0, 2.0], width=0), "width", ">= 1", "0")
 case("coloured_text-width-float", lambda: plot.coloured_text("ab", [1.0, 2.0], width=2.5), "width", "float")
 case("coloured_text-vmin-above-vmax", lambda: plot.coloured_text("ab", [1.0, 2.0], vmin=1, vmax=0), "vmin",
@@ -149,7 +151,12 @@ def test_coloured_text_draws_each_character_on_its_value():
     assert image[1, 1] == 2.0 and image.mask[1, 2:].all()
     texts = [(t.get_text(), t.get_position()) for t in ax.texts]
     # a space is drawn as a middle dot, each character at (column, row)
-    assert texts == [("a", (0, 0)), ("b", (1, 0)), ("\u00b7", (2, 0)), ("c", (3, 0)), ("d", (0, 1)), ("e", (1, 1))]
+    assert texts == [("a", (0, 0)), ("b", (1, 0)), ("\u00b7", (2, 0)), ("c", (3, 0)),
+                     ("d", (0, 1)), ("e", (1, 1))]
+    # a line break is drawn as one visible glyph in its cell
+    ax2 = plt.subplots()[1]
+    drawn = plot.coloured_text("a\nb", [0.0, 0.0, 0.0], ax=ax2).texts
+    assert [t.get_text() for t in drawn] == ["a", "\u21b5", "b"]
     # white on the dark ends of RdBu_r (-1 and +1, and 2 beyond the range), black in the pale middle
     colours = [t.get_color() for t in ax.texts]
     assert colours == ["white", "white", "black", "black", "black", "white"]
