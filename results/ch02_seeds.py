@@ -179,11 +179,15 @@ def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
         "untrained state": lambda ids: hidden_states(lm_init, ids),
         "trained state": lambda ids: hidden_states(lm, ids),
     }
+    # each input's features once for both targets, as the chapter computes them
+    fit_x = {name: features(probe_text) for name, features in inputs.items()}
+    eval_x = {name: features(valid_ids) for name, features in inputs.items()}
     out["probe_r2"] = {}
     for target_name, target in (("position", word_positions), ("letters left", letters_left)):
-        for input_name, features in inputs.items():
-            probe = LinearRegression().fit(features(probe_text), target(probe_text, space_id))
-            r2 = probe.score(features(valid_ids), target(valid_ids, space_id))
+        fit_y, eval_y = target(probe_text, space_id), target(valid_ids, space_id)
+        for input_name in inputs:
+            probe = LinearRegression().fit(fit_x[input_name], fit_y)
+            r2 = probe.score(eval_x[input_name], eval_y)
             out["probe_r2"][f"{target_name} / {input_name}"] = round(float(r2), 4)
     return out
 
