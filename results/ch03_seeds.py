@@ -1,7 +1,8 @@
 """Chapter 3 (GRU) over more random seeds: the memory task, the trained update gate, the language model.
 
 Every model is trained with exactly the recipe of ``chapters/03_gru.ipynb`` (the configuration of
-cell 3, ``train_memory`` of cell 19, the language models of cell 41), one CPU thread.
+cell ``c0c21fd5``, ``train_memory`` of cell ``6640c188``, the language models of cell ``ef3e7ca1``;
+cells are named by their ids, which do not move when cells are added), one CPU thread.
 
 * **Memory task** (remember the first token, T = 10, 25, 50, 100; RNN, GRU and LSTM of hidden size
   32; at most 250 AdamW steps at lr 1e-2 in blocks of 10, batches of 64, the gated models started
@@ -11,10 +12,10 @@ cell 3, ``train_memory`` of cell 19, the language models of cell 41), one CPU th
   the block below 0.02), and training then goes on to the full budget of 250 steps, where the
   accuracy is recorded again. (A run that goes on draws the same batches and takes the same steps as
   a run without the early stop, so the second number is that of a run without it.)
-* **The update gate** (cell 27): for the GRU trained at T = 100 and stopped early, as the chapter
+* **The update gate** (cell ``f27dc33b``): for the GRU trained at T = 100 and stopped early, as the chapter
   uses it, the memory units per sequence and the mean update gate of the memory units at step 1 and
   at steps 2..100 and of the other units, on the chapter's 200 test sequences.
-* **Language model** (cell 41): ``CharLM`` with an RNN of 256 units and a GRU of 145 units on *The
+* **Language model** (cell ``ef3e7ca1``): ``CharLM`` with an RNN of 256 units and a GRU of 145 units on *The
   Time Machine*, 200 steps of ``train_lm`` (chunks of 64 in 32 rows, lr 1e-2, clip 1); held-out
   perplexity, seeds 0 to 4. The seed sets the initial weights (``seed_everything(seed)`` before the
   model is built) and is passed to ``train_lm``; the chunks are visited in order whatever the seed.
@@ -48,7 +49,7 @@ from seqbook.rnn import SequenceClassifier  # noqa: E402
 from seqbook.train import fit, train_lm  # noqa: E402
 from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
 
-# chapter 3, cell 3
+# chapter 3, cell c0c21fd5
 LENGTHS = [10, 25, 50, 100]
 MEM_HIDDEN, MEM_EMBED, MEM_BATCH, MEM_STEPS, MEM_LR = 32, 16, 64, 250, 1e-2
 MEM_BLOCK, MEM_SOLVED = 10, 0.02
@@ -59,7 +60,7 @@ CELLS = ["rnn", "gru", "lstm"]
 DEVICE = torch.device("cpu")
 
 
-# cell 19, unchanged but for the device
+# cell 6640c188, unchanged but for the device
 def memory_batches(length, seed):
     g = torch.Generator().manual_seed(1000 * seed + length)
     while True:
@@ -82,7 +83,7 @@ def memory_accuracy(model, length, n=1000):
 
 
 def gate_statistics(model) -> dict:
-    """Cell 27 on a GRU trained at T = 100."""
+    """Cell ``f27dc33b`` on a GRU trained at T = 100."""
     T = LENGTHS[-1]
     test_ids, _ = first_token_task(200, T, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
@@ -104,7 +105,7 @@ def gate_statistics(model) -> dict:
 
 
 def memory_run(cell, length, seed) -> dict:
-    """``train_memory`` of cell 19, continued to the full budget after the early stop."""
+    """``train_memory`` of cell ``6640c188``, continued to the full budget after the early stop."""
     model = memory_model(cell, KEEP_BIAS, seed).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=MEM_LR)
     batches, done, row = memory_batches(length, seed), 0, {}

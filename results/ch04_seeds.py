@@ -22,7 +22,7 @@ Reported per seed:
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
-    python results/ch04_seeds.py [--out results/ch04_seeds.json] [--seeds 0 1 2 3 4]
+    python results/ch04_seeds.py [--out results/ch04_seeds.json] [--seeds 0 1 2 3 4 5 6]
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def copy_run(copy, seed: int) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4, 5, 6))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
 
