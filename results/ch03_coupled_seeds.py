@@ -199,6 +199,12 @@ def main(argv=None) -> None:
         # each seed's value after `step` steps over its value at the start
         return [a / b for a, b in zip(traced(variant, step, key), traced(variant, 0, key), strict=True)]
 
+    summary.update(
+        lstm_f_later_ratio_60=[round(x, 4) for x in ratios("lstm", "f_later")],
+        coupled_f_later_ratio_60=[round(x, 4) for x in ratios("coupled", "f_later")],
+        lstm_v_first_ratio_60=[round(x, 3) for x in ratios("lstm", "v_first_max")],
+        coupled_v_first_ratio_60=[round(x, 3) for x in ratios("coupled", "v_first_max")],
+    )
     claims = {
         "coupled LSTM: every run solves T = 100 within the 250 steps (early stop, accuracy >= 0.95)": all(
             s is not None and s <= MEM_STEPS for s in coupled_steps
@@ -212,12 +218,9 @@ def main(argv=None) -> None:
         "coupled: the mean forget gate over steps 2..100 does not fall in 60 steps, every seed": min(
             ratios("coupled", "f_later")
         ) >= 1,
-        "LSTM: step 1's largest weight in c_T falls in the first 60 steps, every seed": max(
-            ratios("lstm", "v_first_max")
-        ) < 1,
-        "coupled: step 1's largest weight in c_T grows tenfold or more in 60 steps, every seed": min(
+        "coupled: step 1's largest weight in c_T grows in 60 steps, every seed": min(
             ratios("coupled", "v_first_max")
-        ) >= 10,
+        ) > 1,
     }
     result = dict(
         **provenance(),
