@@ -113,16 +113,16 @@ def check_linear_embedding(embedding_as_linear):
     expect(tuple(lin.weight.shape) == (d, V),
            f"the layer's weight must have nn.Linear's shape (d, V) = {(d, V)}, got "
            f"{tuple(lin.weight.shape)}: copy the table transposed")
-    if lin.bias is not None and bool((lin.bias != 0).any()):
+    if lin.bias is not None:
         raise Wrong("the layer has a bias: a lookup adds nothing to the row it copies "
-                    "(bias=False)")
-    ids = torch.tensor([[3, 0, 11], [7, 7, 1]])
+                    "(bias=False; even a zero bias is a parameter that training would move)")
+    ids = torch.arange(V)  # every row of the table
     one_hot = F.one_hot(ids, V).to(lin.weight.dtype)
     with torch.no_grad():
         out = call(lin, one_hot, what="the returned layer")
     expect(close(out, emb(ids).detach(), n=V),
-           "on one-hot vectors the layer does not give the embedding's rows: copy the table "
-           "into the layer's weight (transposed)")
+           "on one-hot vectors the layer does not give the embedding's rows: copy the whole "
+           "table into the layer's weight (transposed)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,6 +159,9 @@ def check_cost(answer):
                     "columns of the table")
     if agrees(macs, V * d):
         raise Wrong("the product's cost is that of one token: there are B x T of them")
+    if agrees(macs, 2 * B * T * V * d):
+        raise Wrong("that counts floating-point operations, a multiply and an add each: the "
+                    "exercise asks for multiply-adds, half as many")
     expect(agrees(macs, B * T * V * d), "the number of multiply-adds is wrong: a (B T, V) "
            "matrix times a (V, d) matrix")
     if agrees(copies, B * T):
@@ -371,7 +374,8 @@ def _pair_counts(words: dict, weighted: bool = True) -> Counter:
     return counts
 
 
-BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5)}  # "ab ab" has 2 merges only
+# "ab ab" has 2 merges only; the first merge of "ééé ééé ééé" joins the two bytes of "é"
+BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé"}
 
 
 @lru_cache(maxsize=4)
@@ -444,7 +448,16 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """A text that runs out of pairs before num_merges: the merges so far, then stop."""
+    """Two small texts: one whose first merge joins the two bytes of "é" (characters would
+    merge "é" with "é"), and one that runs out of pairs before num_merges (the merges so far,
+    then stop)."""
+    text = BPE_MERGES["bytes"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"\xc3", b"\xa9")],
+           f"learn_merges({text!r}, 1) must return [(b'\\xc3', b'\\xa9')]: in UTF-8 'é' is "
+           "two bytes, and merges start from bytes, not characters (work on "
+           "piece.encode('utf-8'))")
     text, n = BPE_MERGES["short"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")

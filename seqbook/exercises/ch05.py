@@ -58,6 +58,9 @@ def check_temperature(answer):
     if near(zero, [0.5, 0.5]):
         raise Wrong("z at c = 0 averages the two *different* values: the average runs over all "
                     "three keys, and two of them carry the value (1, 0)")
+    if all(abs(a - b) < 1e-3 for a, b in zip(zero, [2 / 3, 1 / 3], strict=True)):
+        expect(near(zero, [2 / 3, 1 / 3]), "z at c = 0 is within 0.001 of the right numbers but "
+               "not rounded to 3 decimal places: round the third decimal, do not cut the rest off")
     expect(near(zero, [2 / 3, 1 / 3]),
            "z at c = 0 is not what equal weights on the three keys give (to 3 decimal places)")
     if near(limit, [1.0, 0.0]):
@@ -167,8 +170,18 @@ def check_heads_loop(fn):
     x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
+    module_calls, forward = [], mha.forward
+
+    def counted_forward(*args, **kwargs):  # mha(...) itself is not the exercise
+        module_calls.append(1)
+        return forward(*args, **kwargs)
+
+    mha.forward = counted_forward
+    with torch.no_grad():
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
                                "(output, weights)")
+    expect(not module_calls, "heads_loop calls the module itself, mha(...): compute the heads one "
+           "by one from the rows of q_proj, k_proj and v_proj with scaled_dot_product_attention")
     expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "

@@ -40,6 +40,7 @@ case("temperature: a digit off in the third place", T, ((0.668, 0.333), (0, 1)),
      "not what equal weights on the three keys give")
 case("temperature: two significant digits only", T, ((0.67, 0.33), (0, 1)),
      "not what equal weights on the three keys give")
+case("temperature: truncated, not rounded", T, ((0.666, 0.333), (0, 1)), "not rounded")
 case("temperature: still ...", T, ..., "not attempted")
 case("temperature: the average of the two different values", T, ((0.5, 0.5), (0, 1)),
      "two *different* values")
@@ -180,6 +181,8 @@ case("heads-loop: heads stacked, then reshaped (interleaved)", H,
            for p in (m.q_proj, m.k_proj, m.v_proj)))[0] for i in range(3)], -1).reshape(2, 5, 12)),
          loop(m, x)[1]), "interleaves the heads")
 case("heads-loop: heads made of interleaved rows", H, interleaved, "which rows of q_proj")
+case("heads-loop: the module called instead of a loop", H,
+     lambda m, x: m(x, x, x, average_attn_weights=False), "calls the module itself")
 
 
 # --- max pooling over real tokens ---------------------------------------------------------------
