@@ -23,7 +23,7 @@ Covered:
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
-    python results/ch06_seeds.py [--out results/ch06_seeds.json] [--seeds 0 1 2]
+    python results/ch06_seeds.py [--out results/ch06_seeds.json] [--seeds 0 1 2 3 4]
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def lm_runs(seed: int, lm_data, device) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = script_parser(__file__, __doc__)
+    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
     device = torch.device("cpu")
     small_model_threads(device, THREADS)
