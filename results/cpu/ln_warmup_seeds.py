@@ -13,14 +13,20 @@ how much the model reads its source.
 """
 
 import json
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from seqbook.data import bucket_batches, date_dataset
-from seqbook.train import fit, warmup_schedule
-from seqbook.transformer import Seq2SeqTransformer
-from seqbook.utils import code_commit, cpu_name, seed_everything, small_model_threads
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # this checkout's seqbook, whatever is installed
+
+from seqbook.batching import bucket_batches  # noqa: E402
+from seqbook.data import date_dataset  # noqa: E402
+from seqbook.train import fit, warmup_schedule  # noqa: E402
+from seqbook.transformer import Seq2SeqTransformer  # noqa: E402
+from seqbook.utils import code_commit, cpu_name, seed_everything, small_model_threads  # noqa: E402
 
 SEEDS, LRS, STEPS, WARMUP = (0, 1, 2, 3), (0.02, 0.01), 100, 50
 
@@ -67,7 +73,7 @@ def main() -> None:
     result = {"commit": code_commit(), "device_name": f"{cpu_name()}", "threads": 1,
               "torch": torch.__version__, "steps": STEPS, "seconds": round(time.perf_counter() - start, 1),
               "runs": runs}
-    with open("results/cpu/ln_warmup_seeds.json", "w") as f:
+    with open(ROOT / "results" / "cpu" / "ln_warmup_seeds.json", "w") as f:
         json.dump(result, f, indent=1)
 
 
