@@ -200,20 +200,23 @@ def check_elman(gru_as_elman):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 8, 3, generator=g, dtype=F64)
     h0 = torch.randn(1, 2, 5, generator=g, dtype=F64)
-    large = 100 * torch.randn(2, 8, 3, generator=g, dtype=F64)  # the gates' W x is large here
+    # the gates' W x is large here (a bias of hundreds with random gate weights fails the second)
+    large = [scale * torch.randn(2, 8, 3, generator=g, dtype=F64) for scale in (100, 1e6)]
     with torch.no_grad():
         out = call(gru, x.to(dtype), h0.to(dtype), what="your GRU")[0]
         expected = rnn(x, h0)[0]
         expect(out.shape == expected.shape, f"the GRU's output must have the RNN's shape "
                f"{tuple(expected.shape)}, got {tuple(out.shape)}: same input and hidden size")
         if close(out, expected, n=8):
-            out_large = call(gru, large.to(dtype), h0.to(dtype), what="your GRU")[0]
-            if close(out_large, rnn(large, h0)[0], n=8):
-                return
-            raise Wrong("the GRU computes the RNN's states on inputs of order 1, but not on large "
-                        "inputs (entries of about 100): there the rest of a gate's "
-                        "pre-activation, W x + W h, outweighs its bias and moves the gate. The "
-                        "gates must hold for any input")
+            for x_large in large:
+                out_large = call(gru, x_large.to(dtype), h0.to(dtype), what="your GRU")[0]
+                expect(close(out_large, rnn(x_large, h0)[0], n=8),
+                       "the GRU computes the RNN's states on inputs of order 1, but not on large "
+                       f"inputs (entries of about {x_large.abs().mean():.0g}): there the rest of "
+                       "a gate's pre-activation, W x + W h, outweighs its bias and moves the "
+                       "gate. The gates must hold for any input, whatever their bias: what "
+                       "else in a gate's pre-activation can you set?")
+            return
         if torch.allclose(out, h0[0][:, None].expand_as(out).to(dtype), atol=1e-6):
             raise Wrong("the GRU keeps its initial state: its update gate is open (z = 1) and "
                         "never writes. The update gate is the second block of PyTorch's (r, z, n)")
@@ -308,6 +311,7 @@ def check_sum_to_one(gru_weights):
     g = torch.Generator().manual_seed(0)
     B, T, H = 2, 6, 3
     z = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
+    z[0, 2, 1] = 0.0  # a unit that overwrites itself completely at step 3
     with _calls_into(gating) as used:
         out = call(gru_weights, z.clone(), what="gru_weights")
     public = sorted(name for name in used if not name.startswith("_")) or sorted(used)
@@ -315,6 +319,9 @@ def check_sum_to_one(gru_weights):
            "asks for the weights computed from the gates by your own code")
     w, w0 = returned_pair(out, "gru_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "gru_weights")
+    expect(not torch.isnan(torch.as_tensor(w)).any(), "the weights contain NaN where a gate is "
+           "exactly 0 (z = 0 writes the candidate over the whole state): a ratio of cumulative "
+           "products divides 0 by 0 there; multiply the gates of the steps after k instead")
     ref, ref0 = unrolled_weights(z)
     if close(w, ref, n=T) and close(w0, ref0, n=T):
         return

@@ -117,6 +117,10 @@ def test_elman():
     # the gates pinned by their biases only: right for inputs of order 1, not for large ones
     loose = check(name, lambda r: as_elman(r, zero_gates=False))
     assert loose.status == "fail" and "large inputs" in loose.message
+    # the review's case: random gate weights behind biases of hundreds pass inputs of 100
+    for bias in (200.0, 1000.0):
+        huge = check(name, lambda r, b=bias: as_elman(r, z_bias=-b, r_bias=b, zero_gates=False))
+        assert huge.status == "fail" and "large inputs" in huge.message, huge.message
     # a GRU made in float32 (PyTorch's default) with the RNN's weights is right at its precision
     assert check(name, lambda r: as_elman(r, dtype=torch.float32))
 
@@ -184,6 +188,14 @@ def test_sum_to_one():
         return w, 1 - w.sum(2)
 
     assert check(name, by_recursion)
+
+    def cumprod_ratio(z):  # the review's case: right while no gate is 0, NaN where one is
+        keep = z.cumprod(1)  # (B, T, H)
+        ratio = keep[:, :, None] / keep[:, None, :]  # [b, t, k] = prod_(j<=t) / prod_(j<=k)
+        mask = torch.ones(z.shape[1], z.shape[1], dtype=torch.bool).tril()[None, :, :, None]
+        return torch.where(mask, ratio * (1 - z)[:, None], 0.0), keep
+
+    assert "NaN where a gate is exactly 0" in check(name, cumprod_ratio).message
     assert "includes z_k itself" in check(name, lambda z: weights_loop(z, own=True)).message
     assert "write factor is missing" in check(
         name, lambda z: weights_loop(z, write=torch.ones_like)).message
