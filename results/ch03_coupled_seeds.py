@@ -77,6 +77,7 @@ class CoupledLSTMCell(LSTMCell):
 
 
 class CoupledLSTM(LSTM):
+    # build it with fast=False (the default): the fused kernel knows only the LSTM
     def make_cell(self, input_size, hidden_size, bias):
         return CoupledLSTMCell(input_size, hidden_size, bias)
 
