@@ -404,7 +404,15 @@ def draw_bahdanau(source_length: int = 4) -> Figure:
                  r"$\alpha_{ij} = \mathrm{softmax}_j(e_{ij})$",
                  PALETTE["attention"], w=2.6, h=0.68, size=SMALL)
     _arrow(ax, s_prev.top, (s_prev.x, score.bottom[1]), dashed=True)
-    _arrow(ax, score.left, (x_enc[-1] - 0.45, score.y), dashed=True)
+    # every annotation enters the score (drawn from the last one): the keys
+    x_key = score.left[0] + 0.3
+    _arrow(ax, annotations[-1].at("right", 0.25), (x_key, annotations[-1].at("right", 0.25)[1]),
+           (x_key, score.bottom[1]), dashed=True)
+    _text(ax, x_key + 0.08, (y_ann + score.bottom[1]) / 2 + 0.1, r"$h_j$", ha="left")
+    # the weights go out to the lines they label: end on the line from h_{T_x} into the sum
+    (x0, y0), (x1, y1) = annotations[-1].top, sigma.bottom
+    x_line = x0 + (score.y - y0) / (y1 - y0) * (x1 - x0)
+    _arrow(ax, score.left, (x_line + 0.08, score.y), dashed=True)
     return fig
 
 

@@ -57,7 +57,7 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
     if (on_padding != 0).any():
         raise Wrong(f"the padding gets weight: little while the {word} are of order 1, much once "
                     f"the real {word} fall below the fill value. A finite fill such as -40 hides "
-                    f"the padding only while every real {word[:-1]} stays well above it; the "
+                    f"the padding only while every real one stays well above it; the "
                     f"padding's weight must be exactly 0 whatever the {word} (fill with -inf)")
     sums = weights.sum(-1)
     if not close(sums, torch.ones(sums.shape, dtype=F64), n=weights.shape[-1]):

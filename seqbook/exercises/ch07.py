@@ -232,9 +232,14 @@ def check_perfect_recall(stable_probabilities):
         if near(one, 1 - N * p_err) and not near(one, ref_one):
             raise Wrong("1 - N P_err is a bound on the probability that all N bits survive; the "
                         "estimate treats them as independent: (1 - P_err)^N")
-        if near(one, p_err) or near(one, 1 - p_err):
+        if agrees(one, p_err, digits=6) or agrees(one, 1 - p_err, digits=6):
             raise Wrong("the first number is the probability of one bit: a pattern is a fixed "
                         "point only when all its N bits survive")
+        survive32 = torch.tensor(1 - p_err, dtype=torch.float32)
+        for value, power, ref in ((one, N, ref_one), (every, N * P, ref_all)):
+            if not near(value, ref) and agrees(value, float(survive32 ** power), digits=6):
+                raise Wrong("the powers are computed in float32, whose rounding of 1 - P_err "
+                            "grows with the power: compute in float64 (Python floats)")
         if near(one, ref_all) and near(every, ref_one):
             raise Wrong("the two probabilities are swapped: the pair is (one given pattern, all "
                         "P patterns)")

@@ -242,6 +242,17 @@ def test_perfect_recall():
     assert "all P patterns, N P of them" in check(name, all_P_only).message
     assert "must return a pair" in check(name, lambda N, P: 0.5).message
 
+    def no_root_two(N, P):  # the review's case: P_err too small, not "the probability of one bit"
+        p = 0.5 * math.erfc(math.sqrt((N - 1) / (P - 1)))
+        return (1 - p) ** N, (1 - p) ** (N * P)
+
+    def float32_powers(N, P):
+        survive = torch.tensor(1 - phi(-math.sqrt((N - 1) / (P - 1))), dtype=torch.float32)
+        return float(survive ** N), float(survive ** (N * P))
+
+    assert "probability of one bit" not in check(name, no_root_two).message
+    assert "float32" in check(name, float32_powers).message
+
 
 # --- the two halves of z-scoring ----------------------------------------------------------------
 

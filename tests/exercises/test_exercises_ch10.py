@@ -32,6 +32,9 @@ def test_state_size():
     assert "does not grow with T" in check("ex-ch10-state-size", (2 * T * D, 2 * T * D)).message
     assert "must be a pair" in check("ex-ch10-state-size", 5).message
     assert "must be a number" in check("ex-ch10-state-size", ("many", 3)).message
+    for dtype in (torch.float16, torch.bfloat16):  # the review's case: 4161 rounds to 4160
+        half = check("ex-ch10-state-size", torch.tensor([2 * T * D, D * D + D], dtype=dtype))
+        assert "cannot hold these counts" in half.message
 
 
 @pytest.mark.parametrize("answer", [
@@ -208,6 +211,14 @@ def test_causal_linear_attention():
     assert "feature map" in check(name, no_phi).message
     assert "must not see later" in check(name, peeks_one_ahead).message
     assert "v's shape" in check(name, lambda q, k, v: q).message
+
+    def clamped(q, k, v):  # the review's case: mLSTM's max(., 1), right while normalisers are >= 1
+        q, k = phi(q), phi(k)
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        den = (q * k.cumsum(2)).sum(-1, keepdim=True).clamp(min=1)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / den
+
+    assert "is the normaliser clamped" in check(name, clamped).message
 
 
 # --- the zero-order hold -----------------------------------------------------------------------------
