@@ -110,8 +110,8 @@ def check_params(fn):
         if enc == true_enc - 4 * d - d_ff - d:
             raise Wrong("the encoder count has no biases: every linear map has one")
         if enc == true_enc - 4 * d:
-            raise Wrong("the encoder count leaves out the LayerNorms: each has a gain and a "
-                        "bias of d numbers")
+            raise Wrong("the encoder count is 4d short: the two LayerNorms (a gain and a bias "
+                        "of d numbers each), or the four biases of the attention's projections?")
         if enc == true_enc + (heads - 1) * 4 * d * d and heads > 1:
             raise Wrong("the heads split d, they do not multiply the projections")
         expect(enc == true_enc, f"the encoder layer count is wrong for d = {d}, d_ff = {d_ff}")
@@ -200,6 +200,7 @@ def check_postln(fn):
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
+            _dropout_placement(fn, ours, x, pad)
             return
         if close(out, ours(x, key_padding_mask=pad), n=64):
             raise Wrong("this is the pre-LN arrangement: post-LN normalises after the residual "
@@ -219,6 +220,30 @@ def check_postln(fn):
         if close(out, _post_ln_with(ours, x, None, ours.norm1, ours.norm2), n=64):
             raise Wrong("the padding mask is missing: pass key_padding_mask to self_attn")
     raise Wrong("the output differs from PyTorch's post-LN layer with the same weights")
+
+
+def _dropout_placement(fn, layer, x, pad) -> None:
+    """In eval mode a dropout is the identity, so the output cannot show where the learner put it:
+    record what dropout1 and dropout2 are applied to."""
+    seen = {"dropout1": [], "dropout2": []}
+    hooks = [getattr(layer, name).register_forward_pre_hook(
+        lambda _, args, name=name: seen[name].append(args[0])) for name in seen]
+    try:
+        call(fn, layer, x.clone(), pad, what="post_ln_forward")
+    finally:
+        for hook in hooks:
+            hook.remove()
+    a = layer.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
+    h = layer.norm1(x + a)  # PyTorch's post-LN, with this layer's weights
+    expected = {"dropout1": (a, "the attention output"), "dropout2": (layer.ff(h), "the "
+                "feed-forward output")}
+    for name, (value, what) in expected.items():
+        expect(seen[name], f"{name} is never applied: keep the dropouts where the layer has them, "
+               f"{name} on {what} before the residual sum (in eval mode a dropout does nothing, "
+               "which is why the output still matches)")
+        expect(any(v.shape == value.shape and close(v, value, n=64) for v in seen[name]),
+               f"{name} is applied to something else than {what}: it must act on {what} alone, "
+               "before the residual sum and the LayerNorm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +357,16 @@ def check_causal_mask(fn):
         mask = returned_tensor(call(fn, T, what="causal_attn_mask"), "causal_attn_mask")
         expect(mask.shape == (T, T), f"the mask for T = {T} must have shape ({T}, {T}), got "
                f"{tuple(mask.shape)}")
+        if mask.dtype != torch.bool and mask.is_floating_point() and mask.shape == (T, T):
+            blocked = ~causal_mask(T)
+            if torch.equal(torch.isinf(mask) & (mask < 0), blocked) and not mask[~blocked].any():
+                raise Wrong("this is the additive float form of the causal mask (what "
+                            "nn.Transformer.generate_square_subsequent_mask returns): right for "
+                            "PyTorch's attention, but the exercise asks for the boolean form, "
+                            "True = blocked")
+            raise Wrong(f"the mask must be boolean (True = blocked), got {mask.dtype}: a float "
+                        "attn_mask is added to the scores, so 0s and 1s would nudge them by 1 "
+                        "instead of blocking anything")
         expect(mask.dtype == torch.bool, f"the mask must be boolean (True = blocked), got "
                f"{mask.dtype}")
         blocked = ~causal_mask(T)
@@ -341,8 +376,8 @@ def check_causal_mask(fn):
             raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
-            raise Wrong("the first query's attention weights are not a distribution: its "
-                        "softmax is 0/0")
+            raise Wrong("the mask blocks each query's own key, the diagonal: read the first "
+                        "query's row, which keys may it still read?")
         if bool((~mask & blocked).any()):
             raise Wrong("some query sees a later key: the future leaks in")
         raise Wrong("the mask blocks keys a query may read: query i reads keys 0 .. i")

@@ -137,6 +137,19 @@ def test_postln():
     assert "on the branches" in check(name, on_the_branch).message
     assert "padding mask" in check(name, no_mask).message
 
+    def dropout_on_sum(layer, x, key_padding_mask=None):  # the review's case: right in eval mode
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(layer.dropout1(x + a))
+        return layer.norm2(x + layer.dropout2(layer.ff(x)))
+
+    def no_dropout(layer, x, key_padding_mask=None):
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + a)
+        return layer.norm2(x + layer.ff(x))
+
+    assert "dropout1 is applied to something else" in check(name, dropout_on_sum).message
+    assert "dropout1 is never applied" in check(name, no_dropout).message
+
 
 def test_sliding():
     def right(model, ids, block, stride):
@@ -208,11 +221,14 @@ def test_causal_mask():
     assert check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(1))
     assert check(name, lambda T: ~causal_mask(T))
     assert check(name, starter).status == "not attempted"
-    assert "not a distribution" in check(name, buggy).message
+    assert "own key, the diagonal" in check(name, buggy).message
     assert "polarity is flipped" in check(name, causal_mask).message
     assert "future leaks" in check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(2)
                                    ).message
-    assert "boolean" in check(name, lambda T: torch.ones(T, T).triu(1)).message
+    float01 = check(name, lambda T: torch.ones(T, T).triu(1)).message
+    assert "boolean" in float01 and "added to the scores" in float01
+    additive = check(name, nn.Transformer.generate_square_subsequent_mask).message
+    assert "additive float form" in additive, additive
 
 
 def test_rope_values():
