@@ -58,9 +58,10 @@ def check_temperature(answer):
     if near(zero, [0.5, 0.5]):
         raise Wrong("z at c = 0 averages the two *different* values: the average runs over all "
                     "three keys, and two of them carry the value (1, 0)")
-    if all(abs(a - b) < 1e-3 for a, b in zip(zero, [2 / 3, 1 / 3], strict=True)):
-        expect(near(zero, [2 / 3, 1 / 3]), "z at c = 0 is within 0.001 of the right numbers but "
-               "not rounded to 3 decimal places: round the third decimal, do not cut the rest off")
+    if not near(zero, [2 / 3, 1 / 3]) and all(
+            abs(a - b) < 1e-3 for a, b in zip(zero, [2 / 3, 1 / 3], strict=True)):
+        raise Wrong("z at c = 0 is within 0.001 of the right numbers but not rounded to 3 "
+                    "decimal places: round the third decimal, do not cut the rest off")
     expect(near(zero, [2 / 3, 1 / 3]),
            "z at c = 0 is not what equal weights on the three keys give (to 3 decimal places)")
     if near(limit, [1.0, 0.0]):
@@ -170,13 +171,8 @@ def check_heads_loop(fn):
     x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
-    module_calls, forward = [], mha.forward
-
-    def counted_forward(*args, **kwargs):  # mha(...) itself is not the exercise
-        module_calls.append(1)
-        return forward(*args, **kwargs)
-
-    mha.forward = counted_forward
+    module_calls = []  # mha(...) itself is not the exercise
+    mha.register_forward_pre_hook(lambda *_: module_calls.append(1))
     with torch.no_grad():
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
                                "(output, weights)")

@@ -193,14 +193,23 @@ def _post_ln_norm_slip(layer, out, x, pad):
 ])
 def check_postln(fn):
     post, ours, x, pad = _post_ln_case()
+    # in eval mode a dropout is the identity, so the output cannot show where the learner put
+    # it: record what dropout1 and dropout2 are applied to
+    seen = {"dropout1": [], "dropout2": []}
+    hooks = [getattr(ours, name).register_forward_pre_hook(
+        lambda _, args, name=name: seen[name].append(args[0])) for name in seen]
     with torch.no_grad():
         expected = post(x, src_key_padding_mask=pad)
-        out = returned_tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"),
-                              "post_ln_forward")
+        try:
+            out = returned_tensor(call(fn, ours, x.clone(), pad, what="post_ln_forward"),
+                                  "post_ln_forward")
+        finally:
+            for hook in hooks:
+                hook.remove()
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
-            _dropout_placement(fn, ours, x, pad)
+            _dropout_placement(seen, ours, x, pad)
             return
         if close(out, ours(x, key_padding_mask=pad), n=64):
             raise Wrong("this is the pre-LN arrangement: post-LN normalises after the residual "
@@ -222,17 +231,8 @@ def check_postln(fn):
     raise Wrong("the output differs from PyTorch's post-LN layer with the same weights")
 
 
-def _dropout_placement(fn, layer, x, pad) -> None:
-    """In eval mode a dropout is the identity, so the output cannot show where the learner put it:
-    record what dropout1 and dropout2 are applied to."""
-    seen = {"dropout1": [], "dropout2": []}
-    hooks = [getattr(layer, name).register_forward_pre_hook(
-        lambda _, args, name=name: seen[name].append(args[0])) for name in seen]
-    try:
-        call(fn, layer, x.clone(), pad, what="post_ln_forward")
-    finally:
-        for hook in hooks:
-            hook.remove()
+def _dropout_placement(seen: dict, layer, x, pad) -> None:
+    """``seen[name]``: what the learner's post_ln_forward applied ``layer.<name>`` to."""
     a = layer.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)[0]
     h = layer.norm1(x + a)  # PyTorch's post-LN, with this layer's weights
     expected = {"dropout1": (a, "the attention output"), "dropout2": (layer.ff(h), "the "
