@@ -196,6 +196,8 @@ def check_elman(gru_as_elman):
            f"got {type(gru).__name__}")
     expect(isinstance(gru, (GRU, nn.GRU)), f"gru_as_elman must return a GRU layer, got "
            f"{type(gru).__name__}")
+    expect(not isinstance(gru, nn.GRU) or gru.batch_first, "an nn.GRU reads (T, B, D) unless it "
+           "is built with batch_first=True; the RNN, like every layer of the book, reads (B, T, D)")
     dtype = next(gru.parameters()).dtype  # a float32 GRU is judged at float32's precision
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 8, 3, generator=g, dtype=F64)

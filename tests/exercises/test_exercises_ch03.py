@@ -133,6 +133,13 @@ def test_elman():
         return ref
 
     assert check(name, torch_gru)
+
+    def time_first(rnn):  # nn.GRU's default layout: (T, B, D)
+        gru = torch_gru(rnn)
+        gru.batch_first = False
+        return gru
+
+    assert "batch_first=True" in check(name, time_first).message
     weak_torch = check(name, lambda r: torch_gru(r, z_bias=-5.0, r_bias=5.0))
     assert "biases larger" in weak_torch.message
 

@@ -125,6 +125,12 @@ def test_sync_cycle():
     def reversed_order(W, state, order):
         return right(W, state, order[::-1])
 
+    def skips_first(W, state, order):
+        return right(W, state, order[1:])
+
+    def skips_last(W, state, order):
+        return right(W, state, order[:-1])
+
     def rowwise(W, state, order):  # the field from row i of W, and a nested where
         state = state.clone()
         for i in order:
@@ -155,6 +161,9 @@ def test_sync_cycle():
     assert "only at its last turn" in check(name, last_turn).message
     assert "increasing order" in check(name, sorted_set).message
     assert "from the end of `order`" in check(name, reversed_order).message
+    # in the two-neuron network these two look like the reversed order: the larger one names them
+    assert "first entry of `order` is never used" in check(name, skips_first).message
+    assert "last entry of `order` is never used" in check(name, skips_last).message
 
 
 def test_sync_cycle_case_makes_every_slip_matter():
@@ -163,11 +172,11 @@ def test_sync_cycle_case_makes_every_slip_matter():
     W, state, order, ref = _sync_cycle_case()
     assert len(order) > len(set(order))  # repeats
     assert torch.equal(ref, async_sweep(W, state, order))
-    for other in _orders(order).values():
-        assert not torch.equal(async_sweep(W, state, other), ref)
-    for tie in (1.0, -1.0):
-        assert not torch.equal(_tie_sweep(W, state, order, tie), ref)
-    assert not torch.equal(update_sync(W, state), ref)
+    outs = [ref, update_sync(W, state)]
+    outs += [async_sweep(W, state, other) for other in _orders(order).values()]
+    outs += [_tie_sweep(W, state, order, tie) for tie in (1.0, -1.0)]
+    # each slip ends in a state of its own, so the first one matched is the one made
+    assert all(not torch.equal(a, b) for i, a in enumerate(outs) for b in outs[:i])
     assert torch.equal(W, W.round())  # integer weights: exact fields, exact ties
 
 
@@ -360,6 +369,10 @@ def test_dense_exp():
         message = check(name, lambda p, s, o, t=tie: dense_exp_slips(p, s, o, tie=t)).message
         assert f"a tie makes the neuron {tie:+.0f}" in message
     assert "only at its first turn" in check(name, once_each).message
+    assert "first entry of `order` is never used" in check(
+        name, lambda p, s, o: dense_exp(p, s, o[1:])).message
+    assert "last entry of `order` is never used" in check(
+        name, lambda p, s, o: dense_exp(p, s, o[:-1])).message
     assert "increasing order" in check(name, lambda p, s, o: dense_exp(p, s, sorted(set(o)))
                                        ).message
     assert "a maximum, not a log-sum-exp" in check(

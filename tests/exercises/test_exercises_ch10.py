@@ -923,9 +923,20 @@ def reads_the_states(k, v, beta):  # the package's loop, one step at a time, err
     return torch.stack(rows)
 
 
+def chunk_errors_neumann(k, v, beta):
+    """(I + A)^-1 as the series I - A + A^2 - ...: exact, since A is strictly lower triangular
+    (A^C = 0), and no solver: a right answer the check accepts, though not the one asked for."""
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    term = U = beta[:, None] * v
+    for _ in range(len(k) - 1):
+        term = -A @ term
+        U = U + term
+    return U
+
+
 @pytest.mark.parametrize("fn", [chunk_errors, chunk_errors_with_state, chunk_errors_gram,
-                                chunk_errors_numpy, chunk_errors_float32],
-                         ids=["rows", "state", "gram", "numpy", "float32"])
+                                chunk_errors_numpy, chunk_errors_float32, chunk_errors_neumann],
+                         ids=["rows", "state", "gram", "numpy", "float32", "neumann"])
 def test_ut_accepts(fn):
     assert check("ex-ch10-ut", fn)
 
