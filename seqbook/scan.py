@@ -197,7 +197,8 @@ def log_space_scan(
     Rounding: A_t and the logcumsumexp are both of size |A_t| and cancel, so h_t is off
     by about eps |A_t| relative: fine for short sequences or gates near 1, growing for
     long sequences of strongly decaying gates (:func:`parallel_scan` does not grow).
-    O(T) work in cumulative sums: the cheapest parallel form on a GPU.
+    O(T) work in cumulative sums, the least of the parallel forms (not the fastest on a GPU:
+    the doubling scan beat it there from T = 2048 on, in the performance appendix).
 
     Args:
         log_a: log of the gates, e.g. ``-F.softplus(-x)`` (stable) for sigmoid(x).

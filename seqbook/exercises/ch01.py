@@ -375,7 +375,8 @@ def _pair_counts(words: dict, weighted: bool = True) -> Counter:
 
 
 # "ab ab" has 2 merges only; the first merge of "ééé ééé ééé" joins the two bytes of "é"
-BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé"}
+BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
+              "twice": "abab abab abab"}
 
 
 @lru_cache(maxsize=4)
@@ -448,9 +449,10 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """Two small texts: one whose first merge joins the two bytes of "é" (characters would
-    merge "é" with "é"), and one that runs out of pairs before num_merges (the merges so far,
-    then stop)."""
+    """Three small texts: one whose first merge joins the two bytes of "é" (characters would
+    merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
+    occurrence only leaves the second), and one that runs out of pairs before num_merges (the
+    merges so far, then stop)."""
     text = BPE_MERGES["bytes"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
@@ -458,13 +460,24 @@ def _check_early_stop(learn_merges) -> None:
            f"learn_merges({text!r}, 1) must return [(b'\\xc3', b'\\xa9')]: in UTF-8 'é' is "
            "two bytes, and merges start from bytes, not characters (work on "
            "piece.encode('utf-8'))")
+    text = BPE_MERGES["twice"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 2, what=f"learn_merges({text!r}, 2)")
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out]
+           == list(_trained_merges(text, 2)),
+           f"learn_merges({text!r}, 2) does not join the two b'ab' of a piece in its second "
+           "merge: a merge replaces every occurrence of its pair in a piece, not only the first")
     text, n = BPE_MERGES["short"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out]
-           == list(_trained_merges(text, n)),
-           f"learn_merges({text!r}, {n}) must stop once every pre-token is one token, and "
-           "return the merges learned so far")
+    right = list(_trained_merges(text, n))
+    out = [tuple(p) for p in out] if isinstance(out, (list, tuple)) else out
+    if isinstance(out, list) and len(out) < len(right) and out == right[:len(out)]:
+        raise Wrong(f"learn_merges({text!r}, {n}) stops after {len(out)} merges, while a pair "
+                    "is still left (a pair that occurs once is still the most frequent one): stop "
+                    "only once every pre-token is one token")
+    expect(out == right, f"learn_merges({text!r}, {n}) must stop once every pre-token is one "
+           "token, and return the merges learned so far")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,18 +510,22 @@ WP_WORDS = {
     "abccc": ["abc", "##c", "##c"],
     "xabb": ["x", "##a", "##b", "##b"],
     "Ab": ["[UNK]"],  # no "A": the rule does not change the case
+    "playwalk": ["[UNK]"],  # no "##walk": the bare "walk" does not continue a word
 }
 
 
 def _wordpiece(word: str, vocab, longest: bool = True, marker: str = "##",
-               whole_unknown: bool = True) -> list[str]:
-    """BERT's rule, with optional slips: the shortest match first, no continuation marker, or
-    the pieces found before an unknown one kept."""
+               whole_unknown: bool = True, bare_fallback: bool = False) -> list[str]:
+    """BERT's rule, with optional slips: the shortest match first, no continuation marker, the
+    pieces found before an unknown one kept, or a bare entry where no '##' piece matches."""
     pieces, start = [], 0
     while start < len(word):
         prefix = marker if start else ""
         ends = range(len(word), start, -1) if longest else range(start + 1, len(word) + 1)
         end = next((e for e in ends if prefix + word[start:e] in vocab), None)
+        if end is None and start and bare_fallback:
+            end = next((e for e in ends if word[start:e] in vocab), None)
+            prefix = ""
         if end is None:
             return ["[UNK]"] if whole_unknown else [*pieces, "[UNK]"]
         pieces.append(prefix + word[start:end])
@@ -559,6 +576,10 @@ def check_wordpiece(wordpiece_encode):
     if every(lambda w: _wordpiece(w, WP_VOCAB, longest=False)):
         raise Wrong("each piece is the shortest match: WordPiece takes the longest piece of the "
                     "vocabulary that starts at the position")
+    if every(lambda w: _wordpiece(w, WP_VOCAB, bare_fallback=True)):
+        raise Wrong("where no '##' piece continues a word, a bare entry of the vocabulary is "
+                    "taken: a bare entry only starts a word; with no '##' piece at a position, "
+                    "the whole word becomes ['[UNK]']")
     if every(lambda w: _wordpiece(w, WP_VOCAB, marker="")):
         raise Wrong("the pieces after the first are looked up without '##': inside a word, a "
                     "piece is the vocabulary's entry with '##' in front")
@@ -571,5 +592,5 @@ def check_wordpiece(wordpiece_encode):
                     "takes the longest beginning, never goes back on it, and a word it cannot "
                     "finish from there becomes ['[UNK]']")
     word, out = next(iter(wrong.items()))
-    raise Wrong(f"wordpiece_encode({word!r}, vocab) gives {out}, where BERT's rule gives "
-                f"{WP_WORDS[word]}")
+    raise Wrong(f"wordpiece_encode({word!r}, vocab) gives {out}, which is not what BERT's rule "
+                "gives: follow the rule by hand on this word, the longest piece at each position")

@@ -478,6 +478,18 @@ def check_decay_mask(fn):
            "the diagonal must be 1: what step i wrote is all there at step i (an empty product)")
     expect(close(L, ref, n=7), "below the diagonal, L[i, j] is not the product of the gates of "
            "the steps j+1, ..., i")
+    # a longer sequence in float32: above the diagonal, exp(A_i - A_j) reaches e^99 and overflows
+    log_a = torch.full((1, 1, 100), -1.0)
+    if isinstance(call(fn, log_a.clone(), what="decay_mask_"), torch.Tensor):  # not NumPy
+        log_a.requires_grad_()
+        L = call(fn, log_a, what="decay_mask_")
+        if isinstance(L, torch.Tensor) and L.requires_grad:  # a detached L has no gradient
+            L.sum().backward()
+            expect(log_a.grad is not None and bool(torch.isfinite(log_a.grad).all()),
+                   "with 100 gates of 0.37 in float32, the gradient of L is NaN: above the "
+                   "diagonal exp(A_i - A_j) overflows to inf before it is set to 0, and the "
+                   "gradient there is 0 * inf. Mask the exponent (with -inf) before exp, not "
+                   "the result after it")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -557,12 +569,16 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
 
 def _check_chunked_method(fn) -> None:
     """A :class:`Wrong` unless ``fn`` works by chunks, one after another: with one chunk of T
-    steps its number of torch calls does not grow with T (no step per position inside a chunk),
+    steps its number of torch calls does not grow with T (no step per position inside a chunk;
+    calls that grow with T squared, a mask built entry by entry, are the attention form, slowly),
     with chunks of 4 steps it makes no T x T matrix (no attention form over the whole
     sequence), and it makes more calls for more chunks (a loop over the chunks, not the states
     between them all at once)."""
-    short, long = (_watch_chunked(fn, T, T) for T in (8, 32))
-    if long.calls - short.calls >= (32 - 8) // 2:
+    short, mid, long = (_watch_chunked(fn, T, T) for T in (8, 16, 32))
+    # calls that grow with the square of the chunk's length come from a loop over the entries of
+    # a chunk x chunk matrix (a decay mask built entry by entry): slow, but the attention form
+    entrywise = long.calls - mid.calls > 3 * (mid.calls - short.calls) > 0
+    if long.calls - short.calls >= (32 - 8) // 2 and not entrywise:
         raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
                     f"(chunk_size = T) it makes {short.calls} torch calls for T = 8 and "
                     f"{long.calls} for T = 32. Inside a chunk, compute all its outputs at once with "
@@ -574,7 +590,7 @@ def _check_chunked_method(fn) -> None:
                     "Inside a chunk the attention form needs the chunk's steps only, "
                     "chunk_size x chunk_size")
     few, many = (_watch_chunked(fn, 32, c) for c in (16, 4))
-    if not many.numpy and many.calls - few.calls < 8 - 2:
+    if not many.numpy and not entrywise and many.calls - few.calls < 8 - 2:
         raise Wrong("ssd_chunked makes about as many torch calls for 8 chunks as for 2 "
                     f"({many.calls} and {few.calls} for T = 32 in chunks of 4 and of 16): it "
                     "passes the states between the chunks all at once, as ssd_chunk_scan does. "

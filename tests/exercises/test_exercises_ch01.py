@@ -377,6 +377,33 @@ def test_bpe_merges():
 
     assert "not characters" in check(name, characters).message
 
+    def first_occurrence(text, n):  # a merge joins only the first occurrence in a piece
+        words = Counter(tuple(bytes([b]) for b in p.encode()) for p in pretokenize(text))
+        out = []
+        for _ in range(n):
+            counts = Counter()
+            for w, f in words.items():
+                for pair in pairwise(w):
+                    counts[pair] += f
+            if not counts:
+                break
+            best = max(counts, key=counts.get)
+            out.append(best)
+            merged = Counter()
+            for w, f in words.items():
+                i = next((i for i, pair in enumerate(pairwise(w)) if pair == best), None)
+                merged[w if i is None else (*w[:i], w[i] + w[i + 1], *w[i + 2:])] += f
+            words = merged
+        return out
+
+    assert "not only the first" in check(name, first_occurrence).message
+
+    def stops_at_one(text, n):  # stops once the best pair occurs only once
+        merges = learn(text, n)
+        return merges[:1] if text == "ab ab" else merges
+
+    assert "stops after 1 merges, while a pair is still left" in check(name, stops_at_one).message
+
 
 def test_checks_are_fast():
     check("ex-ch1-bpe-bug", right_encode)  # the cases are made once
@@ -482,6 +509,22 @@ def test_wordpiece_encoder():
                     return [prefix + word[:end], *rest]
         return None if not first else ["[UNK]"]
 
+    def bare_fallback(word, vocab):  # a bare entry where no "##" piece continues the word
+        pieces, start = [], 0
+        while start < len(word):
+            prefix = "##" if start else ""
+            end = next((e for e in range(len(word), start, -1)
+                        if prefix + word[start:e] in vocab), None)
+            if end is None and start:
+                prefix = ""
+                end = next((e for e in range(len(word), start, -1) if word[start:e] in vocab),
+                           None)
+            if end is None:
+                return ["[UNK]"]
+            pieces.append(prefix + word[start:end])
+            start = end
+        return pieces
+
     def deletes_used(word, vocab):  # takes each piece out of the vocabulary once used
         pieces = right(word, vocab)
         vocab -= set(pieces)
@@ -496,6 +539,7 @@ def test_wordpiece_encoder():
         (no_marker, "lose their '##'"),
         (unmarked_lookup, "without '##'"),
         (partial, "keeps the pieces found before it"),
+        (bare_fallback, "a bare entry only starts a word"),
         (backtracking, "that BERT's rule misses"),
         (lambda w, v: list(dict.fromkeys(right(w, v))), "gives ['b', '##a']"),
         (lambda w, v: right(w.lower(), v), "gives ['ab']"),

@@ -360,6 +360,10 @@ def test_decay_mask():
         past = torch.ones(T, T, dtype=torch.bool).tril()
         return (cum[..., :, None] - cum[..., None, :]).masked_fill(~past, -float("inf")).exp()
 
+    def clamps_the_exponent(log_a):  # exp(min(A_i - A_j, 0)) is 1 above the diagonal: then tril
+        cum = log_a.cumsum(-1)
+        return (cum[..., :, None] - cum[..., None, :]).clamp(max=0).exp().tril()
+
     def into_float32_zeros(log_a):  # a product loop written into a float32 buffer
         T = log_a.shape[-1]
         L = torch.zeros(*log_a.shape, T)
@@ -377,11 +381,17 @@ def test_decay_mask():
                 L[..., i, j] = np.prod(a[..., j + 1:i + 1], axis=-1)
         return L
 
-    assert check("ex-ch10-decay-mask", right)
+    # zeros put in after exp: the right values, but a NaN gradient once exp overflows
+    after = check("ex-ch10-decay-mask", right)
+    assert after.status == "fail" and "gradient of L is NaN" in after.message, after
+    tril_after = check("ex-ch10-decay-mask", lambda log_a: future_in(log_a).tril())
+    assert "gradient of L is NaN" in tril_after.message
+    assert check("ex-ch10-decay-mask", lambda log_a: future_in(log_a).detach().tril())  # no grad
     assert check("ex-ch10-decay-mask", masks_the_exponent)
+    assert check("ex-ch10-decay-mask", clamps_the_exponent)
     assert check("ex-ch10-decay-mask", into_float32_zeros)
     assert check("ex-ch10-decay-mask", with_numpy)
-    assert check("ex-ch10-decay-mask", lambda log_a: right(log_a.float()))
+    assert check("ex-ch10-decay-mask", lambda log_a: masks_the_exponent(log_a.float()))
     assert check("ex-ch10-decay-mask", decay_mask)
     assert check("ex-ch10-decay-mask", starter).status == "not attempted"
     # the chapter stores this line under the starter: the symptom, not the fix
@@ -438,9 +448,29 @@ def recurrence(x, log_a, B, C, chunk_size):  # the plain recurrence, chunk_size 
     return torch.stack(ys, 2)
 
 
+def chunked_mask_loop(x, log_a, B, C, chunk_size):
+    """Right, slowly: each chunk's decay mask built entry by entry, a number of torch calls that
+    grows with the square of the chunk's length (not a step per position)."""
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, states = [], []
+    for s in range(0, x.shape[2], chunk_size):
+        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+        c, cum = lc.shape[-1], lc.cumsum(-1)
+        L = lc.new_zeros(*lc.shape, c)
+        for i in range(c):
+            for j in range(i + 1):
+                L[..., i, j] = lc[..., j + 1:i + 1].sum(-1).exp()
+        ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
+        h = cum[..., -1, None, None].exp() * h \
+            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
 def test_chunked_accepts():
     name = "ex-ch10-chunked"
     assert check(name, chunked)
+    assert check(name, chunked_mask_loop)
     assert check(name, chunked_einsum)
     assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
     assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
