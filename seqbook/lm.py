@@ -123,8 +123,8 @@ class CharLM(nn.Module):
         cell: ``"rnn"`` (Elman, see ``nonlinearity``), ``"gru"`` or ``"lstm"`` (from :mod:`seqbook.rnn`).
         embed_dim: size of the token embeddings.
         num_layers, dropout: passed to the recurrent layer.
-        fast: run the recurrent layer through PyTorch's fused kernel (same function, much faster
-            on a CPU; see :mod:`seqbook.rnn`). It can be switched later with ``model.rnn.fast``.
+        fast: run the recurrent layer through PyTorch's kernel (same function, faster: the loop
+            over time runs in C++, not Python; see :mod:`seqbook.rnn`). It can be switched later with ``model.rnn.fast``.
 
     Shape:
         ids: (B, T) int64; state: as the recurrent layer's ``h0`` or None

@@ -18,9 +18,11 @@ One speed-up departs from the letter of the equations: a layer multiplies the wh
 by ``weight_ih`` at once (``cell.project_input``), before the time loop, because that product does
 not depend on the state. Only ``cell.step`` runs inside the loop.
 
-The Python loop over time is slow next to PyTorch's fused kernels (one autograd node per operation
-per step). ``fast=True`` (a constructor argument, or set ``layer.fast = True`` later) hands *our*
-parameters to the same fused kernel ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` call; the tests check
+The Python loop over time is slow next to PyTorch's own implementation, which runs the loop in C++
+(on a CPU still one operation after another, each recorded for the backward pass, but without
+Python's overhead at every step; on a GPU in cuDNN's fused kernels). ``fast=True`` (a constructor
+argument, or set ``layer.fast = True`` later) hands *our* parameters to the same kernel ``nn.RNN``
+/ ``nn.GRU`` / ``nn.LSTM`` call; the tests check
 it computes the same values and gradients as the readable loop. Use the readable path to learn
 and to look inside (``return_gates``), the fast one to train.
 """
@@ -58,7 +60,7 @@ __all__ = ["RNNCell", "GRUCell", "LSTMCell", "RNN", "GRU", "LSTM", "SequenceClas
 class RecurrentCell(nn.Module):
     """What the three cells share: weights of ``gates`` row blocks of size ``hidden_size``.
 
-    ``fast=True`` makes ``forward`` call PyTorch's fused cell on the same parameters (same values;
+    ``fast=True`` makes ``forward`` call PyTorch's own cell on the same parameters (same values;
     the gates are not returned on that path). The layers below loop over ``step`` and have their
     own switch."""
 
@@ -120,7 +122,7 @@ class RNNCell(RecurrentCell):
     :math:`y_t = \sigma_y(W_y h_t + b_y)`, is an ordinary linear layer on the states.)
 
     ``step``, ``project_input`` and ``project_hidden`` are the pieces the layers call
-    inside their time loops (unchecked); ``fast=True`` runs PyTorch's fused cell.
+    inside their time loops (unchecked); ``fast=True`` runs PyTorch's own cell.
 
     Shape:
         x: (B, input_size), h: (B, hidden_size) -> h_t: (B, hidden_size)
@@ -148,7 +150,7 @@ class RNNCell(RecurrentCell):
 
     @checked(RecurrentCell.check_step_input)
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        if self.fast:  # PyTorch's fused cell, on the same parameters
+        if self.fast:  # PyTorch's own cell, on the same parameters
             fused = {"tanh": torch.rnn_tanh_cell, "relu": torch.rnn_relu_cell}
             w = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             return fused[self.nonlinearity](x, h, *w)
@@ -360,7 +362,7 @@ class _RecurrentLayer(nn.Module):
         raise NotImplementedError
 
     def _run_fast(self, x: torch.Tensor, hx):
-        """The same computation in PyTorch's fused kernel, with our parameters.
+        """The same computation in PyTorch's kernel (C++; cuDNN on a GPU), with our parameters.
 
         ``hx`` is h0 (L*D, B, H), or the pair (h0, c0) for the LSTM; returns the kernel's tuple
         ``(output, h_n)`` or ``(output, h_n, c_n)``.
@@ -448,7 +450,8 @@ class RNN(_RecurrentLayer):
         bias: use ``b_ih`` and ``b_hh``.
         dropout: dropout on the outputs of every layer but the last (training only).
         bidirectional: also run each layer from the last step to the first and concatenate.
-        fast: run PyTorch's fused kernel on our parameters instead of the Python loop.
+        fast: run PyTorch's kernel (C++; cuDNN on a GPU) on our parameters instead of the Python
+            loop.
 
     Shape:
         x: (B, T, input_size); h0: (num_layers * D, B, hidden_size) or None (zeros)

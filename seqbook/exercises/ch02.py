@@ -119,9 +119,10 @@ def check_clip(clip_):
                "the returned norm is not the global norm of all gradients before clipping")
         if large:
             if torch.equal(after, before):
-                raise Wrong("the gradients are unchanged although their norm exceeds max_norm; "
-                            "note that params may be a generator such as model.parameters(), "
-                            "which a second loop finds empty")
+                raise Wrong("the gradients are unchanged although their norm exceeds max_norm: "
+                            "scale each p.grad itself, in place, not a copy of it (such as one "
+                            "made by torch.cat); and params may be a generator such as "
+                            "model.parameters(), which a second loop finds empty")
             expect(after.norm() <= max_norm * (1 + 1e-6),
                    "the norm is not capped at max_norm: after clipping, the gradients are still "
                    "longer")

@@ -680,6 +680,18 @@ def _rms_slips(x, weight, eps, ref):
     slips += [(x / torch.sqrt(total + eps) * weight, norm),
               (x / (total.sqrt() + eps) * weight, norm),
               (x / total.sqrt() * weight, norm), (ref / math.sqrt(d), norm)]
+    spread = ("you divide by the standard deviation of each token, its spread around its mean: "
+              "RMSNorm divides by the root of the mean of the squares, with no mean subtracted")
+    for unbiased in (False, True):
+        var = x.var(-1, keepdim=True, unbiased=unbiased)
+        slips.append((x / torch.sqrt(var + eps) * weight, spread))
+    if eps != 1e-5:
+        slips.append((x / torch.sqrt(ms + 1e-5) * weight, "eps is 1e-5 here, PyTorch's LayerNorm "
+                      f"default, where rms_norm was asked for eps = {eps:g}"))
+    xw = x * weight
+    slips.append((xw / torch.sqrt(xw.pow(2).mean(-1, keepdim=True) + eps), "the weight multiplies "
+                  "x before the normalisation, which then undoes it: normalise first, then "
+                  "multiply each feature by its weight"))
     axis = ("the mean of the squares runs over the wrong axis: each token (a row along the last "
             "axis) is divided by its own root mean square")
     for dim in range(x.dim() - 1):
@@ -724,6 +736,8 @@ def check_rmsnorm(fn):
         n = shape[-1]
         if close(out, ref, n):
             continue
+        if dtype == F64 and close(out.float(), ref.float(), n):
+            continue  # computed in float32 and cast back, as Hugging Face's LlamaRMSNorm does
         x64, w64 = x.double(), weight.double()
         if _rows_centred(out.double() / w64) or _rows_centred(out.double()):
             raise Wrong("the mean of each token is subtracted: that is LayerNorm. RMSNorm keeps "
@@ -731,6 +745,7 @@ def check_rmsnorm(fn):
         for slip, message in _rms_slips(x64, w64, eps, ref.double()):
             if close(out, slip.expand(shape).to(dtype), n):
                 raise Wrong(message)
+
         if eps != 1e-6 and close(out, x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True)
                                                           + 1e-6) * w64, n):
             raise Wrong(f"rms_norm ignores the eps it is given: called with eps = {eps}, it "

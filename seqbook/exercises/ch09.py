@@ -106,8 +106,9 @@ def check_overflow(fn):
         raise Wrong("the loss is nan for confident predictions (logits near 200, in float32), "
                     "while for ordinary logits it is right")
     if math.isinf(loss):
-        raise Wrong("the loss is inf for a confident wrong prediction: the probability of the "
-                    "true class underflows to 0 before the log; compute log q_y as z_y - lse(z)")
+        raise Wrong("the loss is inf for logits near 200: either the probability of the true "
+                    "class underflows to 0 before the log (compute log q_y as z_y - lse(z)), or "
+                    "an exponent overflows (shift by the maximum, so that no exponent is above 0)")
     expect(abs(loss - cross_entropy(big, y).item()) < 1e-3 * max(1.0, abs(loss)),
            "for logits near 200 the loss is finite but wrong: it must equal lse(z) - z_y, "
            "averaged over the batch")
@@ -115,6 +116,11 @@ def check_overflow(fn):
     out = _number(call(fn, huge, torch.tensor([0, 0]), what="cross_entropy_"), "cross_entropy_")
     expect(math.isfinite(out) and abs(out - cross_entropy(huge, torch.tensor([0, 0])).item()) < 0.1,
            "logits of size 1e4 still break the loss: shift by the maximum inside the log-sum-exp")
+    mixed = torch.tensor([[200.0, 0.0], [0.0, 1.0]])  # one confident row, one ordinary row
+    out = _number(call(fn, mixed, torch.tensor([0, 1]), what="cross_entropy_"), "cross_entropy_")
+    expect(math.isfinite(out) and abs(out - cross_entropy(mixed, torch.tensor([0, 1])).item()) < 1e-3,
+           "with one row of logits near 200 and one of ordinary logits, the loss is wrong: shift "
+           "each row by its own maximum, not by the maximum of the whole batch")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,7 +159,7 @@ def _margin_cases():
 
 @exercise("ex-ch9-margin", hints=[
     "The gradient of H(p', q) with respect to the logits is q - p', whatever the target p' "
-    "is (eq. of the gradient). Where is it zero?",
+    "is (eq. 9.6). Where is it zero?",
     "At the minimum q = p', so each logit is log p'(k) plus one constant shared by all, and "
     "z_y - z_k = log(p'(y) / p'(k)). The true class keeps 1 - eps + eps * prior[y]; a wrong "
     "class k gets eps * prior[k].",
@@ -466,7 +472,7 @@ def response_logprob_reference(logits, ids, mask):
 
 
 def dpo_loss_reference(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
-    """Eq. (eq-ch9-dpo), averaged over the pairs."""
+    """Eq. (9.20), averaged over the pairs."""
     logit = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
     return -F.logsigmoid(logit).mean()
 
@@ -643,7 +649,7 @@ def _dpo_verdict(dpo_loss) -> None:
     "Which logits score token t, and which tokens belong to the response?",
     "response_logprob: turn the logits into log-probabilities over the vocabulary, then line up "
     "each token with the logits of the position before it: which slices of logits, ids and mask "
-    "go together? dpo_loss: which two log-ratios does eq. (eq-ch9-dpo) subtract, and which torch "
+    "go together? dpo_loss: which two log-ratios does eq. (9.20) subtract, and which torch "
     "function gives log sigma(x) without computing sigma(x)?",
     "response_logprob: log_softmax(logits[:, :-1], -1), gather at ids[:, 1:], times mask[:, 1:], "
     "summed over dim 1. dpo_loss: -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - "

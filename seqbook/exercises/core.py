@@ -262,18 +262,28 @@ def _lower_precision(a: torch.dtype, b: torch.dtype) -> torch.dtype:
     return a if torch.finfo(a).eps >= torch.finfo(b).eps else b
 
 
+def _float32_values(t: torch.Tensor) -> bool:
+    """Whether the Python numbers in ``t`` (float64) are float32 values, not all whole, as
+    ``.item()`` or ``.tolist()`` of a float32 tensor gives: an answer computed in float32."""
+    return (t.dtype == torch.float64 and t.numel() > 0 and bool(t.isfinite().all())
+            and bool((t != t.round()).any()) and torch.equal(t, t.float().double()))
+
+
 def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> torch.Tensor:
     """The learner's tensor, NumPy array, list or number as a tensor, or a :class:`Wrong`.
 
     The answer's own precision is kept (a float32 array stays float32); ``dtype`` is used for
-    Python numbers and lists only.
+    Python numbers and lists only, except that Python floats that are all float32 values (from
+    ``.item()`` or ``.tolist()`` of a float32 tensor) become a float32 tensor, so that they are
+    judged at float32's precision.
     """
     if isinstance(x, torch.Tensor):
         return x
     try:
         if isinstance(x, np.ndarray | np.generic):
             return torch.from_numpy(np.asarray(x).copy())
-        return torch.as_tensor(x, dtype=dtype or torch.float64)
+        t = torch.as_tensor(x, dtype=dtype or torch.float64)
+        return t.float() if _float32_values(t) else t
     except (TypeError, ValueError, RuntimeError) as err:
         raise Wrong(f"{what} must be a tensor (or an array or numbers), got "
                     f"{type(x).__name__}") from err
@@ -298,6 +308,7 @@ def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
         return False
     dtype = _lower_precision(actual.dtype, expected.dtype) if not expected.is_complex() \
         else expected.dtype
+
     scale = float(expected.abs().max()) if expected.numel() else 1.0
     high = expected.dtype if expected.is_floating_point() or expected.is_complex() \
         else torch.float64

@@ -93,8 +93,24 @@ def test_clip():
         right(params, max_norm)
         return torch.sqrt(sum((p.grad**2).sum() for p in params))
 
+    def float32_norm(params, max_norm):  # the norm taken in float32, returned as a Python float
+        grads = [p.grad for p in params if p.grad is not None]
+        norm = torch.sqrt(sum((g.float() ** 2).sum() for g in grads)).item()
+        if norm > max_norm:
+            for g in grads:
+                g.mul_(max_norm / norm)
+        return norm
+
+    def scales_a_copy(params, max_norm):  # clips one long copy, never written back
+        grads = torch.cat([p.grad.flatten() for p in params if p.grad is not None])
+        norm = grads.norm()
+        grads.mul_(min(1.0, max_norm / norm.item()))
+        return norm
+
     assert check("ex-ch2-clip", right)
     assert check("ex-ch2-clip", exact)
+    assert check("ex-ch2-clip", float32_norm)
+    assert "not a copy of it" in check("ex-ch2-clip", scales_a_copy).message
     assert check("ex-ch2-clip", lambda params, m: torch.nn.utils.clip_grad_norm_(list(params), m))
     assert check("ex-ch2-clip", starter).status == "not attempted"
     assert "generator" in check("ex-ch2-clip", two_passes).message
@@ -228,6 +244,12 @@ def test_bound():
 
     def radius(W, K):
         return torch.linalg.eigvals(W).abs().max() ** torch.arange(1, K + 1, dtype=W.dtype)
+
+    def float32_list(W, K):  # right, in float32, returned as Python floats (.item())
+        return [torch.linalg.matrix_norm(torch.linalg.matrix_power(W.float(), k), ord=2).item()
+                for k in range(1, K + 1)]
+
+    assert check(name, float32_list)
 
     def singular(W, K):
         return torch.linalg.matrix_norm(W, ord=2) ** torch.arange(1, K + 1, dtype=W.dtype)

@@ -553,8 +553,25 @@ def test_rmsnorm():
     def in_place(x, weight, eps=1e-6):
         return x.div_(torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)).mul_(weight)
 
-    for answer in (right, with_rsqrt, with_norm, in_float64, in_float32, in_numpy):
+    def like_hugging_face(x, weight, eps=1e-6):  # in float32, cast back to x's dtype
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+    def by_the_std(x, weight, eps=1e-6):
+        return x / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight
+
+    def gain_first(x, weight, eps=1e-6):
+        return right(x * weight, torch.ones_like(weight), eps)
+
+    def layer_norm_eps(x, weight, eps=1e-6):
+        return right(x, weight, 1e-5)
+
+    for answer in (right, with_rsqrt, with_norm, in_float64, in_float32, in_numpy,
+                   like_hugging_face):
         assert check(name, answer), answer.__name__
+    assert "standard deviation" in check(name, by_the_std).message
+    assert "before the normalisation" in check(name, gain_first).message
+    assert "1e-5 here" in check(name, layer_norm_eps).message
     assert check(name, starter).status == "not attempted"
     assert "LayerNorm" in check(name, layer_norm).message
     assert "LayerNorm" in check(name, centred).message

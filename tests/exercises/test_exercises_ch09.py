@@ -100,6 +100,19 @@ def test_overflow_bug():
 
     assert "nan" in check(name, mean_shift_exp).message
     assert "underflows to 0" in check(name, log_of_softmax).message
+
+    def batch_max(logits, target):  # one maximum for the whole batch, not one per row
+        m = logits.max()
+        lse = m + torch.log(torch.exp(logits - m).sum(-1))
+        return (lse - logits.gather(-1, target[:, None])[:, 0]).mean()
+
+    def mean_shift_lse(logits, target):  # lse(z - mean) + mean: exp overflows, the loss is inf
+        mean = logits.mean(-1)
+        lse = mean + torch.log(torch.exp(logits - mean[:, None]).sum(-1))
+        return (lse - logits.gather(-1, target[:, None])[:, 0]).mean()
+
+    assert "each row by its own maximum" in check(name, batch_max).message
+    assert "an exponent overflows" in check(name, mean_shift_lse).message
     assert "ordinary logits" in check(name, lambda z, y: right(z, y) + 1).message
     assert "must be a number" in check(name, lambda z, y: "loss").message
 
