@@ -124,7 +124,8 @@ class CharLM(nn.Module):
         embed_dim: size of the token embeddings.
         num_layers, dropout: passed to the recurrent layer.
         fast: run the recurrent layer through PyTorch's kernel (same function, faster: the loop
-            over time runs in C++, not Python; see :mod:`seqbook.rnn`). It can be switched later with ``model.rnn.fast``.
+            over time runs in C++, not Python; see :mod:`seqbook.rnn`). It can be switched later
+            with ``model.rnn.fast``.
 
     Shape:
         ids: (B, T) int64; state: as the recurrent layer's ``h0`` or None
