@@ -496,7 +496,8 @@ def check_separation(separation):
 # ---------------------------------------------------------------------------------------------
 
 # (T, d, V, theta, size): a short cache, a cache of one, one longer than the text, one position
-CACHE_GRID = [(12, 4, 5, 0.7, 3), (10, 3, 4, 1.3, 1), (9, 4, 6, 0.4, 20), (1, 3, 4, 0.5, 2)]
+CACHE_GRID = [(12, 4, 5, 0.7, 3), (10, 3, 4, 1.3, 1), (9, 4, 6, 0.4, 20), (1, 3, 4, 0.5, 2),
+              (8, 3, 4, 0.6, 0)]  # size 0: an empty cache, every row zeros
 
 
 def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1):
@@ -564,6 +565,10 @@ def check_cache(cache_probs):
         right = _cache(h, next_tokens, V, theta, size)
         if close(out, right, n=T * d):
             continue
+        if size == 0:
+            raise Wrong(f"{what}: with size = 0 the cache holds nothing, so every row must be all "
+                        "zeros. Mind that a slice [-0:] is the whole sequence, not an empty one, "
+                        "and that a row with no position to read is NaN after the softmax")
         for slip, message in _cache_slips(h, next_tokens, V, theta, size):
             if close(out, slip, n=T * d):
                 raise Wrong(f"{what}: {message}")

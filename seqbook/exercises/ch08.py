@@ -211,7 +211,8 @@ def check_bandwidth(kernel):
     "pi / (4K) > 25 / (2n) gives K < pi n / 50: return that number (rounded down, if you like).",
 ])
 def check_capacity(predicted_capacity):
-    dims = (64, 256, 1024, 4096)
+    # n = 24 gives pi n / 50 = 1.51: rounding to the nearest whole number goes up there
+    dims = (24, 64, 256, 1024, 4096)
     values = []
     for n in dims:
         k = call(predicted_capacity, n, what="predicted_capacity")
@@ -227,10 +228,12 @@ def check_capacity(predicted_capacity):
         if right < k <= right + 1:
             raise Wrong(f"K = {k:g} is just above pi n / 50 for n = {n}: round down, since the "
                         "signal must exceed five noise spreads")
-        if abs(k / (math.pi * n / 100) - 1) < 0.05:
+        if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:  # n = 4096: rounding aside
             raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
                         "of random symbols spread 1/sqrt(2n)")
-        ratios = [k2 / k1 if k1 else math.inf for k1, k2 in zip(values, values[1:], strict=False)]
+        quadrupled = values[1:]  # n = 64, 256, 1024, 4096
+        ratios = [k2 / k1 if k1 else math.inf
+                  for k1, k2 in zip(quadrupled, quadrupled[1:], strict=False)]
         expect(all(abs(r - 4) < 0.5 for r in ratios), "the capacity must grow in proportion to n: "
                "quadrupling n quadruples the number of pairs")
         raise Wrong(f"the constant is off (n = {n}): solve sqrt(pi / (4K)) = 5 / sqrt(2n) for K")

@@ -460,6 +460,26 @@ def test_separation():
 # --- a cache of the text so far --------------------------------------------------------------------
 
 
+def test_cache_size_zero():  # a reader's two answers that broke only at size 0
+    def slice_from_end(h, next_tokens, vocab_size, theta, size):  # [-0:] is everything
+        out = torch.zeros(len(h), vocab_size, dtype=h.dtype)
+        for t in range(1, len(h)):
+            w = torch.softmax(theta * h[:t][-size:] @ h[t], 0)
+            out[t].index_add_(0, next_tokens[:t][-size:], w)
+        return out
+
+    def row_zero_only(h, next_tokens, vocab_size, theta, size):  # NaN rows when size = 0
+        T = h.shape[0]
+        t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        kept = (i < t) & (i >= t - size)
+        w = torch.softmax((theta * h @ h.T).masked_fill(~kept, -math.inf), -1)
+        w[0] = 0
+        return w @ F.one_hot(next_tokens, vocab_size).to(h.dtype)
+
+    for answer in (slice_from_end, row_zero_only):
+        assert "with size = 0 the cache holds nothing" in check("ex-ch7-cache", answer).message
+
+
 def test_cache():
     def right(h, next_tokens, vocab_size, theta, size):
         T = h.shape[0]
@@ -473,6 +493,8 @@ def test_cache():
         out = torch.zeros(len(h), vocab_size)
         for t in range(1, len(h)):
             keys = range(max(0, t - size), t)
+            if not keys:  # size 0: nothing to read, the row stays zero
+                continue
             w = torch.softmax(torch.stack([theta * h[t] @ h[i] for i in keys]), 0)
             for weight, i in zip(w, keys, strict=True):
                 out[t, next_tokens[i]] += weight

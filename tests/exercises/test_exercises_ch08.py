@@ -139,6 +139,8 @@ def test_capacity():
     assert "in proportion to n" in check(name, lambda n: math.sqrt(n)).message
     assert "constant is off" in check(name, lambda n: math.pi * n / 25).message
     assert "round down" in check(name, lambda n: math.ceil(math.pi * n / 50)).message
+    # rounding to the nearest: right for n = 64, ..., 4096, up for n = 24 (1.51)
+    assert "round down" in check(name, lambda n: round(math.pi * n / 50)).message
     assert "must return a number" in check(name, lambda n: "many").message
 
 
