@@ -298,6 +298,26 @@ def merge(word, pair):
     return tuple(out)
 
 
+def greedy_merges(words, n, merge_pair):
+    """n merges of the most frequent pair (weighted by the words' counts), each applied to every
+    word by ``merge_pair``: the loop of the slips below, which differ in what they merge."""
+    out = []
+    for _ in range(n):
+        counts = Counter()
+        for w, f in words.items():
+            for pair in pairwise(w):
+                counts[pair] += f
+        if not counts:
+            break
+        best = max(counts, key=counts.get)
+        out.append(best)
+        merged = Counter()
+        for w, f in words.items():
+            merged[merge_pair(w, best)] += f
+        words = merged
+    return out
+
+
 def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False, regex=False):
     spans = text.split() if split else pretokenize(text) if pieces else [text]
     if regex:
@@ -362,39 +382,17 @@ def test_bpe_merges():
 
     def characters(text, n):  # the review's case: characters, not bytes (SAMPLE is ASCII)
         words = Counter(tuple(p) for p in pretokenize(text))
-        out = []
-        for _ in range(n):
-            counts = Counter()
-            for w, f in words.items():
-                for pair in pairwise(w):
-                    counts[pair] += f
-            if not counts:
-                break
-            best = max(counts, key=counts.get)
-            out.append(best)
-            words = Counter({merge(w, best): f for w, f in words.items()})
-        return [(a.encode(), b.encode()) for a, b in out]
+        return [(a.encode(), b.encode()) for a, b in greedy_merges(words, n, merge)]
 
     assert "not characters" in check(name, characters).message
 
+    def merge_first(word, pair):  # only the first occurrence of the pair
+        i = next((i for i, p in enumerate(pairwise(word)) if p == pair), None)
+        return word if i is None else (*word[:i], word[i] + word[i + 1], *word[i + 2:])
+
     def first_occurrence(text, n):  # a merge joins only the first occurrence in a piece
         words = Counter(tuple(bytes([b]) for b in p.encode()) for p in pretokenize(text))
-        out = []
-        for _ in range(n):
-            counts = Counter()
-            for w, f in words.items():
-                for pair in pairwise(w):
-                    counts[pair] += f
-            if not counts:
-                break
-            best = max(counts, key=counts.get)
-            out.append(best)
-            merged = Counter()
-            for w, f in words.items():
-                i = next((i for i, pair in enumerate(pairwise(w)) if pair == best), None)
-                merged[w if i is None else (*w[:i], w[i] + w[i + 1], *w[i + 2:])] += f
-            words = merged
-        return out
+        return greedy_merges(words, n, merge_first)
 
     assert "not only the first" in check(name, first_occurrence).message
 
