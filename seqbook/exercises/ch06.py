@@ -811,6 +811,11 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
         if zero.any() and torch.allclose(o[~zero], z[~zero], rtol=0, atol=atol):
             raise Wrong("the removed tokens get the logit 0: after the softmax a logit of 0 is "
                         "still a token that can be drawn, so nothing is really removed")
+        huge = o <= -1e6
+        if huge.any() and torch.allclose(o[~huge], z[~huge], rtol=0, atol=atol):
+            raise Wrong("the removed tokens get a large negative logit rather than -inf: give "
+                        "them -inf, so that they are removed exactly and a later filter or a "
+                        "check with isfinite sees them as removed")
         ordered = z.sort(-1, descending=True).values
         if torch.allclose(o[keep], ordered[keep], rtol=0, atol=atol):
             raise Wrong("the result is in sorted order: the logits must come back in the order "
@@ -870,7 +875,27 @@ def check_top_p_bug(fn):
         expect(out.is_floating_point(), f"top_p_filter must return logits (floats), got "
                f"{out.dtype}")
         v = logits.shape[-1]
-        _top_p_diagnose(out.reshape(-1, v), logits.reshape(-1, v), p)
+        try:
+            _top_p_diagnose(out.reshape(-1, v), logits.reshape(-1, v), p)
+        except Wrong:
+            if logits.dim() == 1 and _top_p_right_on_batch(fn, logits, p):
+                raise Wrong(f"top_p_filter is right for a batch of rows (B, V) but not for one "
+                            f"row of shape ({v},): filter along the last axis, whatever the axes "
+                            "before it (a loop over logits.shape[0] takes the entries of a "
+                            "single row for rows)") from None
+            raise
+
+
+def _top_p_right_on_batch(fn, row: torch.Tensor, p: float) -> bool:
+    """Whether ``fn`` gives the right filter for ``row`` made a batch of one row, (1, V)."""
+    try:
+        out = _tensor(call(fn, row[None].clone(), p, what="top_p_filter"), "top_p_filter")
+        if out.shape != (1, row.shape[-1]):
+            return False
+        _top_p_diagnose(out, row[None], p)
+    except Wrong:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

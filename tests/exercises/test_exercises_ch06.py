@@ -738,6 +738,16 @@ def test_top_p_bug():
     assert "IndexError" in check(name, rows_only).message or not check(name, rows_only)
     assert "must return a tensor" in check(name, lambda z, p: z.tolist()).message
 
+    def row_loop(logits, p):  # a loop over logits.shape[0]: a (V,) row is taken as V rows
+        return torch.stack([top_p_fixed(logits[r], p) for r in range(logits.shape[0])])
+
+    def minus_1e9(logits, p):  # removed tokens at -1e9 instead of -inf
+        out = top_p_fixed(logits, p)
+        return out.masked_fill(out.isinf(), -1e9)
+
+    assert "one row of shape" in check(name, row_loop).message
+    assert "large negative logit" in check(name, minus_1e9).message
+
 
 def test_checks_leave_the_random_state_alone():
     answers = {
