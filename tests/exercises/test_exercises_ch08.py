@@ -125,6 +125,12 @@ def test_bandwidth():
     assert "one similarity per distance" in check(name, lambda d, beta: d[:5]).message
     assert "must return a tensor" in check(name, lambda d, beta: beta).message
 
+    def integral(d, beta):  # the mean of cos(pi beta d u) over a fine grid of u in [0, 1]
+        u = torch.linspace(0, 1, 20001, dtype=d.dtype)
+        return torch.cos(math.pi * beta * d[:, None] * u).mean(-1)
+
+    assert "not exact" in check(name, integral).message
+
 
 # --- the capacity of a record ---------------------------------------------------------------------
 
