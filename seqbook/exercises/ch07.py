@@ -514,7 +514,13 @@ def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1):
 
 def _cache_slips(h, next_tokens, V, theta, size):
     T = h.shape[0]
+    wrapped = _cache(h, next_tokens, V, theta, size)
+    wrapped[1:min(size, T)] = 0  # h[t - size:t] with t - size < 0 counts from the end: empty
     return [
+        (wrapped,
+         f"rows 1 to {min(size, T) - 1} are zero: for t < size, t - size is negative, and a slice "
+         "such as h[t - size:t] then counts from the end of the sequence and comes out empty; "
+         "start the window at max(0, t - size)"),
         (_cache(h, next_tokens, V, theta, size, before=False),
          "row t also reads position t itself, whose next token is the very token row t must "
          "predict: the cache may hold only the positions before t (i < t)"),

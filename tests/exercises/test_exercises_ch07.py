@@ -479,6 +479,17 @@ def test_cache_size_zero():  # a reader's two answers that broke only at size 0
     for answer in (slice_from_end, row_zero_only):
         assert "with size = 0 the cache holds nothing" in check("ex-ch7-cache", answer).message
 
+    def negative_start(h, next_tokens, vocab_size, theta, size):  # h[t - size:t], no max(0, .)
+        out = torch.zeros(len(h), vocab_size, dtype=h.dtype)
+        for t in range(1, len(h)):
+            keys = h[t - size:t] if size else h[:0]
+            if len(keys):
+                w = torch.softmax(theta * keys @ h[t], 0)
+                out[t].index_add_(0, next_tokens[t - size:t], w)
+        return out
+
+    assert "start the window at max(0, t - size)" in check("ex-ch7-cache", negative_start).message
+
 
 def test_cache():
     def right(h, next_tokens, vocab_size, theta, size):
