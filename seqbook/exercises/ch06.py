@@ -405,8 +405,8 @@ def check_rope_values(fn):
                                what="rope_attention"), "rope_attention")
     expect(out.shape == v.shape, f"rope_attention must return v's shape {tuple(v.shape)}, got "
            f"{tuple(out.shape)}")
-    if close(out, ref, n=8 * 6):
-        return
+    if close(out, ref, n=8 * 6) or close(out.float(), ref.float(), n=8 * 6):
+        return  # float32 arithmetic promoted back to float64 (a NumPy float64 scalar) is right too
     turned_v = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
                                             apply_rope(v, cos, sin), mask)[0]
     if close(out, turned_v, n=8 * 6):

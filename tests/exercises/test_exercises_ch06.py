@@ -249,8 +249,13 @@ def test_rope_values():
     def not_causal(q, k, v, cos, sin):
         return scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)[0]
 
+    def float32_promoted(q, k, v, cos, sin):  # float32 arithmetic, returned as float64
+        out = right(*(x.float() for x in (q, k, v, cos, sin)))
+        return out.numpy() * np.float64(1.0)
+
     assert check(name, right)
     assert check(name, fused)
+    assert check(name, float32_promoted)
     assert check(name, starter).status == "not attempted"
     assert "every position shifted by 10" in check(name, buggy).message
     assert "nothing is turned" in check(
