@@ -3,6 +3,7 @@ untouched starter "not attempted" (the find-the-bug starters get their bug named
 is wrong in each typical wrong answer."""
 
 import math
+import sys
 
 import numpy as np
 import torch
@@ -497,6 +498,12 @@ def test_cached_generation():
             message = check(name, lambda m, i, n, kw=kwargs: m.generate(i, n, temperature=0,
                                                                          **kw)).message
             assert "calls model.generate" in message, message
+        from seqbook.decoding import generate_tokens
+
+        message = check(name, lambda m, i, n: generate_tokens(m, i, n, 0.0, None, (), None,
+                                                              True)).message
+        assert "generate_tokens, its loop" in message, message
+        assert sys.getprofile() is None  # the watch is gone after the check
         assert check(name, starter).status == "not attempted"
         message = check(name, fresh_caches).message
         assert "found its caches empty 8 times" in message, message
