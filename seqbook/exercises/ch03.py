@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import sys
 
 import numpy as np
 import torch
@@ -15,7 +14,7 @@ from .. import gating
 from ..gating import unrolled_weights
 from ..rnn import GRU, LSTM, RNN
 from ..utils import count_parameters
-from .core import Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
+from .core import CallWatch, Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
 
 F64 = torch.float64
 
@@ -282,26 +281,6 @@ def _diagnose_weights(w, w0, ref, ref0, gate: str, write: str, variants,
                 f"{gate}_1 to {gate}_t")
 
 
-class _calls_into:
-    """A context that records the names of the functions of ``module`` called inside it (a
-    profile hook; the one in place before, if any, is put back)."""
-
-    def __init__(self, module):
-        self.file, self.names = module.__file__, set()
-
-    def _hook(self, frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == self.file:
-            self.names.add(frame.f_code.co_name)
-
-    def __enter__(self) -> set[str]:
-        self.before = sys.getprofile()
-        sys.setprofile(self._hook)
-        return self.names
-
-    def __exit__(self, *exc):
-        sys.setprofile(self.before)
-
-
 @exercise("ex-ch3-sum-to-one", hints=[
     "Follow one candidate: n_k enters the state at step k with weight 1 - z_k, and every later "
     "step j multiplies what is left of it by z_j.",
@@ -314,8 +293,9 @@ def check_sum_to_one(gru_weights):
     B, T, H = 2, 6, 3
     z = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
     z[0, 2, 1] = 0.0  # a unit that overwrites itself completely at step 3
-    with _calls_into(gating) as used:
+    with CallWatch(modules=[gating]) as watch:
         out = call(gru_weights, z.clone(), what="gru_weights")
+    used = watch.used
     public = sorted(name for name in used if not name.startswith("_")) or sorted(used)
     expect(not used, f"gru_weights calls seqbook.gating ({', '.join(public)}): the exercise "
            "asks for the weights computed from the gates by your own code")

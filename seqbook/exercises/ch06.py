@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import math
 import numbers
-import sys
 
 import numpy as np
 import torch
@@ -23,6 +21,7 @@ from ..sampling import top_p
 from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
 from .core import (
+    CallWatch,
     Wrong,
     agrees,
     call,
@@ -561,8 +560,8 @@ def _feeding(calls, out: torch.Tensor, prompt: torch.Tensor) -> None:
 CACHED_CASES = (("learned", 14, 16, 2), ("rope", 18, 7, 1))
 
 
-#: the code of the package's generation loop itself, under its checking and no_grad wrappers
-GENERATE_TOKENS_CODE = inspect.unwrap(decoding.generate_tokens).__code__
+#: the package's generation loop itself (seen under its checking and no_grad wrappers)
+LIBRARY_LOOP = {"seqbook.decoding.generate_tokens": decoding.generate_tokens}
 
 
 @functools.cache
@@ -595,23 +594,17 @@ def check_cached_generation(fn):
             generated.append(True)
             return type(model).generate(model, *args, **kwargs)
 
-        def library_loop(frame, event, arg, generated=generated):  # the loop of generate itself
-            if event == "call" and frame.f_code is GENERATE_TOKENS_CODE:
-                generated.append(True)
-
         model.generate = generate
-        outer = sys.getprofile()
-        sys.setprofile(library_loop)
         try:
-            out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
+            with CallWatch(LIBRARY_LOOP) as watch:
+                out = call(fn, model, idx.clone(), steps, what="greedy_with_cache")
         except Wrong:
             _refed(calls, idx)  # the likeliest cause first
             raise
         finally:
-            sys.setprofile(outer)
             del model.generate
             unwatch()
-        expect(not generated, "greedy_with_cache calls model.generate (or the package's "
+        expect(not generated and not watch.used, "greedy_with_cache calls model.generate (or the package's "
                "generate_tokens, its loop): the exercise asks for the loop itself, the prompt run "
                "once and then one new token per step")
         out = returned_tensor(out, "greedy_with_cache")

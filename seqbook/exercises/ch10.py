@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import os
-import sys
 
 import numpy as np
 import torch
@@ -18,6 +16,7 @@ from ..linear_attention import linear_attention
 from ..scan import linear_recurrence
 from ..ssm import decay_mask, discretize_zoh, ssd_chunk_scan
 from .core import (
+    CallWatch,
     Wrong,
     as_tensor,
     call,
@@ -621,7 +620,7 @@ def check_chunked(fn):
     x, log_a, B, C = _ssd_inputs(b, H, T, N, P, seed=4)
     ref, every_state = _ssd_states(x, log_a, B, C)
     for chunk in CHUNK_SIZES:
-        with _Watch(MAIN_TEXT_SSD) as watch:
+        with CallWatch(MAIN_TEXT_SSD) as watch:
             out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
                        what="ssd_chunked")
         if watch.used:
@@ -934,56 +933,18 @@ SOLVER_METHODS = ("inverse", "pinverse", "triangular_solve", "cholesky_solve", "
 SCIPY_SOLVERS = ("solve_triangular", "solve", "inv", "pinv", "lstsq", "lu_solve", "cho_solve")
 
 
-class _Watch:
-    """Records, by name, every solver of :data:`SOLVERS` (or of ``watched``, a dict of the same
-    kind) that the code run inside it calls.
-
-    A profile hook (``sys.setprofile``) sees each call: builtins such as
-    ``torch.linalg.solve_triangular`` by identity, Python functions (NumPy's, the package's) by
-    their code, however the learner imported them, and SciPy's solvers by their name and file
-    (SciPy may be imported inside the learner's function).
-    """
-
-    def __init__(self, watched: dict | None = None):
-        self.used: list[str] = []
-        self._builtins: dict[int, str] = {}
-        self._codes: dict = {}
-        self._solvers = watched is None  # SciPy's solvers and the tensor methods too
-        for name, fn in (SOLVERS if watched is None else watched).items():
-            code = getattr(inspect.unwrap(getattr(fn, "_implementation", fn)), "__code__", None)
-            if code is not None:
-                self._codes[code] = name
-            else:
-                self._builtins[id(fn)] = name
-
-    def _hook(self, frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            name = self._codes.get(code)
-            if name is None and self._solvers and code.co_name in SCIPY_SOLVERS \
-                    and f"scipy{os.sep}linalg" in code.co_filename:
-                name = f"scipy.linalg.{code.co_name}"
-        elif event == "c_call":
-            name = self._builtins.get(id(arg))
-            if name is None and self._solvers \
-                    and getattr(arg, "__name__", None) in SOLVER_METHODS \
-                    and isinstance(getattr(arg, "__self__", None), torch.Tensor):
-                name = f"Tensor.{arg.__name__}"
-        else:
-            name = None
-        if name is not None and name not in self.used:
-            self.used.append(name)
-        if self._outer is not None:
-            self._outer(frame, event, arg)
-
-    def __enter__(self):
-        self._outer = sys.getprofile()
-        sys.setprofile(self._hook)
-        return self
-
-    def __exit__(self, *exc):
-        sys.setprofile(self._outer)
-        return False
+def _solver_call(frame, event, arg) -> str | None:
+    """The name of a solver that :data:`SOLVERS` cannot list: SciPy's, by name and file (SciPy
+    may be imported inside the learner's function), and the tensor methods, A.inverse() and so
+    on; ``None`` for any other call."""
+    if event == "call":
+        code = frame.f_code
+        if code.co_name in SCIPY_SOLVERS and f"scipy{os.sep}linalg" in code.co_filename:
+            return f"scipy.linalg.{code.co_name}"
+    elif event == "c_call" and getattr(arg, "__name__", None) in SOLVER_METHODS \
+            and isinstance(getattr(arg, "__self__", None), torch.Tensor):
+        return f"Tensor.{arg.__name__}"
+    return None
 
 
 def _ut_case(C, Dk, Dv, dtype, seed):
@@ -1058,7 +1019,7 @@ def check_ut(fn):
         k, v, beta = _ut_case(C, Dk, Dv, dtype, seed)
         given = [x.clone() for x in (k, v, beta)]
         case = f"C = {C}, D_k = {Dk}, D_v = {Dv}, {str(dtype).removeprefix('torch.')}"
-        with _Watch() as watch:
+        with CallWatch(SOLVERS, other=_solver_call) as watch:
             try:
                 out = _call_on(fn, given, "chunk_errors", case)
             except Wrong:

@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import math
 import random
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ import numpy as np
 import torch
 
 __all__ = [
-    "EXERCISES", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees", "as_tensor",
-    "call", "check", "close", "exercise", "expect", "hint", "name_slip", "tolerance",
+    "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
+    "as_tensor", "call", "check", "close", "exercise", "expect", "hint", "name_slip", "tolerance",
     "untouched_random_state",
 ]
 
@@ -362,3 +363,54 @@ def expect_shape(t: torch.Tensor, shape: tuple, what: str) -> None:
     expect(tuple(t.shape) == tuple(shape),
            f"{what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
+
+
+class CallWatch:
+    """A context that records the names of the watched functions that the code run inside it
+    calls, in the order first seen, each once (in ``used``).
+
+    A profile hook (``sys.setprofile``) sees every call, and passes it on to the hook in place
+    before, if any. ``functions`` maps a name to a function: a Python function is known by its
+    code, unwrapped (a checking wrapper changes nothing, nor how the learner imported it), a
+    builtin by its identity. Every function defined in one of ``modules`` is recorded by its own
+    name. ``other(frame, event, arg)`` may name further calls (``None`` for the rest).
+    """
+
+    def __init__(self, functions: dict | None = None, modules=(), other: Callable | None = None):
+        self.used: list[str] = []
+        self._codes: dict = {}
+        self._builtins: dict[int, str] = {}
+        for name, fn in (functions or {}).items():
+            # NumPy's dispatchers keep the Python function in _implementation
+            code = getattr(inspect.unwrap(getattr(fn, "_implementation", fn)), "__code__", None)
+            if code is not None:
+                self._codes[code] = name
+            else:
+                self._builtins[id(fn)] = name
+        self._files = {module.__file__ for module in modules}
+        self._other = other
+        self._outer = None
+
+    def _hook(self, frame, event, arg):
+        name = None
+        if event == "call":
+            name = self._codes.get(frame.f_code)
+            if name is None and frame.f_code.co_filename in self._files:
+                name = frame.f_code.co_name
+        elif event == "c_call":
+            name = self._builtins.get(id(arg))
+        if name is None and self._other is not None:
+            name = self._other(frame, event, arg)
+        if name is not None and name not in self.used:
+            self.used.append(name)
+        if self._outer is not None:
+            self._outer(frame, event, arg)
+
+    def __enter__(self) -> CallWatch:
+        self._outer = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        sys.setprofile(self._outer)
+        return False

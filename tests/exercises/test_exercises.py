@@ -82,3 +82,41 @@ def test_pytorch_not_implemented_is_a_verdict_not_not_attempted():
         assert check("ex-test-ce", starter).status == "not attempted"
     finally:
         del EXERCISES["ex-test-ce"]
+
+
+def test_call_watch_sees_functions_modules_and_builtins_and_keeps_the_outer_hook():
+    import functools
+    import sys
+
+    import numpy as np
+
+    from seqbook import gating
+    from seqbook.exercises.core import CallWatch
+
+    def plain(x):
+        return x
+
+    wrapped = functools.wraps(plain)(lambda x: plain(x))  # a checking wrapper around plain
+    seen = []
+
+    def outer(frame, event, arg):
+        seen.append(event)
+
+    sys.setprofile(outer)
+    try:
+        with CallWatch({"plain": plain, "solve": np.linalg.solve, "inv": torch.linalg.inv},
+                       modules=[gating]) as watch:
+            alias = wrapped
+            alias(1)
+            np.linalg.solve(np.eye(2), np.ones(2))
+            torch.linalg.inv(torch.eye(2))
+            gating.unrolled_weights(torch.full((1, 2, 1), 0.5))
+        assert sys.getprofile() is outer
+    finally:
+        sys.setprofile(None)
+    assert watch.used[:3] == ["plain", "solve", "inv"]  # by code, by identity, in order
+    assert "unrolled_weights" in watch.used[3:]  # and every function of gating, by its name
+    assert "call" in seen  # the hook in place before saw the calls too
+    with CallWatch({"plain": plain}) as quiet:
+        pass
+    assert quiet.used == []
