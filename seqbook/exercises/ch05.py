@@ -12,6 +12,7 @@ import torch
 from ..attention import MultiHeadAttention, lengths_to_mask, scaled_dot_product_attention
 from ..online_softmax import tiled_attention
 from .core import (
+    CallWatch,
     Wrong,
     as_tensor,
     call,
@@ -99,6 +100,11 @@ def check_mask_bug(fn):
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     leaks = (w.abs() > 1e-12) & future
     if leaks.any():
+        scores = x @ x.T / math.sqrt(d)
+        if close(w, torch.softmax(scores + torch.ones(T, T, dtype=F64).tril(), -1), n=d):
+            raise Wrong("the mask of 0s and 1s is a float tensor, and a float mask is added to "
+                        "the scores: it blocks nothing. Make it bool (True where a query may "
+                        "attend) or put -inf above the diagonal")
         ones = torch.ones(T, dtype=w.dtype)
         if close(w.sum(0), ones, n=T) and not close(w.sum(1), ones, n=T):
             raise Wrong("the weights are transposed: each column sums to one, so column i holds "
@@ -106,6 +112,9 @@ def check_mask_bug(fn):
                         "and key j")
         i, j = (int(t) for t in leaks.nonzero()[0])
         raise Wrong(f"position {i} attends to position {j}: the mask lets the future in")
+    expect(bool((w.abs().sum(-1) > 1e-12).any()), "every row of the weights is all zeros: "
+           "every key is blocked for every query. A mask passed with is_causal=True keeps only "
+           "the keys that both allow")
     expect(bool((w.diagonal() > 0).all()), "a position does not attend to itself: the causal "
            "mask keeps j <= i, the diagonal included")
     ref, ref_w = scaled_dot_product_attention(x, x, x, is_causal=True)
@@ -153,6 +162,10 @@ def check_local(fn):
 # ---------------------------------------------------------------------------------------------
 
 
+#: the module whose heads the learner computes by hand
+MODULE_ITSELF = {"MultiHeadAttention.forward": MultiHeadAttention.forward}
+
+
 @exercise("ex-ch5-heads-loop", hints=[
     "Head i owns the rows i*d_h to (i+1)*d_h of q_proj.weight, k_proj.weight and v_proj.weight "
     "(and the same entries of their biases): nn.Linear computes x @ W.T + b.",
@@ -171,13 +184,13 @@ def check_heads_loop(fn):
     x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
-    module_calls = []  # mha(...) itself is not the exercise
-    mha.register_forward_pre_hook(lambda *_: module_calls.append(1))
-    with torch.no_grad():
+    # mha(...) itself is not the exercise, nor its forward called by hand
+    with torch.no_grad(), CallWatch(MODULE_ITSELF) as watch:
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
                                "(output, weights)")
-    expect(not module_calls, "heads_loop calls the module itself, mha(...): compute the heads one "
-           "by one from the rows of q_proj, k_proj and v_proj with scaled_dot_product_attention")
+    expect(not watch.used, "heads_loop calls the module itself, mha(...) or its forward: compute "
+           "the heads one by one from the rows of q_proj, k_proj and v_proj with "
+           "scaled_dot_product_attention")
     expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "
@@ -206,13 +219,14 @@ def check_heads_loop(fn):
 # ---------------------------------------------------------------------------------------------
 
 
-def _pooling_case(g, lengths, T, d):
-    """x (B, T, d) with padding vectors larger than every real one, and one sequence whose real
-    values are all negative (below -2, so that no small constant can stand in for -inf)."""
+def _pooling_case(g, lengths, T, d, pad):
+    """x (B, T, d) with padding vectors larger than every real one (at least ``pad``), and one
+    sequence whose real values are all negative (below -2, so that no small constant can stand
+    in for -inf)."""
     lengths = torch.tensor(lengths)
     real = lengths_to_mask(lengths, T)
     x = torch.randn(len(lengths), T, d, generator=g, dtype=F64)
-    x = torch.where(real[..., None], x, x.abs() + 5.0)  # padding: large positive values
+    x = torch.where(real[..., None], x, pad * (1 + x.abs()))  # padding: large positive values
     x[1] = torch.where(real[1, :, None], -3.0 - x[1].abs(), x[1])  # all negative where real
     return x, real
 
@@ -228,8 +242,9 @@ def _pooling_case(g, lengths, T, d):
 ])
 def check_pooling(fn):
     g = torch.Generator().manual_seed(53)
-    for lengths, T, d in (((7, 4, 1, 5), 7, 5), ((2, 3), 4, 3)):
-        x, real = _pooling_case(g, lengths, T, d)
+    # padding of about 5, and of about a million: subtracting a large number is not -inf
+    for lengths, T, d, pad in (((7, 4, 1, 5), 7, 5, 5.0), ((2, 3), 4, 3, 1e6)):
+        x, real = _pooling_case(g, lengths, T, d, pad)
         out = call(fn, x.clone(), real.clone(), what="max_pool")
         if isinstance(out, tuple) and hasattr(out, "values") and hasattr(out, "indices"):
             raise Wrong("max_pool returns the pair (values, indices) that torch.max gives along a "
@@ -381,6 +396,19 @@ def check_merge(fn):
                         "-inf - (-inf) is not")
     expect(close(state[2] / state[1], tiled_attention(q, k, v, 3, causal=True), n=D + S),
            "merging the blocks of a causal attention one by one does not give causal attention")
+    # the same with each new block first: now the empty rows are those of merge's first argument
+    state = _partial(q, k, v, rows, 0, 3, True)
+    for start in range(3, S, 3):
+        end = min(start + 3, S)
+        state = merged(_partial(q, k, v, rows, start, end, True), state)
+        if any(torch.isnan(t).any() for t in state):
+            raise Wrong("merge(block, state), with a first block in which a query sees no key, "
+                        "is NaN: -inf - (-inf) is not 0")
+        whole = _partial(q, k, v, rows, 0, end, True)
+        expect(all(close(t, r, n=S) for t, r in zip(state, whole, strict=True)),
+               "merge(block, state) is wrong when a query sees no key of the first block "
+               "(m = -inf, l = 0, o = 0): m, l and o must come out relative to the common "
+               "maximum, whichever of the two is empty")
     # large scores (about a thousand): exp(m1) / exp(m) overflows, exp(m1 - m) does not
     big = 300 * q
     a, b = (_partial(big, k, v, rows, lo, hi, False) for lo, hi in ((0, 5), (5, S)))

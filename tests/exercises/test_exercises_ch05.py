@@ -105,6 +105,11 @@ case("mask-bug: diagonal blocked, safe softmax", M, strict_safe, "does not atten
 case("mask-bug: no 1/sqrt(d)", M, lambda x: scaled_dot_product_attention(
     x, x, x, is_causal=True, scale=1.0), "check the scaling by 1/sqrt(d)")
 case("mask-bug: not a pair", M, lambda x: x, "pair (output, weights)")
+case("mask-bug: a float mask of 0s and 1s", M, lambda x: scaled_dot_product_attention(
+    x, x, x, mask=torch.ones(x.shape[0], x.shape[0], dtype=x.dtype).tril()), "float tensor")
+case("mask-bug: the future mask and is_causal=True", M, lambda x: scaled_dot_product_attention(
+    x, x, x, mask=torch.ones(x.shape[0], x.shape[0], dtype=torch.bool).triu(1), is_causal=True),
+     "all zeros")
 
 
 # --- the local window ---------------------------------------------------------------------------
@@ -183,6 +188,8 @@ case("heads-loop: heads stacked, then reshaped (interleaved)", H,
 case("heads-loop: heads made of interleaved rows", H, interleaved, "which rows of q_proj")
 case("heads-loop: the module called instead of a loop", H,
      lambda m, x: m(x, x, x, average_attn_weights=False), "calls the module itself")
+case("heads-loop: the module's forward called by hand", H,
+     lambda m, x: type(m).forward(m, x, x, x, average_attn_weights=False), "calls the module")
 
 
 # --- max pooling over real tokens ---------------------------------------------------------------
@@ -207,6 +214,8 @@ case("pooling: slices by length", P, max_pool_by_lengths)
 case("pooling: a large negative fill", P,
      lambda x, r: torch.where(r[..., None], x, torch.tensor(-1e9, dtype=x.dtype)).amax(1))
 case("pooling: starter untouched", P, starter, "not attempted")
+case("pooling: a large number subtracted at the padding", P,
+     lambda x, r: (x - 1000 * (~r)[..., None]).amax(1), "not the maximum")
 case("pooling: padding included", P, lambda x, r: x.amax(1), "runs over the padding too")
 case("pooling: multiplied by the mask", P, lambda x, r: (x * r[..., None]).amax(1),
      "is 0 and wins the maximum")
@@ -342,6 +351,14 @@ def normalised(a, b):
     return m, l, o / l
 
 
+def first_block_shift(a, b):  # tests the first block for -inf instead of the common maximum
+    (m1, l1, o1), (m2, l2, o2) = a, b
+    m = torch.maximum(m1, m2)
+    shift = torch.where(torch.isinf(m1), 0.0, m)
+    f1, f2 = torch.exp(m1 - shift), torch.exp(m2 - shift)
+    return m, f1 * l1 + f2 * l2, f1 * o1 + f2 * o2
+
+
 def empty_as_zero_max(a, b):  # two empty blocks leave m = 0 instead of -inf
     m, l, o = merge(a, b)
     return torch.nan_to_num(m, neginf=0.0), l, o
@@ -367,6 +384,8 @@ case("merge: the smaller maximum", G,
 case("merge: the first block's maximum kept", G, lambda a, b: (a[0], *merge(a, b)[1:]),
      "larger of the two maxima")
 case("merge: a pair instead of a triple", G, lambda a, b: a[:2], "triple (m, l, o)")
+case("merge: shifted by m only where the first block is empty", G,
+     lambda a, b: first_block_shift(a, b), "merge(block, state) is wrong")
 
 
 # --- the runner ---------------------------------------------------------------------------------
