@@ -116,6 +116,10 @@ def check_linear_embedding(embedding_as_linear):
     if lin.bias is not None:
         raise Wrong("the layer has a bias: a lookup adds nothing to the row it copies "
                     "(bias=False; even a zero bias is a parameter that training would move)")
+    if lin.weight.dtype in (torch.float16, torch.bfloat16):
+        raise Wrong(f"the layer holds {str(lin.weight.dtype).removeprefix('torch.')}, which rounds "
+                    "the table's numbers to about three significant digits: a lookup copies its "
+                    "rows exactly, so keep the embedding's dtype")
     ids = torch.arange(V)  # every row of the table
     one_hot = F.one_hot(ids, V).to(lin.weight.dtype)
     with torch.no_grad():
@@ -147,6 +151,12 @@ def check_cost(answer):
     memory, macs, copies = (_number(a, what) for a, what in zip(
         numbers, ("the memory", "the number of multiply-adds", "the number of copies"),
         strict=True))
+    for value, right, what in ((memory, B * T * V * 4, "the memory"),
+                               (macs, B * T * V * d, "the number of multiply-adds"),
+                               (copies, B * T * d, "the number of copies")):
+        if not agrees(value, right) and agrees(value, right, digits=2):
+            raise Wrong(f"{what} is close, but not right to three significant digits: give "
+                        "(at least) three, rounded to the nearest rather than cut off")
     if agrees(memory, B * T * V):
         raise Wrong("the memory counts numbers, not bytes: a float32 takes 4 bytes")
     if agrees(memory, B * T * V * 4 / 1e9) or agrees(memory, B * T * V * 4 / 2**30):

@@ -356,7 +356,7 @@ def check_decode_batch(answer):
         name_slip(fits, [
             (_decode_answer(weights_in_memory=False)[1], "the weights take 2 N bytes of the "
                                                          "memory too: leave room for them"),
-            (_decode_answer(memory=80 * 2**30)[1], "80 GB are 80e9 bytes, not 80 GiB"),
+            (_decode_answer(memory=80 * 2**30)[1], "the exercise takes the memory as 80e9 bytes, not 80 GiB"),
             (_decode_answer(memory=141e9)[1], "141 GB is the H200's memory: the H100 holds 80 GB"),
             (_decode_answer(context=DECODE["context"] + 1)[1], "the caches hold t = 2048 tokens "
                                                                 "each, not 2049"),

@@ -119,6 +119,9 @@ def check_zero(answer):
                                      ("the weights and gradients stay whole",
                                       "the weights stay whole", "nothing stays whole"),
                                      strict=True):
+        if not _near(value, r) and _near(value, r, rel=1e-2):
+            raise Wrong(f"the stage-{stage} size is close, but not within 0.1 %: round less (or "
+                        "check the sizes)")
         expect(_near(value, r), f"the stage-{stage} size is not right: {kept}, and the rest of the "
                "16 bytes a parameter is divided among the GPUs")
 
@@ -288,6 +291,15 @@ def _check_sampler(rank_batch):
     expect(not all(torch.equal(*pair) for pair in by_seed.values()),
            "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
            "would train on the same data in the same order")
+    # two (seed, step) pairs that a seed made of seed + step, or of 1000 * seed + step, merges
+    for (seed_a, step_a), (seed_b, step_b) in (((0, 2), (1, 1)), ((0, 1001), (1, 1))):
+        a, b = (_indices(call(rank_batch, num_windows, 8, step, 0, 1, seed, what="rank_batch"),
+                         "rank_batch", 8, num_windows)
+                for seed, step in ((seed_a, step_a), (seed_b, step_b)))
+        if torch.equal(a, b):
+            raise Wrong(f"seed {seed_a} at step {step_a} draws the same windows as seed {seed_b} "
+                        f"at step {step_b}: one number made of the two makes distinct pairs "
+                        "collide. Give the generator the pair itself, default_rng([seed, step])")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,8 +324,9 @@ def _grads(model) -> list[torch.Tensor | None]:
 
 
 class _CountBackward:
-    """Within the ``with``: every backward pass (``Tensor.backward`` or ``torch.autograd.backward``)
-    appends "B" to ``events``; the learner's functions are restored on leaving."""
+    """Within the ``with``: every backward pass (``Tensor.backward``, ``torch.autograd.backward``
+    or ``torch.autograd.grad``) appends "B" to ``events``; the learner's functions are restored on
+    leaving."""
 
     def __init__(self, events: list[str]):
         self.events, self.depth = events, 0
@@ -330,13 +343,14 @@ class _CountBackward:
         return counted
 
     def __enter__(self):
-        self.saved = torch.Tensor.backward, torch.autograd.backward
+        self.saved = torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad
         torch.Tensor.backward = self._wrap(self.saved[0])
         torch.autograd.backward = self._wrap(self.saved[1])
+        torch.autograd.grad = self._wrap(self.saved[2])
         return self
 
     def __exit__(self, *exc):
-        torch.Tensor.backward, torch.autograd.backward = self.saved
+        torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self.saved
 
 
 @exercise("ex-dist-accumulate", hints=[

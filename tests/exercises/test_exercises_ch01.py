@@ -88,6 +88,8 @@ def test_linear_embedding():
     assert "maps d features to V" in check(name, transposed_shape).message
     assert "copy the whole table" in check(name, not_copied).message
     assert "must return an nn.Linear" in check(name, lambda emb: emb.weight).message
+    assert "three significant digits" in check(name, lambda emb: right(emb).bfloat16()).message
+    assert check(name, lambda emb: right(emb).double())
 
 
 # --- the cost of a one-hot embedding -------------------------------------------------------------
@@ -109,6 +111,8 @@ def test_cost():
     assert not check(name, (1.65e9, 3.17e11, 6.29e6))
     assert not check(name, (1.65e9, 3.16e11, 6.28e6))
     assert not check(name, (1.6e9, 3.2e11, 6.3e6))  # 2 digits are not enough
+    assert "rounded to the nearest" in check(name, (1.64e9, 3.16e11, 6.29e6)).message  # cut
+    assert "rounded to the nearest" in check(name, (1.6e9, 3.2e11, 6.3e6)).message
     assert check(name, ...).status == "not attempted"
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
     assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message

@@ -79,6 +79,7 @@ def test_zero():
         ((ZERO[1], ZERO[1], ZERO[2]), "stage-1 size is not right"),
         ((ZERO[0], ZERO[0] * 0.9, ZERO[2]), "stage-2 size is not right"),
         ((ZERO[0], ZERO[1], ZERO[2] * 2), "stage-3 size is not right"),
+        (tuple(round(v, 2) for v in ZERO), "close, but not within 0.1 %"),
         (ZERO[:2], "triple"),
         (np.array(ZERO[:2]), "triple"),
         (np.array([ZERO]), "triple"),
@@ -160,10 +161,17 @@ def fixed(num_windows, batch_size, step, rank, world_size, seed=0):
 
 
 def strided(num_windows, batch_size, step, rank, world_size, seed=0):
-    # another right answer: every world_size-th window of the global batch, in torch
-    generator = torch.Generator().manual_seed(1000 * seed + step)  # fine for these few steps
-    batch = torch.randperm(num_windows, generator=generator)[:batch_size]
+    # another right answer: every world_size-th window of a global batch without repeats
+    batch = torch.from_numpy(generator_for(seed, step).permutation(num_windows)[:batch_size])
     return batch[rank::world_size]
+
+
+def merged_seed(mix):
+    def rank_batch(num_windows, batch_size, step, rank, world_size, seed=0):
+        generator = torch.Generator().manual_seed(mix(seed, step))  # distinct pairs collide
+        batch = torch.randperm(num_windows, generator=generator)[:batch_size]
+        return batch[rank::world_size]
+    return rank_batch
 
 
 def per_rank_seed(num_windows, batch_size, step, rank, world_size, seed=0):
@@ -211,6 +219,8 @@ def test_sampler():
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed) + n, "outside"),
         (lambda n, b, s, r, w, seed=0: torch.randint(n, (b // w,)), "global random state"),
         (seed_ignored, "seeds 3 and 8 give the same windows"),
+        (merged_seed(lambda seed, step: seed + step), "seed 0 at step 2 draws the same"),
+        (merged_seed(lambda seed, step: 1000 * seed + step), "seed 0 at step 1001 draws the same"),
         (global_reseed, "global random state"),
         (numpy_reseed, "global random state"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, 1, r, w, seed), "every step draws the same"),
@@ -300,11 +310,21 @@ def test_accumulate():
 
     assert check("ex-dist-accumulate", sum_over_batch)
 
+    def with_autograd_grad(model, x, y, k):  # and another: torch.autograd.grad, summed by hand
+        params = list(model.parameters())
+        for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+            grads = torch.autograd.grad(F.cross_entropy(model(xs), ys) / k, params)
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g if p.grad is None else p.grad + g
+
+    assert check("ex-dist-accumulate", with_autograd_grad)
+
     def starter(model, x, y, k):
         raise NotImplementedError
 
     assert verdict("ex-dist-accumulate", starter)[0] == "not attempted"
-    backward, autograd_backward = torch.Tensor.backward, torch.autograd.backward
+    backward, autograd_backward, grad = (torch.Tensor.backward, torch.autograd.backward,
+                                         torch.autograd.grad)
     for answer, fragment in [
         (summed, "k times the whole batch's"),
         (last_only, "only the last micro-batch"),
@@ -322,6 +342,7 @@ def test_accumulate():
         assert status == "fail" and fragment in message, (answer, message)
         # the check's counting of backward passes is undone, whatever the verdict
         assert torch.Tensor.backward is backward and torch.autograd.backward is autograd_backward
+        assert torch.autograd.grad is grad
 
 
 # --- every check leaves the learner's random state alone ------------------------------------------
