@@ -175,6 +175,10 @@ MONTHS = {
     "es": ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre",
            "octubre", "noviembre", "diciembre"],
 }
+#: French abbreviations of the months, as French typography writes them (a month of four or five
+#: letters is not abbreviated)
+MONTHS_SHORT_FR = ["janv.", "févr.", "mars", "avr.", "mai", "juin", "juil.", "août", "sept.",
+                   "oct.", "nov.", "déc."]
 WEEKDAYS = {
     "en": [calendar.day_name[d].lower() for d in range(7)],
     "fr": ["lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche"],
@@ -203,7 +207,8 @@ def _date_formats(d: date) -> list[str]:
     # French
     m, w = MONTHS["fr"][month - 1], WEEKDAYS["fr"][wd]
     fday = "1er" if day == 1 else str(day)
-    out += [f"{w} {fday} {m} {year}", f"le {fday} {m} {year}", f"{day} {m[:4].rstrip('.')}. {year}"]
+    out += [f"{w} {fday} {m} {year}", f"le {fday} {m} {year}",
+            f"{day} {MONTHS_SHORT_FR[month - 1]} {year}"]
     # German
     m, w = MONTHS["de"][month - 1], WEEKDAYS["de"][wd]
     out += [f"{w}, {day}. {m} {year}", f"{day}. {m} {year}", f"am {day}. {m} {yy}"]
