@@ -217,6 +217,13 @@ def check_elman(gru_as_elman):
                        "a gate's pre-activation, W x + W h, outweighs its bias and moves the "
                        "gate. The gates must hold for any input, whatever their bias: what "
                        "else in a gate's pre-activation can you set?")
+            found = _gru_tensors(gru)
+            H = rnn.hidden_size
+            if found is not None and (found[0][:2 * H].any() or found[1][:2 * H].any()):
+                raise Wrong("the GRU computes the RNN's states on these inputs, but its gates "
+                            "have weights that are not 0: on inputs larger still, W x + W h "
+                            "outweighs any bias and moves the gates. The gates must hold for "
+                            "any input")
             return
         if torch.allclose(out, h0[0][:, None].expand_as(out).to(dtype), atol=1e-6):
             raise Wrong("the GRU keeps its initial state: its update gate is open (z = 1) and "

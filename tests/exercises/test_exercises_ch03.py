@@ -121,6 +121,10 @@ def test_elman():
     for bias in (200.0, 1000.0):
         huge = check(name, lambda r, b=bias: as_elman(r, z_bias=-b, r_bias=b, zero_gates=False))
         assert huge.status == "fail" and "large inputs" in huge.message, huge.message
+    # the reader's case: biases of a million beat the check's large inputs, but not every input
+    million = check(name, lambda r: as_elman(r, z_bias=-1e6, r_bias=1e6, zero_gates=False))
+    assert million.status == "fail" and "weights that are not 0" in million.message
+    assert check(name, lambda r: as_elman(r, z_bias=-1e6, r_bias=1e6))  # zero gate weights
     # a GRU made in float32 (PyTorch's default) with the RNN's weights is right at its precision
     assert check(name, lambda r: as_elman(r, dtype=torch.float32))
 
