@@ -11,10 +11,10 @@ by ``exp(m_old - m_new)``. For x_1, ..., x_N, starting from m_0 = -inf and l_0 =
     l_j = exp(m_(j-1) - m_j) l_(j-1) + exp(x_j - m_j)
     softmax(x)_i = exp(x_i - m_N) / l_N
 
-(:func:`online_softmax`). FlashAttention (Dao et al., 2022) applies the same
-rescaling to the *output* of attention: the weighted sum of values is one more
-running sum, so attention can be computed over tiles of keys without ever holding
-all the scores of a query at once. For a tile of keys K_t and values V_t, with
+(:func:`online_softmax`). Rabe and Staats (2021) and FlashAttention (Dao et al.,
+2022) apply the same rescaling to the *output* of attention: the weighted sum of
+values is one more running sum, so attention can be computed over tiles of keys
+without ever holding all the scores of a query at once. For a tile of keys K_t and values V_t, with
 S_t = scale Q K_t^T,
 
     m_new = max(m, rowmax(S_t))
@@ -32,7 +32,8 @@ and o: (T, D_v), so its memory grows as T (tile + D_v), linearly in the length.
 FlashAttention also tiles the queries, keeps each block in the GPU's on-chip memory
 (SRAM) and fuses the loop into one kernel, so the scores never reach the GPU's main
 memory either; its backward pass recomputes the scores from Q, K and the saved
-log-sum-exp m + log l instead of storing them. This readable version runs each tile
+statistics instead of storing them (m and l; FlashAttention-2 saves their
+log-sum-exp m + log l). This readable version runs each tile
 as ordinary PyTorch operations, and autograd saves every tile for the backward pass,
 so only its forward pass has the small memory footprint.
 """

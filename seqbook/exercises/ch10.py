@@ -304,6 +304,16 @@ def check_causal_linear_attention(fn):
                 "not causal": "every position sees every key: the sums must run over the steps "
                               "up to t only",
             }[slip])
+    # the sums of the steps before t only (S_(t-1)): from the second position on
+    phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
+    before = torch.ones(T, T, dtype=torch.bool).tril(-1)
+    weights = (phi_q @ phi_k.transpose(-2, -1)).masked_fill(~before, 0.0)
+    exclusive = [(weights @ v) / (weights.sum(-1, keepdim=True) + eps) for eps in (0.0, 1e-6)]
+    if out.is_floating_point() and any(close(out[:, :, 1:], e[:, :, 1:], n=T * Dk)
+                                       for e in exclusive):
+        raise Wrong("position t reads the sums of the steps before it, S_(t-1) and z_(t-1): "
+                    "the sums must include step t's own key and value, as softmax attention "
+                    "lets a position attend to itself")
     later = v.clone()
     later[:, :, -1] += 1.0
     changed = returned_tensor(call(fn, q.clone(), k.clone(), later, what="causal_linear_attention"),

@@ -210,6 +210,15 @@ def test_causal_linear_attention():
     assert "steps up to t only" in check(name, not_causal).message
     assert "feature map" in check(name, no_phi).message
     assert "must not see later" in check(name, peeks_one_ahead).message
+
+    def exclusive(q, k, v):  # the reader's case: S_(t-1), the steps before t only
+        q, k = phi(q), phi(k)
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        S = torch.cat([torch.zeros_like(S[:, :, :1]), S[:, :, :-1]], 2)
+        z = torch.cat([torch.zeros_like(k[:, :, :1]), k.cumsum(2)[:, :, :-1]], 2)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / ((q * z).sum(-1, keepdim=True) + 1e-6)
+
+    assert "sums of the steps before it" in check(name, exclusive).message
     assert "v's shape" in check(name, lambda q, k, v: q).message
 
     def clamped(q, k, v):  # the review's case: mLSTM's max(., 1), right while normalisers are >= 1
