@@ -91,6 +91,13 @@ def check_uniform(fn):
     if close(weights, torch.full_like(ref_w, 1 / h.shape[1])):
         raise Wrong("every position gets 1/S, padding included: the mask still hides the "
                     "padding, so a source of length n spreads its weight over n positions")
+    if weights.dtype == F64 and torch.equal(weights, weights.float().to(F64)):
+        weights = weights.float()  # float32 weights (a bool mask over the lengths), cast up
+    n = real.sum(-1, keepdim=True).to(F64)
+    for shift in (1, -1):
+        if close(weights, real / (n + shift).clamp(min=1)):
+            raise Wrong(f"each real position gets 1/(n {'+' if shift > 0 else '-'} 1): a source "
+                        "of length n spreads its weight over its n real positions, 1/n each")
     _padding_slips(weights, real, ". Mask the energies with -inf before the softmax")
     expect(close(weights, ref_w), "the weights are not uniform over the real positions")
     if close(context, h.mean(1)):

@@ -55,6 +55,20 @@ def test_uniform():
     assert "pair (context, weights)" in check("ex-ch4-uniform", lambda h, n: h).message
 
 
+    def cast_up(h, lengths):  # the reader's case: float32 weights cast to the annotations' dtype
+        real = lengths_to_mask(lengths, h.shape[1])
+        w = (real / lengths[:, None]).to(h.dtype)
+        return (w[..., None] * h).sum(1), w
+
+    def eos_counted(h, lengths):  # the lengths taken to count <eos> as well
+        real = lengths_to_mask(lengths, h.shape[1]).to(h.dtype)
+        w = real / (lengths[:, None] + 1)
+        return (w[..., None] * h).sum(1), w
+
+    assert check("ex-ch4-uniform", cast_up)
+    assert "1/(n + 1)" in check("ex-ch4-uniform", eos_counted).message
+
+
 # --- find the bug: padding in the softmax ------------------------------------------------------
 
 
