@@ -12,7 +12,17 @@ import torch.nn.functional as F
 from ..attention import lengths_to_mask
 from ..decoding import EOS_ID, PAD_ID
 from ..seq2seq import Seq2Seq
-from .core import Wrong, agrees, call, close, exercise, expect, expect_shape, returned_pair
+from .core import (
+    Wrong,
+    agrees,
+    call,
+    close,
+    exercise,
+    expect,
+    expect_shape,
+    float32_values,
+    returned_pair,
+)
 
 F64 = torch.float64
 
@@ -91,8 +101,8 @@ def check_uniform(fn):
     if close(weights, torch.full_like(ref_w, 1 / h.shape[1])):
         raise Wrong("every position gets 1/S, padding included: the mask still hides the "
                     "padding, so a source of length n spreads its weight over n positions")
-    if weights.dtype == F64 and torch.equal(weights, weights.float().to(F64)):
-        weights = weights.float()  # float32 weights (a bool mask over the lengths), cast up
+    if float32_values(weights):  # float32 weights (a bool mask over the lengths), cast up
+        weights = weights.float()
     n = real.sum(-1, keepdim=True).to(F64)
     for shift in (1, -1):
         if close(weights, real / (n + shift).clamp(min=1)):

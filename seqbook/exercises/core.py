@@ -24,8 +24,8 @@ import torch
 
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
-    "as_tensor", "call", "check", "close", "exercise", "expect", "hint", "name_slip", "tolerance",
-    "untouched_random_state",
+    "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "hint",
+    "name_slip", "tolerance", "untouched_random_state",
 ]
 
 
@@ -263,7 +263,7 @@ def _lower_precision(a: torch.dtype, b: torch.dtype) -> torch.dtype:
     return a if torch.finfo(a).eps >= torch.finfo(b).eps else b
 
 
-def _float32_values(t: torch.Tensor) -> bool:
+def float32_values(t: torch.Tensor) -> bool:
     """Whether the Python numbers in ``t`` (float64) are float32 values, not all whole, as
     ``.item()`` or ``.tolist()`` of a float32 tensor gives: an answer computed in float32."""
     return (t.dtype == torch.float64 and t.numel() > 0 and bool(t.isfinite().all())
@@ -284,7 +284,7 @@ def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> 
         if isinstance(x, np.ndarray | np.generic):
             return torch.from_numpy(np.asarray(x).copy())
         t = torch.as_tensor(x, dtype=dtype or torch.float64)
-        return t.float() if _float32_values(t) else t
+        return t.float() if float32_values(t) else t
     except (TypeError, ValueError, RuntimeError) as err:
         raise Wrong(f"{what} must be a tensor (or an array or numbers), got "
                     f"{type(x).__name__}") from err
@@ -362,7 +362,6 @@ def expect_shape(t: torch.Tensor, shape: tuple, what: str) -> None:
     """A :class:`Wrong` unless ``t`` has ``shape``, naming both shapes."""
     expect(tuple(t.shape) == tuple(shape),
            f"{what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
-
 
 
 class CallWatch:
