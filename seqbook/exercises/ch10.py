@@ -940,6 +940,12 @@ SOLVERS = {
 }
 #: the same as methods of a tensor, A.inverse() and so on
 SOLVER_METHODS = ("inverse", "pinverse", "triangular_solve", "cholesky_solve", "cholesky_inverse")
+#: the PyTorch operators that solve or invert, however they are reached (torch.ops.aten.linalg_inv,
+#: torch.linalg.matrix_power(A, -1), a decomposition by SVD), by the name the message gives
+ATEN_SOLVERS = {op: f"torch.ops.aten.{op}" for op in (
+    "linalg_inv_ex", "_linalg_solve_ex", "linalg_solve_triangular", "triangular_solve",
+    "linalg_pinv", "linalg_lstsq", "linalg_lu_solve", "lu_solve", "cholesky_solve",
+    "cholesky_inverse", "_linalg_svd")}
 SCIPY_SOLVERS = ("solve_triangular", "solve", "inv", "pinv", "lstsq", "lu_solve", "cho_solve")
 
 
@@ -1029,7 +1035,7 @@ def check_ut(fn):
         k, v, beta = _ut_case(C, Dk, Dv, dtype, seed)
         given = [x.clone() for x in (k, v, beta)]
         case = f"C = {C}, D_k = {Dk}, D_v = {Dv}, {str(dtype).removeprefix('torch.')}"
-        with CallWatch(SOLVERS, other=_solver_call) as watch:
+        with CallWatch(SOLVERS, other=_solver_call, aten=ATEN_SOLVERS) as watch:
             try:
                 out = _call_on(fn, given, "chunk_errors", case)
             except Wrong:

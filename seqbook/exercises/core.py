@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
@@ -373,10 +374,18 @@ class CallWatch:
     code, unwrapped (a checking wrapper changes nothing, nor how the learner imported it), a
     builtin by its identity. Every function defined in one of ``modules`` is recorded by its own
     name. ``other(frame, event, arg)`` may name further calls (``None`` for the rest).
+
+    ``aten`` maps the names of PyTorch operators (``"linalg_inv_ex"``) to the names to record:
+    a dispatch mode sees each operator that runs, however it was called (``torch.linalg.inv``,
+    ``A.inverse()``, ``torch.linalg.matrix_power(A, -1)`` or ``torch.ops.aten.linalg_inv``, which
+    has no Python code of its own for the profile hook to see).
     """
 
-    def __init__(self, functions: dict | None = None, modules=(), other: Callable | None = None):
+    def __init__(self, functions: dict | None = None, modules=(), other: Callable | None = None,
+                 aten: dict[str, str] | None = None):
         self.used: list[str] = []
+        self._aten = dict(aten or {})
+        self._mode = None
         self._codes: dict = {}
         self._builtins: dict[int, str] = {}
         for name, fn in (functions or {}).items():
@@ -400,16 +409,40 @@ class CallWatch:
             name = self._builtins.get(id(arg))
         if name is None and self._other is not None:
             name = self._other(frame, event, arg)
-        if name is not None and name not in self.used:
-            self.used.append(name)
+        if name is not None:
+            self._record(name)
         if self._outer is not None:
             self._outer(frame, event, arg)
+
+    def _record(self, name: str) -> None:
+        if name not in self.used:
+            self.used.append(name)
 
     def __enter__(self) -> CallWatch:
         self._outer = sys.getprofile()
         sys.setprofile(self._hook)
+        if self._aten:
+            self._mode = _OperatorWatch(self._aten, self._record)
+            self._mode.__enter__()
         return self
 
     def __exit__(self, *exc) -> bool:
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self._mode = None
         sys.setprofile(self._outer)
         return False
+
+
+class _OperatorWatch(TorchDispatchMode):
+    """Passes every PyTorch operator on unchanged, and records those named in ``names``."""
+
+    def __init__(self, names: dict[str, str], record: Callable[[str], None]):
+        super().__init__()
+        self._names, self._seen = names, record
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = self._names.get(func.overloadpacket.__name__)
+        if name is not None:
+            self._seen(name)
+        return func(*args, **(kwargs or {}))

@@ -120,3 +120,10 @@ def test_call_watch_sees_functions_modules_and_builtins_and_keeps_the_outer_hook
     with CallWatch({"plain": plain}) as quiet:
         pass
     assert quiet.used == []
+    # operators by their PyTorch name, however they are reached, and only while watched
+    with CallWatch(aten={"linalg_inv_ex": "inverse"}) as ops:
+        torch.ops.aten.linalg_inv(torch.eye(2))
+        torch.eye(2) @ torch.ones(2)
+    assert ops.used == ["inverse"]
+    torch.linalg.inv(torch.eye(2))
+    assert ops.used == ["inverse"]

@@ -945,6 +945,22 @@ def inverts_linalg(k, v, beta):
     return torch.linalg.inv(torch.eye(len(k), dtype=k.dtype) + A) @ (beta[:, None] * v)
 
 
+def inverts_by_operator(k, v, beta):  # an operator overload has no Python code to see
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return torch.ops.aten.linalg_inv(torch.eye(len(k), dtype=k.dtype) + A) @ (beta[:, None] * v)
+
+
+def inverts_by_power(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    return torch.linalg.matrix_power(torch.eye(len(k), dtype=k.dtype) + A, -1) @ (beta[:, None] * v)
+
+
+def inverts_by_svd(k, v, beta):
+    A = (beta[:, None] * (k @ k.T)).tril(-1)
+    U, S, Vh = torch.linalg.svd(torch.eye(len(k), dtype=k.dtype) + A)
+    return Vh.T @ ((U.T @ (beta[:, None] * v)) / S[:, None])
+
+
 def solves_numpy(k, v, beta):
     A = (beta[:, None] * (k @ k.T)).tril(-1)
     return torch.from_numpy(np.linalg.solve((torch.eye(len(k), dtype=k.dtype) + A).numpy(),
@@ -993,11 +1009,14 @@ def test_ut_refuses_slips(name):
     (inverts, "Tensor.inverse"),
     (inverts_linalg, "torch.linalg.inv"),
     (solves_numpy, "numpy.linalg.solve"),
+    (inverts_by_operator, "torch.ops.aten.linalg_inv_ex"),
+    (inverts_by_power, "torch.ops.aten.linalg_inv_ex"),
+    (inverts_by_svd, "torch.ops.aten._linalg_svd"),
     (reads_the_states, "seqbook.delta_rule.delta_rule_recurrent"),
     (lambda k, v, b: delta_rule_chunked(*(x[None, None] for x in (k, k, v, b)))[0][0, 0],
      "seqbook.delta_rule.delta_rule_chunked"),
-], ids=["solve_triangular", "imported-name", "Tensor.inverse", "linalg.inv", "numpy", "package",
-        "package-chunked"])
+], ids=["solve_triangular", "imported-name", "Tensor.inverse", "linalg.inv", "numpy",
+        "aten-operator", "matrix-power", "svd", "package", "package-chunked"])
 def test_ut_sees_the_method(fn, called):
     result = check("ex-ch10-ut", fn)
     assert result.status == "fail" and f"calls {called}" in result.message, result
