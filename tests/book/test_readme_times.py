@@ -1,0 +1,16 @@
+"""The README's times for the notebooks hold for the run recorded in perf/notebooks.json."""
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_s_notebook_times_match_the_recorded_run():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("most took under two minutes each, and the longest, chapter 10, under eight."
+            in readme)
+    run = json.loads((ROOT / "perf" / "notebooks.json").read_text())["notebooks"]
+    seconds = {r["notebook"]: r["wall_s"] for r in run}
+    assert sum(s < 120 for s in seconds.values()) > len(seconds) / 2
+    assert max(seconds, key=seconds.get).startswith("10_") and max(seconds.values()) < 480
