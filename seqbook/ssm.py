@@ -459,8 +459,9 @@ def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tenso
     Steele's :func:`~seqbook.scan.parallel_scan`, or with ``log_space=True``
     :func:`~seqbook.scan.log_space_scan`, which takes log a_t = Delta_t A directly.
     Both materialise every state, (batch, T, E, N) numbers (Mamba's kernel keeps them
-    in on-chip memory instead); the doubling scan keeps ceil(log2 T) such tensors for
-    the backward pass, the log-space scan a few.
+    in on-chip memory instead); the doubling scan keeps the pairs (a, b) of each of its
+    ceil(log2 T) rounds, about 2 log2 T such tensors, for the backward pass, the
+    log-space scan a few.
 
     Shape:
         x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)

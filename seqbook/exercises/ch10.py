@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -203,7 +204,14 @@ def _doubling_scan(combine, a, b):
 def check_combine(combine):
     g = torch.Generator().manual_seed(0)
     a1, b1, a2, b2 = (torch.rand(3, 5, generator=g, dtype=F64) for _ in range(4))
-    a, b = _combined(call(combine, (a1, b1), (a2, b2), what="combine"), a1.ndim)
+    given = [x.clone() for x in (a1, b1, a2, b2)]
+    a, b = _combined(call(combine, *(tuple(given[i:i + 2]) for i in (0, 2)), what="combine"),
+                     a1.ndim)
+    changed = [name for name, x, y in zip(("a1", "b1", "a2", "b2"), (a1, b1, a2, b2), given,
+                                          strict=True) if not torch.equal(x, y)]
+    expect(not changed, f"combine changed its input{'s' if len(changed) > 1 else ''} "
+           f"{' and '.join(changed)} in place: compute the new gate and input in tensors of their "
+           "own, since a scan uses each step in more than one combination")
     expect(a.shape == a1.shape and b.shape == b1.shape,
            "combine must return a pair of tensors of the shape of its inputs")
     if close(b, a1 * b2 + b1) and close(a, a1 * a2):  # the find-the-bug starter: its symptom
@@ -451,13 +459,36 @@ def check_s4d(fn):
         for message, slip in _s4d_slips(A, B, C, delta, length).items():
             if close(K, slip, n=H):
                 raise Wrong(message)
-        expect(close(K, _s4d_real_system(A, B, C, delta, length), n=4 * H),
+        exact = _s4d_real_system(A, B, C, delta, length)
+        if close(K.to(torch.float32), exact.to(torch.float32), n=4 * H) \
+                and not close(K, exact, n=4 * H):
+            raise Wrong(f"K is right to float32's precision only, though it is {K.dtype}: part "
+                        "of the computation ran in float32 (complex64), while A, B and C are "
+                        "complex128. Keep to their precision")
+        expect(close(K, exact, n=4 * H),
                "K is not the kernel of the real system that the complex states stand for")
 
 
 # ---------------------------------------------------------------------------------------------
 # The decay mask of a scalar-gated SSM.
 # ---------------------------------------------------------------------------------------------
+
+
+class _ExpOverflow(TorchFunctionMode):
+    """Whether an exp run inside it gave inf from a finite number: an overflow."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") in ("exp", "exp_", "exp2", "exp2_") \
+                and isinstance(out, torch.Tensor) and out.is_floating_point() \
+                and isinstance(args[0], torch.Tensor) \
+                and bool((torch.isinf(out) & torch.isfinite(args[0])).any()):
+            self.seen = True
+        return out
 
 
 @exercise("ex-ch10-decay-mask", hints=[
@@ -487,7 +518,20 @@ def check_decay_mask(fn):
            "the diagonal must be 1: what step i wrote is all there at step i (an empty product)")
     expect(close(L, ref, n=7), "below the diagonal, L[i, j] is not the product of the gates of "
            "the steps j+1, ..., i")
-    # a longer sequence in float32: above the diagonal, exp(A_i - A_j) reaches e^99 and overflows
+    # longer sequences: above the diagonal exp(A_i - A_j) reaches e^99 in float32 and e^990 in
+    # float64, past the largest number of each, unless the exponent is masked first; an exp that
+    # overflows is seen whether or not L carries a gradient (and NumPy's by its warning)
+    for dtype, log_gate in ((torch.float32, -1.0), (F64, -10.0)):
+        long_log_a = torch.full((1, 1, 100), log_gate, dtype=dtype)
+        with _ExpOverflow() as torch_exp, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call(fn, long_log_a, what="decay_mask_")
+        numpy_exp = any("overflow" in str(w.message) for w in caught)
+        expect(not (torch_exp.seen or numpy_exp),
+               f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, "
+               f"exp(A_i - A_j) above the diagonal overflows to inf (its exponent reaches "
+               f"{-99 * log_gate:g}) before it is set to 0, and the gradient there is 0 * inf = "
+               "NaN. Mask the exponent (with -inf) before exp, not the result after it")
     log_a = torch.full((1, 1, 100), -1.0)
     if isinstance(call(fn, log_a.clone(), what="decay_mask_"), torch.Tensor):  # not NumPy
         log_a.requires_grad_()

@@ -142,6 +142,13 @@ def test_combine():
     assert check("ex-ch10-combine", lambda f, s: torch.stack(right(f, s)))
     assert check("ex-ch10-combine", lambda f, s: torch.stack(right(f, s)).numpy())
     assert "got Tensor" in check("ex-ch10-combine", lambda f, s: right(f, s)[0]).message
+
+    def in_place(first, second):  # the right numbers, written over the first step's tensors
+        (a1, b1), (a2, b2) = first, second
+        b1.mul_(a2).add_(b2)
+        return a1.mul_(a2), b1
+
+    assert "changed its inputs a1 and b1 in place" in check("ex-ch10-combine", in_place).message
     assert check("ex-ch10-combine", starter).status == "not attempted"
     # the chapter stores this line under the starter: the symptom, not the fix
     assert repr(check("ex-ch10-combine", buggy)) == (
@@ -333,12 +340,18 @@ def test_s4d_kernel_names_each_slip():
     def conj_C(A, B, C, delta, length):  # C's conjugate: a different real system
         return _s4d_right(A, B, C.conj(), delta, length)
 
+    def complex64_inside(A, B, C, delta, length):  # NumPy: complex64 ** int64 gives complex128
+        A, B, C = (np.asarray(t).astype(np.complex64) for t in (A, B, C))
+        A_bar = np.exp(delta * A)
+        return 2 * np.real((C * (A_bar - 1) / A * B) @ (A_bar[:, None] ** np.arange(length)))
+
     assert check("ex-ch10-s4d", starter).status == "not attempted"
     for fn, words in ((half, "half"), (double, "twice what"), (euler, "Euler"),
                       (bilinear, "bilinear"), (late, "one step late"),
                       (magnitude, "real part"), (real_A, "imaginary part of A"),
                       (complex_out, "must be real"), (short, "shape (50,)"),
-                      (conj_C, "not the kernel of the real system")):
+                      (conj_C, "not the kernel of the real system"),
+                      (complex64_inside, "right to float32's precision only")):
         result = check("ex-ch10-s4d", fn)
         assert result.status == "fail" and words in result.message, (fn.__name__, result)
 
@@ -390,12 +403,22 @@ def test_decay_mask():
                 L[..., i, j] = np.prod(a[..., j + 1:i + 1], axis=-1)
         return L
 
-    # zeros put in after exp: the right values, but a NaN gradient once exp overflows
-    after = check("ex-ch10-decay-mask", right)
-    assert after.status == "fail" and "gradient of L is NaN" in after.message, after
-    tril_after = check("ex-ch10-decay-mask", lambda log_a: future_in(log_a).tril())
-    assert "gradient of L is NaN" in tril_after.message
-    assert check("ex-ch10-decay-mask", lambda log_a: future_in(log_a).detach().tril())  # no grad
+    def after_in_float64(log_a):  # the running sum in float64 only pushes the overflow further
+        return future_in(log_a.double()).tril().to(log_a.dtype)
+
+    def after_with_numpy(log_a):
+        cum = np.cumsum(log_a.numpy(), axis=-1)
+        return np.tril(np.exp(cum[..., :, None] - cum[..., None, :]))
+
+    # zeros put in after exp: the right values, but exp overflows first on a long sequence (and
+    # the gradient there is NaN), with or without a gradient, in float64 too, and in NumPy
+    overflow = "overflows to inf (its exponent reaches 99)"
+    for fn in (right, lambda log_a: future_in(log_a).tril(), after_with_numpy,
+               lambda log_a: future_in(log_a).detach().tril()):
+        after = check("ex-ch10-decay-mask", fn)
+        assert after.status == "fail" and overflow in after.message, after
+    in_float64 = check("ex-ch10-decay-mask", after_in_float64).message
+    assert "gates of e^-10 in float64" in in_float64 and "reaches 990" in in_float64
     assert check("ex-ch10-decay-mask", masks_the_exponent)
     assert check("ex-ch10-decay-mask", clamps_the_exponent)
     assert check("ex-ch10-decay-mask", into_float32_zeros)
