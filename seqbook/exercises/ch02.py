@@ -186,6 +186,10 @@ def check_temperature(entropy):
                         "logits by tau before the softmax")
         if _like(out, _entropy(logits, 1 / tau)):
             raise Wrong("the logits are multiplied by tau; they must be divided by it")
+        if out.is_floating_point() and bool(((out - ref).abs() <= 1e-6 * ref.abs()).all()):
+            raise Wrong(f"the entropy at tau = {tau} is within a millionth of the right one but "
+                        "not equal to it: is a small constant added to p inside the log, "
+                        "log(p + 1e-12)? Take log p from F.log_softmax, which needs none")
         raise Wrong(f"the entropy at tau = {tau} is not that of softmax(logits / tau)")
     sharp = torch.tensor([[900.0, 0.0, -900.0]], dtype=F64)
     out = returned_tensor(call(entropy, sharp, 0.5, what="entropy"), "entropy")

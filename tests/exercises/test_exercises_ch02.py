@@ -157,6 +157,13 @@ def test_temperature():
     assert "multiplied by tau" in check(name, lambda z, t: right(z * t, 1.0)).message
     assert "one number per distribution" in check(name, lambda z, t: F.softmax(z, -1)).message
 
+    def eps_in_log(logits, tau):  # a guard inside the log: off by about 1e-11 nats
+        p = F.softmax(logits / tau, dim=-1)
+        return -(p * torch.log(p + 1e-12)).sum(-1)
+
+    assert "log(p + 1e-12)" in check(name, eps_in_log).message
+    assert check(name, lambda z, t: eps_in_log(z.float(), t))  # below float32's rounding
+
 
 # --- find the bug: truncated BPTT ----------------------------------------------------------------
 
