@@ -13,8 +13,8 @@ finite losses. Reading order:
    eqs. (9.1)-(9.2) of the book, on probability vectors.
 4. ``expected_calibration_error``, ``calibration_bins``: calibration (drawn by
    :func:`seqbook.plot.reliability_diagram`).
-5. ``similarity_loss``, ``similarity_logits``: the phasor-similarity loss of the VSA chapter
-   (1 - similarity), and similarities used as logits.
+(The phasor-similarity loss of the VSA chapter, 1 - similarity, and similarities used as logits
+are :func:`seqbook.vsa_models.similarity_loss` and :func:`seqbook.vsa_models.similarity_logits`.)
 
 Inputs are checked once per call, before anything is computed, and a bad one ends in a ValueError or
 TypeError that names the argument: logits are floating-point with at least one class and hold no NaN
