@@ -10,8 +10,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import losses as _losses
 from ..losses import cross_entropy
-from .core import Wrong, agrees, as_tensor, call, close, exercise, expect, returned_tensor
+from .core import CallWatch, Wrong, agrees, as_tensor, call, close, exercise, expect, returned_tensor
 
 F64 = torch.float64
 
@@ -84,6 +85,12 @@ def check_bigram(fn):
 # ---------------------------------------------------------------------------------------------
 
 
+#: what ex-ch9-overflow-bug's answer may not call: the finished losses the exercise rules out
+_FINISHED_LOSSES = {"F.cross_entropy": F.cross_entropy, **{
+    f"seqbook.losses.{name}": getattr(_losses, name) for name in _losses.__all__
+    if callable(getattr(_losses, name))}}
+
+
 @exercise("ex-ch9-overflow-bug", hints=[
     "Run the function on logits of size 100 in float32 and look at exp(100).",
     "log(exp(z_y) / sum_k exp(z_k)) = z_y - log sum_k exp(z_k): write the loss as a "
@@ -92,16 +99,25 @@ def check_bigram(fn):
     "exponent is then at most 0.",
 ])
 def check_overflow(fn):
+    def run(z, y) -> float:
+        """The learner's loss, refused if it calls a finished cross-entropy."""
+        with CallWatch(_FINISHED_LOSSES) as watch:
+            out = call(fn, z, y, what="cross_entropy_")
+        if watch.used:
+            raise Wrong(f"cross_entropy_ calls {watch.used[0]}: the exercise asks for the fix by "
+                        "hand, without seqbook.losses or F.cross_entropy")
+        return _number(out, "cross_entropy_")
+
     g = torch.Generator().manual_seed(1)
     z = 3 * torch.randn(16, 7, generator=g)
     y = torch.randint(0, 7, (16,), generator=g)
-    small = _number(call(fn, z.clone(), y.clone(), what="cross_entropy_"), "cross_entropy_")
+    small = run(z.clone(), y.clone())
     expect(abs(small - cross_entropy(z, y).item()) < 1e-4,
            "the loss is wrong already for ordinary logits (of size about 3): it must be the mean "
            "of lse(z) - z_y over the batch")
     big = z.clone()
     big[:, 0] += 200.0  # confident, and wrong wherever y != 0
-    loss = _number(call(fn, big.clone(), y.clone(), what="cross_entropy_"), "cross_entropy_")
+    loss = run(big.clone(), y.clone())
     if math.isnan(loss):  # the starter's symptom, said without its cure
         raise Wrong("the loss is nan for confident predictions (logits near 200, in float32), "
                     "while for ordinary logits it is right")
@@ -113,11 +129,11 @@ def check_overflow(fn):
            "for logits near 200 the loss is finite but wrong: it must equal lse(z) - z_y, "
            "averaged over the batch")
     huge = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
-    out = _number(call(fn, huge, torch.tensor([0, 0]), what="cross_entropy_"), "cross_entropy_")
+    out = run(huge, torch.tensor([0, 0]))
     expect(math.isfinite(out) and abs(out - cross_entropy(huge, torch.tensor([0, 0])).item()) < 0.1,
            "logits of size 1e4 still break the loss: shift by the maximum inside the log-sum-exp")
     mixed = torch.tensor([[200.0, 0.0], [0.0, 1.0]])  # one confident row, one ordinary row
-    out = _number(call(fn, mixed, torch.tensor([0, 1]), what="cross_entropy_"), "cross_entropy_")
+    out = run(mixed, torch.tensor([0, 1]))
     expect(math.isfinite(out) and abs(out - cross_entropy(mixed, torch.tensor([0, 1])).item()) < 1e-3,
            "with one row of logits near 200 and one of ordinary logits, the loss is wrong: shift "
            "each row by its own maximum, not by the maximum of the whole batch")
@@ -232,6 +248,9 @@ def check_lse_gap(answer):
     if abs(gap) < 1e-9:
         raise Wrong("0 is the smallest gap (one logit far above the others); the question asks "
                     "for the largest")
+    if abs(gap - ref) <= 0.05 * ref:
+        raise Wrong("close to the largest gap, but not to the 3 significant digits the "
+                    "exercise asks for: give log(C) / beta to 3 digits")
     raise Wrong("that is not the largest value of lse(beta, z) - max z to 3 significant digits: "
                 "bound the sum of exp(beta (z_k - m)) from above")
 
@@ -249,10 +268,13 @@ def _smoothing_variants(z, y, eps, ignore_index):
     nll = -logq.gather(-1, y0[..., None])[..., 0]
     uniform = -logq.mean(-1)
     masked = ((1 - eps) * nll + eps * uniform) * keep
+    others = (-logq.sum(-1) - nll) / (z.shape[-1] - 1)  # mean over the C - 1 wrong classes
     return {
         "smoothing on pads": ((1 - eps) * nll * keep + eps * uniform).sum() / keep.sum(),
         "mean over all": masked.sum() / keep.numel(),
         "no mask": ((1 - eps) * nll + eps * uniform).mean(),
+        "per sequence": (masked.sum(-1) / keep.sum(-1)).mean(),
+        "eps over wrong classes": (((1 - eps) * nll + eps * others) * keep).sum() / keep.sum(),
     }
 
 
@@ -312,6 +334,12 @@ def _name_smoothing_slip(out, z, y, eps, pad):
             "mean over all": "the loss is divided by every position, pads included: divide by "
                              "the number of real tokens",
             "no mask": "the padded positions count in the loss: mask them out",
+            "per sequence": "each sequence's loss is averaged over its own tokens, then the "
+                            "sequences are averaged: a short sequence then weighs as much as a "
+                            "long one. Average over all real tokens of the batch at once",
+            "eps over wrong classes": "eps is spread over the C - 1 wrong classes: PyTorch's "
+                                      "label smoothing, and the book's, spread it over all C "
+                                      "classes, the true one included (eps / C each)",
         }[slip])
     raise Wrong(f"with label_smoothing={eps} and padding id {pad} the loss differs from the "
                 "masked, smoothed cross-entropy")
@@ -382,6 +410,8 @@ def check_temperature(fn):
     for T, (_, _, ref) in zip(found, tasks, strict=True):
         if agrees(T, ref, 3):
             continue
+        expect(not math.isnan(T), "fit_temperature returns NaN: the fit diverged (a step too "
+               "large, or T passed through 0); optimise log T, or bound the search for T")
         expect(T > 0, "the temperature must be positive: a T <= 0 flips or breaks the softmax")
         if T == 1:
             raise Wrong("T is still 1: the optimiser did not move; minimise the NLL of logits / T")
@@ -435,6 +465,9 @@ def check_infonce(fn):
             out, cross_entropy(s.T / tau, target), n=N * D):
         raise Wrong("only one direction: average the loss of matching x to y and of matching y "
                     "to x")
+    if close(out, 2 * info_nce_reference(x, y, tau), n=N * D):
+        raise Wrong("the two directions are added: average them (divide their sum by 2), so that "
+                    "the loss stays on the scale of one cross-entropy")
     raw = x @ y.T / tau
     if close(out, (cross_entropy(raw, target) + cross_entropy(raw.T, target)) / 2, n=N * D):
         raise Wrong("the similarities are plain dot products: normalise the rows to unit length "

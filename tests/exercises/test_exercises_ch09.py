@@ -85,7 +85,6 @@ def test_overflow_bug():
         return -torch.log(torch.softmax(logits, -1).gather(-1, target[:, None])).mean()
 
     assert check(name, right)
-    assert check(name, lambda z, y: F.cross_entropy(z, y))
     assert check(name, starter).status == "not attempted"
     message = check(name, buggy_ce).message
     assert "nan" in message and "near 200" in message
@@ -478,3 +477,41 @@ def test_dpo():
 def test_the_random_state_is_untouched(name, answer):
     answers = answer if isinstance(answer, tuple) else (answer,)
     assert_random_state_untouched(lambda: check(name, *answers))
+
+
+# --- messages that name the slip: a finished loss, too few digits, NaN, added directions ----------
+
+
+def test_overflow_bug_refuses_the_finished_losses():
+    import seqbook.losses
+
+    for finished, called in ((lambda z, y: F.cross_entropy(z, y), "F.cross_entropy"),
+                             (seqbook.losses.cross_entropy, "seqbook.losses.cross_entropy"),
+                             (lambda z, y: torch.nn.CrossEntropyLoss()(z, y), "F.cross_entropy")):
+        result = check("ex-ch9-overflow-bug", finished)
+        assert result.status == "fail" and f"calls {called}" in result.message, result
+    assert check("ex-ch9-overflow-bug",  # torch's log-sum-exp is the learner's own fix
+                 lambda z, y: (torch.logsumexp(z, -1) - z.gather(1, y[:, None])[:, 0]).mean())
+
+
+def test_named_slips_of_the_other_checks():
+    assert "3 significant digits the exercise asks for" in check("ex-ch9-lse-bounds", 4.6).message
+    assert "returns NaN" in check("ex-ch9-temperature", lambda z, y: float("nan")).message
+    summed = check("ex-ch9-infonce", lambda x, y, t: 2 * info_nce(x, y, t))
+    assert "the two directions are added" in summed.message
+
+    def per_sequence(z, y, eps, pad):
+        loss = F.cross_entropy(z.transpose(1, 2), y, label_smoothing=eps, ignore_index=pad,
+                               reduction="none")
+        real = y != pad
+        return ((loss * real).sum(-1) / real.sum(-1)).mean()
+
+    def eps_on_wrong_classes(z, y, eps, pad):
+        logq = torch.log_softmax(z, -1)
+        real = y != pad
+        nll = -logq.gather(-1, y.masked_fill(~real, 0)[..., None])[..., 0]
+        others = (-logq.sum(-1) - nll) / (z.shape[-1] - 1)
+        return (((1 - eps) * nll + eps * others) * real).sum() / real.sum()
+
+    assert "a short sequence then weighs" in check("ex-ch9-smoothing-bug", per_sequence).message
+    assert "C - 1 wrong classes" in check("ex-ch9-smoothing-bug", eps_on_wrong_classes).message
