@@ -9,8 +9,10 @@ run (up to the CPU's rounding). The data do not change with the seed.
 Covered:
 
 * the date task: the encoder-decoder transformer (cell "Experiment: translating dates") and
-  chapter 4's Bahdanau model, exact match on the 1000 test dates, the number of wrong dates and
-  what kind of error they are (only the digits of the year reordered; only the day wrong);
+  a larger variant of chapter 4's Bahdanau model (hidden size 64, 300 steps at lr 1e-2, where
+  chapter 4 trains hidden size 48 for 225 steps at 2e-2), exact match on the 1000 test dates,
+  the number of wrong dates and what kind of error they are (only the digits of the year
+  reordered; only the day wrong);
 * the character language models: GPT with learned positions, GRU and plain RNN (held-out
   perplexity as the chapter measures it) and the unigram model;
 * the first-layer attention heads of the learned GPT: the largest mean weight a head puts one and
@@ -234,9 +236,11 @@ def main(argv=None) -> None:
         "the Bahdanau model is ahead of the transformer":
             every(lambda r: r["dates"]["bahdanau"]["exact_match"]
                   > r["dates"]["transformer"]["exact_match"]),
-        "most of the transformer's errors are year swaps":
+        "at least half of the transformer's errors are year swaps":
             every(lambda r: 2 * r["dates"]["transformer"]["year_swaps"]
-                  > r["dates"]["transformer"]["wrong"]),
+                  >= r["dates"]["transformer"]["wrong"]),
+        "the Bahdanau model makes no year swap":
+            every(lambda r: r["dates"]["bahdanau"]["year_swaps"] == 0),
         "GPT, GRU and RNN are below half the unigram perplexity":
             every(lambda r: max(r["ppl_gpt"], r["ppl_gru"], r["ppl_rnn"]) < ppl_unigram / 2),
         "the GRU is ahead of the GPT": every(lambda r: r["ppl_gru"] < r["ppl_gpt"]),
