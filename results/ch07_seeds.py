@@ -1,6 +1,6 @@
 """Chapter 7's trained results over several seeds: the learned ten-entry memory and Hopfield pooling.
 
-Both experiments use exactly the chapter's code (cells 47, 52, 56 and 57 of
+Both experiments use exactly the chapter's code (cells 48, 53, 59 and 60 of
 ``chapters/07_hopfield.ipynb``), one CPU thread:
 
 * ``lookup``: scikit-learn's digits, centred and scaled to unit length, split 1000 stored / 797 new
@@ -152,7 +152,7 @@ def bag_loss(model, batch):
     return F.binary_cross_entropy_with_logits(model(x, mask), y)
 
 
-# ---- cells 57-58 ----
+# ---- cells 59-60 ----
 def mil_runs(seed: int) -> dict:
     out = {}
     for pooling in ["hopfield", "mean"]:

@@ -15,7 +15,7 @@ from ..hopfield import (
     sign_keep,
     update_sync,
 )
-from .core import Wrong, agrees, call, close, exercise, expect, returned_tensor
+from .core import Wrong, agrees, call, close, exercise, expect, float32_work, returned_tensor
 
 F64 = torch.float64
 
@@ -307,6 +307,7 @@ def check_zscore(centre, to_common_norm):
     if close(s, x / x.norm(dim=0, keepdim=True) * math.sqrt(7)):
         raise Wrong("to_common_norm scales the columns (one pixel across the images): scale each "
                     "row, one image, by its own norm")
+    float32_work(s, x / x.norm(dim=-1, keepdim=True) * math.sqrt(20), "to_common_norm(x)", n=20)
     expect(close(norms, torch.full((7,), math.sqrt(20), dtype=F64), n=20),
            "the rows of to_common_norm(x) do not all have the norm sqrt(d), d the row length")
     expect(close(s, x / x.norm(dim=-1, keepdim=True) * math.sqrt(20), n=20),
@@ -470,6 +471,7 @@ def check_separation(separation):
         ref = G.diagonal() - G.masked_fill(eye, -math.inf).max(-1).values
         if close(delta, ref, n=d):
             continue
+        float32_work(delta, ref, "separation(x)", n=d)
         if close(delta, G.diagonal() - G.max(-1).values):
             raise Wrong("the maximum includes the pattern itself (j = i): it must run over the "
                         "other patterns, j != i")

@@ -25,6 +25,7 @@ from .core import (
     exercise,
     expect,
     expect_shape,
+    float32_work,
     returned_pair,
     returned_tensor,
 )
@@ -460,11 +461,7 @@ def check_s4d(fn):
             if close(K, slip, n=H):
                 raise Wrong(message)
         exact = _s4d_real_system(A, B, C, delta, length)
-        if close(K.to(torch.float32), exact.to(torch.float32), n=4 * H) \
-                and not close(K, exact, n=4 * H):
-            raise Wrong(f"K is right to float32's precision only, though it is {K.dtype}: part "
-                        "of the computation ran in float32 (complex64), while A, B and C are "
-                        "complex128. Keep to their precision")
+        float32_work(K, exact, "K", n=4 * H)
         expect(close(K, exact, n=4 * H),
                "K is not the kernel of the real system that the complex states stand for")
 

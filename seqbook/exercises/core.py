@@ -25,7 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
-    "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "hint",
+    "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "float32_work",
+    "hint",
     "name_slip", "tolerance", "untouched_random_state",
 ]
 
@@ -269,6 +270,18 @@ def float32_values(t: torch.Tensor) -> bool:
     ``.item()`` or ``.tolist()`` of a float32 tensor gives: an answer computed in float32."""
     return (t.dtype == torch.float64 and t.numel() > 0 and bool(t.isfinite().all())
             and bool((t != t.round()).any()) and torch.equal(t, t.float().double()))
+
+
+def float32_work(out: torch.Tensor, ref: torch.Tensor, what: str, n: int = 1) -> None:
+    """Raise :class:`Wrong` if ``out``, float64, is ``ref`` to float32's precision only: a
+    computation that ran in float32 in part (a float32 copy, NumPy's float32 with a float64 factor)
+    and came back as float64, judged at float64's precision. Say so, rather than that it is wrong.
+    """
+    if out.dtype == torch.float64 and close(out.float(), ref.float(), n=n) \
+            and not close(out, ref, n=n):
+        raise Wrong(f"{what} is right to float32's precision only, though it is float64: part of "
+                    "the computation ran in float32, while the inputs are float64. Keep to their "
+                    "precision")
 
 
 def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> torch.Tensor:

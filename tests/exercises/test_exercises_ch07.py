@@ -4,6 +4,7 @@ is wrong in each typical wrong answer."""
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -557,3 +558,22 @@ def test_cache():
 
     assert "sums to" in check(name, mask_after).message and "before the softmax" in check(
         name, mask_after).message
+
+
+def test_float32_work_returned_as_float64_is_named():
+    def centre(x):
+        return x - x.mean(-1, keepdim=True)
+
+    def to_common_norm_numpy32(x):  # NumPy 2: np.sqrt(d) is float64, the product float64 too
+        a = x.numpy().astype(np.float32)
+        return a / np.linalg.norm(a, axis=-1, keepdims=True) * np.sqrt(a.shape[-1])
+
+    def separation32(x):
+        G = x.float() @ x.float().T
+        eye = torch.eye(len(x), dtype=torch.bool)
+        return (G.diagonal() - G.masked_fill(eye, -math.inf).max(-1).values).double()
+
+    for result in (check("ex-ch7-zscore", centre, to_common_norm_numpy32),
+                   check("ex-ch7-separation", separation32)):
+        assert result.status == "fail" and "right to float32's precision only" in result.message
+    assert check("ex-ch7-separation", lambda x: separation32(x).float())  # float32: judged so
