@@ -114,8 +114,12 @@ def check_params(fn):
         if enc == true_enc - 4 * d:
             raise Wrong("the encoder count is 4d short: the two LayerNorms (a gain and a bias "
                         "of d numbers each), or the four biases of the attention's projections?")
-        if enc == true_enc + (heads - 1) * 4 * d * d and heads > 1:
+        if heads > 1 and enc in (true_enc + (heads - 1) * 4 * d * d,
+                                 true_enc + (heads - 1) * (4 * d * d + 4 * d)):
             raise Wrong("the heads split d, they do not multiply the projections")
+        if enc == true_enc - 4 * d + 4:
+            raise Wrong("the LayerNorms' gain and shift are counted as one number each: they are "
+                        "vectors of d numbers, one per feature")
         expect(enc == true_enc, f"the encoder layer count is wrong for d = {d}, d_ff = {d_ff}")
         if dec == true_dec - 2 * d:
             raise Wrong("the decoder count has two LayerNorms: it has three, one per sublayer")
@@ -195,6 +199,7 @@ def _post_ln_norm_slip(layer, out, x, pad):
 ])
 def check_postln(fn):
     post, ours, x, pad = _post_ln_case()
+    arrangement = ours.norm_first
     # in eval mode a dropout is the identity, so the output cannot show where the learner put
     # it: record what dropout1 and dropout2 are applied to
     seen = {"dropout1": [], "dropout2": []}
@@ -208,6 +213,8 @@ def check_postln(fn):
         finally:
             for hook in hooks:
                 hook.remove()
+        expect(ours.norm_first == arrangement, "post_ln_forward switched the layer's norm_first: "
+               "build the post-LN computation from the layer's parts and leave the layer as it is")
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
@@ -378,8 +385,12 @@ def check_causal_mask(fn):
             raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
-            raise Wrong("the mask blocks each query's own key, the diagonal: read the first "
-                        "query's row, which keys may it still read?")
+            if bool(mask[0].all()):  # the starter: its symptom
+                raise Wrong("the first query may read no key at all (its row of the mask is all "
+                            "True), and attention over no key gives NaN: which keys may query i "
+                            "read?")
+            raise Wrong("some query may not read its own key: query i reads keys 0 .. i, itself "
+                        "included")
         if bool((~mask & blocked).any()):
             raise Wrong("some query sees a later key: the future leaks in")
         raise Wrong("the mask blocks keys a query may read: query i reads keys 0 .. i")
@@ -679,6 +690,9 @@ def _rms_slips(x, weight, eps, ref):
                                           "does"),
         (x / ms.sqrt() * weight, "eps is not used: " + tiny + "the result is then far too "
                                  "large"),
+        *((x / torch.sqrt(ms + torch.finfo(dtype).eps) * weight,
+           f"eps is the machine epsilon of {dtype}, which F.rms_norm uses when it is not given "
+           f"one: pass eps = {eps:g}, RMSNorm's") for dtype in (torch.float32, F64)),
         (x / (ms + eps) * weight, "the square root is missing: the token is divided by the mean "
                                   "of its squares, not by their root"),
     ]
@@ -912,7 +926,8 @@ def _top_p_right_on_batch(fn, row: torch.Tensor, p: float) -> bool:
 
 SPEC_ALPHA_ONE = ("at alpha = 1 every guess is kept and a round emits k + 1 tokens: a closed form "
                   "with 1 - alpha in a denominator needs that case on its own")
-SPEC_GRID = [(a, k, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for k in (1, 3, 5) for c in (0.05, 0.2, 0.0)]
+# k = 3 before k = 1: at k = 1 a special case alpha = 1 -> 1 / (k c + 1) equals a slip's value
+SPEC_GRID = [(a, k, c) for a in (0.0, 0.3, 0.6, 0.9, 1.0) for k in (3, 1, 5) for c in (0.05, 0.2, 0.0)]
 
 
 def _spec_slips(alpha: float, k: int, c: float) -> list[tuple[float, str]]:

@@ -112,7 +112,7 @@ def test_postln():
         x = residual(x, attend, layer.norm1, layer.dropout1, norm_first=False)
         return residual(x, layer.ff, layer.norm2, layer.dropout2, norm_first=False)
 
-    def flag(layer, x, key_padding_mask=None):  # the layer itself, switched to post-LN
+    def flag(layer, x, key_padding_mask=None):  # no parts: the layer switched to post-LN for good
         layer.norm_first = False
         return layer(x, key_padding_mask=key_padding_mask)
 
@@ -122,7 +122,7 @@ def test_postln():
         return nn.LayerNorm(x.shape[-1])(x + layer.ff(x))
 
     name = "ex-ch6-postln"
-    for answer in (right, via_residual, flag):
+    for answer in (right, via_residual):
         assert check(name, answer), answer.__name__
     assert check(name, starter).status == "not attempted"
     assert "swapped" in check(name, with_norms("norm2", "norm1")).message
@@ -137,6 +137,7 @@ def test_postln():
     assert "not normalised" in check(name, one_norm).message
     assert "on the branches" in check(name, on_the_branch).message
     assert "padding mask" in check(name, no_mask).message
+    assert "switched the layer's norm_first" in check(name, flag).message
 
     def dropout_on_sum(layer, x, key_padding_mask=None):  # the review's case: right in eval mode
         a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
@@ -222,7 +223,9 @@ def test_causal_mask():
     assert check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(1))
     assert check(name, lambda T: ~causal_mask(T))
     assert check(name, starter).status == "not attempted"
-    assert "own key, the diagonal" in check(name, buggy).message
+    assert "the first query may read no key at all" in check(name, buggy).message
+    no_self = lambda T: ~causal_mask(T) | torch.eye(T, dtype=torch.bool) & (torch.arange(T) > 0)  # noqa: E731
+    assert "may not read its own key" in check(name, no_self).message
     assert "polarity is flipped" in check(name, causal_mask).message
     assert "future leaks" in check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(2)
                                    ).message
@@ -855,3 +858,21 @@ def test_streaming_mask():
     for words, fn in wrong.items():
         result = check(label, fn)
         assert not result and words in result.message, (words, result.message)
+
+
+def test_named_slips_from_a_fresh_reading():
+    def params_scalar_norms(d, d_ff):  # a LayerNorm's gain and shift as one number each
+        attention, ff = 4 * d * d + 4 * d, d * d_ff + d_ff + d_ff * d + d
+        return attention + ff + 2 * 2, 2 * attention + ff + 3 * 2
+
+    assert "counted as one number each" in check("ex-ch6-params", params_scalar_norms).message
+    default_eps = check("ex-ch6-rmsnorm", lambda x, w, eps=1e-6: F.rms_norm(x, x.shape[-1:], w))
+    assert "machine epsilon" in default_eps.message
+
+    def special_case(alpha, k, c):  # 1 / (k c + 1) at alpha = 1: one token a round, not k + 1
+        if alpha == 1:
+            return 1 / (k * c + 1)
+        return (1 - alpha ** (k + 1)) / (1 - alpha) / (k * c + 1)
+
+    message = check("ex-ch6-spec-speedup", special_case).message
+    assert "alpha = 1.0, k = 3" in message and "counts only the kept guesses" not in message
