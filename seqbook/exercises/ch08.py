@@ -173,8 +173,15 @@ def check_bandwidth(kernel):
         out = returned_tensor(call(kernel, d.clone(), beta, what="kernel"), "kernel")
         expect(out.shape == d.shape, f"kernel must return one similarity per distance, shape "
                f"{tuple(d.shape)}, got {tuple(out.shape)}")
-        expect(bool(torch.isfinite(out).all()), "kernel returns NaN or infinity: at d = 0 the "
-               "kernel must be 1 (a code is identical to itself), which torch.sinc handles")
+        bad = ~torch.isfinite(out)
+        if bool(bad.any()):
+            if bool(bad[d == 0].any()):
+                raise Wrong("kernel returns NaN or infinity at d = 0, where it must be 1 (a code "
+                            "is identical to itself), which torch.sinc handles")
+            where = d[bad][0].item()
+            raise Wrong(f"kernel returns NaN or infinity at d = {where:g} (beta = {beta:g}): a "
+                        "negative sinc raised to a fractional power? beta scales the distance, "
+                        "sinc(beta d), not the result")
         ref = torch.sinc(beta * d)
         if close(out, ref, n=4):
             continue
