@@ -461,7 +461,7 @@ def selective_scan_parallel(x: torch.Tensor, delta: torch.Tensor, A: torch.Tenso
     Both materialise every state, (batch, T, E, N) numbers (Mamba's kernel keeps them
     in on-chip memory instead); the doubling scan keeps the pairs (a, b) of each of its
     ceil(log2 T) rounds, about 2 log2 T such tensors, for the backward pass, the
-    log-space scan a few.
+    log-space scan about ten, whatever T.
 
     Shape:
         x, delta: (batch, T, E), A: (E, N), B, C: (batch, T, N), D: (E,)

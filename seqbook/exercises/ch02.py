@@ -10,7 +10,7 @@ from torch import nn
 
 from ..lm import CharLM, detach_state
 from ..rnn import RNNCell
-from .core import Wrong, as_tensor, call, close, exercise, expect, returned_tensor
+from .core import Wrong, as_tensor, call, close, exercise, expect, float32_work, returned_tensor
 
 F64 = torch.float64
 
@@ -186,6 +186,7 @@ def check_temperature(entropy):
                         "logits by tau before the softmax")
         if _like(out, _entropy(logits, 1 / tau)):
             raise Wrong("the logits are multiplied by tau; they must be divided by it")
+        float32_work(out, ref, f"the entropy at tau = {tau}", n=16)
         if out.is_floating_point() and bool(((out - ref).abs() <= 1e-6 * ref.abs()).all()):
             raise Wrong(f"the entropy at tau = {tau} is within a millionth of the right one but "
                         "not equal to it: is a small constant added to p inside the log, "

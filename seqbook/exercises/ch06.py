@@ -202,9 +202,11 @@ def check_postln(fn):
     arrangement = ours.norm_first
     # in eval mode a dropout is the identity, so the output cannot show where the learner put
     # it: record what dropout1 and dropout2 are applied to
-    seen = {"dropout1": [], "dropout2": []}
+    seen = {"dropout1": [], "dropout2": [], "layer": []}
     hooks = [getattr(ours, name).register_forward_pre_hook(
-        lambda _, args, name=name: seen[name].append(args[0])) for name in seen]
+        lambda _, args, name=name: seen[name].append(args[0])) for name in ("dropout1", "dropout2")]
+    # the layer called as a whole (a copy of it too, which copies the hook): no parts used
+    hooks.append(ours.register_forward_pre_hook(lambda _, args: seen["layer"].append(True)))
     with torch.no_grad():
         expected = post(x, src_key_padding_mask=pad)
         try:
@@ -218,6 +220,9 @@ def check_postln(fn):
         expect(out.shape == x.shape, f"post_ln_forward must return x's shape {tuple(x.shape)}, "
                f"got {tuple(out.shape)}")
         if close(out, expected, n=64):
+            expect(not seen["layer"], "post_ln_forward calls the layer itself (or a copy of it): "
+                   "build the post-LN computation from the layer's parts, self_attn, ff, norm1, "
+                   "norm2 and the dropouts")
             _dropout_placement(seen, ours, x, pad)
             return
         if close(out, ours(x, key_padding_mask=pad), n=64):
@@ -387,8 +392,8 @@ def check_causal_mask(fn):
         if bool(mask.diagonal().any()):
             if bool(mask[0].all()):  # the starter: its symptom
                 raise Wrong("the first query may read no key at all (its row of the mask is all "
-                            "True), and attention over no key gives NaN: which keys may query i "
-                            "read?")
+                            "True): attention over no key is 0 / 0, which a plain softmax turns "
+                            "into NaN. Which keys may query i read?")
             raise Wrong("some query may not read its own key: query i reads keys 0 .. i, itself "
                         "included")
         if bool((~mask & blocked).any()):

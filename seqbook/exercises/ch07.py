@@ -288,6 +288,7 @@ def check_zscore(centre, to_common_norm):
     if close(c, (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True)):
         raise Wrong("centre also divides by the standard deviation: that is the full z-score; "
                     "centre only subtracts each row's mean")
+    float32_work(c, x - x.mean(-1, keepdim=True), "centre(x)", n=20)
     expect(close(c, x - x.mean(-1, keepdim=True), n=20), "centre does not subtract each row's "
            "mean: every row of the result must have mean 0 and differ from the input by a "
            "constant")

@@ -248,9 +248,13 @@ def check_lse_gap(answer):
     if abs(gap) < 1e-9:
         raise Wrong("0 is the smallest gap (one logit far above the others); the question asks "
                     "for the largest")
-    if abs(gap - ref) <= 0.05 * ref:
-        raise Wrong("close to the largest gap, but not to the 3 significant digits the "
-                    "exercise asks for: give log(C) / beta to 3 digits")
+    if agrees(gap, math.log(C - 1) / beta, 3):
+        raise Wrong("one term of the sum is e^0 = 1 and the other C - 1 are at most 1: the sum "
+                    "is at most C, not C - 1")
+    if abs(gap - ref) <= 0.01 * ref:
+        raise Wrong(f"close to the largest gap, but not to the 3 significant digits the "
+                    f"exercise asks for ({gap:g}): round the exact value to 3 digits, rather "
+                    "than cut it short")
     raise Wrong("that is not the largest value of lse(beta, z) - max z to 3 significant digits: "
                 "bound the sum of exp(beta (z_k - m)) from above")
 

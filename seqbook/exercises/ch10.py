@@ -479,11 +479,11 @@ class _ExpOverflow(TorchFunctionMode):
         self.seen = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        watched = getattr(func, "__name__", "") in ("exp", "exp_", "exp2", "exp2_") \
+            and isinstance(args[0], torch.Tensor) and args[0].is_floating_point()
+        finite = torch.isfinite(args[0]) if watched else None  # before an in-place exp
         out = func(*args, **(kwargs or {}))
-        if getattr(func, "__name__", "") in ("exp", "exp_", "exp2", "exp2_") \
-                and isinstance(out, torch.Tensor) and out.is_floating_point() \
-                and isinstance(args[0], torch.Tensor) \
-                and bool((torch.isinf(out) & torch.isfinite(args[0])).any()):
+        if watched and isinstance(out, torch.Tensor) and bool((torch.isinf(out) & finite).any()):
             self.seen = True
         return out
 
@@ -520,13 +520,14 @@ def check_decay_mask(fn):
     # overflows is seen whether or not L carries a gradient (and NumPy's by its warning)
     for dtype, log_gate in ((torch.float32, -1.0), (F64, -10.0)):
         long_log_a = torch.full((1, 1, 100), log_gate, dtype=dtype)
+        # (NumPy's warning is silenced by a learner's own np.errstate(over="ignore"))
         with _ExpOverflow() as torch_exp, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             call(fn, long_log_a, what="decay_mask_")
         numpy_exp = any("overflow" in str(w.message) for w in caught)
         expect(not (torch_exp.seen or numpy_exp),
-               f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, "
-               f"exp(A_i - A_j) above the diagonal overflows to inf (its exponent reaches "
+               f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, an "
+               f"entry above the diagonal overflows to inf (its exponent reaches "
                f"{-99 * log_gate:g}) before it is set to 0, and the gradient there is 0 * inf = "
                "NaN. Mask the exponent (with -inf) before exp, not the result after it")
     log_a = torch.full((1, 1, 100), -1.0)
@@ -986,8 +987,17 @@ SOLVER_METHODS = ("inverse", "pinverse", "triangular_solve", "cholesky_solve", "
 ATEN_SOLVERS = {op: f"torch.ops.aten.{op}" for op in (
     "linalg_inv_ex", "_linalg_solve_ex", "linalg_solve_triangular", "triangular_solve",
     "linalg_pinv", "linalg_lstsq", "linalg_lu_solve", "lu_solve", "cholesky_solve",
-    "cholesky_inverse", "_linalg_svd")}
-SCIPY_SOLVERS = ("solve_triangular", "solve", "inv", "pinv", "lstsq", "lu_solve", "cho_solve")
+    "cholesky_inverse", "_linalg_svd", "linalg_ldl_factor_ex", "linalg_ldl_solve", "_linalg_eigh",
+    "linalg_eig")}
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (a module's or a class's body being executed)."""
+    while frame is not None:
+        if "importlib" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _solver_call(frame, event, arg) -> str | None:
@@ -996,8 +1006,10 @@ def _solver_call(frame, event, arg) -> str | None:
     on; ``None`` for any other call."""
     if event == "call":
         code = frame.f_code
-        if code.co_name in SCIPY_SOLVERS and f"scipy{os.sep}linalg" in code.co_filename:
-            return f"scipy.linalg.{code.co_name}"
+        for package in ("linalg", f"sparse{os.sep}linalg"):  # any of SciPy's solvers
+            if f"scipy{os.sep}{package}{os.sep}" in code.co_filename \
+                    and not _importing(frame):
+                return f"scipy.{package.replace(os.sep, '.')}.{code.co_name}"
     elif event == "c_call" and getattr(arg, "__name__", None) in SOLVER_METHODS \
             and isinstance(getattr(arg, "__self__", None), torch.Tensor):
         return f"Tensor.{arg.__name__}"

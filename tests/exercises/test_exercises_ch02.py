@@ -163,6 +163,8 @@ def test_temperature():
 
     assert "log(p + 1e-12)" in check(name, eps_in_log).message
     assert check(name, lambda z, t: eps_in_log(z.float(), t))  # below float32's rounding
+    float32_cast_back = check(name, lambda z, t: right(z.float(), t).double()).message
+    assert "right to float32's precision only" in float32_cast_back
 
 
 # --- find the bug: truncated BPTT ----------------------------------------------------------------

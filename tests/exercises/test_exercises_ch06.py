@@ -2,6 +2,7 @@
 untouched starter "not attempted" (the find-the-bug starters get their bug named), and names what
 is wrong in each typical wrong answer."""
 
+import copy
 import math
 import sys
 
@@ -138,6 +139,21 @@ def test_postln():
     assert "on the branches" in check(name, on_the_branch).message
     assert "padding mask" in check(name, no_mask).message
     assert "switched the layer's norm_first" in check(name, flag).message
+
+    def flag_restored(layer, x, key_padding_mask=None):  # switched back: still no parts used
+        layer.norm_first = False
+        try:
+            return layer(x, key_padding_mask=key_padding_mask)
+        finally:
+            layer.norm_first = True
+
+    def copy_switched(layer, x, key_padding_mask=None):
+        post = copy.deepcopy(layer)
+        post.norm_first = False
+        return post(x, key_padding_mask=key_padding_mask)
+
+    for answer in (flag_restored, copy_switched):
+        assert "calls the layer itself" in check(name, answer).message
 
     def dropout_on_sum(layer, x, key_padding_mask=None):  # the review's case: right in eval mode
         a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)

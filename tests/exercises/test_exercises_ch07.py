@@ -577,3 +577,6 @@ def test_float32_work_returned_as_float64_is_named():
                    check("ex-ch7-separation", separation32)):
         assert result.status == "fail" and "right to float32's precision only" in result.message
     assert check("ex-ch7-separation", lambda x: separation32(x).float())  # float32: judged so
+    centre32 = check("ex-ch7-zscore", lambda x: x - x.float().mean(-1, keepdim=True),
+                     lambda x: x / x.norm(dim=-1, keepdim=True) * math.sqrt(x.shape[-1]))
+    assert "centre(x) is right to float32's precision only" in centre32.message

@@ -125,7 +125,9 @@ def test_bandwidth():
     assert "at d = 0, where it must be 1" in check(name, lambda d, beta: torch.sin(
         math.pi * beta * d) / (math.pi * beta * d)).message
     power = check(name, lambda d, beta: torch.sinc(d) ** beta).message  # NaN away from d = 0
-    assert "fractional power" in power and "at d = 0" not in power
+    assert "where sinc is negative" in power and "at d = 0" not in power
+    root = check(name, lambda d, beta: torch.sqrt(torch.sinc(beta * d))).message
+    assert "a root or a log of it" in root
     assert "one similarity per distance" in check(name, lambda d, beta: d[:5]).message
     assert "must return a tensor" in check(name, lambda d, beta: beta).message
 

@@ -515,3 +515,7 @@ def test_named_slips_of_the_other_checks():
 
     assert "a short sequence then weighs" in check("ex-ch9-smoothing-bug", per_sequence).message
     assert "C - 1 wrong classes" in check("ex-ch9-smoothing-bug", eps_on_wrong_classes).message
+
+
+def test_lse_bounds_names_c_minus_one():
+    assert "not C - 1" in check("ex-ch9-lse-bounds", 2 * math.log(9)).message

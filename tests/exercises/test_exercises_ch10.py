@@ -1098,3 +1098,53 @@ def test_ut_other_answers():
 ])
 def test_the_random_state_is_untouched(name, answer):
     assert_random_state_untouched(lambda: check(name, answer))
+
+
+def test_second_reading_slips():
+    def in_place_exp(log_a):  # exp_ writes over its input: the overflow is still seen
+        with torch.no_grad():
+            cum = log_a.cumsum(-1)
+            return (cum[..., :, None] - cum[..., None, :]).exp_().tril()
+
+    def exp_out(log_a):
+        with torch.no_grad():
+            cum = log_a.cumsum(-1)
+            d = cum[..., :, None] - cum[..., None, :]
+            torch.exp(d, out=d)
+            return d.tril()
+
+    for fn in (in_place_exp, exp_out):
+        assert "overflows to inf" in check("ex-ch10-decay-mask", fn).message
+
+    def system(k, v, beta):
+        A = (beta[:, None] * (k @ k.T)).tril(-1)
+        return torch.eye(len(k), dtype=k.dtype) + A, beta[:, None] * v
+
+    def ldl(k, v, beta):  # on the normal equations
+        M, r = system(k, v, beta)
+        LD, pivots = torch.linalg.ldl_factor(M.T @ M)
+        return torch.linalg.ldl_solve(LD, pivots, M.T @ r)
+
+    def eigh(k, v, beta):
+        M, r = system(k, v, beta)
+        w, Q = torch.linalg.eigh(M.T @ M)
+        return Q @ ((Q.T @ (M.T @ r)) / w[:, None])
+
+    for fn, called in ((ldl, "linalg_ldl_factor_ex"), (eigh, "_linalg_eigh")):
+        assert f"calls torch.ops.aten.{called}" in check("ex-ch10-ut", fn).message
+
+
+def test_ut_sees_scipy_sparse():
+    pytest.importorskip("scipy")
+
+    def sparse_solve(k, v, beta):
+        import scipy.sparse
+        import scipy.sparse.linalg
+
+        A = (beta[:, None] * (k @ k.T)).tril(-1)
+        M = scipy.sparse.csr_matrix((torch.eye(len(k), dtype=k.dtype) + A).numpy())
+        return torch.from_numpy(scipy.sparse.linalg.spsolve_triangular(
+            M, (beta[:, None] * v).numpy(), lower=True))
+
+    message = check("ex-ch10-ut", sparse_solve).message
+    assert "calls scipy.sparse.linalg.spsolve_triangular" in message
