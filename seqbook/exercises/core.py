@@ -26,8 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
     "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "float32_work",
-    "hint",
-    "name_slip", "tolerance", "untouched_random_state",
+    "hint", "name_slip", "tolerance", "untouched_random_state",
 ]
 
 
