@@ -178,11 +178,14 @@ def check_bandwidth(kernel):
             if bool(bad[d == 0].any()):
                 raise Wrong("kernel returns NaN or infinity at d = 0, where it must be 1 (a code "
                             "is identical to itself), which torch.sinc handles")
-            where = d[bad & (torch.sinc(d).abs() > 0.05)]  # away from sinc's zeros
-            where = (where if len(where) else d[bad])[0].item()
-            raise Wrong(f"kernel returns NaN or infinity at d = {where:g} (beta = {beta:g}), "
-                        "where sinc is negative: a root or a log of it? If beta is your "
-                        "exponent, note that beta scales the distance, sinc(beta d)")
+            # a distance where sinc (of d or of beta d) is clearly negative, away from its zeros
+            negative = bad & ((torch.sinc(d) < -0.05) | (torch.sinc(beta * d) < -0.05))
+            if not bool(negative.any()):
+                raise Wrong(f"kernel returns NaN or infinity at d = {d[bad][0].item():g} "
+                            f"(beta = {beta:g})")
+            raise Wrong(f"kernel returns NaN or infinity at d = {d[negative][0].item():g} "
+                        f"(beta = {beta:g}), where sinc is negative: a root or a log of it? If "
+                        "beta is your exponent, note that beta scales the distance, sinc(beta d)")
         ref = torch.sinc(beta * d)
         if close(out, ref, n=4):
             continue

@@ -206,8 +206,8 @@ def check_combine(combine):
     g = torch.Generator().manual_seed(0)
     a1, b1, a2, b2 = (torch.rand(3, 5, generator=g, dtype=F64) for _ in range(4))
     given = [x.clone() for x in (a1, b1, a2, b2)]
-    a, b = _combined(call(combine, *(tuple(given[i:i + 2]) for i in (0, 2)), what="combine"),
-                     a1.ndim)
+    first, second = tuple(given[:2]), tuple(given[2:])
+    a, b = _combined(call(combine, first, second, what="combine"), a1.ndim)
     changed = [name for name, x, y in zip(("a1", "b1", "a2", "b2"), (a1, b1, a2, b2), given,
                                           strict=True) if not torch.equal(x, y)]
     expect(not changed, f"combine changed its input{'s' if len(changed) > 1 else ''} "
