@@ -66,7 +66,24 @@ def time_notebook(path: Path, timeout: int = 3600, kernel_name: str = "python3",
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)  # the finished kernel
     cells = sum(c.cell_type == "code" for c in nb.cells)
     return {"notebook": path.name, "wall_s": round(wall, 1), "kernel_cpu_s": round(cpu, 1),
-            "cells": cells, "status": status, "note": note}
+            "cells": cells, "status": status, "note": note, "slowest_cells": slowest_cells(nb)}
+
+
+def slowest_cells(nb, k: int = 5) -> list[dict]:
+    """The ``k`` code cells that took longest, from the timestamps nbclient records in each cell's
+    metadata (``execution``: from the kernel's start of the cell to its reply): each with its
+    position in the notebook, its id and seconds, the slowest first."""
+    from datetime import datetime
+
+    times = []
+    for i, cell in enumerate(nb.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        start, end = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            seconds = (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                       - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+            times.append({"cell": i, "id": cell.get("id", ""), "s": round(seconds, 1)})
+    return sorted(times, key=lambda t: -t["s"])[:k]
 
 
 def time_notebooks(notebooks: list[Path], timeout: int = 3600, kernel_name: str = "python3",

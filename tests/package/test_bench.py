@@ -260,6 +260,8 @@ def test_time_notebooks_records_wall_time(tmp_path, monkeypatch):
     (row,) = notebooks.time_notebooks([path], timeout=120)
     assert row["notebook"] == "tiny.ipynb" and row["status"] == "ok" and row["cells"] == 1
     assert row["wall_s"] >= 0
+    (cell,) = row["slowest_cells"]  # the one code cell, by the times nbclient recorded
+    assert cell["cell"] == 0 and cell["id"] == nb.cells[0].id and 0 <= cell["s"] <= row["wall_s"]
     assert dict(os.environ) == env  # the kernel got TQDM_DISABLE=1; this process's environment is unchanged
 
 
