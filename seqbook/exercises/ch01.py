@@ -155,6 +155,9 @@ def check_cost(answer):
                                (macs, B * T * V * d, "the number of multiply-adds"),
                                (copies, B * T * d, "the number of copies")):
         if not agrees(value, right) and agrees(value, right, digits=2):
+            if float(value) != float(f"{float(value):.3g}"):  # more digits than rounding left
+                raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
+                            f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
             raise Wrong(f"{what} is close, but not right to three significant digits: give "
                         "(at least) three, rounded to the nearest rather than cut off")
     if agrees(memory, B * T * V):
@@ -176,6 +179,8 @@ def check_cost(answer):
            "matrix times a (V, d) matrix")
     if agrees(copies, B * T):
         raise Wrong("the lookup copies rows of d numbers: count numbers, not rows")
+    if agrees(copies, 4 * B * T * d):
+        raise Wrong("that counts the bytes the lookup copies: the exercise asks for numbers")
     if agrees(copies, V * d):
         raise Wrong("the lookup copies only the rows of the tokens in the batch, not the whole "
                     "table")

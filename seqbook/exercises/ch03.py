@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import gating
+from .. import gating, rnn
 from ..gating import unrolled_weights
 from ..rnn import GRU, LSTM, RNN
 from ..utils import count_parameters
@@ -24,6 +24,9 @@ F64 = torch.float64
 # ---------------------------------------------------------------------------------------------
 
 LAYERS = {"rnn": (RNN, 1), "gru": (GRU, 3), "lstm": (LSTM, 4)}
+#: PyTorch's recurrent layers and cells, whose parameters a count must not read off
+_LAYER_BUILDERS = {"nn.RNN / nn.GRU / nn.LSTM": nn.RNNBase.__init__,
+                   "nn.RNNCell / nn.GRUCell / nn.LSTMCell": nn.modules.rnn.RNNCellBase.__init__}
 
 
 @functools.cache
@@ -55,7 +58,11 @@ def _whole_number(n, what: str) -> int:
 def check_params(recurrent_params):
     for D, H in [(7, 11), (32, 128), (1, 5)]:
         for cell, (_, blocks) in LAYERS.items():
-            n = call(recurrent_params, cell, D, H, what="recurrent_params")
+            # a count, not a layer built and its parameters added up
+            with CallWatch(_LAYER_BUILDERS, modules=[rnn]) as watch:
+                n = call(recurrent_params, cell, D, H, what="recurrent_params")
+            expect(not watch.used, "recurrent_params builds a layer (PyTorch's or seqbook's) "
+                   "and adds up its parameters: count them from D and H instead")
             n = _whole_number(n, f"recurrent_params({cell!r}, {D}, {H})")
             ref = _layer_params(cell, D, H)
             if n == ref:

@@ -104,6 +104,9 @@ def check_uniform(fn):
     if float32_values(weights):  # float32 weights (a bool mask over the lengths), cast up
         weights = weights.float()
     n = real.sum(-1, keepdim=True).to(F64)
+    if close(weights, real / h.shape[1]):
+        raise Wrong("each real position gets 1/S, S the padded length: a source of length n "
+                    "spreads its weight over its n real positions, 1/n each")
     for shift in (1, -1):
         if close(weights, real / (n + shift).clamp(min=1)):
             raise Wrong(f"each real position gets 1/(n {'+' if shift > 0 else '-'} 1): a source "
@@ -304,6 +307,8 @@ def check_year(fn):
 
     answer = float(_number(call(fn, w.clone(), list(YEAR_SOURCES), what="year_share"),
                            "year_share"))
+    if not 0.0 <= answer <= 1.0 and agrees(answer / 100, share(slice(0, 4), -2, 0), 4):
+        raise Wrong("that is the share as a percentage: give it as a fraction in [0, 1]")
     expect(0.0 <= answer <= 1.0, "a share must lie in [0, 1]: average the four rows rather "
            "than adding them up")
     if agrees(answer, share(slice(0, 4), -1, 1), 4):

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -163,7 +164,11 @@ def check_local(fn):
 
 
 #: the module whose heads the learner computes by hand
-MODULE_ITSELF = {"MultiHeadAttention.forward": MultiHeadAttention.forward}
+MODULE_ITSELF = {"MultiHeadAttention.forward": MultiHeadAttention.forward,
+                 "MultiHeadAttention.attend": MultiHeadAttention.attend,
+                 "MultiHeadAttention.attend_fused": MultiHeadAttention.attend_fused}
+#: the code of scaled_dot_product_attention itself (under its checking wrapper)
+_SDPA_CODE = inspect.unwrap(scaled_dot_product_attention).__code__
 
 
 @exercise("ex-ch5-heads-loop", hints=[
@@ -184,13 +189,23 @@ def check_heads_loop(fn):
     x = torch.randn(2, 5, 12, generator=g)
     with torch.no_grad():
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
-    # mha(...) itself is not the exercise, nor its forward called by hand
-    with torch.no_grad(), CallWatch(MODULE_ITSELF) as watch:
+    # mha(...) itself is not the exercise, nor its forward or attend called by hand; nor one
+    # call of scaled_dot_product_attention on all heads at once (queries with a head axis)
+    query_dims = []
+
+    def sdpa_queries(frame, event, arg):
+        if event == "call" and frame.f_code is _SDPA_CODE:
+            query_dims.append(frame.f_locals["q"].dim())
+
+    with torch.no_grad(), CallWatch(MODULE_ITSELF, other=sdpa_queries) as watch:
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
                                "(output, weights)")
-    expect(not watch.used, "heads_loop calls the module itself, mha(...) or its forward: compute "
-           "the heads one by one from the rows of q_proj, k_proj and v_proj with "
-           "scaled_dot_product_attention")
+    expect(not watch.used, f"heads_loop runs {', '.join(watch.used)}, the module's own "
+           "computation: compute the heads one by one from the rows of q_proj, k_proj and v_proj "
+           "with scaled_dot_product_attention")
+    expect(not any(d > 3 for d in query_dims), "heads_loop calls scaled_dot_product_attention "
+           "once for all heads, on queries with a head axis (B, h, T, d_h), as the module "
+           "does: the exercise is the loop, one call per head on its (B, T, d_h) slices")
     expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "
@@ -242,8 +257,10 @@ def _pooling_case(g, lengths, T, d, pad):
 ])
 def check_pooling(fn):
     g = torch.Generator().manual_seed(53)
-    # padding of about 5, and of about a million: subtracting a large number is not -inf
-    for lengths, T, d, pad in (((7, 4, 1, 5), 7, 5, 5.0), ((2, 3), 4, 3, 1e6)):
+    # padding of about 5, of about a million and near float64's largest: subtracting a large
+    # number is not -inf, whatever the number
+    cases = (((7, 4, 1, 5), 7, 5, 5.0), ((2, 3), 4, 3, 1e6), ((3, 1, 2), 3, 2, 1e300))
+    for lengths, T, d, pad in cases:
         x, real = _pooling_case(g, lengths, T, d, pad)
         out = call(fn, x.clone(), real.clone(), what="max_pool")
         if isinstance(out, tuple) and hasattr(out, "values") and hasattr(out, "indices"):
@@ -254,6 +271,11 @@ def check_pooling(fn):
         ref = x.masked_fill(~real[..., None], -math.inf).amax(1)
         if close(out, ref):
             continue
+        if pad > 5 and bool((out >= pad / 2).any()):  # right on the smaller padding(s)
+            raise Wrong(f"with padding values of about {pad:g}, a padded position still wins "
+                        "the maximum: lowering the padding by a finite amount is not enough for "
+                        "every input; put -inf there (masked_fill) so that it loses every "
+                        "comparison")
         if close(out, x.amax(1)):
             raise Wrong("the pooled vectors hold the values of padding positions: the maximum "
                         "runs over the padding too")

@@ -291,8 +291,12 @@ def _check_sampler(rank_batch):
     expect(not all(torch.equal(*pair) for pair in by_seed.values()),
            "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
            "would train on the same data in the same order")
-    # two (seed, step) pairs that a seed made of seed + step, or of 1000 * seed + step, merges
-    for (seed_a, step_a), (seed_b, step_b) in (((0, 2), (1, 1)), ((0, 1001), (1, 1))):
+    # (seed, step) pairs that one number made of the two merges: seed + step, seed ^ step or
+    # seed * step for the first; M * seed + step, for the usual multipliers M, for the others
+    multipliers = (10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 2**8, 2**16, 2**20,
+                   2**31, 2**32, 1009, 7919, 10007, 31337, 99991, 1_000_003)
+    pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))] + [((0, M + 1), (1, 1)) for M in multipliers]
+    for (seed_a, step_a), (seed_b, step_b) in pairs:
         a, b = (_indices(call(rank_batch, num_windows, 8, step, 0, 1, seed, what="rank_batch"),
                          "rank_batch", 8, num_windows)
                 for seed, step in ((seed_a, step_a), (seed_b, step_b)))

@@ -114,6 +114,11 @@ def test_cost():
     assert "rounded to the nearest" in check(name, (1.64e9, 3.16e11, 6.29e6)).message  # cut
     assert "rounded to the nearest" in check(name, (1.6e9, 3.2e11, 6.3e6)).message
     assert check(name, ...).status == "not attempted"
+    # exact numbers from a wrong size (V = 50,000: GPT-2's merges; T = 1000) are not a rounding
+    for v, t in ((50_000, T), (V, 1000)):
+        exact = (B * t * v * 4, B * t * v * d, B * t * d)
+        assert "check the sizes" in check(name, exact).message
+    assert "the bytes" in check(name, (B * T * V * 4, B * T * V * d, 4 * B * T * d)).message
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
     assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message
     assert "misses a factor" in check(name, (B * T * V * 4, B * T * V, B * T * d)).message

@@ -10,7 +10,7 @@ from torch import nn
 from seqbook import gating
 from seqbook.exercises import check
 from seqbook.gating import unrolled_weights
-from seqbook.rnn import GRU
+from seqbook.rnn import GRU, LSTM, RNN
 
 BLOCKS = {"rnn": 1, "gru": 3, "lstm": 4}
 
@@ -40,6 +40,16 @@ def test_params():
     assert check(name, lambda cell, D, H: torch.tensor(BLOCKS[cell] * (H * D + H * H + 2 * H)))
     assert "not a whole number" in check(
         name, lambda cell, D, H: BLOCKS[cell] * (H * D + H * H + 2 * H) + 0.5).message
+    # a layer built and its parameters added up is no count (PyTorch's layers, cells, or ours)
+    built = {
+        "nn": lambda cell, D, H: getattr(torch.nn, cell.upper())(D, H),
+        "nn cell": lambda cell, D, H: getattr(torch.nn, cell.upper() + "Cell")(D, H),
+        "seqbook": lambda cell, D, H: {"rnn": RNN, "gru": GRU, "lstm": LSTM}[cell](D, H),
+    }
+    for make in built.values():
+        assert "builds a layer" in check(
+            name, lambda cell, D, H, make=make: sum(p.numel() for p in make(cell, D, H)
+                                                     .parameters())).message
 
 
 # --- find the bug: the gate order ----------------------------------------------------------------

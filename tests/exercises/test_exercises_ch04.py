@@ -65,8 +65,13 @@ def test_uniform():
         w = real / (lengths[:, None] + 1)
         return (w[..., None] * h).sum(1), w
 
+    def over_padded_length(h, lengths):  # 1/S at the real positions, S the padded length
+        w = lengths_to_mask(lengths, h.shape[1]).to(h.dtype) / h.shape[1]
+        return (w[..., None] * h).sum(1), w
+
     assert check("ex-ch4-uniform", cast_up)
     assert "1/(n + 1)" in check("ex-ch4-uniform", eos_counted).message
+    assert "S the padded length" in check("ex-ch4-uniform", over_padded_length).message
 
 
 # --- find the bug: padding in the softmax ------------------------------------------------------
@@ -208,6 +213,7 @@ def test_year():
     assert "<eos> position" in check(name, lambda w, s: share(w, s, 4, -1, 1)).message
     assert "four outputs" in check(name, lambda w, s: share(w, s, 2)).message
     assert "[0, 1]" in check(name, lambda w, s: 4 * share(w, s)).message
+    assert "percentage" in check(name, lambda w, s: 100 * share(w, s)).message
     assert "differs" in check(name, lambda w, s: share(w, s, 4, -3, -1)).message
     assert "a number" in check(name, lambda w, s: "70%").message
     # a 0-d tensor, NumPy numbers, float32 weights, and the precision the exercise states

@@ -187,9 +187,43 @@ case("heads-loop: heads stacked, then reshaped (interleaved)", H,
          loop(m, x)[1]), "interleaves the heads")
 case("heads-loop: heads made of interleaved rows", H, interleaved, "which rows of q_proj")
 case("heads-loop: the module called instead of a loop", H,
-     lambda m, x: m(x, x, x, average_attn_weights=False), "calls the module itself")
+     lambda m, x: m(x, x, x, average_attn_weights=False), "runs MultiHeadAttention.forward")
 case("heads-loop: the module's forward called by hand", H,
-     lambda m, x: type(m).forward(m, x, x, x, average_attn_weights=False), "calls the module")
+     lambda m, x: type(m).forward(m, x, x, x, average_attn_weights=False),
+     "the module's own computation")
+
+
+def split_heads(t, m):  # (B, T, E) -> (B, h, T, d_h), as the module's forward does
+    return t.view(*t.shape[:2], m.num_heads, m.head_dim).transpose(1, 2)
+
+
+def forward_body(m, x):  # the printed forward's lines copied: no loop, the module's attend
+    q, k, v = (split_heads(p(x), m) for p in (m.q_proj, m.k_proj, m.v_proj))
+    out, w = m.attend(q, k, v)
+    return m.out_proj(out.transpose(1, 2).reshape(x.shape)), w
+
+
+def all_heads_at_once(m, x):  # one call of scaled_dot_product_attention with a head axis
+    q, k, v = (split_heads(p(x), m) for p in (m.q_proj, m.k_proj, m.v_proj))
+    out, w = scaled_dot_product_attention(q, k, v)
+    return m.out_proj(out.transpose(1, 2).reshape(x.shape)), w
+
+
+def softmax_by_hand(m, x):  # a loop over the heads without scaled_dot_product_attention
+    dh, heads, weights = m.head_dim, [], []
+    q, k, v = m.q_proj(x), m.k_proj(x), m.v_proj(x)
+    for i in range(m.num_heads):
+        cols = slice(i * dh, (i + 1) * dh)
+        w = torch.softmax(q[..., cols] @ k[..., cols].transpose(1, 2) / math.sqrt(dh), -1)
+        heads.append(w @ v[..., cols])
+        weights.append(w)
+    return m.out_proj(torch.cat(heads, -1)), torch.stack(weights, 1)
+
+
+case("heads-loop: the printed forward copied (its attend, no loop)", H, forward_body,
+     "runs MultiHeadAttention.attend")
+case("heads-loop: one call on all heads at once", H, all_heads_at_once, "once for all heads")
+case("heads-loop: a loop with the softmax by hand", H, softmax_by_hand)
 
 
 # --- max pooling over real tokens ---------------------------------------------------------------
@@ -215,7 +249,9 @@ case("pooling: a large negative fill", P,
      lambda x, r: torch.where(r[..., None], x, torch.tensor(-1e9, dtype=x.dtype)).amax(1))
 case("pooling: starter untouched", P, starter, "not attempted")
 case("pooling: a large number subtracted at the padding", P,
-     lambda x, r: (x - 1000 * (~r)[..., None]).amax(1), "not the maximum")
+     lambda x, r: (x - 1000 * (~r)[..., None]).amax(1), "still wins")
+case("pooling: a very large number subtracted at the padding", P,
+     lambda x, r: (x - 1e9 * (~r)[..., None]).amax(1), "still wins")
 case("pooling: padding included", P, lambda x, r: x.amax(1), "runs over the padding too")
 case("pooling: multiplied by the mask", P, lambda x, r: (x * r[..., None]).amax(1),
      "is 0 and wins the maximum")
