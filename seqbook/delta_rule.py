@@ -96,7 +96,7 @@ def delta_rule_recurrent(
     writes ``beta_t`` times the error of that read-out. ``log_alpha = None`` is
     DeltaNet (alpha_t = 1); a gate log alpha_t <= 0 is gated DeltaNet. The keys are
     used as given: DeltaNet normalises them to unit length first, which with
-    0 < beta_t <= 1 keeps I - beta_t k_t k_t^T a contraction.
+    0 < beta_t <= 1 keeps I - beta_t k_t k_t^T non-expansive (norm 1).
 
     Args:
         q, k, v: queries, keys, values, heads first.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from collections import Counter
@@ -155,11 +156,14 @@ def check_cost(answer):
                                (macs, B * T * V * d, "the number of multiply-adds"),
                                (copies, B * T * d, "the number of copies")):
         if not agrees(value, right) and agrees(value, right, digits=2):
-            if float(value) != float(f"{float(value):.3g}"):  # more digits than rounding left
-                raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
-                            f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
-            raise Wrong(f"{what} is close, but not right to three significant digits: give "
-                        "(at least) three, rounded to the nearest rather than cut off")
+            v = float(value)
+            unit = 10.0 ** (math.floor(math.log10(right)) - 2)  # of the third digit
+            cut = math.floor(right / unit) * unit  # the right value cut off after 3 digits
+            if v == float(f"{v:.2g}") or math.isclose(v, cut, rel_tol=1e-9):
+                raise Wrong(f"{what} is close, but not right to three significant digits: give "
+                            "(at least) three, rounded to the nearest rather than cut off")
+            raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
+                        f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
     if agrees(memory, B * T * V):
         raise Wrong("the memory counts numbers, not bytes: a float32 takes 4 bytes")
     if agrees(memory, B * T * V * 4 / 1e9) or agrees(memory, B * T * V * 4 / 2**30):

@@ -307,7 +307,7 @@ def check_year(fn):
 
     answer = float(_number(call(fn, w.clone(), list(YEAR_SOURCES), what="year_share"),
                            "year_share"))
-    if not 0.0 <= answer <= 1.0 and agrees(answer / 100, share(slice(0, 4), -2, 0), 4):
+    if 1.0 < answer <= 100.0 and agrees(answer / 100, share(slice(0, 4), -2, 0), 2):
         raise Wrong("that is the share as a percentage: give it as a fraction in [0, 1]")
     expect(0.0 <= answer <= 1.0, "a share must lie in [0, 1]: average the four rows rather "
            "than adding them up")

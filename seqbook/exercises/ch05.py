@@ -191,11 +191,11 @@ def check_heads_loop(fn):
         ref, ref_w = mha(x, x, x, average_attn_weights=False)
     # mha(...) itself is not the exercise, nor its forward or attend called by hand; nor one
     # call of scaled_dot_product_attention on all heads at once (queries with a head axis)
-    query_dims = []
+    query_shapes = []
 
     def sdpa_queries(frame, event, arg):
         if event == "call" and frame.f_code is _SDPA_CODE:
-            query_dims.append(frame.f_locals["q"].dim())
+            query_shapes.append(tuple(frame.f_locals["q"].shape))
 
     with torch.no_grad(), CallWatch(MODULE_ITSELF, other=sdpa_queries) as watch:
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
@@ -203,9 +203,14 @@ def check_heads_loop(fn):
     expect(not watch.used, f"heads_loop runs {', '.join(watch.used)}, the module's own "
            "computation: compute the heads one by one from the rows of q_proj, k_proj and v_proj "
            "with scaled_dot_product_attention")
-    expect(not any(d > 3 for d in query_dims), "heads_loop calls scaled_dot_product_attention "
-           "once for all heads, on queries with a head axis (B, h, T, d_h), as the module "
-           "does: the exercise is the loop, one call per head on its (B, T, d_h) slices")
+    expect(not any(len(q) > 3 and q[-3] > 1 for q in query_shapes), "heads_loop calls "
+           "scaled_dot_product_attention once for all heads, on queries with a head axis "
+           "(B, h, T, d_h), as the module does: the exercise is the loop, one call per head on "
+           "its (B, T, d_h) slices")
+    expect(not query_shapes or len(query_shapes) >= mha.num_heads, f"heads_loop calls "
+           f"scaled_dot_product_attention {len(query_shapes)} time(s) for {mha.num_heads} heads "
+           "(the heads folded into the batch?): the exercise is the loop, one call per head on "
+           "its (B, T, d_h) slices")
     expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "

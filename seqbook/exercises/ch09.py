@@ -527,15 +527,6 @@ def _dpo_batch(seed: int, B: int, T: int, V: int, dtype=F64):
     return logits, ids, mask
 
 
-def _full_precision(out: torch.Tensor, what: str) -> torch.Tensor:
-    """``out``, or a :class:`Wrong` if it is a half-precision tensor (about 3 significant digits:
-    too few to tell a right log-probability from a slip)."""
-    if out.dtype in (torch.float16, torch.bfloat16):
-        raise Wrong(f"{what} was computed in {out.dtype}, which keeps about 3 significant digits: "
-                    "compute it in the dtype of its inputs (float32 or float64)")
-    return out
-
-
 def _name_logprob_slip(out, logits, ids, mask) -> None:
     """Raise a :class:`Wrong` naming the slip ``out`` makes, if it is one of the known ones."""
     logq = torch.log_softmax(logits, -1)
@@ -576,7 +567,6 @@ def _logprob_verdict(response_logprob) -> None:
         given = logits.clone().requires_grad_()  # the policy is trained through the answer
         out = returned_tensor(call(response_logprob, given, ids.clone(), mask.clone(),
                                    what="response_logprob"), "response_logprob")
-        _full_precision(out, "response_logprob")
         expect(tuple(out.shape) == (B,), f"response_logprob must return one number per row, shape "
                f"({B},), got {tuple(out.shape)}")
         if not close(out.detach(), response_logprob_reference(logits, ids, mask), n=T):
@@ -650,7 +640,7 @@ def _dpo_verdict(dpo_loss) -> None:
         if isinstance(out, numbers.Real):
             raise Wrong("dpo_loss returns a number: return a tensor, so that the loss can be "
                         "backpropagated (the policy is trained through it)")
-        out = _full_precision(returned_tensor(out, "dpo_loss"), "dpo_loss")
+        out = returned_tensor(out, "dpo_loss")
         expect(out.numel() == 1, f"dpo_loss must return a scalar, the mean over the pairs, got "
                f"shape {tuple(out.shape)}")
         out = out.reshape(())

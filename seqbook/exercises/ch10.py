@@ -288,8 +288,8 @@ def check_causal_linear_attention(fn):
     if any(close(out, r, n=T * Dk) for r in right):
         # queries and keys far below 0: features near 0 and normalisers far below 1
         q_small, k_small = q - 4, k - 4
-        out = returned_tensor(call(fn, q_small, k_small, v.clone(), what="causal_linear_attention"),
-                              "causal_linear_attention")
+        out = returned_tensor(call(fn, q_small.clone(), k_small.clone(), v.clone(),
+                                   what="causal_linear_attention"), "causal_linear_attention")
         right = [linear_attention(q_small, k_small, v, causal=True, eps=eps) for eps in (0.0, 1e-6)]
         if any(close(out, r, n=T * Dk) for r in right):
             return

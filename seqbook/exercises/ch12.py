@@ -106,6 +106,11 @@ def check_zero(answer):
         if _near(value, r * 2**30 / 1e9):
             raise Wrong(f"the stage-{stage} size is in GB (10**9 bytes): give it in GiB "
                         "(2**30 bytes)")
+    autocast = ((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, 16 * P / N / 2**30)
+    if all(_near(v, a) for v, a in zip(got, autocast, strict=True)):
+        raise Wrong("that is autocast's split, float32 weights and gradients (4 + 4 bytes whole "
+                    "in stage 1, 4 in stage 2): the exercise asks for ZeRO's, bf16 weights and "
+                    "gradients (2 + 2 bytes) beside the float32 master copy and moments")
     if _near(got[0], (4 * P + 8 * P / N) / 2**30):
         raise Wrong("the stage-1 size leaves out the float32 master copy of the weights, which the "
                     "optimiser keeps beside Adam's two moments")
@@ -292,10 +297,13 @@ def _check_sampler(rank_batch):
            "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
            "would train on the same data in the same order")
     # (seed, step) pairs that one number made of the two merges: seed + step, seed ^ step or
-    # seed * step for the first; M * seed + step, for the usual multipliers M, for the others
-    multipliers = (10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 2**8, 2**16, 2**20,
-                   2**31, 2**32, 1009, 7919, 10007, 31337, 99991, 1_000_003)
-    pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))] + [((0, M + 1), (1, 1)) for M in multipliers]
+    # seed * step for the first; M * seed + step and M * step + seed, for the usual multipliers
+    # M, for the others (all below 2**32: NumPy's SeedSequence splits a larger int into 32-bit
+    # words and drops trailing zeros, so default_rng([2**32 + 1, 0]) is default_rng([1, 1]))
+    multipliers = (10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 10**9 + 7, 2**8,
+                   2**16, 2**20, 2**31, 1009, 7919, 10007, 12345, 31337, 99991, 1_000_003)
+    pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))]
+    pairs += [pair for M in multipliers for pair in (((0, M + 1), (1, 1)), ((M + 1, 0), (1, 1)))]
     for (seed_a, step_a), (seed_b, step_b) in pairs:
         a, b = (_indices(call(rank_batch, num_windows, 8, step, 0, 1, seed, what="rank_batch"),
                          "rank_batch", 8, num_windows)

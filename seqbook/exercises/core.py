@@ -324,6 +324,8 @@ def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
         return False
     dtype = _lower_precision(actual.dtype, expected.dtype) if not expected.is_complex() \
         else expected.dtype
+    if dtype in _HALF:  # never looser than float32: half precision's tolerance lets slips through
+        dtype = torch.float32
 
     scale = float(expected.abs().max()) if expected.numel() else 1.0
     high = expected.dtype if expected.is_floating_point() or expected.is_complex() \
@@ -357,12 +359,22 @@ def name_slip(value, slips, digits: int = 3) -> None:
             raise Wrong(message)
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def returned_tensor(out, what: str) -> torch.Tensor:
-    """The learner's result as a tensor (a NumPy array is taken as one), or a :class:`Wrong`."""
+    """The learner's result as a tensor (a NumPy array is taken as one), or a :class:`Wrong`;
+    also for a half-precision result (float16, bfloat16), whose 3 significant digits cannot tell a
+    right answer from a slip (no check gives half-precision inputs)."""
     if not isinstance(out, torch.Tensor):
         if isinstance(out, np.ndarray):
-            return torch.from_numpy(out.copy())
-        raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+            out = torch.from_numpy(out.copy())
+        else:
+            raise Wrong(f"{what} must return a tensor, got {type(out).__name__}")
+    if out.dtype in _HALF:
+        raise Wrong(f"{what} returned {str(out.dtype).removeprefix('torch.')}, which keeps about "
+                    "3 significant digits: compute in the dtype of the inputs (float32 or "
+                    "float64)")
     return out
 
 

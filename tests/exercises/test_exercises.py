@@ -53,6 +53,22 @@ def test_close_follows_the_tolerance_policy():
     assert close(x + 1e-15, x) and not close(x + 1e-9, x)
     assert not close(x[:50], x)  # another shape is not close
     assert close(x.float(), x.float()) and not close("text", x)
+    # never looser than float32: at bfloat16's tolerance, a slip of a few percent would pass
+    assert not close((x * 1.03).bfloat16(), x) and not close((x * 1.03).half(), x, n=36)
+
+
+def test_a_half_precision_answer_is_refused_with_its_reason():
+    import numpy as np
+
+    from seqbook.exercises.core import returned_tensor
+
+    for t in (torch.ones(3, dtype=torch.bfloat16), torch.ones(3, dtype=torch.float16),
+              np.ones(3, dtype=np.float16)):
+        with pytest.raises(Wrong, match="returned (b?float16), which keeps about 3 significant"):
+            returned_tensor(t, "f")
+    # wrong answers in bfloat16 that the loose tolerance let through (values unchanged, zeros)
+    for answer in (lambda q, k, v: v.bfloat16(), lambda q, k, v: torch.zeros_like(v).bfloat16()):
+        assert "returned bfloat16" in check("ex-ch10-causal-linear-attention", answer).message
 
 
 def test_every_exercise_has_hints():

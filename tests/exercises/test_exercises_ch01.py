@@ -118,6 +118,9 @@ def test_cost():
     for v, t in ((50_000, T), (V, 1000)):
         exact = (B * t * v * 4, B * t * v * d, B * t * d)
         assert "check the sizes" in check(name, exact).message
+    # T = 1000, rounded as asked (V = 50,000 rounded is the right memory cut off: ambiguous)
+    rounded = tuple(float(f"{x:.3g}") for x in (B * 1000 * V * 4, B * 1000 * V * d, B * 1000 * d))
+    assert "check the sizes" in check(name, rounded).message
     assert "the bytes" in check(name, (B * T * V * 4, B * T * V * d, 4 * B * T * d)).message
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
     assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message

@@ -214,6 +214,7 @@ def test_year():
     assert "four outputs" in check(name, lambda w, s: share(w, s, 2)).message
     assert "[0, 1]" in check(name, lambda w, s: 4 * share(w, s)).message
     assert "percentage" in check(name, lambda w, s: 100 * share(w, s)).message
+    assert "percentage" in check(name, lambda w, s: round(100 * share(w, s))).message
     assert "differs" in check(name, lambda w, s: share(w, s, 4, -3, -1)).message
     assert "a number" in check(name, lambda w, s: "70%").message
     # a 0-d tensor, NumPy numbers, float32 weights, and the precision the exercise states

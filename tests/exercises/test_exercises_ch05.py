@@ -226,6 +226,30 @@ case("heads-loop: one call on all heads at once", H, all_heads_at_once, "once fo
 case("heads-loop: a loop with the softmax by hand", H, softmax_by_hand)
 
 
+def folded_heads(m, x):  # one call with the heads folded into the batch: (B h, T, d_h)
+    B, T, _ = x.shape
+    q, k, v = (split_heads(p(x), m).reshape(B * m.num_heads, T, m.head_dim)
+               for p in (m.q_proj, m.k_proj, m.v_proj))
+    out, w = scaled_dot_product_attention(q, k, v)
+    out = out.view(B, m.num_heads, T, m.head_dim).transpose(1, 2).reshape(x.shape)
+    return m.out_proj(out), w.view(B, m.num_heads, T, T)
+
+
+def loop_keeping_a_head_axis(m, x):  # one call per head on (B, 1, T, d_h): a right loop
+    q, k, v = (split_heads(p(x), m) for p in (m.q_proj, m.k_proj, m.v_proj))
+    heads, weights = [], []
+    for i in range(m.num_heads):
+        out, w = scaled_dot_product_attention(q[:, i:i + 1], k[:, i:i + 1], v[:, i:i + 1])
+        heads.append(out)
+        weights.append(w)
+    out = torch.cat(heads, 1).transpose(1, 2).reshape(x.shape)
+    return m.out_proj(out), torch.cat(weights, 1)
+
+
+case("heads-loop: the heads folded into the batch", H, folded_heads, "1 time(s) for 3 heads")
+case("heads-loop: a loop that keeps a head axis of 1", H, loop_keeping_a_head_axis)
+
+
 # --- max pooling over real tokens ---------------------------------------------------------------
 
 

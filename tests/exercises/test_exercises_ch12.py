@@ -73,6 +73,7 @@ def test_zero():
     gb = tuple(v * 2**30 / 1e9 for v in ZERO)
     for answer, fragment in [
         (gb, "GB"),
+        (((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, ZERO[2]), "autocast's split"),
         (((4 * P + 8 * P / N) / 2**30, *ZERO[1:]), "master copy"),
         ((16 * P / 2**30, *ZERO[1:]), "whole copy"),
         (tuple(reversed(ZERO)), "grow from stage 1 to stage 3"),
