@@ -305,12 +305,16 @@ def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> 
                     f"{type(x).__name__}") from err
 
 
+#: half precision: about 3 significant digits, too few to tell a right answer from a slip
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
     """Whether ``actual`` equals ``expected`` within the tolerance policy.
 
     The tolerance is that of the less precise of the two dtypes: a right answer computed in
     float32 (a buffer made with ``torch.zeros(n)``) is judged at float32's precision, as it
-    should be. ``actual`` may be a tensor, a NumPy array, a list or a number; a wrong shape is
+    should be; never looser than float32's, since at half precision's a slip passes. ``actual`` may be a tensor, a NumPy array, a list or a number; a wrong shape is
     simply not close.
     """
     if not isinstance(expected, torch.Tensor):
@@ -357,9 +361,6 @@ def name_slip(value, slips, digits: int = 3) -> None:
     for expected, message in slips:
         if agrees(value, expected, digits):
             raise Wrong(message)
-
-
-_HALF = (torch.float16, torch.bfloat16)
 
 
 def returned_tensor(out, what: str) -> torch.Tensor:
