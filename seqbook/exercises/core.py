@@ -314,8 +314,9 @@ def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
 
     The tolerance is that of the less precise of the two dtypes: a right answer computed in
     float32 (a buffer made with ``torch.zeros(n)``) is judged at float32's precision, as it
-    should be; never looser than float32's, since at half precision's a slip passes. ``actual`` may be a tensor, a NumPy array, a list or a number; a wrong shape is
-    simply not close.
+    should be; never looser than float32's, since at half precision's a slip passes.
+    ``actual`` may be a tensor, a NumPy array, a list or a number; a wrong shape is simply not
+    close.
     """
     if not isinstance(expected, torch.Tensor):
         expected = torch.as_tensor(expected, dtype=torch.float64)
