@@ -13,6 +13,7 @@ import re
 import resource
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
@@ -73,8 +74,6 @@ def slowest_cells(nb, k: int = 5) -> list[dict]:
     """The ``k`` code cells that took longest, from the timestamps nbclient records in each cell's
     metadata (``execution``: from the kernel's start of the cell to its reply): each with its
     position in the notebook, its id and seconds, the slowest first."""
-    from datetime import datetime
-
     times = []
     for i, cell in enumerate(nb.cells):
         stamps = cell.get("metadata", {}).get("execution", {})
