@@ -6,7 +6,7 @@ cells are named by their ids, which do not move when cells are added), one CPU t
 
 * **Memory task** (remember the first token, T = 10, 25, 50, 100; RNN, GRU and LSTM of hidden size
   32; at most 250 AdamW steps at lr 1e-2 in blocks of 10, batches of 64, the gated models started
-  with ``init_keep_bias(..., 3.0)``). The chapter runs seeds 0, 1 and 2; this script runs seeds
+  with ``init_keep_bias(..., 3.0)``). The chapter runs seed 0; this script runs seeds
   0 to 6. Each run is trained *once*, block by block, exactly as ``train_memory``: the test accuracy
   is recorded at the block where the chapter's early stop would end the run (mean training loss of
   the block below 0.02), and training then goes on to the full budget of 250 steps, where the
