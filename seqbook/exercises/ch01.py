@@ -164,6 +164,15 @@ def check_cost(answer):
                             "(at least) three, rounded to the nearest rather than cut off")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
                         f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
+    # an exact count with another vocabulary (GPT-2's table padded to 50,304, say) can agree
+    # to three digits; only an exact count shows which V it used
+    for value, per_token, what in ((memory, B * T * 4, "the memory"),
+                                   (macs, B * T * d, "the number of multiply-adds")):
+        v = float(value)
+        if (agrees(v, per_token * V) and v.is_integer() and int(v) % per_token == 0
+                and int(v) // per_token != V):
+            raise Wrong(f"{what} is the exact count for a vocabulary of "
+                        f"{int(v) // per_token:,} tokens: the exercise's V is {V:,}")
     if agrees(memory, B * T * V):
         raise Wrong("the memory counts numbers, not bytes: a float32 takes 4 bytes")
     if agrees(memory, B * T * V * 4 / 1e9) or agrees(memory, B * T * V * 4 / 2**30):

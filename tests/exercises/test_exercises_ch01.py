@@ -118,6 +118,10 @@ def test_cost():
     for v, t in ((50_000, T), (V, 1000)):
         exact = (B * t * v * 4, B * t * v * d, B * t * d)
         assert "check the sizes" in check(name, exact).message
+    # exact counts with GPT-2's table padded to 50,304 rows agree to three digits: refused
+    padded = (B * T * 50_304 * 4, B * T * 50_304 * d, B * T * d)
+    assert "vocabulary of 50,304 tokens" in check(name, padded).message
+    assert "vocabulary of 50,304" in check(name, (B * T * V * 4, *padded[1:])).message
     # T = 1000, rounded as asked (V = 50,000 rounded is the right memory cut off: ambiguous)
     rounded = tuple(float(f"{x:.3g}") for x in (B * 1000 * V * 4, B * 1000 * V * d, B * 1000 * d))
     assert "check the sizes" in check(name, rounded).message
