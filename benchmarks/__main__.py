@@ -9,11 +9,13 @@ Run it from the root of the repository::
     python -m benchmarks --device cuda --out perf # the same on a GPU: perf/cuda.{txt,json}
     python -m benchmarks --notebooks --out perf   # time every chapter notebook: perf/notebooks.json
     python -m benchmarks --notebooks --jobs 2     # the same, two notebooks at a time (2 cores)
+    python -m benchmarks --reference              # this host's speed against perf/notebooks.json's
 
 The pieces, in the order a run uses them: :mod:`benchmarks.layers` builds the pairs (each of our
 layers and its reference) and times them, with :func:`benchmarks.timing.measure`;
 :mod:`benchmarks.scaling` times them against sequence length; :mod:`benchmarks.notebooks` times the
-chapters; :mod:`benchmarks.report` describes the machine and writes the table and the JSON file.
+chapters, after :mod:`benchmarks.reference` has timed a fixed workload that says how fast the host
+is; :mod:`benchmarks.report` describes the machine and writes the table and the JSON file.
 The FHRR rows need torch-hd (``pip install -e ".[bench]"``); without it they are reported as skipped.
 """
 
@@ -29,6 +31,7 @@ import torch
 
 from .layers import GROUPS, SIZES, TARGETS, run_pairs
 from .notebooks import chapter_notebooks, time_notebooks
+from .reference import reference_workload
 from .report import format_table, machine_info, write_result
 from .scaling import SCALING_LENGTHS, run_scaling
 
@@ -57,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1,
                    help="with --notebooks: notebooks executed at once, each kernel on its own core "
                         "(default 1)")
+    p.add_argument("--reference", action="store_true",
+                   help="instead: time the reference workload on this host and compare it with the one "
+                        "recorded in perf/notebooks.json (or --out's notebooks.json)")
     p.add_argument("--quiet", action="store_true", help="do not print rows as they are measured")
     return p
 
@@ -78,6 +84,9 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
     command = "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv)
     t0 = time.perf_counter()
 
+    if args.reference:
+        return _reference(args.out or Path(__file__).resolve().parents[1] / "perf")
+
     if args.notebooks is not None:
         notebooks = args.notebooks or chapter_notebooks()
         if args.jobs < 1:
@@ -86,6 +95,9 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
         last = args.out / "notebooks.json" if args.out else None
         if args.jobs > 1 and last is not None and last.exists():
             expected = {r["notebook"]: r["wall_s"] for r in json.loads(last.read_text())["notebooks"]}
+        reference = reference_workload()  # before the notebooks, on an idle machine
+        if log:
+            log(f"reference workload: {reference['total']:.2f} s")
         start = time.perf_counter()
         rows = time_notebooks(notebooks, log=log, jobs=args.jobs, expected_s=expected)
         # the commit is dirty when what the notebooks run and read (chapters/, results/) changed
@@ -95,6 +107,7 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
             "each notebook's own setting (the chapters that train set one thread)" if args.jobs == 1
             else "one in every kernel: the chapters' own setting, and OMP_NUM_THREADS=1")
         # total_wall_s: start to end of the whole run; sum_wall_s: the notebooks one after another
+        meta["reference_s"] = reference  # python -m benchmarks --reference compares a host with it
         result = {"meta": meta, "notebooks": rows,
                   "total_wall_s": round(time.perf_counter() - start, 1),
                   "sum_wall_s": round(sum(r["wall_s"] for r in rows), 1)}
@@ -130,6 +143,26 @@ def _main(args: argparse.Namespace, argv: list[str] | None) -> dict:
     if any(r["status"] == "error" for r in result["rows"]):
         raise SystemExit(1)
     return result
+
+
+def _reference(folder: Path) -> dict:
+    """Time the reference workload here; print it beside the one in ``folder/notebooks.json``."""
+    here = reference_workload()
+    print(f"this host ({machine_info('cpu')['cpu']}): reference workload {here['total']:.2f} s "
+          f"(GRU steps {here['gru']:.2f} s, GPT steps {here['gpt']:.2f} s), one thread")
+    recorded_file = folder / "notebooks.json"
+    recorded = None
+    if recorded_file.exists():
+        meta = json.loads(recorded_file.read_text())["meta"]
+        recorded = meta.get("reference_s")
+        if recorded:
+            ratio = here["total"] / recorded["total"]
+            print(f"{recorded_file}: {recorded['total']:.2f} s on {meta['cpu']} (commit "
+                  f"{meta['commit'][:7]}); this host takes {ratio:.2f} times as long: scale that "
+                  "file's notebook times by it")
+    if not recorded:
+        print(f"{recorded_file} records no reference workload: nothing to compare with")
+    return {"here": here, "recorded": recorded}
 
 
 if __name__ == "__main__":

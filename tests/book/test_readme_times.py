@@ -14,3 +14,12 @@ def test_the_readme_s_notebook_times_match_the_recorded_run():
     seconds = {r["notebook"]: r["wall_s"] for r in run}
     assert sum(s < 120 for s in seconds.values()) > len(seconds) / 2
     assert max(seconds, key=seconds.get).startswith("10_") and max(seconds.values()) < 480
+
+
+def test_the_recorded_run_has_the_reference_workload_the_readme_offers():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`python -m benchmarks --reference` times a fixed workload" in readme
+    meta = json.loads((ROOT / "perf" / "notebooks.json").read_text())["meta"]
+    reference = meta["reference_s"]  # what --reference compares a machine with
+    assert 0 < reference["gru"] and 0 < reference["gpt"]
+    assert 1 < reference["total"] < 10  # "about two seconds" on a machine like the CI's

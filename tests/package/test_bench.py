@@ -316,6 +316,45 @@ def test_time_notebooks_two_at_a_time_keeps_the_order_and_one_thread(tmp_path):
         notebooks.time_notebooks(paths, jobs=0)
 
 
+def test_reference_workload_times_both_parts_on_one_thread():
+    from benchmarks.reference import reference_workload
+
+    threads = torch.get_num_threads()
+    ref = reference_workload(repeats=1, steps={"gru": 2, "gpt": 2})
+    assert torch.get_num_threads() == threads  # the caller's setting is restored
+    assert ref["steps"] == {"gru": 2, "gpt": 2} and ref["repeats"] == 1
+    assert ref["gru"] > 0 and ref["gpt"] > 0
+    assert math.isclose(ref["total"], ref["gru"] + ref["gpt"], abs_tol=1e-3)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="repeats must be an int >= 1"):
+            reference_workload(repeats=bad)
+
+
+def test_notebooks_run_records_the_reference_and_reference_compares_with_it(
+        tmp_path, monkeypatch, capsys):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    import benchmarks.__main__ as bench
+
+    fixed = {"gru": 1.0, "gpt": 2.0, "total": 3.0, "steps": {"gru": 150, "gpt": 50}, "repeats": 5}
+    monkeypatch.setattr(bench, "reference_workload", lambda: dict(fixed))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    bench_main(["--notebooks", str(path), "--out", str(tmp_path), "--quiet"])
+    meta = json.loads((tmp_path / "notebooks.json").read_text())["meta"]
+    assert meta["reference_s"] == fixed
+    # a host that takes 1.5 times as long
+    monkeypatch.setattr(bench, "reference_workload", lambda: {**fixed, "total": 4.5})
+    out = bench_main(["--reference", "--out", str(tmp_path)])
+    assert out["recorded"] == fixed
+    assert "takes 1.50 times as long" in capsys.readouterr().out
+    # nothing recorded to compare with
+    out = bench_main(["--reference", "--out", str(tmp_path / "none")])
+    assert out["recorded"] is None and "records no reference" in capsys.readouterr().out
+
+
 def test_chapters_are_found_beside_the_harness():
     found = notebooks.chapter_notebooks()
     assert found and found[0].name.startswith("01_") and all(p.parent.name == "chapters" for p in found)
