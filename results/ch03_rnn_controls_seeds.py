@@ -114,8 +114,8 @@ def main(argv=None) -> None:
     claims = {
         "wide RNN at T = 50 and 100: no run reaches 0.95": max(long_runs) < 0.95,
         "wide RNN at T = 50 and 100: every run above 0.2 (chance is 0.125)": min(long_runs) > 0.2,
-        "wide RNN at T = 50 and 100: the mean of the runs above 0.3": min(
-            np.mean(acc(50)), np.mean(acc(100))) > 0.3,
+        "wide RNN at T = 50 and 100: the mean of the runs above 0.3": bool(min(
+            np.mean(acc(50)), np.mean(acc(100))) > 0.3),
         "RNN LM at lr 0.003: no run diverges (every one below 0.4 of the unigram perplexity)":
             max(slow) < 0.4 * unigram,
     }
