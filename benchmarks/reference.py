@@ -1,7 +1,7 @@
 """A fixed reference workload: how fast a host is at the book's kind of work.
 
-The chapters' times in ``perf/notebooks.json`` belong to the machine that measured them; two hosts
-sold under the same name can differ by a factor of two. The reference workload is a few seconds
+The chapters' times in ``perf/notebooks.json`` belong to the machine that measured them, and
+machines differ, sometimes even two sold under the same name. The reference workload is a few seconds
 of the work the chapters spend their time on, on one thread, timed the same way on every host:
 
 * ``gru``: 150 training steps of chapter 3's memory-task classifier (a GRU of 32 units on PyTorch's
@@ -11,7 +11,7 @@ of the work the chapters spend their time on, on one thread, timed the same way 
 
 ``python -m benchmarks --reference`` times it on this host and compares it with the time recorded in
 ``perf/notebooks.json``; the ratio scales that file's times to this host. On one shared host, runs
-a few minutes apart differed by about 10 % (2.10 to 2.36 s on a 2-core AMD EPYC): a ratio says which
+a few minutes apart differed by about 15 % (2.02 to 2.36 s on a 2-core AMD EPYC): a ratio says which
 host is faster only beyond that.
 """
 
