@@ -73,6 +73,11 @@ def check_bigram(fn):
         raise Wrong("a pair that occurs several times is counted once: with indexing "
                     "t[a, b] += 1 and repeated pairs (a, b), only one of the additions lands; "
                     "accumulate the counts")
+    counts = torch.zeros(C, C, dtype=F64)
+    counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=F64), accumulate=True)
+    if close(out, torch.log((counts + 1) / (counts.sum(1, keepdim=True) + 1))):
+        raise Wrong("each row is divided by its count plus 1: the row's total must include the "
+                    "one added to each of its C cells, count + C")
     expect(close(out.exp().sum(1), torch.ones(C, dtype=F64)),
            "the rows do not sum to 1 after exp: normalise each row, the distribution of the "
            "symbol that follows a, not the whole table")
@@ -306,8 +311,12 @@ def check_smoothing_bug(fn):
         z, y = _padded_batch(pad, seed)
         B, T, C = z.shape
         for eps in (0.0, 0.1, 0.3):
-            out = as_tensor(call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss"),
-                            "the loss of smoothed_loss")
+            with CallWatch(_FINISHED_LOSSES) as watch:
+                out = call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss")
+            if watch.used:
+                raise Wrong(f"smoothed_loss calls {watch.used[0]}: the exercise asks for the fix "
+                            "of the function by hand, without seqbook.losses or F.cross_entropy")
+            out = as_tensor(out, "the loss of smoothed_loss")
             expect(out.numel() == 1, f"the loss must be a scalar, got shape {tuple(out.shape)}")
             ref = cross_entropy(z, y, label_smoothing=eps, ignore_index=pad)
             # judged at float32's precision: a float32 target (F.one_hot(y) * (1 - eps)) in a
