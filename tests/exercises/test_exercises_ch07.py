@@ -208,6 +208,12 @@ def test_perfect_recall():
         p = phi(-math.sqrt((N - 1) / (P - 1)))
         return (1 - p) ** N, (1 - p) ** P
 
+    def wrong_z(N, P):  # P_err from a wrong z, the powers right: named as P_err's slip
+        p = phi(-N / math.sqrt((P - 1) * (N - 1)))
+        return (1 - p) ** N, (1 - p) ** (N * P)
+
+    assert "q is not P_err" in check("ex-ch7-perfect-recall", wrong_z).message
+
     def torch_normal(N, P):  # another way to write Phi
         p = torch.distributions.Normal(0.0, 1.0).cdf(torch.tensor(-math.sqrt((N - 1) / (P - 1)),
                                                                   dtype=torch.float64))
@@ -365,6 +371,18 @@ def test_dense_exp():
     assert "synchronous" in check(name, lambda p, s, o: dense_exp(p, s, o, sync=True)).message
     assert "wrong sign" in check(name, lambda p, s, o: -dense_exp(p, s, o)).message
     assert "changed the state it was given" in check(name, in_place).message
+
+    def sign_of_diff(patterns, state, order):  # torch.sign leaves a tie at 0: not a state
+        state = state.clone()
+        for i in order:
+            plus, minus = state.clone(), state.clone()
+            plus[:, i], minus[:, i] = 1.0, -1.0
+            diff = (torch.logsumexp(plus @ patterns.T, -1)
+                    - torch.logsumexp(minus @ patterns.T, -1))
+            state[:, i] = torch.sign(diff)
+        return state
+
+    assert "entries other than -1 and +1" in check(name, sign_of_diff).message
     # ties set to +1 or -1, where the rule keeps the old value
     for tie in (1.0, -1.0):
         message = check(name, lambda p, s, o, t=tie: dense_exp_slips(p, s, o, tie=t)).message
