@@ -10,7 +10,7 @@ from torch import nn
 
 from ..lm import CharLM, detach_state
 from ..rnn import RNNCell
-from .core import Wrong, as_tensor, call, close, exercise, expect, float32_work, returned_tensor
+from .core import CallWatch, Wrong, as_tensor, call, close, exercise, expect, float32_work, returned_tensor
 
 F64 = torch.float64
 
@@ -93,6 +93,12 @@ def _grads(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
+#: what ex-ch2-clip's answer may not call: PyTorch's own clipping and its global norm
+_CLIPPERS = {f"nn.utils.{name}": getattr(nn.utils, name) for name in (
+    "clip_grad_norm_", "clip_grad_norm", "clip_grads_with_norm_", "get_total_norm")
+    if hasattr(nn.utils, name)}
+
+
 @exercise("ex-ch2-clip", hints=[
     "The global norm is the length of one long vector made of every gradient: the square root of "
     "the sum of all squared entries, over all parameters together, not per parameter.",
@@ -107,7 +113,11 @@ def check_clip(clip_):
     for seed, scale, max_norm in [(0, 100.0, 1.0), (1, 1e-3, 1.0), (2, 50.0, 5.0)]:
         model, ref = _model_with_gradients(seed, scale), _model_with_gradients(seed, scale)
         before = _grads(model).clone()
-        norm = call(clip_, model.parameters(), max_norm, what="clip_")
+        with CallWatch(_CLIPPERS) as watch:
+            norm = call(clip_, model.parameters(), max_norm, what="clip_")
+        if watch.used:
+            raise Wrong(f"clip_ calls {watch.used[0]}: the exercise asks for the clipping by hand, "
+                        "the global norm and the scaling")
         ref_norm = nn.utils.clip_grad_norm_(ref.parameters(), max_norm)
         after = _grads(model)
         large = before.norm() > max_norm
@@ -186,6 +196,15 @@ def check_temperature(entropy):
                         "logits by tau before the softmax")
         if _like(out, _entropy(logits, 1 / tau)):
             raise Wrong("the logits are multiplied by tau; they must be divided by it")
+        # an epsilon in the log, log(p + eps), before the float32 test: its error is of
+        # float32's size for eps near 1e-9, and it is the more common slip
+        if out.is_floating_point() and out.dtype == F64:
+            p = torch.softmax(logits / tau, dim=-1)
+            for eps in (1e-12, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6):
+                if _near(out, -(p * torch.log(p + eps)).sum(-1)):
+                    raise Wrong(f"the entropy at tau = {tau} is that of log(p + {eps:g}): a small "
+                                "constant added to p inside the log. Take log p from "
+                                "F.log_softmax, which needs none")
         float32_work(out, ref, f"the entropy at tau = {tau}", n=16)
         if out.is_floating_point() and bool(((out - ref).abs() <= 1e-6 * ref.abs()).all()):
             raise Wrong(f"the entropy at tau = {tau} is within a millionth of the right one but "

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from test_exercise_cells import FIX_WORDS
+from torch import nn
 
 from seqbook.exercises import check
 from seqbook.lm import CharLM
@@ -41,6 +42,24 @@ def test_next_step():
 
 
 # --- gradient clipping ---------------------------------------------------------------------------
+
+
+def test_clip_refuses_pytorch_s_own_clipping():
+    for name in ("clip_grad_norm_", "get_total_norm"):
+        if not hasattr(nn.utils, name):
+            continue
+        if name == "clip_grad_norm_":
+            def answer(params, max_norm):
+                return nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            def answer(params, max_norm):  # the norm from PyTorch, the scaling by hand
+                params = [p for p in params if p.grad is not None]
+                norm = nn.utils.get_total_norm([p.grad for p in params])
+                for p in params:
+                    p.grad.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
+                return norm
+        result = check("ex-ch2-clip", answer)
+        assert result.status == "fail" and f"calls nn.utils.{name}" in result.message, result
 
 
 def test_clip():
@@ -111,7 +130,9 @@ def test_clip():
     assert check("ex-ch2-clip", exact)
     assert check("ex-ch2-clip", float32_norm)
     assert "not a copy of it" in check("ex-ch2-clip", scales_a_copy).message
-    assert check("ex-ch2-clip", lambda params, m: torch.nn.utils.clip_grad_norm_(list(params), m))
+    # PyTorch's own clipping is what the exercise asks to write: refused, by name
+    assert "calls nn.utils.clip_grad_norm_" in check(
+        "ex-ch2-clip", lambda params, m: torch.nn.utils.clip_grad_norm_(list(params), m)).message
     assert check("ex-ch2-clip", starter).status == "not attempted"
     assert "generator" in check("ex-ch2-clip", two_passes).message
     assert "NoneType" in check("ex-ch2-clip", grad_none_kept).message
@@ -162,6 +183,12 @@ def test_temperature():
         return -(p * torch.log(p + 1e-12)).sum(-1)
 
     assert "log(p + 1e-12)" in check(name, eps_in_log).message
+    for eps in (1e-9, 1e-6):  # larger constants: named too, not taken for float32 work
+        def eps_larger(logits, tau, eps=eps):
+            p = F.softmax(logits / tau, dim=-1)
+            return -(p * torch.log(p + eps)).sum(-1)
+
+        assert f"log(p + {eps:g})" in check(name, eps_larger).message
     assert check(name, lambda z, t: eps_in_log(z.float(), t))  # below float32's rounding
     float32_cast_back = check(name, lambda z, t: right(z.float(), t).double()).message
     assert "right to float32's precision only" in float32_cast_back
