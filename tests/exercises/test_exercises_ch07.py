@@ -341,16 +341,23 @@ def dense_exp_slips(patterns, state, order, tie=None, amax=False):
     return state
 
 
-def test_dense_exp():
-    def recomputed(patterns, state, order):  # the overlaps recomputed at every step, logaddexp
-        state = state.clone()
-        for i in order:
-            plus, minus = state.clone(), state.clone()
-            plus[:, i], minus[:, i] = 1.0, -1.0
-            diff = (torch.logsumexp(plus @ patterns.T, -1)
-                    - torch.logsumexp(minus @ patterns.T, -1))
+def _recomputed(patterns, state, order, keep_ties=True):
+    """The overlaps recomputed at every step, logaddexp; a tie keeps the old value, or (not
+    keep_ties) is left at torch.sign's 0."""
+    state = state.clone()
+    for i in order:
+        plus, minus = state.clone(), state.clone()
+        plus[:, i], minus[:, i] = 1.0, -1.0
+        diff = torch.logsumexp(plus @ patterns.T, -1) - torch.logsumexp(minus @ patterns.T, -1)
+        if keep_ties:
             state[:, i] = torch.where(diff > 0, 1.0, torch.where(diff < 0, -1.0, state[:, i]))
-        return state
+        else:
+            state[:, i] = torch.sign(diff)
+    return state
+
+
+def test_dense_exp():
+    recomputed = _recomputed
 
     def once_each(patterns, state, order):
         return dense_exp(patterns, state, list(dict.fromkeys(order)))
@@ -373,14 +380,7 @@ def test_dense_exp():
     assert "changed the state it was given" in check(name, in_place).message
 
     def sign_of_diff(patterns, state, order):  # torch.sign leaves a tie at 0: not a state
-        state = state.clone()
-        for i in order:
-            plus, minus = state.clone(), state.clone()
-            plus[:, i], minus[:, i] = 1.0, -1.0
-            diff = (torch.logsumexp(plus @ patterns.T, -1)
-                    - torch.logsumexp(minus @ patterns.T, -1))
-            state[:, i] = torch.sign(diff)
-        return state
+        return _recomputed(patterns, state, order, keep_ties=False)
 
     assert "entries other than -1 and +1" in check(name, sign_of_diff).message
     # ties set to +1 or -1, where the rule keeps the old value
