@@ -1,6 +1,6 @@
 """Chapter 3's two caveats about the plain RNN, measured: its size on the memory task, its learning rate.
 
-The chapter's RNN of 32 units has a third of the recurrent parameters of the GRU of 32 units
+The chapter's RNN of 32 units has a third of the parameters in the layer of the GRU of 32 units
 (1,600 against 4,800), and its language model trains at the GRU's learning rate of 0.01, where
 chapter 2 trained an RNN at 0.003. The chapter says that either may be part of the RNN's deficit;
 this script measures both, with everything else exactly as ``results/ch03_seeds.py`` (the
