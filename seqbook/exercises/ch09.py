@@ -34,10 +34,15 @@ def _number(out, what: str) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+def _bigram_counts(ids: torch.Tensor, C: int) -> torch.Tensor:
+    """How often each symbol b follows each symbol a: a (C, C) float64 table."""
+    counts = torch.zeros(C, C, dtype=F64)
+    counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=F64), accumulate=True)
+    return counts
+
+
 def _bigram_reference(ids: torch.Tensor, C: int, add: float = 1.0) -> torch.Tensor:
-    pairs = torch.zeros(C, C, dtype=F64)
-    pairs.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=F64), accumulate=True)
-    pairs = pairs + add
+    pairs = _bigram_counts(ids, C) + add
     return torch.log(pairs / pairs.sum(1, keepdim=True))
 
 
@@ -73,8 +78,7 @@ def check_bigram(fn):
         raise Wrong("a pair that occurs several times is counted once: with indexing "
                     "t[a, b] += 1 and repeated pairs (a, b), only one of the additions lands; "
                     "accumulate the counts")
-    counts = torch.zeros(C, C, dtype=F64)
-    counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=F64), accumulate=True)
+    counts = _bigram_counts(ids, C)
     if close(out, torch.log((counts + 1) / (counts.sum(1, keepdim=True) + 1))):
         raise Wrong("each row is divided by its count plus 1: the row's total must include the "
                     "one added to each of its C cells, count + C")
