@@ -303,13 +303,18 @@ def _attention_variants(q, k, v, mask):
         re, im = s @ torch.cos(math.pi * v), s @ torch.sin(math.pi * v)
         return torch.atan2(im, re) / math.pi
 
+    masked = scores.masked_fill(~keep, 0.0)
+    re, im = masked @ torch.cos(math.pi * v), masked @ torch.sin(math.pi * v)
     soft = torch.softmax(scores.masked_fill(~keep, -math.inf), -1).nan_to_num(0.0)
     return [
+        ("the output is an angle in radians, in [-pi, pi]: divide torch.atan2's result by pi "
+         "to get a symbol in [-1, 1]", torch.atan2(im, re)),
+        ("torch.atan2 takes the imaginary part first, torch.atan2(im, re): the arguments are "
+         "swapped", torch.atan2(re, im) / math.pi),
         ("there is no softmax in VSA attention: the raw similarities in [-1, 1] weigh the "
          "values", read(soft)),
         ("the scores weigh the angles of the values; they must weigh their phasors "
-         "exp(i pi v), and the output is the angle of that sum",
-         scores.masked_fill(~keep, 0.0) @ v),
+         "exp(i pi v), and the output is the angle of that sum", masked @ v),
         ("the mask is reversed: True means a query may look at that key", read(
             scores.masked_fill(keep, 0.0))),
         ("masked keys still count: set their scores to 0 before weighing the values",
@@ -376,6 +381,13 @@ def check_attention(attention):
         expect(output.shape == ref.shape, f"the output must have shape (B, Tq, Dv) = "
                f"{tuple(ref.shape)}, got {tuple(output.shape)}")
         if not _same_output(output, ref, q, k, v, m):
+            if torch.isnan(output).any() and torch.isinf(scores).any():
+                raise Wrong("the output has NaN entries: a masked score of -inf (softmax's "
+                            "mask) times a value phasor gives -inf + inf = NaN; there is no "
+                            "softmax here, so a masked key's score is 0")
+            expect(not torch.isnan(output).any(), "the output has NaN entries" + (
+                ": a query that may look at no key gets the zero symbol (the angle of 0 is 0)"
+                if m is not None else ""))
             for message, wrong in _attention_variants(q, k, v, m):
                 if _same_output(wrong, ref, q, k, v, m):
                     continue  # without a mask, the mask's slips change nothing

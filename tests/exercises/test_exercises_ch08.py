@@ -196,18 +196,19 @@ def test_order():
 # --- VSA attention from scratch --------------------------------------------------------------------
 
 
-def attention(q, k, v, mask=None, softmax=False, scale=1.0, angles=False, flip=False):
+def attention(q, k, v, mask=None, softmax=False, scale=1.0, angles=False, flip=False,
+              swap=False, fill=0.0):
     cq, sq, ck, sk = torch.cos(math.pi * q), torch.sin(math.pi * q), torch.cos(math.pi * k), \
         torch.sin(math.pi * k)
     scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1] * scale
     if mask is not None:
-        scores = scores.masked_fill(mask if flip else ~mask, -math.inf if softmax else 0.0)
+        scores = scores.masked_fill(mask if flip else ~mask, -math.inf if softmax else fill)
     if softmax:
         scores = torch.softmax(scores, -1).nan_to_num(0.0)
     if angles:
         return scores @ v, scores
     re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
-    return torch.atan2(im, re) / math.pi, scores
+    return (torch.atan2(re, im) if swap else torch.atan2(im, re)) / math.pi, scores
 
 
 def test_attention():
@@ -236,6 +237,12 @@ def test_attention():
     assert "mask is reversed" in check(name, lambda q, k, v, m: attention(q, k, v, m, flip=True)
                                        ).message
     assert "masked keys still count" in check(name, lambda q, k, v, m: attention(q, k, v)).message
+    assert "in radians" in check(name, lambda q, k, v, m: (
+        math.pi * attention(q, k, v, m)[0], attention(q, k, v, m)[1])).message
+    assert "arguments are swapped" in check(name, lambda q, k, v, m: (
+        attention(q, k, v, m, swap=True))).message
+    assert "-inf + inf = NaN" in check(name, lambda q, k, v, m: (
+        attention(q, k, v, m, fill=-math.inf))).message
     assert "the pair (output, scores)" in check(name, lambda q, k, v, m: q).message
     # the exercise forbids a (Tq, Tk, D) tensor of angle differences: right values, wrong method
     assert "(Tq, Tk, D)" in check(name, differences).message
