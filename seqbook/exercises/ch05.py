@@ -9,6 +9,7 @@ import inspect
 import math
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..attention import MultiHeadAttention, lengths_to_mask, scaled_dot_product_attention
 from ..online_softmax import tiled_attention
@@ -69,6 +70,9 @@ def check_temperature(answer):
     if near(limit, [1.0, 0.0]):
         raise Wrong("the limit is the value of a key that loses: compare the scores q . k_t of "
                     "the three keys")
+    if near(limit, [0.5, 0.5]) or near(limit, [2 / 3, 1 / 3]):
+        raise Wrong("the limit still averages the values: as c grows, the softmax puts all its "
+                    "weight on the one key with the largest score q . k_t")
     expect(near(limit, [0.0, 1.0]),
            "the limit is not the value of the key with the largest score (to 3 decimal "
            "places); z at a large but finite c is not yet the limit")
@@ -152,6 +156,9 @@ def check_local(fn):
         if torch.equal(mask, dist < r):
             raise Wrong("the window misses its edges: position i may see i - r and i + r too "
                         "(|i - j| <= r)")
+        if any(torch.equal(mask, d <= r) for d in (idx[:, None] - idx, idx - idx[:, None])):
+            raise Wrong("the window is unbounded on one side (i - j <= r without the absolute "
+                        "value): take |i - j|")
         if torch.equal(mask, right & (idx[None, :] <= idx[:, None])):
             raise Wrong("the window looks back only: restricted self-attention sees r "
                         "neighbours on both sides")
@@ -169,6 +176,28 @@ MODULE_ITSELF = {"MultiHeadAttention.forward": MultiHeadAttention.forward,
                  "MultiHeadAttention.attend_fused": MultiHeadAttention.attend_fused}
 #: the code of scaled_dot_product_attention itself (under its checking wrapper)
 _SDPA_CODE = inspect.unwrap(scaled_dot_product_attention).__code__
+
+
+class _ScoresOfHeads(TorchFunctionMode):
+    """Records whether a product, exponential or softmax makes the (T, T) scores of more than one
+    head at once (a hand-written version of the module's all-heads computation), or whether
+    PyTorch's fused attention gets the queries of more than one head."""
+
+    PRODUCTS = {"matmul", "__matmul__", "bmm", "baddbmm", "einsum", "softmax", "exp"}
+
+    def __init__(self, batch: int, T: int, head_dim: int):
+        super().__init__()
+        self.batch, self.T, self.head_dim, self.found = batch, T, head_dim, False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        if name == "scaled_dot_product_attention" and args and isinstance(args[0], torch.Tensor):
+            self.found |= args[0].numel() > self.batch * self.T * self.head_dim
+        elif name in self.PRODUCTS and isinstance(out, torch.Tensor) and out.dim() >= 2:
+            self.found |= (tuple(out.shape[-2:]) == (self.T, self.T)
+                           and out.numel() > self.batch * self.T * self.T)
+        return out
 
 
 @exercise("ex-ch5-heads-loop", hints=[
@@ -197,7 +226,8 @@ def check_heads_loop(fn):
         if event == "call" and frame.f_code is _SDPA_CODE:
             query_shapes.append(tuple(frame.f_locals["q"].shape))
 
-    with torch.no_grad(), CallWatch(MODULE_ITSELF, other=sdpa_queries) as watch:
+    with torch.no_grad(), CallWatch(MODULE_ITSELF, other=sdpa_queries) as watch, \
+            _ScoresOfHeads(2, 5, mha.head_dim) as scores:
         out, w = returned_pair(call(fn, mha, x.clone(), what="heads_loop"), "heads_loop",
                                "(output, weights)")
     expect(not watch.used, f"heads_loop runs {', '.join(watch.used)}, the module's own "
@@ -211,6 +241,10 @@ def check_heads_loop(fn):
            f"scaled_dot_product_attention {len(query_shapes)} time(s) for {mha.num_heads} heads "
            "(the heads folded into the batch?): the exercise is the loop, one call per head on "
            "its (B, T, d_h) slices")
+    expect(not scores.found, "heads_loop computes the scores of all the heads at once (a "
+           "(B, h, T, T) tensor, or PyTorch's fused attention on queries with a head axis), as "
+           "the module does: the exercise is the loop, one call of scaled_dot_product_attention "
+           "per head on its (B, T, d_h) slices")
     expect_shape(out, ref.shape, "the output")
     if tuple(w.shape) == (2, 5, 5):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "
@@ -241,8 +275,8 @@ def check_heads_loop(fn):
 
 def _pooling_case(g, lengths, T, d, pad):
     """x (B, T, d) with padding vectors larger than every real one (at least ``pad``), and one
-    sequence whose real values are all negative (below -2, so that no small constant can stand
-    in for -inf)."""
+    sequence whose real values are all negative (below -2, so that 0, -1 or another small
+    constant cannot stand in for -inf; a fill far below the real values, such as -1e9, can)."""
     lengths = torch.tensor(lengths)
     real = lengths_to_mask(lengths, T)
     x = torch.randn(len(lengths), T, d, generator=g, dtype=F64)

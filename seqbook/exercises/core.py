@@ -238,6 +238,9 @@ def call(fn, *args, what: str | None = None, **kwargs):
         raise NotAttempted(f"{what} still raises NotImplementedError: write its body, then run "
                            "this cell again") from err
     except Exception as err:  # noqa: BLE001 - the learner's error becomes the check's message
+        if isinstance(err, TypeError) and err.__traceback__.tb_next is None:  # the call itself
+            raise Wrong(f"{what} cannot be called as the exercise calls it, with "
+                        f"{len(args) + len(kwargs)} argument(s): TypeError: {err}") from err
         raise Wrong(_error_message(err, what)) from err
 
 

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from seqbook.attention import scaled_dot_product_attention
 from seqbook.exercises import check
@@ -224,6 +225,25 @@ case("heads-loop: the printed forward copied (its attend, no loop)", H, forward_
      "runs MultiHeadAttention.attend")
 case("heads-loop: one call on all heads at once", H, all_heads_at_once, "once for all heads")
 case("heads-loop: a loop with the softmax by hand", H, softmax_by_hand)
+
+
+def vectorised_by_hand(m, x):  # the module's computation written out: no loop, no call
+    q, k, v = (split_heads(p(x), m) for p in (m.q_proj, m.k_proj, m.v_proj))
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(m.head_dim), -1)  # (B, h, T, T)
+    return m.out_proj((w @ v).transpose(1, 2).reshape(x.shape)), w
+
+
+def fused_all_heads(m, x):  # PyTorch's fused attention on all heads, the weights by hand
+    q, k, v = (split_heads(p(x), m) for p in (m.q_proj, m.k_proj, m.v_proj))
+    out = F.scaled_dot_product_attention(q, k, v)
+    w = torch.stack([torch.softmax(q[:, i] @ k[:, i].transpose(-2, -1) / math.sqrt(
+        m.head_dim), -1) for i in range(m.num_heads)], 1)
+    return m.out_proj(out.transpose(1, 2).reshape(x.shape)), w
+
+
+case("heads-loop: all heads at once, by hand", H, vectorised_by_hand, "all the heads at once")
+case("heads-loop: PyTorch's fused attention on all heads", H, fused_all_heads,
+     "all the heads at once")
 
 
 def folded_heads(m, x):  # one call with the heads folded into the batch: (B h, T, d_h)
@@ -495,3 +515,33 @@ def test_temperature_as_one_array_and_not_a_finite_c():
     assert check("ex-ch5-temperature", torch.tensor([[0.667, 0.333], [0.0, 1.0]]))
     # z at c = 7 is (0.0018, 0.998): close to the limit, not the limit
     assert not check("ex-ch5-temperature", ((0.667, 0.333), (0.0018, 0.998)))
+
+
+def test_temperature_limit_that_averages():
+    answer = ((0.667, 0.333), (0.5, 0.5))
+    assert "still averages the values" in check("ex-ch5-temperature", answer).message
+    answer = ((0.667, 0.333), (0.667, 0.333))
+    assert "still averages the values" in check("ex-ch5-temperature", answer).message
+
+
+def test_local_without_absolute_value():
+    def one_sided(n, r):
+        i = torch.arange(n)
+        return (i[:, None] - i[None, :]) <= r
+
+    def other_side(n, r):
+        i = torch.arange(n)
+        return (i[None, :] - i[:, None]) <= r
+
+    for fn in (one_sided, other_side):
+        assert "unbounded on one side" in check("ex-ch5-local", fn).message
+
+
+def test_a_call_with_the_wrong_parameters_is_named():
+    message = check("ex-ch5-local", lambda n: torch.ones(n, n, dtype=torch.bool)).message
+    assert "cannot be called as the exercise calls it, with 2 argument(s)" in message
+    # an error inside the learner's body still names the learner's line
+    def body_error(n, r):
+        return torch.ones(n, n, dtype=torch.bool) @ r
+
+    assert "line" in check("ex-ch5-local", body_error).message
