@@ -231,6 +231,58 @@ def coloured_text(text: str, values, width: int = 64, ax=None, cmap: str = "RdBu
     return ax
 
 
+#: where label_points tries each label, in points from its dot, in this order
+LABEL_OFFSETS = ((3, 2), (3, -12), (-3, 2), (-3, -12), (0, 6), (0, -18), (3, 11), (-3, 11))
+
+
+def label_points(ax, xy, texts: Sequence[str], colors: Sequence[str] | None = None,
+                 fontsize: float = 10):
+    """Write ``texts[i]`` beside the dot at ``xy[i]`` of a scatter plot, where it hides least.
+
+    Each label, in turn, goes to the first of :data:`LABEL_OFFSETS` where it covers the least
+    area of the dots (6 points square) and of the labels placed before it. Call it once the
+    figure's layout is final (after ``fig.canvas.draw()``): the areas are measured on the canvas.
+
+    Shape:
+        ``xy``: (N, 2) data coordinates; ``texts`` and ``colors`` (optional): N strings each.
+
+    Returns:
+        The N text annotations.
+    """
+    from matplotlib.axes import Axes
+    from matplotlib.transforms import Bbox
+
+    if not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    xy = _as_array("xy", xy, 2)
+    if xy.shape[1] != 2:
+        raise ValueError(f"xy must have shape (N, 2), got {xy.shape}")
+    if isinstance(texts, str) or len(texts) != len(xy):
+        raise ValueError(f"texts must be a sequence of {len(xy)} strings, one per point")
+    for name, seq in (("texts", texts), ("colors", colors or [])):
+        if isinstance(seq, str) or not all(isinstance(t, str) for t in seq):
+            raise TypeError(f"{name} must be a sequence of strings")
+    if colors is not None and len(colors) != len(xy):
+        raise ValueError(f"colors must hold {len(xy)} colours, one per point, got {len(colors)}")
+    check_number("fontsize", fontsize, 0, low_open=True)
+    placed = [Bbox.from_bounds(x - 3, y - 3, 6, 6) for x, y in ax.transData.transform(xy)]
+    labels = []
+    for i, (text, point) in enumerate(zip(texts, xy, strict=True)):
+        candidates = [ax.annotate(text, point, xytext=(dx, dy), textcoords="offset points",
+                                  fontsize=fontsize, color=colors[i] if colors else None,
+                                  ha="left" if dx > 0 else "right" if dx < 0 else "center")
+                      for dx, dy in LABEL_OFFSETS]
+        boxes = [candidate.get_window_extent() for candidate in candidates]
+        covered = [sum(o.width * o.height for b in placed if (o := Bbox.intersection(box, b)))
+                   for box in boxes]
+        best = covered.index(min(covered))
+        for candidate in candidates[:best] + candidates[best + 1:]:
+            candidate.remove()
+        placed.append(boxes[best])
+        labels.append(candidates[best])
+    return labels
+
+
 def confusion_matrix(y_true, y_pred, labels: Sequence[str], ax=None, normalize: bool = True):
     """Plot a confusion matrix (rows: true class, columns: predicted class); returns the counts.
 

@@ -175,6 +175,9 @@ def check_cost(answer):
                         f"{int(v) // per_token:,} tokens: the exercise's V is {V:,}")
     if agrees(memory, B * T * V):
         raise Wrong("the memory counts numbers, not bytes: a float32 takes 4 bytes")
+    if agrees(memory, B * T * V * 8):
+        raise Wrong("the memory counts 8 bytes a number (int64, the dtype of F.one_hot, or "
+                    "float64): the one-hot batch holds 32-bit floats, 4 bytes each")
     if agrees(memory, B * T * V * 4 / 1e9) or agrees(memory, B * T * V * 4 / 2**30):
         raise Wrong("give the memory in bytes, not in gigabytes")
     expect(agrees(memory, B * T * V * 4),
@@ -241,6 +244,10 @@ def check_patch_size(answer):
             raise Wrong(f"patch {p}: the parameters miss the bias of the projection")
         if params == area * dim + area:
             raise Wrong(f"patch {p}: the bias has one entry per output, not per pixel")
+        if params == n * (area * dim + dim) and n > 1:
+            raise Wrong(f"patch {p}: the parameters count one projection per patch: a single "
+                        "projection is shared by all the patches, as an embedding table is by "
+                        "all the tokens")
         expect(params == area * dim + dim, f"patch {p}: the number of parameters is wrong: "
                "a linear map from the pixels of a patch to 32 numbers")
 
@@ -404,7 +411,7 @@ def _pair_counts(words: dict, weighted: bool = True) -> Counter:
 
 # "ab ab" has 2 merges only; the first merge of "ééé ééé ééé" joins the two bytes of "é"
 BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
-              "twice": "abab abab abab"}
+              "twice": "abab abab abab", "run": "aaa aaa"}
 
 
 @lru_cache(maxsize=4)
@@ -477,9 +484,10 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """Three small texts: one whose first merge joins the two bytes of "é" (characters would
+    """Four small texts: one whose first merge joins the two bytes of "é" (characters would
     merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
-    occurrence only leaves the second), and one that runs out of pairs before num_merges (the
+    occurrence only leaves the second), one with a run of three equal bytes (merged from the
+    right, "aaa" leaves (a, aa)), and one that runs out of pairs before num_merges (the
     merges so far, then stop)."""
     text = BPE_MERGES["bytes"]
     with _time_limit(0.5, "learn_merges"):
@@ -495,13 +503,21 @@ def _check_early_stop(learn_merges) -> None:
            == list(_trained_merges(text, 2)),
            f"learn_merges({text!r}, 2) does not join the two b'ab' of a piece in its second "
            "merge: a merge replaces every occurrence of its pair in a piece, not only the first")
+    text = BPE_MERGES["run"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 2, what=f"learn_merges({text!r}, 2)")
+    right = list(_trained_merges(text, 2))  # [(b'a', b'a'), (b'aa', b'a')]
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == right,
+           f"learn_merges({text!r}, 2) must return {right}: in a run of equal bytes, 'aaa', a "
+           "merge joins the pairs from the left, as a scan of the piece from its start finds "
+           "them, which leaves (b'aa', b'a')")
     text, n = BPE_MERGES["short"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
     right = list(_trained_merges(text, n))
     out = [tuple(p) for p in out] if isinstance(out, (list, tuple)) else out
     if isinstance(out, list) and len(out) < len(right) and out == right[:len(out)]:
-        raise Wrong(f"learn_merges({text!r}, {n}) stops after {len(out)} merges, while a pair "
+        raise Wrong(f"learn_merges({text!r}, {n}) stops after {len(out)} merge(s), while a pair "
                     "is still left (a pair that occurs once is still the most frequent one): stop "
                     "only once every pre-token is one token")
     expect(out == right, f"learn_merges({text!r}, {n}) must stop once every pre-token is one "
@@ -539,6 +555,7 @@ WP_WORDS = {
     "xabb": ["x", "##a", "##b", "##b"],
     "Ab": ["[UNK]"],  # no "A": the rule does not change the case
     "playwalk": ["[UNK]"],  # no "##walk": the bare "walk" does not continue a word
+    "ing": ["[UNK]"],  # only "##ing": a '##' piece never starts a word
 }
 
 
@@ -608,6 +625,10 @@ def check_wordpiece(wordpiece_encode):
         raise Wrong("where no '##' piece continues a word, a bare entry of the vocabulary is "
                     "taken: a bare entry only starts a word; with no '##' piece at a position, "
                     "the whole word becomes ['[UNK]']")
+    if any(out and out[0].startswith("##") for out in wrong.values()):
+        raise Wrong("a word may begin with a '##' piece: '##' marks a piece that continues a "
+                    "word, so the first piece must be a bare entry (with none, the word is "
+                    "['[UNK]'])")
     if every(lambda w: _wordpiece(w, WP_VOCAB, marker="")):
         raise Wrong("the pieces after the first are looked up without '##': inside a word, a "
                     "piece is the vocabulary's entry with '##' in front")

@@ -68,7 +68,8 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
         raise Wrong(f"the padding gets weight: little while the {word} are of order 1, much once "
                     f"the real {word} fall below the fill value. A finite fill such as -40 hides "
                     f"the padding only while every real one stays well above it; the "
-                    f"padding's weight must be exactly 0 whatever the {word} (fill with -inf)")
+                    f"padding's weight must be exactly 0 whatever the {word} (fill with -inf, "
+                    f"or a number far below any real one)")
     sums = weights.sum(-1)
     if not close(sums, torch.ones(sums.shape, dtype=F64), n=weights.shape[-1]):
         if weights.shape[0] > 1 and close(weights.sum(0), torch.ones(weights.shape[-1]),
@@ -203,9 +204,12 @@ def _step_variants(dec, y_prev, s_prev, memory):
     c_new, _ = dec.context(s, memory)
     c_0, _ = dec.context(dec.init_state(memory), memory)
     s_0 = dec.cell(torch.cat([e, c_0], dim=-1), s_prev)
+    c_all, _ = dec.attention(s_prev, memory.annotations)  # no mask: the padding counts too
+    s_all = dec.cell(torch.cat([e, c_all], dim=-1), s_prev)
     return s, {
         "new state": dec.out(torch.cat([s, c_new, e], dim=-1)),
         "first state": dec.out(torch.cat([s_0, c_0, e], dim=-1)),
+        "no mask": dec.out(torch.cat([s_all, c_all, e], dim=-1)),
     }
 
 
@@ -230,6 +234,9 @@ def check_context_bug(fn):
     if close(logits, slips["first state"], n=10):
         raise Wrong("the context is computed from s_0 at every step: the query is the previous "
                     "state s_(i-1), which changes from step to step")
+    if close(logits, slips["no mask"], n=10):
+        raise Wrong("the context reads the padding of the shorter sources: pass the source's "
+                    "mask, memory.mask, to the attention")
     expect(close(s, ref_s, n=10), "the new state is not the GRU's update of s_(i-1) with "
            "[E y_(i-1); c_i]")
     expect(close(logits, ref_logits, n=10), "the new state is right but the logits are not "

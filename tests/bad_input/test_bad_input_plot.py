@@ -1,6 +1,6 @@
 """Bad input for every public callable of ``seqbook.plot``: a clear error, or a correct edge result.
 
-Cases: 68 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 14 legal
+Cases: 76 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and 14 legal
 edge checks. ``use_book_style`` takes no argument.
 """
 
@@ -112,6 +112,34 @@ case("confusion_matrix-ax-list", lambda: plot.confusion_matrix([0], [0], LABELS,
 case("plot_history-ax-int", lambda: plot.plot_history(H, ax=1), "ax", "int")
 case("plot_history-baseline_label-int", lambda: plot.plot_history(H, baseline=1.0, baseline_label=2),
      "baseline_label", "int")
+
+
+
+def _label(xy=((0.0, 0.0), (1.0, 1.0)), texts=("a", "b"), **kwargs):
+    fig, ax = plt.subplots()
+    return plot.label_points(ax if "ax" not in kwargs else kwargs.pop("ax"), xy, texts, **kwargs)
+
+
+case("label_points-ax-None", lambda: _label(ax=None), "ax", "Axes", "NoneType")
+case("label_points-xy-1d", lambda: _label(xy=[0.0, 1.0]), "xy", "2-D", "(2,)")
+case("label_points-xy-3-columns", lambda: _label(xy=np.zeros((2, 3))), "xy", "(N, 2)", "(2, 3)")
+case("label_points-texts-short", lambda: _label(texts=["a"]), "texts", "2 strings")
+case("label_points-texts-str", lambda: _label(texts="ab"), "texts", "2 strings")
+case("label_points-texts-ints", lambda: _label(texts=[1, 2]), "texts", "strings")
+case("label_points-colors-short", lambda: _label(colors=["C0"]), "colors", "2 colours", "1")
+case("label_points-fontsize-0", lambda: _label(fontsize=0), "fontsize", "0")
+
+
+def test_label_points_keeps_one_label_per_point_off_the_dots():
+    fig, ax = plt.subplots()
+    xy = np.array([[0.0, 0.0], [0.0, 0.05], [1.0, 1.0]])
+    ax.scatter(xy[:, 0], xy[:, 1])
+    fig.canvas.draw()
+    labels = plot.label_points(ax, xy, ["one", "two", "three"], ["C0", "C1", "C2"])
+    assert [t.get_text() for t in ax.texts] == ["one", "two", "three"]  # the others removed
+    assert [t.get_text() for t in labels] == ["one", "two", "three"]
+    boxes = [t.get_window_extent() for t in labels]
+    assert not boxes[0].overlaps(boxes[1])  # two close points: their labels do not overlap
 
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)

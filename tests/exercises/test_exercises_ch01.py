@@ -127,6 +127,7 @@ def test_cost():
     assert "check the sizes" in check(name, rounded).message
     assert "the bytes" in check(name, (B * T * V * 4, B * T * V * d, 4 * B * T * d)).message
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
+    assert "F.one_hot" in check(name, (B * T * V * 8, B * T * V * d, B * T * d)).message
     assert "not in gigabytes" in check(name, (1.65, B * T * V * d, B * T * d)).message
     assert "misses a factor" in check(name, (B * T * V * 4, B * T * V, B * T * d)).message
     assert "one token" in check(name, (B * T * V * 4, V * d, B * T * d)).message
@@ -157,6 +158,9 @@ def test_patch_size():
     assert "not a row" in check(name, row).message
     bias_per_pixel = table(lambda p: (8 // p) ** 2, lambda p: p * p, lambda p: p * p * 33)
     assert "one entry per output" in check(name, bias_per_pixel).message
+    per_patch = table(lambda p: (8 // p) ** 2, lambda p: p * p,
+                      lambda p: (8 // p) ** 2 * (p * p * 32 + 32))
+    assert "shared by all the patches" in check(name, per_patch).message
     assert "keys" in check(name, {1: (64, 1, 64)}).message
     # side 3, which the exercise asks about, may be there too (patchify refuses it)
     assert check(name, {**right, 3: None})
@@ -416,7 +420,22 @@ def test_bpe_merges():
         merges = learn(text, n)
         return merges[:1] if text == "ab ab" else merges
 
-    assert "stops after 1 merges, while a pair is still left" in check(name, stops_at_one).message
+    assert "stops after 1 merge(s), while a pair is still left" in check(name, stops_at_one).message
+
+    def merge_from_the_right(word, pair):  # a run "aaa" becomes ("a", "aa")
+        out = list(word)
+        i = len(out) - 2
+        while i >= 0:
+            if (out[i], out[i + 1]) == pair:
+                out[i:i + 2] = [out[i] + out[i + 1]]
+            i -= 1
+        return tuple(out)
+
+    def right_to_left(text, n):  # the reader's case: each piece scanned from its end
+        words = Counter(tuple(bytes([b]) for b in p.encode()) for p in pretokenize(text))
+        return greedy_merges(words, n, merge_from_the_right)
+
+    assert "from the left" in check(name, right_to_left).message
 
 
 def test_checks_are_fast():
@@ -473,6 +492,22 @@ def test_wordpiece_encoder():
                    lambda w, v: tuple(right(w, v))):
         assert check(name, answer), check(name, answer).message
     assert check(name, starter).status == "not attempted"
+
+    def first_piece_any(word, vocab):  # the reader's case: a word may begin with a '##' piece
+        pieces, start = [], 0
+        while start < len(word):
+            ends = range(len(word), start, -1)
+            found = next(((prefix, e) for e in ends for prefix in ("", "##")
+                          if (prefix or start == 0) and prefix + word[start:e] in vocab
+                          or prefix and prefix + word[start:e] in vocab), None)
+            if found is None:
+                return ["[UNK]"]
+            prefix, end = found
+            pieces.append(prefix + word[start:end])
+            start = end
+        return pieces
+
+    assert "may begin with a '##' piece" in check(name, first_piece_any).message
 
     def shortest(word, vocab):
         pieces, start = [], 0

@@ -131,6 +131,9 @@ def step(dec, y_prev, s_prev, memory, bug=None):
     query = dec.init_state(memory) if bug == "s0" else s_prev
     c, _ = dec.context(query, memory)
     s = dec.cell(torch.cat([e, c], dim=-1), s_prev)
+    if bug == "no mask":  # the context over every position, padding included
+        c, _ = dec.attention(query, memory.annotations)
+        s = dec.cell(torch.cat([e, c], dim=-1), s_prev)
     if bug == "luong":  # the starter's bug
         c, _ = dec.context(s, memory)
     if bug == "order":
@@ -150,6 +153,7 @@ def test_context_bug():
     assert "context" not in luong.message  # the symptom only: where it comes from is the bug
     assert not FIX_WORDS.search(luong.message), luong.message  # the symptom, not the fix
     assert "from s_0 at every step" in check(name, lambda *a: step(*a, bug="s0")).message
+    assert "memory.mask" in check(name, lambda *a: step(*a, bug="no mask")).message
     for bug in ("order", "old state"):
         assert "logits are not" in check(name, lambda *a, bug=bug: step(*a, bug=bug)).message
     no_e = check(name, lambda *a: (step(*a)[0] * 2, step(*a)[1]))
