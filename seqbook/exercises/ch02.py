@@ -69,8 +69,15 @@ def check_next_step(answer):
         if close(h_in, torch.relu(from_h)):
             raise Wrong("the state leaves out the input term W_ih x_(t+1)")
         raise Wrong("h_(t+1) is not right: add W_ih x_(t+1) and W_hh h_t, then apply ReLU")
-    expect(close(y.reshape(1), torch.tensor(W_Y, dtype=F64) @ h_ref),
-           "the state is right but y_(t+1) is not: y_(t+1) = W_y h_(t+1), with no bias")
+    W_y = torch.tensor(W_Y, dtype=F64)
+    if close(y.reshape(1), W_y @ torch.tensor(h_t, dtype=F64)):
+        raise Wrong("y_(t+1) reads the old state h_t: the output is read off the new state, "
+                    "y_(t+1) = W_y h_(t+1)")
+    if close(y.reshape(1), W_y @ (from_x + from_h)):
+        raise Wrong("y_(t+1) reads the state before ReLU: the output is W_y h_(t+1), with "
+                    "h_(t+1) after ReLU")
+    expect(close(y.reshape(1), W_y @ h_ref),
+           "the state is right but y_(t+1) is not: y_(t+1) = W_y h_(t+1)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +378,7 @@ def _bptt_problem(seed: int, m: int = 4, d: int = 3, n: int = 2, T: int = 6):
 
 
 def _bptt_variant(W_ih, W_hh, W_y, xs, ys, derivative="state", carry=True, average=True,
-                  previous=True):
+                  previous=True, transpose=True):
     """Reverse-mode BPTT with one of the typical mistakes switched on."""
     T, m = xs.shape[0], W_hh.shape[0]
     hs, pre = [torch.zeros(m, dtype=F64)], []
@@ -390,7 +397,7 @@ def _bptt_variant(W_ih, W_hh, W_y, xs, ys, derivative="state", carry=True, avera
         da = slope * dh
         dW_ih += torch.outer(da, xs[t - 1])
         dW_hh += torch.outer(da, hs[t - 1] if previous else hs[t])
-        delta_next = W_hh.T @ da
+        delta_next = (W_hh.T if transpose else W_hh) @ da
     return dW_ih, dW_hh, dW_y
 
 
@@ -404,6 +411,8 @@ _BPTT_MISTAKES = [
      "step t + 1 sends back through W_hh^T"),
     ({"average": False}, "off by a factor T: the loss is averaged over the T steps"),
     ({"previous": False}, "dW_hh pairs the error at step t with h_t; W_hh multiplies h_(t-1)"),
+    ({"transpose": False}, "what step t sends back to h_(t-1) is multiplied by W_hh: the chain "
+     "rule multiplies by its transpose, W_hh^T (dL/dh_(t-1) = W_hh^T dL/da_t)"),
 ]
 
 

@@ -35,6 +35,8 @@ def test_next_step():
     assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 1.0], -1.0)).message
     assert "leaves out the input term" in check(name, ([0.0, 0.0, 1.0], -1.0)).message
     assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 2.0], 2.0)).message
+    assert "reads the old state" in check(name, ([0.0, 1.0, 2.0], 1.0)).message
+    assert "before ReLU" in check(name, ([0.0, 1.0, 2.0], -3.0)).message
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
     assert "must be a pair" in check(name, 3).message
     # the old input (0, 1), whose sum ReLU left alone, is not this exercise's answer
@@ -320,7 +322,8 @@ def test_bound():
 # --- reverse-mode BPTT ---------------------------------------------------------------------------
 
 
-def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previous=True):
+def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previous=True,
+         transpose=True):
     T, m = xs.shape[0], W_hh.shape[0]
     hs, pre = [torch.zeros(m, dtype=xs.dtype)], []
     for t in range(T):
@@ -335,7 +338,7 @@ def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previ
         da = {"state": 1 - hs[t] ** 2, "pre": 1 - pre[t - 1] ** 2, "none": 1.0}[slope] * dh
         dW_ih += torch.outer(da, xs[t - 1])
         dW_hh += torch.outer(da, hs[t - 1] if previous else hs[t])
-        delta = W_hh.T @ da
+        delta = (W_hh.T if transpose else W_hh) @ da
     return dW_ih, dW_hh, dW_y
 
 
@@ -416,6 +419,7 @@ def test_bptt():
     assert "direct terms" in check(name, lambda *a: bptt(*a, carry=False)).message
     assert "factor T" in check(name, lambda *a: bptt(*a, average=False)).message
     assert "h_(t-1)" in check(name, lambda *a: bptt(*a, previous=False)).message
+    assert "W_hh^T" in check(name, lambda *a: bptt(*a, transpose=False)).message
     assert "three tensors" in check(name, lambda *a: bptt(*a)[:2]).message
 
     def wrong_y(*a):
