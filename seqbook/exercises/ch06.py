@@ -114,6 +114,12 @@ def check_params(fn):
         if enc == true_enc - 4 * d:
             raise Wrong("the encoder count is 4d short: the two LayerNorms (a gain and a bias "
                         "of d numbers each), or the four biases of the attention's projections?")
+        if enc == true_enc - d * d - d:
+            raise Wrong("the encoder count is d^2 + d short: the attention has four projections, "
+                        "W^Q, W^K, W^V and the output projection W^O, each with a bias")
+        if enc == true_enc - d_ff - d:
+            raise Wrong("the feed-forward network's two linear maps have biases too: d_ff and d "
+                        "numbers")
         if heads > 1 and enc in (true_enc + (heads - 1) * 4 * d * d,
                                  true_enc + (heads - 1) * (4 * d * d + 4 * d)):
             raise Wrong("the heads split d, they do not multiply the projections")
@@ -242,6 +248,12 @@ def check_postln(fn):
                         "x + sublayer(x), residual included")
         if close(out, _post_ln_with(ours, x, None, ours.norm1, ours.norm2), n=64):
             raise Wrong("the padding mask is missing: pass key_padding_mask to self_attn")
+        if close(out, ours.norm2(h + ours.ff(x)), n=64):
+            raise Wrong("the feed-forward network reads the layer's input x: it reads the "
+                        "output of the first sublayer, norm1(x + attention)")
+        if close(out, ours.norm2(h + x + ours.ff(h)), n=64):
+            raise Wrong("the input x is added twice: each sublayer adds its output to its own "
+                        "input, and the second sublayer's input is norm1(x + attention)")
     raise Wrong("the output differs from PyTorch's post-LN layer with the same weights")
 
 
@@ -252,9 +264,10 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
     expected = {"dropout1": (a, "the attention output"), "dropout2": (layer.ff(h), "the "
                 "feed-forward output")}
     for name, (value, what) in expected.items():
-        expect(seen[name], f"{name} is never applied: keep the dropouts where the layer has them, "
-               f"{name} on {what} before the residual sum (in eval mode a dropout does nothing, "
-               "which is why the output still matches)")
+        expect(seen[name], f"the module {name} is never called: keep the layer's dropouts where "
+               f"the layer has them, layer.{name} on {what} before the residual sum (in eval "
+               "mode a dropout does nothing, which is why the output still matches; the check "
+               "follows the layer's dropout modules, so F.dropout with their rate is not seen)")
         expect(any(v.shape == value.shape and close(v, value, n=64) for v in seen[name]),
                f"{name} is applied to something else than {what}: it must act on {what} alone, "
                "before the residual sum and the LayerNorm")
@@ -391,9 +404,8 @@ def check_causal_mask(fn):
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
             if bool(mask[0].all()):  # the starter: its symptom
-                raise Wrong("the first query may read no key at all (its row of the mask is all "
-                            "True): attention over no key is 0 / 0, which a plain softmax turns "
-                            "into NaN. Which keys may query i read?")
+                raise Wrong("the first query may read no key at all: its row of the mask is all "
+                            "True. Which keys may query i read?")
             raise Wrong("some query may not read its own key: query i reads keys 0 .. i, itself "
                         "included")
         if bool((~mask & blocked).any()):

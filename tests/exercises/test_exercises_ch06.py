@@ -71,6 +71,10 @@ def test_params():
     same = check(name, lambda d, f: (right(d, f)[0], right(d, f)[0]))
     assert "cross-attention" in same.message
     assert "must return a pair" in check(name, lambda d, f: 5).message
+    no_out_proj = check(name, lambda d, f: (right(d, f)[0] - d * d - d, right(d, f)[1]))
+    assert "output projection W^O" in no_out_proj.message
+    ff_no_bias = check(name, lambda d, f: (right(d, f)[0] - f - d, right(d, f)[1]))
+    assert "feed-forward network's two linear maps have biases" in ff_no_bias.message
 
 
 def test_postln():
@@ -166,7 +170,20 @@ def test_postln():
         return layer.norm2(x + layer.ff(x))
 
     assert "dropout1 is applied to something else" in check(name, dropout_on_sum).message
-    assert "dropout1 is never applied" in check(name, no_dropout).message
+    assert "the module dropout1 is never called" in check(name, no_dropout).message
+
+    def ff_reads_input(layer, x, key_padding_mask=None):
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        h = layer.norm1(x + layer.dropout1(a))
+        return layer.norm2(h + layer.dropout2(layer.ff(x)))
+
+    def input_twice(layer, x, key_padding_mask=None):
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        h = layer.norm1(x + layer.dropout1(a))
+        return layer.norm2(x + h + layer.dropout2(layer.ff(h)))
+
+    assert "reads the layer's input x" in check(name, ff_reads_input).message
+    assert "added twice" in check(name, input_twice).message
 
 
 def test_sliding():
