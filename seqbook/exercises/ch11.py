@@ -60,10 +60,13 @@ def _reference_exponent(lengths, ms) -> float:
 ])
 def check_slopes(exponent):
     rng = np.random.default_rng(0)
-    # series of 6, 7 and 5 lengths: "the three longest" is not a fixed slice of the list
+    # series of 6, 7, 5 and 4 lengths: "the three longest" is not a fixed slice of the list;
+    # the last, unevenly spaced, tells a fit from the slope between its two ends (for
+    # doublings the fit's middle point weighs nothing)
     for k, lengths in ((1.0, [64, 128, 256, 512, 1024, 2048]),
                        (1.6, [32, 64, 128, 256, 512, 1024, 2048]),
-                       (2.3, [128, 256, 512, 1024, 2048])):
+                       (2.3, [128, 256, 512, 1024, 2048]),
+                       (1.8, [100, 300, 400, 1000])):
         # fixed costs flatten the short lengths, as in the measured curves
         ms = [0.5 + 1e-4 * T**k * math.exp(rng.normal(0.0, 0.02)) for T in lengths]
         got = _number(call(exponent, list(lengths), list(ms), what="exponent"), "the exponent")
@@ -77,6 +80,11 @@ def check_slopes(exponent):
         if agrees(got, every, 3) and not agrees(every, ref, 3):
             raise Wrong("the fit uses every length: take the three longest only, where the "
                         "fixed costs no longer hide the growth")
+        ends = math.log(ms[-1] / ms[-3]) / math.log(lengths[-1] / lengths[-3])
+        if agrees(got, ends, 3) and not agrees(ends, ref, 3):
+            raise Wrong("that is the slope between the first and the last of the three points: "
+                        "fit a straight line through all three (np.polyfit), which weighs the "
+                        "middle one too")
         expect(agrees(got, ref, 3),  # to 3 significant digits, as the exercise asks
                f"for a series of {len(lengths)} lengths the exponent is not the slope of log "
                "time against log length over the three longest sequences (to 3 significant "
@@ -261,8 +269,8 @@ def check_ridge(answer):
                                         "a bf16 number takes 2 bytes, not 4"),
             (_ridge_answer(m=1)[1], "the intensity is that of one token: the batch has 16, "
                                     "so each weight read serves 16 tokens"),
-            (_ridge_answer(output=False)[1], "the intensity leaves out the bytes of the "
-                                             "output, 16 x 4096 numbers written"),
+            (_ridge_answer(output=False)[1], "the intensity leaves out 16 x 4096 numbers: "
+                                             "the activations read or the output written"),
             (RIDGE["batch"], "the intensity counts only the weights' bytes (2mkn FLOPs over 2kn "
                              "bytes): the activations read and the output written move bytes "
                              "too"),

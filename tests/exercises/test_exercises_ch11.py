@@ -49,6 +49,10 @@ def test_slopes():
     assert check("ex-perf-slopes", closed_form)  # in float32
     assert check("ex-perf-slopes", lambda n, t: float(f"{exponent(n, t):.3g}"))  # 3 digits
     assert not check("ex-perf-slopes", lambda n, t: exponent(n, t) * 1.01)
+    # the slope between the first and last of the three: right for doublings, not in general
+    status, message = verdict("ex-perf-slopes", lambda n, t: np.log(t[-1] / t[-3])
+                              / np.log(n[-1] / n[-3]))
+    assert status == "fail" and "first and the last of the three points" in message
 
 
 def test_kv_memory():
@@ -136,7 +140,7 @@ def test_ridge():
         ((ridge, 2 * intensity, 2 * ceiling), "numbers, not bytes"),
         ((ridge, intensity / 2, ceiling / 2), "mkn FLOPs"),
         ((ridge, 4096 / (1 + 4096 + 1), 3.35), "one token"),
-        ((ridge, 16 * 4096 / (16 + 4096), 53.39), "output"),
+        ((ridge, 16 * 4096 / (16 + 4096), 53.39), "the activations read or the output"),
         ((ridge, intensity * 1.01, ceiling), "intensity is not right"),
         ((ridge, intensity, 989.4), "compute-bound"),
         ((ridge, intensity, ceiling * 1e12), "in FLOP/s"),
