@@ -793,7 +793,7 @@ def draw_mamba_block() -> Figure:
     y_top, y_mid, y_bot = 2.35, 1.4, 0.5
     y_c = (y_top + y_bot) / 2
     u = _box(ax, 0.5, y_c, "$u$", PALETTE["input"], w=0.5)
-    _text(ax, 0.5, y_c - 0.45, "$(B, T, D)$", color=PALETTE["note"])
+    _text(ax, 0.5, y_c - 0.45, "(batch, $T$, $D$)", color=PALETTE["note"])
     in_proj = _box(ax, 1.45, y_c, "in_proj", PALETTE["linear"], w=0.85)
     _arrow(ax, u.right, in_proj.left)
     x_split = 2.1
@@ -806,8 +806,8 @@ def draw_mamba_block() -> Figure:
     _text(ax, x_split + 0.15, y_top + 0.2, "$x$")
     silu_x = _box(ax, 4.0, y_top, "SiLU", PALETTE["act"], w=0.6, size=SMALL)
     _arrow(ax, conv.right, silu_x.left)
-    ssm = _box(ax, 6.0, y_top, "selective SSM\n" r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$",
-               PALETTE["state"], w=2.1, h=0.62, size=SMALL)
+    ssm = _box(ax, 6.0, y_top, "selective SSM\n" r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$"
+               "\n" r"$y_t = C_t h_t + D x_t$", PALETTE["state"], w=2.1, h=0.8, size=SMALL)
     _arrow(ax, silu_x.right, ssm.left)
     x_branch = 4.55
     _dot(ax, x_branch, y_top)
@@ -829,7 +829,7 @@ def draw_mamba_block() -> Figure:
     _arrow(ax, gate.right, out_proj.left)
     out = _box(ax, 8.35, y_top + 0.78, "$y$", PALETTE["output"], w=0.5, h=0.38)
     _arrow(ax, out_proj.top, out.bottom)
-    _text(ax, 7.95, y_top + 0.78, "$(B, T, D)$", ha="right", color=PALETTE["note"])
+    _text(ax, 7.95, y_top + 0.78, "(batch, $T$, $D$)", ha="right", color=PALETTE["note"])
     _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot D$ channels, $N$ states each",
           color=PALETTE["note"])
     return fig

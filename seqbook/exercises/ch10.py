@@ -353,7 +353,15 @@ def check_zoh(fn):
     A = -torch.rand(E, N, generator=g, dtype=F64) * 3 - 0.1
     B = torch.randn(E, N, generator=g, dtype=F64)
     delta = torch.rand(E, generator=g, dtype=F64) + 0.05
-    A_bar, B_bar = returned_pair(call(fn, A.clone(), B.clone(), delta.clone(), what="zoh"), "zoh")
+    try:
+        out = call(fn, A.clone(), B.clone(), delta.clone(), what="zoh")
+    except Wrong as err:  # delta (E,) against A (E, N): the last axes do not broadcast
+        if "must match the size of tensor" in str(err) or "could not be broadcast" in str(err):
+            raise Wrong(f"{err}. delta is (E,), one step per channel, and A is (E, N): give "
+                        "delta a trailing axis, delta[:, None], so that it broadcasts over the N "
+                        "states") from None
+        raise
+    A_bar, B_bar = returned_pair(out, "zoh")
     expect(A_bar.shape == (E, N) and B_bar.shape == (E, N),
            f"A_bar and B_bar must both have A's shape (E, N) = {(E, N)}, got "
            f"{tuple(A_bar.shape)} and {tuple(B_bar.shape)}")
@@ -371,6 +379,12 @@ def check_zoh(fn):
     if close(B_bar, (ref_A - 1) * B):
         raise Wrong("B_bar is off by a factor: it must tend to Delta B as Delta goes to 0, and "
                     "(A_bar - 1) B tends to Delta A B")
+    if close(B_bar, -ref_B):
+        raise Wrong("B_bar has the wrong sign: it is (A_bar - 1) / A B, and for A < 0 both "
+                    "A_bar - 1 and A are negative")
+    if close(B_bar, ref_B / delta[:, None]):
+        raise Wrong("B_bar is divided by Delta: it must tend to Delta B as Delta goes to 0, "
+                    "(A_bar - 1) / A B, with A itself in the denominator, not Delta A")
     expect(close(B_bar, ref_B), "B_bar is not the zero-order hold's input matrix")
 
 
@@ -523,13 +537,19 @@ def check_decay_mask(fn):
         # (NumPy's warning is silenced by a learner's own np.errstate(over="ignore"))
         with _ExpOverflow() as torch_exp, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            call(fn, long_log_a, what="decay_mask_")
+            long_L = call(fn, long_log_a, what="decay_mask_")
         numpy_exp = any("overflow" in str(w.message) for w in caught)
         expect(not (torch_exp.seen or numpy_exp),
                f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, an "
                f"entry above the diagonal overflows to inf (its exponent reaches "
                f"{-99 * log_gate:g}) before it is set to 0, and the gradient there is 0 * inf = "
                "NaN. Mask the exponent (with -inf) before exp, not the result after it")
+        long_L = returned_tensor(long_L, "decay_mask_")
+        expect(bool(torch.isfinite(long_L).all()),
+               f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, L has "
+               "NaN or inf entries: a product of many gates underflows to 0, and a ratio of two "
+               "such products is 0 / 0. Work with sums of log a (the exponent A_i - A_j), not "
+               "with ratios of products of gates")
     log_a = torch.full((1, 1, 100), -1.0)
     if isinstance(call(fn, log_a.clone(), what="decay_mask_"), torch.Tensor):  # not NumPy
         log_a.requires_grad_()
@@ -538,9 +558,9 @@ def check_decay_mask(fn):
             L.sum().backward()
             expect(log_a.grad is not None and bool(torch.isfinite(log_a.grad).all()),
                    "with 100 gates of 0.37 in float32, the gradient of L is NaN: above the "
-                   "diagonal exp(A_i - A_j) overflows to inf before it is set to 0, and the "
-                   "gradient there is 0 * inf. Mask the exponent (with -inf) before exp, not "
-                   "the result after it")
+                   "diagonal an entry overflows to inf before it is set to 0 (exp(A_i - A_j), "
+                   "or a ratio of two products of gates), and the gradient there is 0 * inf. "
+                   "Compute the exponent A_i - A_j, mask it with -inf, then take exp")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -673,8 +693,17 @@ def check_chunked(fn):
     ref, every_state = _ssd_states(x, log_a, B, C)
     for chunk in CHUNK_SIZES:
         with CallWatch(MAIN_TEXT_SSD) as watch:
-            out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
-                       what="ssd_chunked")
+            try:
+                out = call(fn, x.clone(), log_a.clone(), B.clone(), C.clone(), chunk,
+                           what="ssd_chunked")
+            except Wrong as err:
+                shapes = ("unflatten", "is invalid for input of size", "multiply up to",
+                          "must match the size of tensor")
+                if T % chunk and any(words in str(err) for words in shapes):
+                    # an answer that assumes the chunk size divides T
+                    raise Wrong(f"{err}. Here T = {T} steps in chunks of {chunk}: the "
+                                f"last chunk has {T % chunk} steps only") from None
+                raise
         if watch.used:
             raise Wrong(f"ssd_chunked calls {watch.used[0]}, the main text's chunked algorithm: "
                         "write the chunks yourself, a loop that carries the state from chunk "

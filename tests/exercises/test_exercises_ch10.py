@@ -267,6 +267,22 @@ def test_zoh():
     assert "first-order" in check("ex-ch10-zoh", first_order_A).message
     assert "RuntimeError" in check("ex-ch10-zoh", wrong_axis).message
 
+    def no_trailing_axis(A, B, delta):  # the reader's slip: delta (E,) against A (E, N)
+        A_bar = torch.exp(delta * A)
+        return A_bar, (A_bar - 1) / A * B
+
+    def wrong_sign(A, B, delta):
+        A_bar = torch.exp(delta[:, None] * A)
+        return A_bar, (1 - A_bar) / A * B
+
+    def over_delta(A, B, delta):
+        A_bar = torch.exp(delta[:, None] * A)
+        return A_bar, (A_bar - 1) / (delta[:, None] * A) * B
+
+    assert "delta[:, None]" in check("ex-ch10-zoh", no_trailing_axis).message
+    assert "wrong sign" in check("ex-ch10-zoh", wrong_sign).message
+    assert "divided by Delta" in check("ex-ch10-zoh", over_delta).message
+
 
 # --- the kernel of a complex diagonal SSM ------------------------------------------------------------
 
@@ -403,6 +419,13 @@ def test_decay_mask():
                 L[..., i, j] = np.prod(a[..., j + 1:i + 1], axis=-1)
         return L
 
+    def ratio_of_products(log_a):  # the reader's case: cumulative products, then ratios
+        P = log_a.exp().cumprod(-1)
+        return (P[..., :, None] / P[..., None, :]).tril()
+
+    assert "ratio of two such products is 0 / 0" in check("ex-ch10-decay-mask",
+                                                           ratio_of_products).message
+
     def after_in_float64(log_a):  # the running sum in float64 only pushes the overflow further
         return future_in(log_a.double()).tril().to(log_a.dtype)
 
@@ -507,6 +530,16 @@ def test_chunked_accepts():
     assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
     assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
     assert check(name, lambda *a: tuple(t.numpy() for t in chunked(*a)))
+
+
+def test_chunked_names_a_last_chunk_that_is_shorter():
+    def whole_chunks_only(x, log_a, B, C, chunk_size):  # assumes chunk_size divides T
+        b, H, T, P = x.shape
+        x.unflatten(2, (-1, chunk_size))
+        return chunked(x, log_a, B, C, chunk_size)
+
+    message = check("ex-ch10-chunked", whole_chunks_only).message
+    assert "the last chunk has 3 steps only" in message, message
 
 
 def test_chunked_sees_the_chunks():
