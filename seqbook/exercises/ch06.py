@@ -278,12 +278,16 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def sliding_reference(model, ids, block, stride, last_only=True):
-    """The sliding-window perplexity of the exercise (and its typical slip, every prediction)."""
-    windows = ids.unfold(0, block + 1, stride)  # (N, block + 1)
+def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None):
+    """The sliding-window perplexity of the exercise, and its typical slips: every prediction
+    scored (``last_only=False``), the first window's every prediction scored too
+    (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids."""
+    windows = ids.unfold(0, block + 1 if width is None else width, stride)  # (N, block + 1)
     logits, _ = model(windows[:, :-1])
     losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
     scored = losses[:, -stride:] if last_only else losses
+    if first_all:
+        scored = torch.cat([losses[0], losses[1:, -stride:].flatten()])
     return math.exp(scored.double().mean().item())
 
 
@@ -364,6 +368,17 @@ def check_sliding(fn):
                         "predictions have at least block - stride characters of context")
         if math.isclose(out, math.log(ref), rel_tol=1e-6):
             raise Wrong("you return the mean loss: the perplexity is its exponential")
+        with torch.no_grad():
+            first_all = sliding_reference(model, ids, block, stride, first_all=True)
+            narrow = sliding_reference(model, ids, block, stride, width=block)
+        if stride < block and math.isclose(out, first_all, rel_tol=1e-6):
+            raise Wrong("you score every prediction of the first window (as Hugging Face's "
+                        "perplexity guide does): here only the last stride predictions of each "
+                        "window count, the first window's too, so that every scored prediction "
+                        "has at least block - stride characters of context")
+        if math.isclose(out, narrow, rel_tol=1e-6):
+            raise Wrong("the windows hold block ids, one too few: a window needs block + 1, "
+                        "block inputs and the block next ids")
         raise Wrong(f"the perplexity is wrong for block={block}, stride={stride} on a text of "
                     f"{length} ids")
 
@@ -447,6 +462,13 @@ def check_rope_values(fn):
     if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
                                                v)[0], n=8 * 6):
         raise Wrong("every query sees every key: keep the causal mask")
+    one_side = [scaled_dot_product_attention(apply_rope(q, cos, sin), k, v, mask)[0],
+                scaled_dot_product_attention(q, apply_rope(k, cos, sin), v, mask)[0],
+                scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, -sin),
+                                             v, mask)[0]]
+    if any(close(out, wrong, n=8 * 6) for wrong in one_side):
+        raise Wrong("the queries and the keys must both be turned, each by the angle of its own "
+                    "position in the same direction: then their dot product sees only the offset")
     raise Wrong("the output differs from causal attention over turned queries and keys")
 
 
@@ -724,6 +746,10 @@ def _rms_slips(x, weight, eps, ref):
     for unbiased in (False, True):
         var = x.var(-1, keepdim=True, unbiased=unbiased)
         slips.append((x / torch.sqrt(var + eps) * weight, spread))
+    var_plus_mean = x.var(-1, keepdim=True) + x.mean(-1, keepdim=True).pow(2)  # unbiased var
+    slips.append((x / torch.sqrt(var_plus_mean + eps) * weight, "the variance here divides by "
+                  "D - 1 (x.var's default): the mean of the squares is var(unbiased=False) + "
+                  "mean^2, or simply the mean of x ** 2"))
     if eps != 1e-5:
         slips.append((x / torch.sqrt(ms + 1e-5) * weight, "eps is 1e-5 here, PyTorch's LayerNorm "
                       f"default, where rms_norm was asked for eps = {eps:g}"))

@@ -226,6 +226,24 @@ def test_sliding():
         losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
         return math.exp(losses[:, -stride:].mean().item())
 
+    def first_window_whole(model, ids, block, stride):  # Hugging Face's perplexity guide
+        model.eval()
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return torch.cat([losses[0], losses[1:, -stride:].flatten()]).mean().exp()
+
+    def windows_of_block(model, ids, block, stride):  # one id short
+        model.eval()
+        windows = ids.unfold(0, block, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return losses[:, -stride:].mean().exp()
+
+    assert "Hugging Face's perplexity guide" in check("ex-ch6-sliding",
+                                                       first_window_whole).message
+    assert "one too few" in check("ex-ch6-sliding", windows_of_block).message
+
     def one_batch_of_256(model, ids, block, stride):  # drops the windows after the first 256
         return right(model, ids[: 256 * stride + block], block, stride)
 
@@ -295,6 +313,13 @@ def test_rope_values():
     assert check(name, float32_promoted)
     assert check(name, starter).status == "not attempted"
     assert "every position shifted by 10" in check(name, buggy).message
+    for one_side in (
+        lambda q, k, v, cos, sin: scaled_dot_product_attention(
+            apply_rope(q, cos, sin), k, v, causal_mask(q.shape[2]))[0],
+        lambda q, k, v, cos, sin: scaled_dot_product_attention(
+            apply_rope(q, cos, sin), apply_rope(k, cos, -sin), v, causal_mask(q.shape[2]))[0],
+    ):
+        assert "must both be turned" in check(name, one_side).message
     assert "nothing is turned" in check(
         name, lambda q, k, v, c, s: scaled_dot_product_attention(
             q, k, v, causal_mask(q.shape[2]))[0]).message
@@ -634,6 +659,12 @@ def test_rmsnorm():
     assert "ignores the eps" in check(name, lambda x, w, eps=1e-6: right(x, w)).message
     assert "in place" in check(name, in_place).message
     assert "must return a tensor" in check(name, lambda x, w, eps=1e-6: 1.0).message
+
+    def var_plus_mean(x, weight, eps=1e-6):  # x.var's default divides by D - 1
+        ms = x.var(-1, keepdim=True) + x.mean(-1, keepdim=True) ** 2
+        return x / torch.sqrt(ms + eps) * weight
+
+    assert "divides by D - 1" in check(name, var_plus_mean).message
 
 
 def top_p_buggy(logits, p):  # the starter of ex-ch6-top-p-bug
