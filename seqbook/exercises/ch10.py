@@ -85,8 +85,8 @@ def check_state_size(answer):
         raise Wrong("the cache count holds one vector per token: a token leaves a key and a value")
     for name, value, right in (("cache", cache, 2 * T * D), ("state", state, D * D + D)):
         expect(value == right or abs(value - right) > 0.01 * right,
-               f"the {name} count is near the right one but not equal to it: the exercise asks "
-               "for the exact count, a whole number")
+               f"the {name} count is near the right one but not equal to it: count again, the "
+               "exercise asks for the exact count")
     expect(cache == 2 * T * D, "the first number is not the cache's size: count the numbers "
            "every token leaves behind, for all T tokens")
     if state == D * D:
@@ -244,9 +244,13 @@ def _linear_attention_variants(q, k, v, eps):
     scores = weights.masked_fill(~causal, 0.0)
     before = weights.masked_fill(~causal.tril(-1), 0.0)
     raw = (q @ k.transpose(-2, -1)).masked_fill(~causal, 0.0)
+    one_side = {"phi on the keys only": (q @ phi_k.transpose(-2, -1)).masked_fill(~causal, 0.0),
+                "phi on the queries only": (phi_q @ k.transpose(-2, -1)).masked_fill(~causal,
+                                                                                      0.0)}
     return {
         "no normaliser": scores @ v,
         "no feature map": (raw @ v) / (raw.sum(-1, keepdim=True) + eps),
+        **{slip: (w @ v) / (w.sum(-1, keepdim=True) + eps) for slip, w in one_side.items()},
         "not causal": linear_attention(q, k, v, causal=False, eps=eps),
         "sums before t": (before @ v) / (before.sum(-1, keepdim=True) + eps),
     }
@@ -317,6 +321,10 @@ def check_causal_linear_attention(fn):
                                  "its weights, phi(q_t)^T z_t",
                 "no feature map": "the queries and keys enter as they are: apply the feature map "
                                   "phi(x) = elu(x) + 1 to both first",
+                "phi on the keys only": "the feature map is applied to the keys only: the "
+                                        "similarity is phi(q)^T phi(k), phi on both sides",
+                "phi on the queries only": "the feature map is applied to the queries only: the "
+                                           "similarity is phi(q)^T phi(k), phi on both sides",
                 "not causal": "every position sees every key: the sums must run over the steps "
                               "up to t only",
                 "sums before t": "position t reads the sums of the steps before it, S_(t-1) and "
@@ -1088,7 +1096,19 @@ def _ut_slips(k, v, beta):
            "errors u_j") for w in (v, b * v)),
         (rows(lambda t, read: beta[t] * v[t] - read),
          "beta_t scales v_t only: it scales the whole error, v_t minus what the memory returns"),
+        (_ut_rows(k / k.norm(dim=-1, keepdim=True), v, beta),
+         "the keys are normalised: the exercise's keys are not of unit length, and the memory's "
+         "read-out uses the keys as they are"),
     ]
+
+
+def _ut_rows(k, v, beta):
+    """The rows U of the chunk's errors by forward substitution (the reference's recurrence)."""
+    gram = (k @ k.T).tril(-1)
+    U = torch.zeros_like(v)
+    for t in range(len(k)):
+        U[t] = beta[t] * (v[t] - gram[t, :t] @ U[:t])
+    return U
 
 
 def _close_at(out: torch.Tensor, expected: torch.Tensor, n: int) -> bool:

@@ -217,6 +217,12 @@ def test_causal_linear_attention():
     assert "steps up to t only" in check(name, not_causal).message
     assert "feature map" in check(name, no_phi).message
     assert "must not see later" in check(name, peeks_one_ahead).message
+    def phi_on_keys_only(q, k, v):
+        k = phi(k)
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / (q * k.cumsum(2)).sum(-1, keepdim=True)
+
+    assert "keys only" in check(name, phi_on_keys_only).message
 
     def exclusive(q, k, v):  # the reader's case: S_(t-1), the steps before t only
         q, k = phi(q), phi(k)
@@ -977,6 +983,8 @@ UT_SLIPS = {
     "wrong-dim": (_wrong_dim, "RuntimeError"),
     "swapped-operands": (_swapped_operands, "RuntimeError"),
     "transposed": (lambda k, v, b: chunk_errors(k, v, b).T, "v's shape"),
+    "normalised-keys": (lambda k, v, b: chunk_errors(k / k.norm(dim=-1, keepdim=True), v, b),
+                        "the keys are normalised"),
 }
 
 
