@@ -807,7 +807,7 @@ def draw_mamba_block() -> Figure:
     silu_x = _box(ax, 4.0, y_top, "SiLU", PALETTE["act"], w=0.6, size=SMALL)
     _arrow(ax, conv.right, silu_x.left)
     ssm = _box(ax, 6.0, y_top, "selective SSM\n" r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$"
-               "\n" r"$y_t = C_t h_t + D x_t$", PALETTE["state"], w=2.1, h=0.8, size=SMALL)
+               "\n" r"$y_t = C_t^\top h_t + D_e\, x_t$", PALETTE["state"], w=2.1, h=0.8, size=SMALL)
     _arrow(ax, silu_x.right, ssm.left)
     x_branch = 4.55
     _dot(ax, x_branch, y_top)
@@ -827,7 +827,7 @@ def draw_mamba_block() -> Figure:
     # Back to the model's width.
     out_proj = _box(ax, 8.35, y_top, "out_proj", PALETTE["linear"], w=0.9, size=SMALL)
     _arrow(ax, gate.right, out_proj.left)
-    out = _box(ax, 8.35, y_top + 0.78, "$y$", PALETTE["output"], w=0.5, h=0.38)
+    out = _box(ax, 8.35, y_top + 0.78, "output", PALETTE["output"], w=0.75, h=0.38, size=SMALL)
     _arrow(ax, out_proj.top, out.bottom)
     _text(ax, 7.95, y_top + 0.78, "(batch, $T$, $D$)", ha="right", color=PALETTE["note"])
     _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot D$ channels, $N$ states each",
