@@ -30,7 +30,7 @@ cells, to show it); the seed-0 run reproduces the notebook's printed accuracies 
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU thread::
 
-    python results/ch10_seeds.py [--seeds 0 1 2 3 4] [--lm-seeds 0 1 2]
+    python results/ch10_seeds.py [--seeds 0 1 ... 9] [--lm-seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def falls_below_half(acc):
 
 
 def main() -> None:
-    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(10)))
     parser.add_argument("--lm-seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
     small_model_threads(DEVICE, 1)
