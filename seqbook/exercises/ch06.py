@@ -391,7 +391,8 @@ def check_sliding(fn):
 @exercise("ex-ch6-causal-mask", hints=[
     "Write out the mask for T = 3 and read it row by row: row i lists the keys that query i "
     "must not see.",
-    "In PyTorch's attn_mask True means blocked. Query i may read keys 0 .. i, itself included; "
+    "In nn.MultiheadAttention's attn_mask (and MultiHeadAttention's) True means blocked. Query i "
+    "may read keys 0 .. i, itself included; "
     "what does triu's diagonal argument include?",
 ])
 def check_causal_mask(fn):
@@ -415,7 +416,8 @@ def check_causal_mask(fn):
         if torch.equal(mask, blocked):
             continue
         if T > 1 and torch.equal(mask, causal_mask(T)):
-            raise Wrong("the polarity is flipped: in PyTorch's attn_mask True means blocked, and "
+            raise Wrong("the polarity is flipped: in nn.MultiheadAttention's attn_mask True means "
+                        "blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
             if bool(mask[0].all()):  # the starter: its symptom
