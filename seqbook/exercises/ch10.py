@@ -1096,19 +1096,10 @@ def _ut_slips(k, v, beta):
            "errors u_j") for w in (v, b * v)),
         (rows(lambda t, read: beta[t] * v[t] - read),
          "beta_t scales v_t only: it scales the whole error, v_t minus what the memory returns"),
-        (_ut_rows(k / k.norm(dim=-1, keepdim=True), v, beta),
+        (_ut_reference(k / k.norm(dim=-1, keepdim=True), v, beta)[0],
          "the keys are normalised: the exercise's keys are not of unit length, and the memory's "
          "read-out uses the keys as they are"),
     ]
-
-
-def _ut_rows(k, v, beta):
-    """The rows U of the chunk's errors by forward substitution (the reference's recurrence)."""
-    gram = (k @ k.T).tril(-1)
-    U = torch.zeros_like(v)
-    for t in range(len(k)):
-        U[t] = beta[t] * (v[t] - gram[t, :t] @ U[:t])
-    return U
 
 
 def _close_at(out: torch.Tensor, expected: torch.Tensor, n: int) -> bool:
