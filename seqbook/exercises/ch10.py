@@ -154,6 +154,9 @@ def check_hybrid_cache(answer):
     if second == attention_only:
         raise Wrong("the second count has the 4 attention layers only: the 28 recurrent layers "
                     "keep their states too (small, but not nothing)")
+    if second == attention_only + states * c["layers"] / (c["layers"] - c["attention"]):
+        raise Wrong("the second count gives all 32 layers a recurrent state: 4 of them are "
+                    "attention layers, which keep their cache instead")
     if second == attention_only + states / 2:
         raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
                     "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
@@ -448,6 +451,9 @@ def _s4d_slips(A, B, C, delta, length) -> dict[str, torch.Tensor]:
         "itself (A_bar^0 = 1)": 2 * kernel(A_bar, B_bar, k + 1).real,
         "K is built from |.| instead of the real part: the kernel of a complex pair oscillates, "
         "it changes sign": 2 * right.abs(),
+        "C is conjugated: the pair adds up to 2 Re(C_n A_bar_n^k B_bar_n), with C_n itself; "
+        "conj(C_n) belongs to a different real system": 2 * ((C.conj() * B_bar)[:, None]
+                                                             * A_bar[:, None] ** k).sum(0).real,
         "the imaginary part of A is lost: a complex A_n rotates the state as it decays, "
         "exp(Delta A_n) must be a complex exponential": 2 * kernel(
             torch.exp(delta * real_A), (torch.exp(delta * real_A) - 1) / real_A * B, k).real,

@@ -86,6 +86,7 @@ def test_hybrid_cache():
         ((64, 8.008), "in bytes, not in KiB"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + STATES + 1), "exact count"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + 27 * 2 * 4096 * 16 * 2), "not the hybrid's"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 32 * 2 * 4096 * 16 * 2), "all 32 layers"),
         ((ALL_ATTENTION + 2 * 4096 * 2, HYBRID_ATTENTION + STATES), "exact count"),
         (5, "must be a pair"),
         (("many", 3), "must be a number"),
@@ -372,7 +373,7 @@ def test_s4d_kernel_names_each_slip():
                       (bilinear, "bilinear"), (late, "one step late"),
                       (magnitude, "real part"), (real_A, "imaginary part of A"),
                       (complex_out, "must be real"), (short, "shape (50,)"),
-                      (conj_C, "not the kernel of the real system"),
+                      (conj_C, "C is conjugated"),
                       (complex64_inside, "right to float32's precision only")):
         result = check("ex-ch10-s4d", fn)
         assert result.status == "fail" and words in result.message, (fn.__name__, result)
