@@ -9,7 +9,8 @@ rate 1e-3 and smoothing 0.9, the optimiser of the authors' code) on a GPU::
     python -m seqbook.vsa_train --model self  --dim 1024 --steps 2000 --batch 128 --device cuda
     python -m seqbook.vsa_train --model cross --dim 1024 --steps 2000 --batch 128 --device cuda
     python -m seqbook.vsa_train --model resnet --blocks 12 --dim 1024 --steps 2000 --device cuda
-    python -m seqbook.vsa_train --model resnet --blocks 12 --no-skip --dim 1024 --steps 2000
+    python -m seqbook.vsa_train --model resnet --blocks 12 --no-skip --dim 1024 --steps 2000 \
+        --device cuda
 
 The same attention classifiers on molecules (the solubility data of :func:`seqbook.data.load_solubility`,
 encoded by :class:`seqbook.molecules.MoleculeEncoder`)::

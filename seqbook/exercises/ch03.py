@@ -87,12 +87,14 @@ def check_params(recurrent_params):
 
 
 def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh, order="rzn", reset="after", bias_inside=True,
-              keep="z"):
-    """One GRU step with one of the typical mistakes switched on."""
+              keep="z", order_h=None):
+    """One GRU step with one of the typical mistakes switched on (``order_h``: the order the
+    state's blocks are unpacked in, when it differs from the input's)."""
+    order_h = order if order_h is None else order_h
     gi = dict(zip(order, (x @ w_ih.T + b_ih).chunk(3, dim=-1), strict=True))
-    w_hn = dict(zip(order, w_hh.chunk(3), strict=True))["n"]
-    b_hn = dict(zip(order, b_hh.chunk(3), strict=True))["n"]
-    gh = dict(zip(order, (h @ w_hh.T + b_hh).chunk(3, dim=-1), strict=True))
+    w_hn = dict(zip(order_h, w_hh.chunk(3), strict=True))["n"]
+    b_hn = dict(zip(order_h, b_hh.chunk(3), strict=True))["n"]
+    gh = dict(zip(order_h, (h @ w_hh.T + b_hh).chunk(3, dim=-1), strict=True))
     z = torch.sigmoid(gi["z"] + gh["z"])
     r = torch.sigmoid(gi["r"] + gh["r"])
     if reset == "before":                                  # Cho et al.'s variant
@@ -114,7 +116,14 @@ _GRU_MISTAKES = [
      "W_hn h_(t-1) + b_hn"),
     ({"keep": "1-z"}, "z and 1 - z are swapped: in eq. (3.4) z = 1 keeps h_(t-1) and z = 0 writes "
      "the candidate"),
+    *(({"order": a, "order_h": b}, "the order is fixed in one of the two chunk(3) lines only: the "
+       "input's blocks and the state's blocks are both stacked as (r, z, n)")
+      for a, b in (("rzn", "zrn"), ("zrn", "rzn"))),
 ]
+
+#: what ex-ch3-gate-order's answer may not call: PyTorch's own GRU step
+_GRU_KERNELS = {"torch.gru_cell (what nn.GRUCell runs)": torch._VF.gru_cell,
+                "nn.GRU's kernel": torch._VF.gru}
 
 
 @exercise("ex-ch3-gate-order", hints=[
@@ -131,9 +140,13 @@ def check_gate_order(gru_step):
     weights = [w.detach().clone() for w in weights]
     g = torch.Generator().manual_seed(1)
     x, h = torch.randn(3, 5, generator=g, dtype=F64), torch.randn(3, 4, generator=g, dtype=F64)
-    with torch.no_grad():
+    with torch.no_grad(), CallWatch(_GRU_KERNELS) as watch:
         out = returned_tensor(call(gru_step, x.clone(), h.clone(), *(w.clone() for w in weights),
                            what="gru_step"), "gru_step")
+    if watch.used:
+        raise Wrong(f"gru_step calls {watch.used[0]}: the exercise asks for the step written out, "
+                    "gate by gate, from the stacked weights")
+    with torch.no_grad():
         expected = ref(x[:, None], h[None])[1][0]           # h_1 (B, H)
     expect(out.shape == expected.shape, f"gru_step must return the new state of shape (B, H) = "
            f"{tuple(expected.shape)}, got {tuple(out.shape)}")

@@ -47,7 +47,10 @@ def check_hebb(hebb):
     g = torch.Generator().manual_seed(0)
     P, N = 5, 12
     x = _spins((P, N), g)
-    W = returned_tensor(call(hebb, x.clone(), what="hebb"), "hebb")
+    given = x.clone()
+    W = returned_tensor(call(hebb, given, what="hebb"), "hebb")
+    expect(torch.equal(given, x), "hebb changed the patterns it was given (an in-place operation "
+           "such as /= or fill_ on its argument): compute W from them without modifying them")
     expect(W.shape == (N, N), f"for (P, N) = {(P, N)} patterns W must be (N, N) = {(N, N)}, got "
            f"{tuple(W.shape)}: sum the outer products of the rows, patterns.T @ patterns")
     ref = hebbian_weights(x)
@@ -337,13 +340,15 @@ def _sweep_without_factor(patterns, state, order):
     return state
 
 
-def _exp_sweep(patterns, state, order, tie=None, lse_minus=torch.logsumexp):
-    """Rule (7.7) with F = exp, written out; ``tie`` (+1 or -1 instead of keeping the old value)
-    and ``lse_minus`` (what replaces the log-sum-exp of the bit = -1 overlaps) make slips."""
+def _exp_sweep(patterns, state, order, tie=None, lse_minus=torch.logsumexp,
+               lse_plus=torch.logsumexp):
+    """Rule (7.7) with F = exp, written out; ``tie`` (+1 or -1 instead of keeping the old value),
+    ``lse_minus`` and ``lse_plus`` (what replaces the log-sum-exp of the bit = -1 and the
+    bit = +1 overlaps) make slips."""
     state = state.clone()
     for i in order:
         rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
-        diff = torch.logsumexp(rest + patterns[:, i], -1) - lse_minus(rest - patterns[:, i], -1)
+        diff = lse_plus(rest + patterns[:, i], -1) - lse_minus(rest - patterns[:, i], -1)
         old = state[:, i] if tie is None else torch.full_like(diff, tie)
         state[:, i] = sign_keep(diff, old)
     return state
@@ -395,6 +400,9 @@ def _dense_exp_slips():
           for slip, other in _orders(order).items()),
         ("one side of the comparison is a maximum, not a log-sum-exp: the maximum is only the "
          "largest term of the sum", _exp_sweep(patterns, state, order, lse_minus=torch.amax)),
+        ("both sides of the comparison are maxima, not log-sum-exps: the maximum is only the "
+         "largest term of each sum, and the rule compares the whole sums",
+         _exp_sweep(patterns, state, order, lse_minus=torch.amax, lse_plus=torch.amax)),
     ]
     tie_slips = [(f"two patterns that differ in a few bits give exact ties (both sums equal), "
                   f"and a tie makes the neuron {tie:+.0f}: a tie keeps the old value",
@@ -480,6 +488,15 @@ def check_separation(separation):
         if close(delta, ref, n=d):
             continue
         float32_work(delta, ref, "separation(x)", n=d)
+        if bool((torch.isinf(delta) | torch.isnan(delta)).all()):
+            raise Wrong("every separation is -inf or NaN: was G's diagonal filled with -inf in "
+                        "place (fill_diagonal_ or masked_fill_) before it was read? G.diagonal() "
+                        "is a view: take a copy of it first (G.diagonal().clone()), or fill a copy "
+                        "of G (masked_fill, not masked_fill_)")
+        if close(delta, G.diagonal() - G.sort(-1).values[:, -2]):
+            raise Wrong("the second-largest overlap of a row is not always the largest over "
+                        "j != i: another pattern's overlap x_i . x_j can exceed x_i . x_i (as for "
+                        "a close pair of unequal lengths); mask the diagonal instead")
         if close(delta, G.diagonal() - G.max(-1).values):
             raise Wrong("the maximum includes the pattern itself (j = i): it must run over the "
                         "other patterns, j != i")

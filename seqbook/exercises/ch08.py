@@ -237,6 +237,9 @@ def check_capacity(predicted_capacity):
         expect(isinstance(k, numbers.Real) and not isinstance(k, bool),
                f"predicted_capacity must return a number, got {type(k).__name__}")
         values.append(float(k))
+    if all(v == math.floor(math.pi * n / 50) - 1 for n, v in zip(dims, values, strict=True)):
+        raise Wrong("each K is one below the largest whole number under pi n / 50: rounding down "
+                    "once gives the largest K with K < pi n / 50; do not subtract 1 as well")
     for n, k in zip(dims, values, strict=True):
         right = math.pi * n / 50 * (1 + 1e-6)  # a float32 answer is right too
         if right - 1 <= k <= right:
@@ -306,6 +309,14 @@ def _attention_variants(q, k, v, mask):
     masked = scores.masked_fill(~keep, 0.0)
     re, im = masked @ torch.cos(math.pi * v), masked @ torch.sin(math.pi * v)
     soft = torch.softmax(scores.masked_fill(~keep, -math.inf), -1).nan_to_num(0.0)
+    # the angles taken as radians (the paper prints cos(a - b)): no pi in the scores, or nowhere
+    radians = (torch.cos(q) @ torch.cos(k).transpose(-2, -1)
+               + torch.sin(q) @ torch.sin(k).transpose(-2, -1)) / q.shape[-1]
+    radians = radians.masked_fill(~keep, 0.0)
+    re_r, im_r = radians @ torch.cos(v), radians @ torch.sin(v)
+    no_pi = ("a symbol holds its angles divided by pi: the similarity is the mean of "
+             "cos(pi (q - k)) and the values' phasors are exp(i pi v) (the paper prints cos(a - b), "
+             "with its angles in radians)")
     return [
         ("the output is an angle in radians, in [-pi, pi]: divide torch.atan2's result by pi "
          "to get a symbol in [-1, 1]", torch.atan2(im, re)),
@@ -319,6 +330,9 @@ def _attention_variants(q, k, v, mask):
             scores.masked_fill(keep, 0.0))),
         ("masked keys still count: set their scores to 0 before weighing the values",
          read(scores)),
+        (no_pi, read(radians)),
+        (no_pi, torch.atan2(im_r, re_r) / math.pi),
+        (no_pi, torch.atan2(im_r, re_r)),
     ]
 
 

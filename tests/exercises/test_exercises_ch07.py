@@ -398,6 +398,41 @@ def test_dense_exp():
         name, lambda p, s, o: dense_exp_slips(p, s, o, amax=True)).message
 
 
+def test_dense_exp_names_maxima_on_both_sides():
+    def both_amax(patterns, state, order):
+        state = state.clone()
+        for i in order:
+            rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
+            diff = (rest + patterns[:, i]).amax(-1) - (rest - patterns[:, i]).amax(-1)
+            state[:, i] = torch.where(diff == 0, state[:, i], torch.sign(diff))
+        return state
+
+    assert "both sides of the comparison are maxima" in check(
+        "ex-ch7-dense-exp", both_amax).message
+
+
+def test_hebb_refuses_a_changed_argument():
+    def in_place(patterns):  # right weights, but the learner's patterns are scaled in place
+        patterns /= patterns.shape[1] ** 0.5
+        return (patterns.T @ patterns).fill_diagonal_(0)
+
+    assert "changed the patterns it was given" in check("ex-ch7-hebb", in_place).message
+
+
+def test_separation_names_two_more_slips():
+    def filled_in_place(patterns):
+        G = patterns @ patterns.T
+        G.fill_diagonal_(-math.inf)
+        return G.diagonal() - G.max(-1).values
+
+    def second_largest(patterns):
+        G = patterns @ patterns.T
+        return G.diagonal() - G.sort(-1).values[:, -2]
+
+    assert "filled with -inf in place" in check("ex-ch7-separation", filled_in_place).message
+    assert "second-largest overlap" in check("ex-ch7-separation", second_largest).message
+
+
 def test_dense_exp_cases_make_every_slip_matter():
     from seqbook.exercises.ch07 import _dense_exp_cases, _orders
 
@@ -469,7 +504,7 @@ def test_separation():
     assert check(name, starter).status == "not attempted"
     assert "includes the pattern itself" in check(name, with_self).message
     assert "as an overlap of 0" in check(name, zero_diagonal).message
-    assert "does not give" in check(name, second_largest).message
+    assert "second-largest overlap" in check(name, second_largest).message
     assert "smallest overlap" in check(name, smallest).message
     assert "sign is reversed" in check(name, lambda p: -right(p)).message
     assert "cosines" in check(name, cosines).message

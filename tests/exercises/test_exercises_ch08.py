@@ -154,6 +154,7 @@ def test_capacity():
     # rounding to the nearest: right for n = 64, ..., 4096, up for n = 24 (1.51)
     assert "round down" in check(name, lambda n: round(math.pi * n / 50)).message
     assert "must return a number" in check(name, lambda n: "many").message
+    assert "do not subtract 1" in check(name, lambda n: int(math.pi * n / 50) - 1).message
 
 
 # --- position codes -----------------------------------------------------------------------------------
@@ -244,6 +245,18 @@ def test_attention():
     assert "-inf + inf = NaN" in check(name, lambda q, k, v, m: (
         attention(q, k, v, m, fill=-math.inf))).message
     assert "the pair (output, scores)" in check(name, lambda q, k, v, m: q).message
+
+    def radians(q, k, v, mask=None, pi_in_values=False):  # cos(a - b), as the paper prints
+        scores = (torch.cos(q) @ torch.cos(k).mT + torch.sin(q) @ torch.sin(k).mT) / q.shape[-1]
+        if mask is not None:
+            scores = scores.masked_fill(~mask, 0.0)
+        c = math.pi if pi_in_values else 1.0
+        re, im = scores @ torch.cos(c * v), scores @ torch.sin(c * v)
+        return torch.atan2(im, re) / c, scores
+
+    for pi_in_values in (False, True):
+        assert "divided by pi" in check(name, lambda q, k, v, m, p=pi_in_values: radians(
+            q, k, v, m, p)).message
     # the exercise forbids a (Tq, Tk, D) tensor of angle differences: right values, wrong method
     assert "(Tq, Tk, D)" in check(name, differences).message
 
