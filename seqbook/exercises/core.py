@@ -14,6 +14,7 @@ import inspect
 import math
 import random
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,7 +97,14 @@ class Result:
 
     def __repr__(self) -> str:
         mark = {"pass": "✓", "fail": "✗", "not attempted": "…"}[self.status]
-        return f"{mark} {self.name}: {self.message}"
+        return wrap_line(f"{mark} {self.name}: {self.message}")
+
+
+def wrap_line(text: str, width: int = 88) -> str:
+    """``text`` in lines of at most ``width`` columns (the book's printed width, readable on a
+    phone), the continuations indented by two spaces; words are never broken."""
+    return "\n".join(textwrap.fill(part, width, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False) for part in text.split("\n"))
 
 
 def check(name: str, *answer, **kwargs) -> Result:
