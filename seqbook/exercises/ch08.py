@@ -297,23 +297,25 @@ def check_order(add_positions):
 
 def _attention_variants(q, k, v, mask):
     """The typical slips of VSA attention, as (message, output) pairs."""
-    cq, sq = torch.cos(math.pi * q), torch.sin(math.pi * q)
-    ck, sk = torch.cos(math.pi * k), torch.sin(math.pi * k)
-    scores = (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1]
-    keep = mask if mask is not None else torch.ones_like(scores, dtype=torch.bool)
+    def similarities(c):  # the mean of cos(c (q - k)); c = pi for symbols, 1 for radians
+        cq, sq, ck, sk = torch.cos(c * q), torch.sin(c * q), torch.cos(c * k), torch.sin(c * k)
+        return (cq @ ck.transpose(-2, -1) + sq @ sk.transpose(-2, -1)) / q.shape[-1]
+
+    def parts(s, c=math.pi):  # real and imaginary parts of the s-weighted sum of exp(i c v)
+        return s @ torch.cos(c * v), s @ torch.sin(c * v)
 
     def read(s):
-        re, im = s @ torch.cos(math.pi * v), s @ torch.sin(math.pi * v)
+        re, im = parts(s)
         return torch.atan2(im, re) / math.pi
 
+    scores = similarities(math.pi)
+    keep = mask if mask is not None else torch.ones_like(scores, dtype=torch.bool)
     masked = scores.masked_fill(~keep, 0.0)
-    re, im = masked @ torch.cos(math.pi * v), masked @ torch.sin(math.pi * v)
+    re, im = parts(masked)
     soft = torch.softmax(scores.masked_fill(~keep, -math.inf), -1).nan_to_num(0.0)
     # the angles taken as radians (the paper prints cos(a - b)): no pi in the scores, or nowhere
-    radians = (torch.cos(q) @ torch.cos(k).transpose(-2, -1)
-               + torch.sin(q) @ torch.sin(k).transpose(-2, -1)) / q.shape[-1]
-    radians = radians.masked_fill(~keep, 0.0)
-    re_r, im_r = radians @ torch.cos(v), radians @ torch.sin(v)
+    radians = similarities(1.0).masked_fill(~keep, 0.0)
+    re_r, im_r = parts(radians, 1.0)
     no_pi = ("a symbol holds its angles divided by pi: the similarity is the mean of "
              "cos(pi (q - k)) and the values' phasors are exp(i pi v) (the paper prints cos(a - b), "
              "with its angles in radians)")

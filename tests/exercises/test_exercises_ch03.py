@@ -77,8 +77,7 @@ def test_gate_order():
     assert check(name, gru_step)
     # PyTorch's own step is right, but not a fix of the bug the exercise asks for
     assert "calls torch.gru_cell" in check(name, lambda x, h, *w: torch.gru_cell(x, h, *w)).message
-    one_line = lambda x, h, *w: _one_line_fixed(x, h, *w)  # noqa: E731
-    assert "one of the two chunk(3) lines only" in check(name, one_line).message
+    assert "one of the two chunk(3) lines only" in check(name, _one_line_fixed).message
     assert check(name, starter).status == "not attempted"
     bug = check(name, lambda *a: gru_step(*a, order="zrn"))  # the starter's bug
     assert bug.status == "fail" and "differs from the one nn.GRU computes" in bug.message
