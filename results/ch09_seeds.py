@@ -1,4 +1,4 @@
-"""Chapter 9's calibration experiment over several seeds: label smoothing, margins, temperature scaling.
+"""Chapter 9's calibration experiment over several seeds: label smoothing, focal loss, margins, temperature.
 
 Exactly the recipe of ``chapters/09_losses.ipynb`` (cells 31-33 and the solution of the
 temperature exercise), one CPU thread: Fashion-MNIST average-pooled to 14 x 14, the first 2000
@@ -16,7 +16,8 @@ other 5000 before and after.
 
 The control (``CONTROL_TRAIN`` = 10 000 training images, seeds ``CONTROL_SEEDS``, everything else the
 same): the regime matters. With five times the data the unsmoothed network no longer over-fits, and
-it is the smoothed one whose ECE is larger: smoothing is not a calibration method.
+it is the smoothed one whose ECE is larger: smoothing is not a calibration method. The focal loss
+(gamma = ``GAMMA`` = 3, Mukhoti et al.'s fixed choice) is run beside both, on the same batches.
 
 Run from the repository root::
 
@@ -41,12 +42,13 @@ sys.path.insert(0, str(ROOT))
 from runinfo import provenance, write_result  # noqa: E402
 
 from seqbook.data import load_fashion_mnist  # noqa: E402
-from seqbook.losses import cross_entropy, expected_calibration_error  # noqa: E402
+from seqbook.losses import cross_entropy, expected_calibration_error, focal_loss  # noqa: E402
 from seqbook.train import fit, random_batches  # noqa: E402
 from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
 
 OUT = ROOT / "results" / "ch09_seeds.json"
 N_TRAIN, STEPS, HIDDEN, BATCH, LR, EPS, N_BINS, EVAL_EVERY = (2000, 800, 128, 128, 3e-3, 0.1, 15, 50)
+GAMMA = 3.0  # the focal loss's, Mukhoti et al.'s fixed choice
 CONTROL_TRAIN, CONTROL_SEEDS = 10000, (0, 1, 2)
 C = 10
 M_STAR = math.log((1 - EPS + EPS / C) / (EPS / C))  # eq. (9.8): 4.5109
@@ -87,13 +89,18 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
     def train_margin(model):
         return margins(model(x_train), y_train)[0].mean()
 
+    losses = {  # the three losses: cross-entropy, smoothed, focal
+        "plain": lambda m, b: cross_entropy(m(b[0]), b[1]),
+        "smooth": lambda m, b: cross_entropy(m(b[0]), b[1], label_smoothing=EPS),
+        "focal": lambda m, b: focal_loss(m(b[0]), b[1], gamma=GAMMA),
+    }
     out = {}
-    for eps_run in [0.0, EPS]:
+    for tag, loss_fn in losses.items():
         model = make_mlp()
         generator = seed_everything(seed)
         history = fit(
             model,
-            lambda m, b, e=eps_run: cross_entropy(m(b[0]), b[1], label_smoothing=e),
+            loss_fn,
             random_batches(x_train, y_train, batch_size=BATCH, generator=generator),
             steps=STEPS,
             lr=LR,
@@ -118,7 +125,7 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
             margin_correct_only=to_max[correct].mean().item(),
             margin_to_mean_wrong=to_mean.mean().item(),
         )
-        if eps_run == 0.0:
+        if tag == "plain":
             half = slice(0, 5000), slice(5000, None)
             t = fit_temperature(logits[half[0]], y_test[half[0]])
             r.update(
@@ -130,7 +137,7 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
                     (logits[half[1]] / t).softmax(-1), y_test[half[1]], N_BINS
                 ),
             )
-        out["plain" if eps_run == 0 else "smooth"] = {
+        out[tag] = {
             k: (round(float(v), 4) if not isinstance(v, list) else v) for k, v in r.items()
         }
     return out
@@ -151,14 +158,14 @@ def main(argv=None) -> None:
         both = one_seed(seed, x_many, y_many, x_test, y_test)
         keep = ("train_acc", "acc", "conf", "ece", "nll")
         control.append(dict(seed=seed, **{k: {f: v[f] for f in keep} for k, v in both.items()}))
-        p, s = control[-1]["plain"], control[-1]["smooth"]
-        print(f"control seed {seed}: train acc {p['train_acc']:.3f}/{s['train_acc']:.3f} "
-              f"acc {p['acc']:.3f}/{s['acc']:.3f} conf {p['conf']:.3f}/{s['conf']:.3f} "
-              f"ECE {p['ece']:.3f}/{s['ece']:.3f}", flush=True)
+        rs = [control[-1][tag] for tag in ("plain", "smooth", "focal")]
+        print(f"control seed {seed} (plain/smooth/focal): "
+              + " ".join(f"{k} " + "/".join(f"{r[k]:.3f}" for r in rs) for k in keep), flush=True)
     runs = []
     for seed in args.seeds:
         runs.append(dict(seed=seed, **one_seed(seed, x_train, y_train, x_test, y_test)))
-        p, s = runs[-1]["plain"], runs[-1]["smooth"]
+        p, s, f = runs[-1]["plain"], runs[-1]["smooth"], runs[-1]["focal"]
+        print(f"seed {seed} focal: acc {f['acc']:.3f} conf {f['conf']:.3f} ECE {f['ece']:.3f}")
         print(
             f"seed {seed}: acc {p['acc']:.3f}/{s['acc']:.3f} ECE {p['ece']:.3f}/{s['ece']:.3f} "
             f"margin {p['final_margin']:.2f}/{s['final_margin']:.2f} "
@@ -168,13 +175,14 @@ def main(argv=None) -> None:
             flush=True,
         )
     P, S = [r["plain"] for r in runs], [r["smooth"] for r in runs]
+    FOC = [r["focal"] for r in runs]
     summary = {
         f"{tag} {k}": dict(
             min=min(r[k] for r in rs),
             max=max(r[k] for r in rs),
             mean=round(statistics.mean(r[k] for r in rs), 4),
         )
-        for tag, rs in [("plain", P), ("smooth", S)]
+        for tag, rs in [("plain", P), ("smooth", S), ("focal", FOC)]
         for k in rs[0]
         if not isinstance(rs[0][k], list)
     }
@@ -215,6 +223,15 @@ def main(argv=None) -> None:
         f"with {CONTROL_TRAIN} training images the smoothed ECE is the larger at every control seed": all(
             r["smooth"]["ece"] > r["plain"]["ece"] for r in control
         ),
+        "focal loss: ECE less than half the unsmoothed at every seed": all(
+            f["ece"] < p["ece"] / 2 for p, f in zip(P, FOC, strict=True)
+        ),
+        "focal loss: test accuracy within 2 points below the unsmoothed or above it at every seed": all(
+            f["acc"] > p["acc"] - 0.02 for p, f in zip(P, FOC, strict=True)
+        ),
+        f"with {CONTROL_TRAIN} training images the focal ECE is the larger at every control seed": all(
+            r["focal"]["ece"] > r["plain"]["ece"] for r in control
+        ),
     }
     result = dict(
         **provenance(),
@@ -228,6 +245,7 @@ def main(argv=None) -> None:
             N_BINS=N_BINS,
             EVAL_EVERY=EVAL_EVERY,
             CONTROL_TRAIN=CONTROL_TRAIN,
+            GAMMA=GAMMA,
         ),
         runs=runs,
         control=control,

@@ -6,7 +6,8 @@ finite losses. Reading order:
 
 1. ``logsumexp`` / ``free_energy`` / ``log_softmax``: the stable core (and its physics name).
 2. ``cross_entropy``: the classification and language-model loss, equal to ``F.cross_entropy``
-   with its label-smoothing and ``ignore_index`` conventions; ``chunked_cross_entropy``: the same
+   with its label-smoothing and ``ignore_index`` conventions; ``focal_loss``: cross-entropy
+   weighted by (1 - q_y)^gamma; ``chunked_cross_entropy``: the same
    mean for an output layer's logits ``h @ weight.T``, a chunk of rows at a time, never holding them
    all.
 3. ``entropy``, ``kl_divergence``, ``cross_entropy_dist``, ``perplexity``: the quantities of
@@ -50,7 +51,7 @@ from .checks import (
 
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy",
-    "chunked_cross_entropy", "entropy",
+    "focal_loss", "chunked_cross_entropy", "entropy",
     "kl_divergence", "cross_entropy_dist", "perplexity", "calibration_bins",
     "expected_calibration_error", "macro_auroc",
 ]
@@ -256,6 +257,47 @@ def cross_entropy(
     loss = (1.0 - label_smoothing) * nll
     if label_smoothing > 0:  # the uniform part of eq. (9.7)
         loss = loss + label_smoothing / C * (-logq.sum(-1))  # (B, [T])
+    loss = torch.where(keep, loss, torch.zeros_like(loss))
+    return loss.sum() / keep.sum()
+
+
+@checked(_check_cross_entropy, gamma=partial(check_number, low=0.0),
+         ignore_index=optional(partial(check_int, minimum=None)))
+def focal_loss(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    gamma: float = 2.0,
+    ignore_index: int | None = None,
+) -> torch.Tensor:
+    r"""Mean focal loss (Lin et al., 2017): cross-entropy, less of it where the model is sure.
+
+    For one position with logits z, true class y and q = softmax(z):
+
+    .. math:: \ell = -(1 - q_y)^{\gamma} \log q_y
+
+    With gamma = 0 it is :func:`cross_entropy`. With gamma > 0 a position the model
+    already gets right with confidence (q_y near 1) adds almost nothing, so the loss
+    keeps working on the others. Positions whose target is ``ignore_index`` count
+    neither in the sum nor in the divisor, as in :func:`cross_entropy`, with the same
+    input rules. 1 - q_y is computed as -expm1(log q_y), accurate when q_y is near 1,
+    and kept above the smallest normal number, so that a position predicted with
+    probability 1 has loss and gradient 0 for every gamma >= 0 (not NaN).
+
+    Shape:
+        logits: (B, C) or (B, T, C)
+        target: (B,) or (B, T), integer ids in [0, C) or equal to ``ignore_index``
+        output: scalar
+    """
+    z = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    keep = torch.ones_like(target, dtype=torch.bool)  # the positions that count
+    if ignore_index is not None:  # ignored rows: logits 0, a finite log-softmax
+        keep = target != ignore_index
+        z = torch.where(keep.unsqueeze(-1), z, z.new_zeros(()))
+    y = torch.where(keep, target, torch.zeros_like(target)).long()  # ignored: any id
+    logq_y = log_softmax(z).gather(-1, y.unsqueeze(-1)).squeeze(-1)  # (B, [T])
+    tiny = torch.finfo(logq_y.dtype).tiny
+    p_wrong = (-torch.expm1(logq_y)).clamp(min=tiny)  # 1 - q_y, never exactly 0
+    loss = -p_wrong**gamma * logq_y  # (B, [T])
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     return loss.sum() / keep.sum()
 
