@@ -303,6 +303,7 @@ call("decoding.translate", lambda: lambda **kw: public("decoding.translate")(
 PROBS = torch.softmax(floats(5, 3), -1)
 call("losses.smooth_labels", None, target=ints(0, 2, 1), num_classes=3, label_smoothing=0.1)
 call("losses.cross_entropy", None, logits=floats(5, 3), target=ints(0, 2, 1, 1, 0))
+call("losses.focal_loss", None, logits=floats(5, 3), target=ints(0, 2, 1, 1, 0))
 call("losses.chunked_cross_entropy", None, h=floats(5, 3), weight=floats(4, 3), target=ints(0, 2, 1, 3, 0),
      chunk_size=2)
 call("losses.calibration_bins", None, probs=PROBS, target=ints(0, 2, 1, 1, 0), n_bins=3)
@@ -690,6 +691,7 @@ IDS_BEYOND = {  # (callable, parameter): (the call's arguments with an id too la
     ("decoding.beam_search", "src"): ({"src": IDS + 1}, V),
     ("losses.smooth_labels", "target"): ({"target": ints(0, 3, 1)}, 3),
     ("losses.cross_entropy", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
+    ("losses.focal_loss", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.calibration_bins", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.expected_calibration_error", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.macro_auroc", "labels"): ({"labels": ints(0, 1, 2, 0, 1, 3)}, 3),

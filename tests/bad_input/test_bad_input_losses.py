@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 259 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
+# Cases: 267 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -106,6 +106,17 @@ case("cross_entropy-ignore_index-float", lambda: ce(Z, Y, ignore_index=-100.0), 
      "-100.0")
 case("cross_entropy-ignore_index-bool", lambda: ce(Z, Y, ignore_index=False), "ignore_index", "bool")
 case("cross_entropy-ignore_index-str", lambda: ce(Z, Y, ignore_index="pad"), "ignore_index", "str")
+
+# ------------------------------------------------------------------ focal_loss
+fl = L.focal_loss
+case("focal_loss-logits-rank1", lambda: fl(Z[0], Y[0]), "logits", "(B, C) or (B, T, C)", "(5,)")
+case("focal_loss-logits-nan", lambda: fl(with_value(Z), Y), "logits", "NaN")
+case("focal_loss-target-batch", lambda: fl(Z, Y[:3]), "target", "(B,) = (4,)", "(3,)")
+case("focal_loss-target-too-large", lambda: fl(Z, torch.tensor([0, 1, 5, 2])), "target", "[0, 5)", "5]")
+case("focal_loss-gamma-negative", lambda: fl(Z, Y, gamma=-1.0), "gamma", ">= 0", "-1.0")
+case("focal_loss-gamma-nan", lambda: fl(Z, Y, gamma=NAN), "gamma", "finite")
+case("focal_loss-gamma-tensor", lambda: fl(Z, Y, gamma=torch.ones(2)), "gamma", "Tensor")
+case("focal_loss-ignore_index-float", lambda: fl(Z, Y, ignore_index=-100.0), "ignore_index", "int", "-100.0")
 
 # -------------------------------------------------------------- entropy, kl_divergence, cross_entropy_dist
 

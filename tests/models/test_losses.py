@@ -12,6 +12,7 @@ from seqbook.losses import (
     cross_entropy_dist,
     entropy,
     expected_calibration_error,
+    focal_loss,
     free_energy,
     kl_divergence,
     log_softmax,
@@ -107,6 +108,56 @@ def test_cross_entropy_ignore_index_matches_torch(device, ignore_index, smoothin
     assert_same_math(g_ours, g_ref, n=4 * 6 * 5)
     # ignored positions receive no gradient at all
     assert torch.all(g_ours[target == ignore_index] == 0)
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 2.0, 3.0])
+def test_focal_loss_is_its_formula_and_cross_entropy_at_gamma_0(device, gamma):
+    g = torch.Generator().manual_seed(8)
+    logits = torch.randn(4, 6, 5, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    target = torch.randint(0, 5, (4, 6), generator=g)
+    target[1, 2:] = -100  # a padded tail
+    target = target.to(device)
+    ours = focal_loss(logits, target, gamma=gamma, ignore_index=-100)
+    keep = target != -100
+    q_y = logits.softmax(-1).gather(-1, target.clamp(min=0)[..., None])[..., 0][keep]
+    ref = (-((1 - q_y) ** gamma) * q_y.log()).mean()  # Lin et al.'s eq., written directly
+    assert_same_math(ours, ref, n=4 * 6 * 5)
+    (g_ours,) = torch.autograd.grad(ours, logits)
+    (g_ref,) = torch.autograd.grad(ref, logits)
+    assert_same_math(g_ours, g_ref, n=4 * 6 * 5)
+    assert torch.all(g_ours[~keep] == 0)  # ignored positions: no gradient
+    if gamma == 0:
+        torch.testing.assert_close(ours, _torch_ce(logits, target, ignore_index=-100))
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.25, 1.0, 2.0])
+def test_focal_loss_of_a_sure_position_is_zero_with_zero_gradient(gamma):
+    # q_y rounds to exactly 1: (1 - q_y)^gamma has an infinite slope there for gamma < 1
+    logits = torch.tensor([[200.0, 0.0, 0.0], [0.0, 1.0, 0.0]], requires_grad=True)
+    target = torch.tensor([0, 1])
+    loss = focal_loss(logits, target, gamma=gamma)
+    (grad,) = torch.autograd.grad(loss, logits)
+    assert torch.isfinite(grad).all() and torch.all(grad[0] == 0)
+    other = focal_loss(logits[1:].detach(), target[1:], gamma=gamma)
+    torch.testing.assert_close(loss, other / 2)  # the sure row adds 0 to the sum
+
+
+def test_focal_loss_down_weights_confident_positions():
+    # the same two rows with gamma = 2: the confident one loses far more of its loss
+    logits = torch.tensor([[3.0, 0.0, 0.0], [0.3, 0.0, 0.0]])
+    target = torch.tensor([0, 0])
+    ce = torch.stack([cross_entropy(logits[i : i + 1], target[i : i + 1]) for i in (0, 1)])
+    fl = torch.stack([focal_loss(logits[i : i + 1], target[i : i + 1]) for i in (0, 1)])
+    ratio = fl / ce  # (1 - q_y)^2 per row
+    assert ratio[0] < 0.02 < 0.3 < ratio[1] < 1
+
+
+def test_focal_loss_half_precision_is_computed_in_float32():
+    logits = torch.randn(6, 4, dtype=torch.float64)
+    target = torch.randint(0, 4, (6,))
+    half = focal_loss(logits.to(torch.bfloat16), target)
+    assert half.dtype == torch.float32
+    torch.testing.assert_close(half, focal_loss(logits.to(torch.bfloat16).float(), target))
 
 
 def test_ignore_index_equals_masked_mean_and_is_padding_invariant():
