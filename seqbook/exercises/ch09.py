@@ -446,6 +446,75 @@ def check_temperature(fn):
 
 
 # ---------------------------------------------------------------------------------------------
+# Class weights and the focal loss.
+# ---------------------------------------------------------------------------------------------
+
+
+def weighted_focal_reference(logits, target, alpha, gamma):
+    """Lin et al.'s alpha-balanced focal loss, divided by the sum of the examples' weights."""
+    logq_y = torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0]  # (N,)
+    weight = alpha[target]  # (N,)
+    return -(weight * (1 - logq_y.exp()) ** gamma * logq_y).sum() / weight.sum()
+
+
+def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
+    """Raise Wrong naming the learner's slip, if it is one of the usual ones."""
+    n = logits.numel()
+    logq = torch.log_softmax(logits, -1)
+    logq_y = logq.gather(-1, target[:, None])[:, 0]
+    weight = alpha[target]
+    factor = (1 - logq_y.exp()) ** gamma
+
+    def weighted(w, f, divisor):
+        return -(w * f * logq_y).sum() / divisor
+
+    if close(out, weighted(weight, factor, len(target)), n=n):
+        raise Wrong("the weighted sum is divided by the number of examples: divide it by the sum "
+                    "of their weights alpha[target], as F.cross_entropy(..., weight=alpha) does")
+    if close(out, weighted(1, factor, len(target)), n=n):
+        raise Wrong("the class weights alpha are not applied: weigh each example's loss by "
+                    "alpha[y], the weight of its true class")
+    if close(out, weighted(weight, factor, (weight * factor).sum()), n=n):
+        raise Wrong("the divisor holds the focal factors too: divide by the sum of the weights "
+                    "alpha[target] alone, so that gamma = 0 gives F.cross_entropy with weight=alpha")
+    predicted = alpha[logits.argmax(-1)]
+    if close(out, weighted(predicted, factor, predicted.sum()), n=n):
+        raise Wrong("alpha is taken at the predicted class: use the weight of the true class, "
+                    "alpha[target]")
+    if gamma != 0 and close(out, weighted(weight, 1, weight.sum()), n=n):
+        raise Wrong("the focal factor (1 - q_y)^gamma is missing: this is the weighted "
+                    "cross-entropy, right only at gamma = 0")
+    largest = (1 - logq.exp().amax(-1)) ** gamma
+    if gamma != 0 and close(out, weighted(weight, largest, weight.sum()), n=n):
+        raise Wrong("(1 - q)^gamma uses the largest probability: use q_y, the probability of the "
+                    "true class")
+    expect(float(out) >= 0, "a focal loss cannot be negative: check the sign of log q_y")
+    raise Wrong(f"at gamma = {gamma:g} the loss differs from the class-weighted focal loss "
+                "-alpha_y (1 - q_y)^gamma log q_y, summed and divided by the sum of alpha[target]")
+
+
+@exercise("ex-ch9-focal-weights", hints=[
+    "For each example take q_y, the softmax probability of its true class, and its weight "
+    "alpha[y]; its loss is -alpha[y] (1 - q_y)^gamma log q_y.",
+    "F.cross_entropy(logits, target, weight=alpha) divides the weighted sum by the sum of the "
+    "weights alpha[target], not by N: do the same, and gamma = 0 gives exactly its value.",
+])
+def check_focal_weights(fn):
+    g = torch.Generator().manual_seed(9)
+    N, C = 40, 5
+    logits = 2 * torch.randn(N, C, generator=g, dtype=F64)
+    target = torch.randint(C, (N,), generator=g)
+    alpha = 0.25 + 2 * torch.rand(C, generator=g, dtype=F64)  # unequal class weights
+    for gamma in (2.0, 0.0, 0.5):
+        out = as_tensor(call(fn, logits.clone(), target.clone(), alpha.clone(), gamma,
+                             what="weighted_focal_loss"), "the loss of weighted_focal_loss")
+        expect(out.numel() == 1, f"the loss must be a scalar, got shape {tuple(out.shape)}")
+        out = out.reshape(())  # compared at its own precision: float32 is fine
+        if not close(out, weighted_focal_reference(logits, target, alpha, gamma), n=N * C):
+            _name_focal_slip(out, logits, target, alpha, gamma)
+
+
+# ---------------------------------------------------------------------------------------------
 # InfoNCE: cross-entropy over similarities.
 # ---------------------------------------------------------------------------------------------
 

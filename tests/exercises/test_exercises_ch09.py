@@ -341,6 +341,53 @@ def info_nce(x, y, temperature, normalise=True, both=True, divide=True):
     return (one + F.cross_entropy(s.T, target)) / 2 if both else one
 
 
+def weighted_focal_loss(logits, target, alpha, gamma):
+    logq_y = torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0]
+    weight = alpha[target]
+    return -(weight * (1 - logq_y.exp()) ** gamma * logq_y).sum() / weight.sum()
+
+
+def test_focal_weights():
+    name = "ex-ch9-focal-weights"
+    assert check(name, weighted_focal_loss)
+    assert check(name, starter).status == "not attempted"
+
+    def by_cross_entropy(logits, target, alpha, gamma):  # another right answer
+        ce = F.cross_entropy(logits, target, reduction="none")
+        weight = alpha[target]
+        return (weight * (-torch.expm1(-ce)) ** gamma * ce).sum() / weight.sum()
+
+    assert check(name, by_cross_entropy)
+    assert check(name, lambda z, y, a, g: weighted_focal_loss(z.float(), y, a.float(), g))
+    assert check(name, lambda z, y, a, g: weighted_focal_loss(z, y, a, g).item())
+
+    def per_example(logits, target, alpha, gamma, divisor="weights", at="target", focal=True,
+                    q="true"):
+        probs = logits.softmax(-1)
+        q_y = probs.gather(-1, target[:, None])[:, 0]
+        weight = alpha[target] if at == "target" else alpha[logits.argmax(-1)]
+        factor = (1 - (q_y if q == "true" else probs.amax(-1))) ** gamma if focal else 1
+        total = -(weight * factor * q_y.log()).sum()
+        return total / {"weights": weight.sum(), "n": len(target),
+                        "both": (weight * factor).sum()}[divisor]
+
+    slips = {
+        "divided by the number of examples": dict(divisor="n"),
+        "divisor holds the focal factors": dict(divisor="both"),
+        "taken at the predicted class": dict(at="predicted"),
+        "focal factor (1 - q_y)^gamma is missing": dict(focal=False),
+        "uses the largest probability": dict(q="largest"),
+    }
+    for words, slip in slips.items():
+        result = check(name, lambda z, y, a, g, s=slip: per_example(z, y, a, g, **s))
+        assert result.status == "fail" and words in result.message, (words, result)
+    assert "not applied" in check(
+        name, lambda z, y, a, g: weighted_focal_loss(z, y, torch.ones_like(a), g)).message
+    assert "cannot be negative" in check(
+        name, lambda z, y, a, g: -weighted_focal_loss(z, y, a, g)).message
+    assert "scalar" in check(name, lambda z, y, a, g: z).message
+
+
 def test_infonce():
     name = "ex-ch9-infonce"
     assert check(name, info_nce)
@@ -484,6 +531,7 @@ def test_dpo():
     ("ex-ch9-margin", m_star_prior),
     ("ex-ch9-lse-bounds", 4.605),
     ("ex-ch9-temperature", bisection),
+    ("ex-ch9-focal-weights", weighted_focal_loss),
     ("ex-ch9-infonce", info_nce),
     ("ex-ch9-dpo", (response_logprob, dpo_loss)),
 ])

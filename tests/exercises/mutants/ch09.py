@@ -54,6 +54,11 @@ EQUIVALENT = {
         "fit_temperature:6 30 -> 31": _BISECTION,
         "fit_temperature:6 30 -> 60": _BISECTION,
     },
+    "ex-ch9-focal-weights": {
+        "weighted_focal_loss:1 drop -": "the exercise's logits are 2-D, (N, C), so dim 1 is dim -1",
+        "weighted_focal_loss:1 drop - #2": "the exercise's logits are 2-D, (N, C), so dim 1 is dim -1",
+        "weighted_focal_loss:1 0 -> -1": "gather returns (N, 1): its column 0 is its column -1",
+    },
     "ex-ch9-infonce": {
         "info_nce:1 drop -": "the exercise's x and y are 2-D, (N, D), so dim 1 is dim -1",
         "info_nce:1 drop - #2": "the exercise's x and y are 2-D, (N, D), so dim 1 is dim -1",
