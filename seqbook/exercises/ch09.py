@@ -488,6 +488,10 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if gamma != 0 and close(out, weighted(weight, largest, weight.sum()), n=n):
         raise Wrong("(1 - q)^gamma uses the largest probability: use q_y, the probability of the "
                     "true class")
+    z_y = logits.gather(-1, target[:, None])[:, 0]
+    if any(close(out, -(weight * f * z_y).sum() / weight.sum(), n=n) for f in (1, factor)):
+        raise Wrong("the logits are used as log-probabilities (F.nll_loss expects "
+                    "log_softmax(logits)): log q_y is the log-softmax of the true class")
     expect(float(out) >= 0, "a focal loss cannot be negative: check the sign of log q_y")
     raise Wrong(f"at gamma = {gamma:g} the loss differs from the class-weighted focal loss "
                 "-alpha_y (1 - q_y)^gamma log q_y, summed and divided by the sum of alpha[target]")

@@ -386,6 +386,8 @@ def test_focal_weights():
     assert "cannot be negative" in check(
         name, lambda z, y, a, g: -weighted_focal_loss(z, y, a, g)).message
     assert "scalar" in check(name, lambda z, y, a, g: z).message
+    assert "used as log-probabilities" in check(
+        name, lambda z, y, a, g: F.nll_loss(z, y, weight=a)).message
 
 
 def test_infonce():
