@@ -21,8 +21,8 @@ Inputs are checked once per call, before anything is computed, and a bad one end
 TypeError that names the argument: logits are floating-point with at least one class and hold no NaN
 or +inf (-inf is a legal masked class); targets are integer ids in [0, C) (or ``ignore_index``);
 probabilities lie in [0, 1] and sum to 1 along the last dim (within 1e-3); sizes are ints >= 1;
-``beta``, ``base``, ``scale`` and ``label_smoothing`` are finite numbers in their range. The value
-checks read the tensors once per call (one GPU sync) and pass on the ``meta`` device.
+``beta``, ``base``, ``scale``, ``label_smoothing`` and ``gamma`` are finite numbers in their range.
+The value checks read the tensors once per call (one GPU sync) and pass on the ``meta`` device.
 """
 
 from __future__ import annotations
