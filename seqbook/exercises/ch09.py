@@ -488,6 +488,10 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if gamma != 0 and close(out, weighted(weight, largest, weight.sum()), n=n):
         raise Wrong("(1 - q)^gamma uses the largest probability: use q_y, the probability of the "
                     "true class")
+    weighted_q = (weight * logq_y).exp()  # exp(-alpha_y CE) = q_y^alpha_y
+    if close(out, weighted(weight, (1 - weighted_q) ** gamma, weight.sum()), n=n):
+        raise Wrong("q_y is read off the weighted cross-entropy: exp(-alpha_y CE) is q_y to the "
+                    "power alpha_y; take q_y from the unweighted loss (or from the softmax)")
     z_y = logits.gather(-1, target[:, None])[:, 0]
     if any(close(out, -(weight * f * z_y).sum() / weight.sum(), n=n) for f in (1, factor)):
         raise Wrong("the logits are used as log-probabilities (F.nll_loss expects "
@@ -516,6 +520,18 @@ def check_focal_weights(fn):
         out = out.reshape(())  # compared at its own precision: float32 is fine
         if not close(out, weighted_focal_reference(logits, target, alpha, gamma), n=N * C):
             _name_focal_slip(out, logits, target, alpha, gamma)
+    # a loss is for training: its gradient must be the loss's too
+    z = logits.clone().requires_grad_()
+    out = call(fn, z, target.clone(), alpha.clone(), 2.0, what="weighted_focal_loss")
+    expect(isinstance(out, torch.Tensor) and out.requires_grad,
+           "the value is right, but the loss must be a tensor that autograd can differentiate "
+           "(no .item(), float() or torch.no_grad()): training calls backward() on it")
+    (grad,) = torch.autograd.grad(out.sum(), z)
+    ref_z = logits.clone().requires_grad_()
+    (ref,) = torch.autograd.grad(weighted_focal_reference(ref_z, target, alpha, 2.0), ref_z)
+    expect(close(grad.to(out.dtype), ref, n=N * C),  # judged at the loss's precision
+           "the value is right but the gradient is not: is part of the loss detached, such as "
+           "the focal factor (1 - q_y)^gamma? Its gradient belongs to the loss")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,7 +611,7 @@ def response_logprob_reference(logits, ids, mask):
 
 
 def dpo_loss_reference(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
-    """Eq. (9.20), averaged over the pairs."""
+    """Eq. (9.21), averaged over the pairs."""
     logit = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
     return -F.logsigmoid(logit).mean()
 
@@ -762,7 +778,7 @@ def _dpo_verdict(dpo_loss) -> None:
     "Which logits score token t, and which tokens belong to the response?",
     "response_logprob: turn the logits into log-probabilities over the vocabulary, then line up "
     "each token with the logits of the position before it: which slices of logits, ids and mask "
-    "go together? dpo_loss: which two log-ratios does eq. (9.20) subtract, and which torch "
+    "go together? dpo_loss: which two log-ratios does eq. (9.21) subtract, and which torch "
     "function gives log sigma(x) without computing sigma(x)?",
     "response_logprob: log_softmax(logits[:, :-1], -1), gather at ids[:, 1:], times mask[:, 1:], "
     "summed over dim 1. dpo_loss: -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - "

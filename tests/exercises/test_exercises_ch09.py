@@ -359,7 +359,23 @@ def test_focal_weights():
 
     assert check(name, by_cross_entropy)
     assert check(name, lambda z, y, a, g: weighted_focal_loss(z.float(), y, a.float(), g))
-    assert check(name, lambda z, y, a, g: weighted_focal_loss(z, y, a, g).item())
+    number = check(name, lambda z, y, a, g: weighted_focal_loss(z, y, a, g).item())
+    assert number.status == "fail" and "autograd can differentiate" in number.message
+
+    def detached_factor(logits, target, alpha, gamma):  # the right value, the wrong gradient
+        logq_y = torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0]
+        weight = alpha[target]
+        factor = (1 - logq_y.exp().detach()) ** gamma
+        return -(weight * factor * logq_y).sum() / weight.sum()
+
+    assert "gradient is not" in check(name, detached_factor).message
+
+    def q_from_weighted_loss(logits, target, alpha, gamma):  # a widely copied slip
+        ce = F.cross_entropy(logits, target, weight=alpha, reduction="none")  # alpha_y CE
+        weight = alpha[target]
+        return ((1 - torch.exp(-ce)) ** gamma * ce).sum() / weight.sum()
+
+    assert "off the weighted cross-entropy" in check(name, q_from_weighted_loss).message
 
     def per_example(logits, target, alpha, gamma, divisor="weights", at="target", focal=True,
                     q="true"):
