@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-import signal
-import threading
 from collections import Counter
-from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -15,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..bpe import merge_piece, pretokenize, train_bpe
-from .core import Wrong, agrees, as_tensor, call, close, exercise, expect
+from .core import Wrong, agrees, as_tensor, call, close, exercise, expect, time_limit
 
 F64 = torch.float64
 
@@ -52,33 +49,10 @@ def _numbers(value, count: int) -> list | None:
     return None
 
 
-class _TooLong(BaseException):
-    """The learner's code ran past its time (a loop that never ends); a BaseException, so that
-    ``call`` does not take it for the learner's own error."""
-
-
-@contextmanager
 def _time_limit(seconds: float, what: str):
-    """A :class:`Wrong` if the code inside uses more than ``seconds`` of CPU time, so that a loop
-    that never ends gives a verdict. (Without ``setitimer``, or off the main thread, no limit.)"""
-    if not hasattr(signal, "setitimer") \
-            or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(*_):
-        raise _TooLong
-
-    old = signal.signal(signal.SIGVTALRM, stop)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    except _TooLong:
-        raise Wrong(f"{what} had not returned after {seconds:g} s of work on short inputs: does "
-                    "its loop always end?") from None
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, old)
+    """A :class:`Wrong` if ``what`` uses more than ``seconds`` of CPU time on short inputs."""
+    return time_limit(seconds, f"{what} had not returned after {seconds:g} s of work on short "
+                      "inputs: does its loop always end?")
 
 
 # ---------------------------------------------------------------------------------------------

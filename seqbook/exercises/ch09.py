@@ -29,6 +29,28 @@ def _number(out, what: str) -> float:
     return float(out)
 
 
+def _expect_trained(run, reference, inputs: tuple[torch.Tensor, ...], what: str,
+                    detached: str = "is part of the loss detached?") -> None:
+    """A loss is for training: ``run(*inputs)``, the learner's loss at inputs that require
+    gradients, must be a tensor autograd differentiates, with the gradients of ``reference``."""
+    given = [t.clone().requires_grad_() for t in inputs]
+    out = run(*given)
+    expect(isinstance(out, torch.Tensor),
+           f"the value is right, but {what} returns {type(out).__name__}: a loss is for "
+           "training, so return the tensor, which backward() can differentiate")
+    expect(out.requires_grad,
+           f"the value is right, but {what} passes no gradient back (an .item(), float(), NumPy "
+           "or torch.no_grad() inside?): a loss is for training, and training calls backward() "
+           "on it")
+    grads = torch.autograd.grad(out.sum(), given, allow_unused=True)
+    mine = [t.clone().requires_grad_() for t in inputs]
+    refs = torch.autograd.grad(reference(*mine), mine)
+    for grad, ref, t in zip(grads, refs, inputs, strict=True):
+        # judged at float32's precision: a float32 piece of a float64 loss is right
+        expect(grad is not None and close(grad.float(), ref, n=t.numel()),
+               f"the value is right but the gradient is not: {detached}")
+
+
 # ---------------------------------------------------------------------------------------------
 # A bigram baseline: add-one smoothed counts as logits.
 # ---------------------------------------------------------------------------------------------
@@ -146,6 +168,16 @@ def check_overflow(fn):
     expect(math.isfinite(out) and abs(out - cross_entropy(mixed, torch.tensor([0, 1])).item()) < 1e-3,
            "with one row of logits near 200 and one of ordinary logits, the loss is wrong: shift "
            "each row by its own maximum, not by the maximum of the whole batch")
+
+    def loss_of(logits):
+        with CallWatch(_FINISHED_LOSSES) as watch:  # as run() above, without the number
+            out = call(fn, logits, y.clone(), what="cross_entropy_")
+        expect(not watch.used, "cross_entropy_ calls a finished loss")
+        return out
+
+    _expect_trained(loss_of, lambda logits: cross_entropy(logits, y), (big,), "cross_entropy_",
+                    "the gradient of lse(z) - z_y is softmax(z) - onehot(y); a detached maximum "
+                    "is fine (it cancels), a detached log-sum-exp is not")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,12 +362,10 @@ def check_smoothing_bug(fn):
                 continue
             _name_smoothing_slip(out, z, y, eps, pad)
     z, y = _padded_batch(0, 2)
-    zg = z.clone().requires_grad_()
-    out = call(fn, zg, y.clone(), 0.1, 0, what="smoothed_loss")
-    if isinstance(out, torch.Tensor) and out.requires_grad:
-        (grad,) = torch.autograd.grad(out.sum(), zg, allow_unused=True)
-        expect(grad is None or bool((grad[y == 0] == 0).all()),
-               "the padded positions get a gradient: nothing may flow back from a pad")
+    _expect_trained(lambda logits: call(fn, logits, y.clone(), 0.1, 0, what="smoothed_loss"),
+                    lambda logits: cross_entropy(logits, y, label_smoothing=0.1, ignore_index=0),
+                    (z,), "smoothed_loss", "is part of the loss detached, or do the padded "
+                    "positions get a gradient? Nothing may flow back from a pad")
 
 
 def _name_smoothing_slip(out, z, y, eps, pad):
@@ -345,8 +375,8 @@ def _name_smoothing_slip(out, z, y, eps, pad):
         if not close(out, wrong, n=B * T * C):
             continue
         if slip == "smoothing on pads":  # the starter's bug: its symptom, not its cure
-            raise Wrong(f"with label_smoothing={eps} the loss grows when the same batch is "
-                        "padded further")
+            raise Wrong(f"with label_smoothing={eps} the loss on a padded batch differs from "
+                        f"cross_entropy(..., label_smoothing={eps}, ignore_index=pad)")
         raise Wrong({
             "mean over all": "the loss is divided by every position, pads included: divide by "
                              "the number of real tokens",
@@ -564,6 +594,9 @@ def check_infonce(fn):
     expect(out.numel() == 1, f"the loss must be a scalar, got shape {tuple(out.shape)}")
     out = out.reshape(())  # compared at its own precision: float32 is fine
     if close(out, info_nce_reference(x, y, tau), n=N * D):
+        _expect_trained(lambda a, b: call(fn, a, b, tau, what="info_nce"),
+                        lambda a, b: info_nce_reference(a, b, tau), (x, y), "info_nce",
+                        "is part of the loss detached, such as the norms of the rows?")
         return
     s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T
     target = torch.arange(N)
@@ -589,6 +622,12 @@ def check_infonce(fn):
         raise Wrong("the matching pair is left out of each softmax's denominator: row i is a "
                     "classification among all N candidates, the match included, as in "
                     "cross-entropy")
+    both = torch.cat([F.normalize(x, dim=-1), F.normalize(y, dim=-1)])  # (2N, D)
+    sim = (both @ both.T / tau).masked_fill(torch.eye(2 * N, dtype=torch.bool), -math.inf)
+    if close(out, cross_entropy(sim, torch.arange(2 * N).roll(N)), n=N * D):
+        raise Wrong("that is SimCLR's NT-Xent, which also counts the other views of x (and of y) "
+                    "as negatives: the exercise asks for CLIP's form, where row i of x is "
+                    "compared with the N rows of y only, and the other way round")
     expect(float(out) >= 0, "a cross-entropy cannot be negative: check the sign")
     raise Wrong("the loss differs from the symmetric InfoNCE loss: cross-entropy over cosine "
                 "similarities / temperature, target i for row i, averaged over both directions")
@@ -780,9 +819,10 @@ def _dpo_verdict(dpo_loss) -> None:
     "each token with the logits of the position before it: which slices of logits, ids and mask "
     "go together? dpo_loss: which two log-ratios does eq. (9.21) subtract, and which torch "
     "function gives log sigma(x) without computing sigma(x)?",
-    "response_logprob: log_softmax(logits[:, :-1], -1), gather at ids[:, 1:], times mask[:, 1:], "
-    "summed over dim 1. dpo_loss: -F.logsigmoid(beta * ((policy_chosen - ref_chosen) - "
-    "(policy_rejected - ref_rejected))).mean().",
+    "response_logprob: the log-probabilities from every position but the last, read at the "
+    "tokens one position later, kept where those tokens' mask is True and summed over each row. "
+    "dpo_loss: beta times the chosen log-ratio minus the rejected one is the logit of the "
+    "preference; the loss is minus its log-sigmoid, averaged over the pairs.",
 ])
 def check_dpo(response_logprob, dpo_loss):
     _logprob_verdict(response_logprob)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import numbers
 import random
+import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Wrong, call, close, exercise, expect
+from .core import Wrong, call, close, exercise, expect, time_limit
 
 F64 = torch.float64
 
@@ -109,8 +110,10 @@ def check_zero(answer):
     right = [b / 2**30 for b in _zero_bytes(P, N)]
     for value, r, stage in zip(got, right, (1, 2, 3), strict=True):
         if _near(value, r * 2**30 / 1e9):
-            raise Wrong(f"the stage-{stage} size is in GB (10**9 bytes): give it in GiB "
-                        "(2**30 bytes)")
+            # bytes / 10**9, which is also the GiB of 1.5 * 2**30 parameters
+            raise Wrong(f"the stage-{stage} size is either in GB (10**9 bytes) or for "
+                        "1.5 * 2**30 parameters: give GiB (2**30 bytes) of 1.5 * 10**9 "
+                        "parameters")
     autocast = ((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, 16 * P / N / 2**30)
     if all(_near(v, a) for v, a in zip(got, autocast, strict=True)):
         raise Wrong("that is autocast's split, float32 weights and gradients (4 + 4 bytes whole "
@@ -261,6 +264,30 @@ def check_sampler(rank_batch):
         _set_random_states(learners)  # the learner's random state, as it was
 
 
+_REPLAY = ("rank_batch had not returned after 10 s of work at {}: it seems to replay the "
+           "stream from step 0, so that each batch costs more than the one before (a run of a "
+           "million steps would spend most of its time drawing batches). Give the generator the "
+           "pair itself, default_rng([seed, step]), which starts the stream of any step at once")
+
+
+def _expect_time_flat_in_step(rank_batch, num_windows: int) -> None:
+    """A :class:`Wrong` if drawing a batch takes longer the later the step: the answer replays
+    the stream, which the checks at steps near 10**9 below would wait hours for."""
+    def seconds(step: int) -> float:
+        best = math.inf
+        for _ in range(3):  # the fastest of three: a pause of the machine is not the answer's
+            start = time.perf_counter()
+            call(rank_batch, num_windows, 8, step, 0, 1, 3, what="rank_batch")
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    with time_limit(10.0, _REPLAY.format("step 1,000,000")):
+        early, late = seconds(1), seconds(10**6)
+    expect(late < max(0.01, 100 * early), _REPLAY.replace(
+        "had not returned after 10 s of work at {}", f"takes {late / early:,.0f} times as long "
+        "at step 1,000,000 as at step 1"))
+
+
 def _check_sampler(rank_batch):
     num_windows = 1000
     by_seed = {}
@@ -289,8 +316,10 @@ def _check_sampler(rank_batch):
                         continue
                     shares = [draw(rank, world_size) for rank in range(world_size)]
                     if all(torch.equal(shares[0], s) for s in shares[1:]):
-                        raise Wrong(f"with {world_size} processes, every rank trains on the same "
-                                    "windows at every step")
+                        # the starter's symptom, not its cause (the exercise asks for that)
+                        raise Wrong(f"with {world_size} processes, the ranks together do not "
+                                    "train on the batch that one process draws for the same "
+                                    "step")
                     together = torch.cat(shares).sort().values
                     expect(torch.equal(together, one.sort().values),
                            f"the {world_size} ranks together do not train on the batch that one "
@@ -301,6 +330,7 @@ def _check_sampler(rank_batch):
     expect(not all(torch.equal(*pair) for pair in by_seed.values()),
            "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
            "would train on the same data in the same order")
+    _expect_time_flat_in_step(rank_batch, num_windows)
     # (seed, step) pairs that one number made of the two merges: seed + step, seed ^ step or
     # seed * step for the first; M * seed + step and M * step + seed, for the usual multipliers
     # M, for the others (all below 2**32: NumPy's SeedSequence splits a larger int into 32-bit
@@ -310,9 +340,10 @@ def _check_sampler(rank_batch):
     pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))]
     pairs += [pair for M in multipliers for pair in (((0, M + 1), (1, 1)), ((M + 1, 0), (1, 1)))]
     for (seed_a, step_a), (seed_b, step_b) in pairs:
-        a, b = (_indices(call(rank_batch, num_windows, 8, step, 0, 1, seed, what="rank_batch"),
-                         "rank_batch", 8, num_windows)
-                for seed, step in ((seed_a, step_a), (seed_b, step_b)))
+        with time_limit(10.0, _REPLAY.format(f"step {max(step_a, step_b):,}")):
+            a, b = (_indices(call(rank_batch, num_windows, 8, step, 0, 1, seed,
+                                  what="rank_batch"), "rank_batch", 8, num_windows)
+                    for seed, step in ((seed_a, step_a), (seed_b, step_b)))
         if torch.equal(a, b):
             raise Wrong(f"seed {seed_a} at step {step_a} draws the same windows as seed {seed_b} "
                         f"at step {step_b}: one number made of the two makes distinct pairs "
@@ -432,5 +463,18 @@ def check_accumulate(accumulate_gradients):
             if k > 1 and all(close(g, scale * w) for g, w in zip(got, _grads(last), strict=True)):
                 raise Wrong(f"with k = {k} only the last micro-batch's gradient is left: "
                             "the earlier ones were zeroed or overwritten")
+        if k > 1:  # a running sum of the losses, run backward after each micro-batch
+            m = batch // k
+            parts = []
+            for j in range(k):
+                part, _, _ = _accumulation_case(batch, seed)
+                F.cross_entropy(part(x[j * m:(j + 1) * m]), y[j * m:(j + 1) * m]).backward()
+                parts.append([(k - j) / k * g for g in _grads(part)])
+            running = [sum(gs) for gs in zip(*parts, strict=True)]
+            if all(close(g, r) for g, r in zip(got, running, strict=True)):
+                raise Wrong(f"with k = {k} the first micro-batch counts k times, the last once: "
+                            "backward() runs on a running sum of the losses, whose graph holds "
+                            "every earlier micro-batch (retain_graph=True), so their gradients "
+                            "are added again. Run backward on each micro-batch's own loss")
         raise Wrong(f"with k = {k} the accumulated gradients differ from the gradient of the whole "
                     f"batch's mean loss (checked on {n} parameter tensors in float64)")

@@ -13,8 +13,10 @@ import contextlib
 import inspect
 import math
 import random
+import signal
 import sys
 import textwrap
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
     "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "float32_work",
-    "hint", "name_slip", "tolerance", "untouched_random_state",
+    "hint", "name_slip", "time_limit", "tolerance", "untouched_random_state",
 ]
 
 
@@ -250,6 +252,36 @@ def call(fn, *args, what: str | None = None, **kwargs):
             raise Wrong(f"{what} cannot be called as the exercise calls it, with "
                         f"{len(args) + len(kwargs)} argument(s): TypeError: {err}") from err
         raise Wrong(_error_message(err, what)) from err
+
+
+class _TooLong(BaseException):
+    """The learner's code ran past its time; a BaseException, so that neither :func:`call` nor
+    an ``except Exception`` in the learner's code takes it for an error of their own."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, message: str):
+    """Raise :class:`Wrong` with ``message`` if the code inside uses more than ``seconds`` of
+    the process's CPU time, so that a loop that never ends, or one that runs for hours, gives a
+    verdict. (Without ``setitimer``, off the main thread, or inside another limit: no limit.)"""
+    if not hasattr(signal, "setitimer") \
+            or threading.current_thread() is not threading.main_thread() \
+            or signal.getitimer(signal.ITIMER_VIRTUAL)[0] > 0:
+        yield
+        return
+
+    def stop(*_):
+        raise _TooLong
+
+    old = signal.signal(signal.SIGVTALRM, stop)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    except _TooLong:
+        raise Wrong(message) from None
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
 
 
 def expect(condition, message: str) -> None:

@@ -172,7 +172,10 @@ VARIANTS = {"float32": (in_float32, _to_float32), "numpy": (as_numpy, _to_numpy)
 # The one kind of answer that NumPy cannot give: a loss the learner trains with, whose gradient is
 # part of the answer. Its NumPy form must be refused with a message that says so (these words).
 TRAINED_THROUGH_AUTOGRAD = {"ex-ch9-dpo": "the policy is trained through it",
-                            "ex-ch9-focal-weights": "training calls backward() on it"}
+                            "ex-ch9-focal-weights": "training calls backward() on it",
+                            "ex-ch9-overflow-bug": "a loss is for training",
+                            "ex-ch9-smoothing-bug": "a loss is for training",
+                            "ex-ch9-infonce": "a loss is for training"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -97,7 +97,14 @@ def test_overflow_bug():
     message = check(name, buggy_ce).message
     assert "nan" in message and "near 200" in message
     assert not any(w in message for w in ("subtract", "max", "lse", "shift"))  # no cure
-    assert check(name, lambda z, y: np.asarray(right(z, y).item()))  # a 0-d array
+    # a loss is for training: a number, a 0-d array or a detached log-sum-exp is refused
+    for answer in (lambda z, y: right(z, y).item(), lambda z, y: np.asarray(right(z, y).item()),
+                   lambda z, y: torch.tensor(right(z, y).item())):
+        assert "a loss is for training" in check(name, answer).message
+    assert "a detached log-sum-exp is not" in check(
+        name, lambda z, y: (torch.logsumexp(z, -1).detach() - z[torch.arange(len(y)), y]).mean()
+    ).message
+    assert check(name, lambda z, y: (torch.logsumexp(z, -1) - z[torch.arange(len(y)), y]).mean())
     shifted_by_mean = lambda z, y: right(z - z.mean(-1, keepdim=True), y)  # noqa: E731
     assert check(name, shifted_by_mean)  # the mean shift is right in exact arithmetic
 
@@ -253,7 +260,8 @@ def test_smoothing_bug():
     assert "calls F.cross_entropy" in finished.message
     assert check(name, starter).status == "not attempted"
     message = check(name, buggy_smoothed).message
-    assert "padded further" in message
+    assert "differs from cross_entropy" in message
+    assert "padded further" not in message  # the statement's question, not the verdict's
     assert "mask" not in message and "multiply" not in message  # the symptom, not the cure
 
     def no_masked_fill(logits, target, label_smoothing, ignore_index):  # breaks at pad -100
@@ -264,7 +272,18 @@ def test_smoothing_bug():
         return (loss * real).sum() / real.sum()
 
     assert "RuntimeError" in check(name, no_masked_fill).message
-    assert check(name, lambda z, y, e, i: right(z, y, e, i).detach().numpy())  # a 0-d array
+    # a loss is for training: a 0-d array, or a loss whose smoothing term is detached, is refused
+    assert "a loss is for training" in check(
+        name, lambda z, y, e, i: right(z, y, e, i).detach().numpy()).message
+
+    def detached_smoothing(logits, target, label_smoothing, ignore_index):
+        logq = torch.log_softmax(logits, dim=-1)
+        real = target != ignore_index
+        nll = -logq.gather(-1, target.masked_fill(~real, 0)[..., None])[..., 0]
+        loss = (1 - label_smoothing) * nll + label_smoothing * (-logq.detach().mean(-1))
+        return (loss * real).sum() / real.sum()
+
+    assert "the gradient is not" in check(name, detached_smoothing).message
 
     def smoothed_targets(logits, target, label_smoothing, ignore_index):  # another right answer
         real = target != ignore_index
@@ -426,7 +445,24 @@ def test_infonce():
 
     assert "match included" in check(name, without_match).message
     assert check(name, lambda x, y, t: info_nce(x.float(), y.float(), t))  # float32
-    assert check(name, lambda x, y, t: info_nce(x, y, t).item())  # a number
+    # a loss is for training: a number, or one with detached norms, is refused
+    assert "a loss is for training" in check(name, lambda x, y, t: info_nce(x, y, t).item()).message
+
+    def detached_norms(x, y, temperature):
+        x = x / x.norm(dim=-1, keepdim=True).detach()
+        y = y / y.norm(dim=-1, keepdim=True).detach()
+        s = x @ y.T / temperature
+        target = torch.arange(len(x))
+        return (F.cross_entropy(s, target) + F.cross_entropy(s.T, target)) / 2
+
+    assert "the norms of the rows" in check(name, detached_norms).message
+
+    def nt_xent(x, y, temperature):  # SimCLR's form: the other views are negatives too
+        z = F.normalize(torch.cat([x, y]), dim=-1)
+        sim = (z @ z.T / temperature).fill_diagonal_(-math.inf)
+        return F.cross_entropy(sim, torch.arange(2 * len(x)).roll(len(x)))
+
+    assert "SimCLR's NT-Xent" in check(name, nt_xent).message
 
     def by_logsumexp(x, y, temperature):  # another right answer
         s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / temperature

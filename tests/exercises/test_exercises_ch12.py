@@ -3,6 +3,8 @@ starters, and leave the learner's random state alone."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -75,7 +77,7 @@ def test_zero():
     assert verdict("ex-dist-zero", ...)[0] == "not attempted"
     gb = tuple(v * 2**30 / 1e9 for v in ZERO)
     for answer, fragment in [
-        (gb, "GB"),
+        (gb, "or for 1.5 * 2**30 parameters"),
         (((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, ZERO[2]), "autocast's split"),
         (((4 * P + 8 * P / N) / 2**30, *ZERO[1:]), "master copy"),
         ((16 * P / 2**30, *ZERO[1:]), "whole copy"),
@@ -201,14 +203,50 @@ def numpy_reseed(num_windows, batch_size, step, rank, world_size, seed=0):
     return batch[rank * share:(rank + 1) * share]
 
 
+def replay_loop(num_windows, batch_size, step, rank, world_size, seed=0):
+    rng = np.random.default_rng(seed)  # one stream per seed, replayed up to the step
+    for _ in range(step + 1):
+        batch = rng.integers(num_windows, size=batch_size)
+    share = batch_size // world_size
+    return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+
+def replay_at_once(num_windows, batch_size, step, rank, world_size, seed=0):
+    rng = np.random.default_rng(seed)
+    batch = rng.integers(num_windows, size=(step + 1, batch_size))[-1]
+    share = batch_size // world_size
+    return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+
+def jumped(num_windows, batch_size, step, rank, world_size, seed=0):
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.advance(step * batch_size)  # PCG64 jumps ahead in constant time
+    batch = rng.integers(num_windows, size=batch_size)
+    share = batch_size // world_size
+    return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+
+def test_sampler_replaying_the_stream():
+    """Replaying the stream up to the step is right but costs a time that grows with the step:
+    the check says so in seconds, instead of waiting hours at its steps near 10**9."""
+    for answer, fragment in [(replay_loop, "had not returned after 10 s of work at step"),
+                             (replay_at_once, "times as long at step 1,000,000")]:
+        start = time.perf_counter()
+        status, message = verdict("ex-dist-sampler-bug", answer)
+        assert status == "fail" and fragment in message and "default_rng([seed, step])" in message
+        assert time.perf_counter() - start < 60
+    assert check("ex-dist-sampler-bug", jumped)  # a jump of constant cost is another right answer
+
+
 def test_sampler():
     assert check("ex-dist-sampler-bug", fixed)
     assert check("ex-dist-sampler-bug", strided)
     assert check("ex-dist-sampler-bug",  # the same indices in a NumPy array
                  lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).numpy())
     status, message = verdict("ex-dist-sampler-bug", buggy)
-    assert status == "fail" and "every rank trains on the same windows" in message
+    assert status == "fail" and "the ranks together do not train on the batch" in message
     assert "generator" not in message and "slice" not in message  # the symptom, not the fix
+    assert "same windows" not in message  # nor the cause, which the exercise asks for
 
     def starter(*args):
         raise NotImplementedError
@@ -254,6 +292,13 @@ def accumulate_gradients(model, x, y, k):
 def summed(model, x, y, k):
     for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
         F.cross_entropy(model(xs), ys).backward()
+
+
+def running_sum(model, x, y, k):  # each backward runs through every earlier micro-batch again
+    total = 0
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        total = total + F.cross_entropy(model(xs), ys) / k
+        total.backward(retain_graph=True)
 
 
 def last_only(model, x, y, k):
@@ -335,6 +380,7 @@ def test_accumulate():
     for answer, fragment in [
         (summed, "k times the whole batch's"),
         (last_only, "only the last micro-batch"),
+        (running_sum, "the first micro-batch counts k times"),
         (whole_batch, "micro-batches of B / k"),
         (sum_reduction, "differ from the gradient"),
         (per_example, "divided by its number of examples"),
