@@ -7,7 +7,8 @@ training images, an MLP 196-128-128-10 trained for 800 steps of batch 128 with `
 bins). Seed ``s`` replaces the chapter's seed 0 in ``seed_everything`` before the network is built
 and for the batches' generator (both networks of one seed start from the same weights).
 
-Per run: training and test accuracy, mean confidence, ECE, test NLL, and the mean training margin
+Per run: training and test accuracy, mean confidence, ECE (also with equal-mass bins, and
+classwise), test NLL, and the mean training margin
 z_y - max_{k != y} z_k at the end; for the smoothed network also that margin over the correctly
 classified training images only, and the margin to the *mean* wrong logit, z_y - mean_{k != y} z_k
 (m* = log(p'_y / p'_k) assumes equal wrong logits). For the unsmoothed network: the temperature T
@@ -119,6 +120,8 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
             acc=(probs.argmax(1) == y_test).float().mean().item(),
             conf=probs.max(1).values.mean().item(),
             ece=expected_calibration_error(probs, y_test, N_BINS),
+            ece_mass=expected_calibration_error(probs, y_test, N_BINS, bins="mass"),
+            ece_classwise=expected_calibration_error(probs, y_test, N_BINS, classwise=True),
             nll=cross_entropy(logits, y_test).item(),
             final_margin=history.eval_loss[-1],
             margin_curve=[round(v, 3) for v in history.eval_loss],
@@ -156,7 +159,7 @@ def main(argv=None) -> None:
     control = []  # the same recipe on five times the training images
     for seed in CONTROL_SEEDS:
         both = one_seed(seed, x_many, y_many, x_test, y_test)
-        keep = ("train_acc", "acc", "conf", "ece", "nll")
+        keep = ("train_acc", "acc", "conf", "ece", "ece_mass", "ece_classwise", "nll")
         control.append(dict(seed=seed, **{k: {f: v[f] for f in keep} for k, v in both.items()}))
         rs = [control[-1][tag] for tag in ("plain", "smooth", "focal")]
         print(f"control seed {seed} (plain/smooth/focal): "
@@ -166,6 +169,9 @@ def main(argv=None) -> None:
         runs.append(dict(seed=seed, **one_seed(seed, x_train, y_train, x_test, y_test)))
         p, s, f = runs[-1]["plain"], runs[-1]["smooth"], runs[-1]["focal"]
         print(f"seed {seed} focal: acc {f['acc']:.3f} conf {f['conf']:.3f} ECE {f['ece']:.3f}")
+        print(f"seed {seed} (plain/smooth/focal): ECE, equal-mass bins "
+              + "/".join(f"{r['ece_mass']:.3f}" for r in (p, s, f)) + ", classwise "
+              + "/".join(f"{r['ece_classwise']:.3f}" for r in (p, s, f)))
         print(
             f"seed {seed}: acc {p['acc']:.3f}/{s['acc']:.3f} ECE {p['ece']:.3f}/{s['ece']:.3f} "
             f"margin {p['final_margin']:.2f}/{s['final_margin']:.2f} "
@@ -231,6 +237,21 @@ def main(argv=None) -> None:
         ),
         f"with {CONTROL_TRAIN} training images the focal ECE is the larger at every control seed": all(
             r["focal"]["ece"] > r["plain"]["ece"] for r in control
+        ),
+        "equal-mass bins: smoothed and focal ECE less than half the unsmoothed at every seed": all(
+            max(s["ece_mass"], f["ece_mass"]) < p["ece_mass"] / 2
+            for p, s, f in zip(P, S, FOC, strict=True)
+        ),
+        "classwise: smoothed ECE between half the unsmoothed and the unsmoothed at every seed": all(
+            p["ece_classwise"] / 2 < s["ece_classwise"] < p["ece_classwise"] for p, s in pairs
+        ),
+        "classwise: focal ECE below the unsmoothed at every seed": all(
+            f["ece_classwise"] < p["ece_classwise"] for p, f in zip(P, FOC, strict=True)
+        ),
+        f"with {CONTROL_TRAIN} training images the classwise ECE is smallest unsmoothed and largest "
+        "focal at every control seed": all(
+            r["plain"]["ece_classwise"] < r["smooth"]["ece_classwise"] < r["focal"]["ece_classwise"]
+            for r in control
         ),
     }
     result = dict(

@@ -36,7 +36,9 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import (
     autocast_enabled,
+    check_choice,
     check_finite,
+    check_flag,
     check_float_tensor,
     check_ids,
     check_int,
@@ -529,22 +531,53 @@ def _calibration_bins(probs: torch.Tensor, target: torch.Tensor, n_bins: int):
     return conf_sum / denom, acc_sum / denom, count.long()
 
 
-def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins: int = 15) -> float:
-    r"""Expected calibration error (Guo et al., 2017) with equal-width confidence bins.
+def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins: int = 15, *,
+                               bins: str = "width", classwise: bool = False) -> float:
+    r"""Expected calibration error (Guo et al., 2017): the gap between confidence and accuracy,
+    averaged over confidence bins weighted by the share of predictions in each.
 
     .. math:: \mathrm{ECE} = \sum_b \frac{n_b}{N} \left| \mathrm{acc}_b - \mathrm{conf}_b \right|
 
     0 means that among predictions made with confidence c, a fraction c is right.
 
+    ``bins="width"`` cuts [0, 1] into ``n_bins`` equal-width bins (as :func:`calibration_bins`);
+    ``bins="mass"`` sorts the predictions by confidence and cuts them into ``n_bins`` groups of
+    equal size (one more in the first N mod n_bins; equal confidences keep their order), so that
+    no bin is nearly empty (Nixon et al., 2019). ``classwise=True`` bins every class's
+    probability p_k over all N predictions, with acc_b the share of bin b whose label is k and
+    conf_b its mean p_k, and averages the C errors (Kull et al., 2019): it sees the
+    probabilities below the largest, which the top-label ECE ignores.
+
     Shape:
         probs: (N, C) probabilities; target: (N,) ids
     """
-    conf, acc, count = calibration_bins(probs, target, n_bins)
-    return _ece(conf, acc, count)
+    _check_calibration(probs, target)
+    n_bins = check_int("n_bins", n_bins, 1)
+    bins = check_choice("bins", bins, ("width", "mass"))
+    probs = probs.detach().double()
+    if not check_flag("classwise", classwise):
+        conf, pred = probs.max(dim=-1)  # (N,)
+        return _binned_gap(conf, (pred == target).double(), n_bins, bins)
+    hits = F.one_hot(target.long(), probs.shape[1]).double()  # (N, C): label k or not
+    return sum(_binned_gap(p_k, hit_k, n_bins, bins)  # one class at a time: p_k of every row
+               for p_k, hit_k in zip(probs.T.contiguous(), hits.T, strict=True)) / probs.shape[1]
 
 
-def _ece(conf: torch.Tensor, acc: torch.Tensor, count: torch.Tensor) -> float:
-    return float((count.double() / count.sum() * (acc - conf).abs()).sum())
+def _binned_gap(conf: torch.Tensor, hit: torch.Tensor, n_bins: int, bins: str) -> float:
+    """sum_b n_b / N |mean hit - mean conf| over the bins of conf (N,) (see above)."""
+    if bins == "width":
+        edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=conf.device)
+        idx = torch.bucketize(conf, edges[1:-1], right=False).clamp(0, n_bins - 1)  # (N,)
+    else:  # equal mass: the rank of each confidence, cut into n_bins nearly equal groups
+        order = torch.sort(conf, stable=True).indices
+        groups = torch.tensor_split(torch.arange(len(conf), device=conf.device), n_bins)
+        idx = torch.empty_like(order)
+        for b, ranks in enumerate(groups):
+            idx[order[ranks]] = b
+    count = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(
+        0, idx, torch.ones_like(conf))
+    gap = torch.zeros_like(count).index_add_(0, idx, hit - conf)  # summed over each bin
+    return float(gap.abs().sum() / len(conf))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 267 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
+# Cases: 270 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -188,6 +188,12 @@ for name in ("calibration_bins", "expected_calibration_error", "reliability_diag
     case(f"{name}-n_bins-0", lambda fn=fn: fn(P, Y, 0), "n_bins", ">= 1", "0")
     case(f"{name}-n_bins-float", lambda fn=fn: fn(P, Y, 10.0), "n_bins", "int", "10.0")
     case(f"{name}-n_bins-bool", lambda fn=fn: fn(P, Y, True), "n_bins", "bool")
+case("expected_calibration_error-bins-name", lambda: L.expected_calibration_error(P, Y, bins="equal"),
+     "bins", "'mass', 'width'", "'equal'")
+case("expected_calibration_error-bins-int", lambda: L.expected_calibration_error(P, Y, bins=3), "bins",
+     "one of", "int")
+case("expected_calibration_error-classwise-float",
+     lambda: L.expected_calibration_error(P, Y, classwise=1.0), "classwise", "bool", "float")
 case("reliability_diagram-title-int", lambda: plot.reliability_diagram(P, Y, title=3), "title", "str", "int")
 
 # ------------------------------------------------------------------ similarity_logits, similarity_loss

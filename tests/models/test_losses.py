@@ -390,6 +390,67 @@ def test_expected_calibration_error():
         expected_calibration_error(torch.eye(3), torch.zeros(2, dtype=torch.long))
 
 
+def _binned_gap_loops(conf: list[float], hit: list[float], n_bins: int, bins: str) -> float:
+    """sum_b n_b / N |acc_b - conf_b|, written with Python lists: bins of equal width, or of
+    equal size over the predictions sorted by confidence (the first N mod n_bins one larger)."""
+    n = len(conf)
+    if bins == "width":
+        members = [[i for i in range(n) if min(max(math.ceil(conf[i] * n_bins) - 1, 0),
+                                               n_bins - 1) == b] for b in range(n_bins)]
+    else:
+        order = sorted(range(n), key=lambda i: conf[i])
+        sizes = [n // n_bins + (b < n % n_bins) for b in range(n_bins)]
+        starts = [sum(sizes[:b]) for b in range(n_bins)]
+        members = [order[s:s + size] for s, size in zip(starts, sizes, strict=True)]
+    total = 0.0
+    for m in members:
+        if m:
+            acc = sum(hit[i] for i in m) / len(m)
+            mean_conf = sum(conf[i] for i in m) / len(m)
+            total += len(m) / n * abs(acc - mean_conf)
+    return total
+
+
+@pytest.mark.parametrize("bins", ["width", "mass"])
+@pytest.mark.parametrize("n_bins", [1, 10, 15])
+def test_expected_calibration_error_bins_and_classwise(bins, n_bins):
+    g = torch.Generator().manual_seed(n_bins)
+    probs = torch.softmax(2 * torch.randn(1003, 7, generator=g, dtype=torch.float64), -1)
+    target = torch.randint(7, (1003,), generator=g)
+    conf, pred = probs.max(-1)
+    top = _binned_gap_loops(conf.tolist(), (pred == target).double().tolist(), n_bins, bins)
+    f64 = torch.float64
+    assert expected_calibration_error(probs, target, n_bins, bins=bins) == approx(top, f64, n=1003)
+    per_class = [_binned_gap_loops(probs[:, k].tolist(), (target == k).double().tolist(), n_bins,
+                                   bins) for k in range(7)]
+    assert expected_calibration_error(probs, target, n_bins, bins=bins, classwise=True) == approx(
+        sum(per_class) / 7, f64, n=1003)
+
+
+def test_expected_calibration_error_by_hand():
+    # equal mass, two bins: the confidences 0.6, 0.7 (one right) and 0.8, 0.9
+    # (both right): |0.5 - 0.65| / 2 + |1 - 0.85| / 2 = 0.15
+    probs = torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.8, 0.2], [0.1, 0.9]], dtype=torch.float64)
+    target = torch.tensor([0, 0, 0, 1])
+    f64 = torch.float64
+    assert expected_calibration_error(probs, target, 2, bins="mass") == approx(0.15, f64, n=4)
+    # equal width, two bins: all four above 0.5, one bin: |0.75 - 0.75| = 0
+    assert expected_calibration_error(probs, target, 2) == approx(0.0, f64, n=4)
+    # a classifier that knows nothing, on balanced labels: calibrated class by class too
+    uniform = torch.full((20, 4), 0.25)
+    labels = torch.arange(20) % 4
+    assert expected_calibration_error(uniform, labels, classwise=True) == approx(
+        0.0, torch.float32, n=20)
+    # the default is the top-label ECE with equal-width bins of calibration_bins
+    c, a, n = calibration_bins(probs, target, 15)
+    assert expected_calibration_error(probs, target) == approx(
+        float((n / n.sum() * (a - c).abs()).sum()), f64, n=4)
+    with pytest.raises(ValueError, match=r"bins must be one of \['mass', 'width'\], got 'equal'"):
+        expected_calibration_error(probs, target, bins="equal")
+    with pytest.raises(TypeError, match="classwise must be a bool"):
+        expected_calibration_error(probs, target, classwise=1.0)
+
+
 # --- similarity loss ---------------------------------------------------------------------------
 
 
