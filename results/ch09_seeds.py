@@ -8,7 +8,8 @@ bins). Seed ``s`` replaces the chapter's seed 0 in ``seed_everything`` before th
 and for the batches' generator (both networks of one seed start from the same weights).
 
 Per run: training and test accuracy, mean confidence, ECE (also with equal-mass bins, and
-classwise), test NLL, and the mean training margin
+classwise), the mean probability in the lowest bin of every class's probability and the share of
+those entries that are the label, test NLL, and the mean training margin
 z_y - max_{k != y} z_k at the end; for the smoothed network also that margin over the correctly
 classified training images only, and the margin to the *mean* wrong logit, z_y - mean_{k != y} z_k
 (m* = log(p'_y / p'_k) assumes equal wrong logits). For the unsmoothed network: the temperature T
@@ -122,6 +123,10 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
             ece=expected_calibration_error(probs, y_test, N_BINS),
             ece_mass=expected_calibration_error(probs, y_test, N_BINS, bins="mass"),
             ece_classwise=expected_calibration_error(probs, y_test, N_BINS, classwise=True),
+            # the lowest equal-width bin of every q_k (mostly classes an image clearly is not):
+            # its mean probability and the share of its entries that are the label
+            low_q=probs[probs <= 1 / N_BINS].mean().item(),
+            low_label=F.one_hot(y_test, 10).bool()[probs <= 1 / N_BINS].float().mean().item(),
             nll=cross_entropy(logits, y_test).item(),
             final_margin=history.eval_loss[-1],
             margin_curve=[round(v, 3) for v in history.eval_loss],
@@ -244,6 +249,11 @@ def main(argv=None) -> None:
         ),
         "classwise: smoothed ECE between half the unsmoothed and the unsmoothed at every seed": all(
             p["ece_classwise"] / 2 < s["ece_classwise"] < p["ece_classwise"] for p, s in pairs
+        ),
+        "lowest bin: unsmoothed mean q_k below half its share of labels, smoothed mean q_k above "
+        "its share and within 0.005 above eps / C, at every seed": all(
+            p["low_q"] < p["low_label"] / 2 and s["low_label"] < s["low_q"]
+            and EPS / 10 <= s["low_q"] < EPS / 10 + 0.005 for p, s in pairs
         ),
         "classwise: focal ECE below the unsmoothed at every seed": all(
             f["ece_classwise"] < p["ece_classwise"] for p, f in zip(P, FOC, strict=True)
