@@ -12,7 +12,18 @@ import torch.nn.functional as F
 
 from .. import losses as _losses
 from ..losses import cross_entropy
-from .core import CallWatch, Wrong, agrees, as_tensor, call, close, exercise, expect, returned_tensor
+from .core import (
+    CallWatch,
+    Wrong,
+    agrees,
+    as_tensor,
+    call,
+    close,
+    exercise,
+    expect,
+    float32_work,
+    returned_tensor,
+)
 
 F64 = torch.float64
 
@@ -137,6 +148,9 @@ def check_overflow(fn):
         if watch.used:
             raise Wrong(f"cross_entropy_ calls {watch.used[0]}: the exercise asks for the fix by "
                         "hand, without seqbook.losses or F.cross_entropy")
+        if isinstance(out, torch.Tensor | np.ndarray) and out.size != 1 and out.ndim >= 1:
+            raise Wrong(f"cross_entropy_ must return one number, the mean over the batch, got "
+                        f"shape {tuple(out.shape)}")
         return _number(out, "cross_entropy_")
 
     g = torch.Generator().manual_seed(1)
@@ -711,6 +725,8 @@ def _logprob_verdict(response_logprob) -> None:
         expect(tuple(out.shape) == (B,), f"response_logprob must return one number per row, shape "
                f"({B},), got {tuple(out.shape)}")
         if not close(out.detach(), response_logprob_reference(logits, ids, mask), n=T):
+            float32_work(out.detach(), response_logprob_reference(logits, ids, mask),
+                         "response_logprob", n=T)
             _name_logprob_slip(out.detach(), logits, ids, mask)
             raise Wrong("response_logprob differs from the sum, over the response's tokens, of "
                         "each token's log-probability under the logits of the position before it")
@@ -787,6 +803,7 @@ def _dpo_verdict(dpo_loss) -> None:
         out = out.reshape(())
         want = dpo_loss_reference(pc, pr, rc, rr, beta)
         if not close(out.detach(), want.detach(), n=B):
+            float32_work(out.detach(), want.detach(), "dpo_loss", n=B)
             with torch.no_grad():
                 _name_dpo_slip(out, pc, pr, rc, rr, beta)
             raise Wrong("dpo_loss differs from -log sigma(beta [(log pi(y_w) - log pi_ref(y_w)) - "
@@ -819,9 +836,9 @@ def _dpo_verdict(dpo_loss) -> None:
     "each token with the logits of the position before it: which slices of logits, ids and mask "
     "go together? dpo_loss: which two log-ratios does eq. (9.21) subtract, and which torch "
     "function gives log sigma(x) without computing sigma(x)?",
-    "response_logprob: the log-probabilities from every position but the last, read at the "
-    "tokens one position later, kept where those tokens' mask is True and summed over each row. "
-    "dpo_loss: beta times the chosen log-ratio minus the rejected one is the logit of the "
+    "response_logprob: the log-probabilities from every position but the last, read (gather) at "
+    "the tokens one position later, kept where those tokens' mask is True and summed over each "
+    "row. dpo_loss: beta times (the chosen log-ratio minus the rejected one) is the logit of the "
     "preference; the loss is minus its log-sigmoid, averaged over the pairs.",
 ])
 def check_dpo(response_logprob, dpo_loss):

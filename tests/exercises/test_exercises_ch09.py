@@ -97,6 +97,8 @@ def test_overflow_bug():
     message = check(name, buggy_ce).message
     assert "nan" in message and "near 200" in message
     assert not any(w in message for w in ("subtract", "max", "lse", "shift"))  # no cure
+    per_example = check(name, lambda z, y: torch.logsumexp(z, -1) - z[torch.arange(len(y)), y])
+    assert "one number, the mean over the batch, got shape (16,)" in per_example.message
     # a loss is for training: a number, a 0-d array or a detached log-sum-exp is refused
     for answer in (lambda z, y: right(z, y).item(), lambda z, y: np.asarray(right(z, y).item()),
                    lambda z, y: torch.tensor(right(z, y).item())):

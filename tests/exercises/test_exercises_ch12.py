@@ -78,6 +78,9 @@ def test_zero():
     gb = tuple(v * 2**30 / 1e9 for v in ZERO)
     for answer, fragment in [
         (gb, "or for 1.5 * 2**30 parameters"),
+        (tuple(v * 2**10 for v in ZERO), "in MiB"),
+        (tuple(v * 2**30 for v in ZERO), "in bytes"),
+        (tuple(v * 2**30 / 1e6 for v in ZERO), "in MB"),
         (((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, ZERO[2]), "autocast's split"),
         (((4 * P + 8 * P / N) / 2**30, *ZERO[1:]), "master copy"),
         ((16 * P / 2**30, *ZERO[1:]), "whole copy"),
@@ -226,10 +229,33 @@ def jumped(num_windows, batch_size, step, rank, world_size, seed=0):
     return torch.from_numpy(batch[rank * share:(rank + 1) * share])
 
 
+def advanced_by_step(num_windows, batch_size, step, rank, world_size, seed=0):
+    rng = np.random.Generator(np.random.PCG64(seed).advance(step))  # one number a step
+    batch = rng.integers(num_windows, size=batch_size)
+    share = batch_size // world_size
+    return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+
+def skipped_by_step(num_windows, batch_size, step, rank, world_size, seed=0):
+    rng = np.random.default_rng(seed)
+    rng.random(step)  # skips step numbers: fast at 10**6, 8 GB at 10**9
+    batch = rng.integers(num_windows, size=batch_size)
+    share = batch_size // world_size
+    return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+
+def test_sampler_overlapping_streams():
+    """A stream advanced by the step makes consecutive batches overlap; refused before the
+    checks at steps near 10**9, which would allocate gigabytes for the skip."""
+    for answer in (advanced_by_step, skipped_by_step):
+        status, message = verdict("ex-dist-sampler-bug", answer)
+        assert status == "fail" and "steps 5 and 6 share" in message, message
+
+
 def test_sampler_replaying_the_stream():
     """Replaying the stream up to the step is right but costs a time that grows with the step:
     the check says so in seconds, instead of waiting hours at its steps near 10**9."""
-    for answer, fragment in [(replay_loop, "had not returned after 10 s of work at step"),
+    for answer, fragment in [(replay_loop, "had not returned after 5 s of work at step"),
                              (replay_at_once, "times as long at step 1,000,000")]:
         start = time.perf_counter()
         status, message = verdict("ex-dist-sampler-bug", answer)
@@ -301,6 +327,19 @@ def running_sum(model, x, y, k):  # each backward runs through every earlier mic
         total.backward(retain_graph=True)
 
 
+def running_sum_zeroed(model, x, y, k):  # right gradients, but k (k + 1) / 2 graph traversals
+    total = 0
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        total = total + F.cross_entropy(model(xs), ys) / k
+        model.zero_grad()
+        total.backward(retain_graph=True)
+
+
+def through_forward(model, x, y, k):  # model.forward skips the model's own hooks: right
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        (F.cross_entropy(model.forward(xs), ys) / k).backward()
+
+
 def last_only(model, x, y, k):
     for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
         model.zero_grad()
@@ -347,6 +386,7 @@ def forwards_first(model, x, y, k):  # k backward passes, but after all the forw
 
 def test_accumulate():
     assert check("ex-dist-accumulate", accumulate_gradients)
+    assert check("ex-dist-accumulate", through_forward)
 
     def divide_at_the_end(model, x, y, k):  # another right answer
         for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
@@ -380,7 +420,8 @@ def test_accumulate():
     for answer, fragment in [
         (summed, "k times the whole batch's"),
         (last_only, "only the last micro-batch"),
-        (running_sum, "the first micro-batch counts k times"),
+        (running_sum, "graphs 6 times, not once each"),
+        (running_sum_zeroed, "graphs 6 times, not once each"),
         (whole_batch, "micro-batches of B / k"),
         (sum_reduction, "differ from the gradient"),
         (per_example, "divided by its number of examples"),
