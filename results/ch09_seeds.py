@@ -8,8 +8,9 @@ bins). Seed ``s`` replaces the chapter's seed 0 in ``seed_everything`` before th
 and for the batches' generator (both networks of one seed start from the same weights).
 
 Per run: training and test accuracy, mean confidence, ECE (also with equal-mass bins, and
-classwise), the mean probability in the lowest bin of every class's probability and the share of
-those entries that are the label, test NLL, and the mean training margin
+classwise, and the classwise ECE split into the lowest, middle and top bins), the mean probability
+in the lowest bin of every class's probability and the share of those entries that are the label,
+test NLL, and the mean training margin
 z_y - max_{k != y} z_k at the end; for the smoothed network also that margin over the correctly
 classified training images only, and the margin to the *mean* wrong logit, z_y - mean_{k != y} z_k
 (m* = log(p'_y / p'_k) assumes equal wrong logits). For the unsmoothed network: the temperature T
@@ -81,6 +82,29 @@ def fit_temperature(logits, target):
     return 2 / (lo + hi)  # T = 1 / beta
 
 
+def classwise_parts(probs: torch.Tensor, y: torch.Tensor) -> dict:
+    """The classwise ECE (equal widths) split by bins: the share of the lowest bin, of the middle
+    ones and of the top one; and, pooled over the middle bins, the share of entries that are the
+    label minus their mean probability (positive: those classes are given too little)."""
+    p = probs.double().cpu()
+    hits = F.one_hot(y.cpu(), p.shape[1]).double()
+    C = p.shape[1]
+    edges = torch.linspace(0, 1, N_BINS + 1, dtype=torch.float64)
+    b = torch.bucketize(p, edges[1:-1]).clamp(0, N_BINS - 1)  # (N, C): the bin of every q_k
+    key = (b + N_BINS * torch.arange(C)).flatten()  # (class, bin) pairs
+    gap = torch.zeros(C * N_BINS, dtype=torch.float64).index_add_(0, key, (hits - p).flatten())
+    count = torch.zeros(C * N_BINS, dtype=torch.float64).index_add_(
+        0, key, torch.ones(key.shape, dtype=torch.float64))
+    gap, count = gap.view(C, N_BINS), count.view(C, N_BINS)
+    part = gap.abs().sum(0) / len(y) / C  # (N_BINS,): each bin's share of the classwise ECE
+    return dict(
+        cw_low=part[0].item(),
+        cw_mid=part[1:-1].sum().item(),
+        cw_top=part[-1].item(),
+        mid_gap=(gap[:, 1:-1].sum() / count[:, 1:-1].sum()).item(),
+    )
+
+
 def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
     def make_mlp():
         seed_everything(seed)
@@ -127,6 +151,7 @@ def one_seed(seed, x_train, y_train, x_test, y_test) -> dict:
             # its mean probability and the share of its entries that are the label
             low_q=probs[probs <= 1 / N_BINS].mean().item(),
             low_label=F.one_hot(y_test, 10).bool()[probs <= 1 / N_BINS].float().mean().item(),
+            **classwise_parts(probs, y_test),
             nll=cross_entropy(logits, y_test).item(),
             final_margin=history.eval_loss[-1],
             margin_curve=[round(v, 3) for v in history.eval_loss],
@@ -255,6 +280,13 @@ def main(argv=None) -> None:
             p["low_q"] < p["low_label"] / 2 and s["low_label"] < s["low_q"] and EPS / 10 < s["low_q"]
             for p, s in pairs
         ),
+        "classwise, by bins: smoothing lowers the lowest and the top bin's share and raises the "
+        "middle bins' at every seed": all(
+            s["cw_low"] < p["cw_low"] and s["cw_top"] < p["cw_top"] and s["cw_mid"] > p["cw_mid"]
+            for p, s in pairs
+        ),
+        "middle bins: the label more often than the mean q_k says, with and without smoothing, "
+        "at every seed": all(p["mid_gap"] > 0 and s["mid_gap"] > 0 for p, s in pairs),
         "classwise: focal ECE below the unsmoothed at every seed": all(
             f["ece_classwise"] < p["ece_classwise"] for p, f in zip(P, FOC, strict=True)
         ),

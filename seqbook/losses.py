@@ -542,8 +542,9 @@ def expected_calibration_error(probs: torch.Tensor, target: torch.Tensor, n_bins
 
     ``bins="width"`` cuts [0, 1] into ``n_bins`` equal-width bins (as :func:`calibration_bins`);
     ``bins="mass"`` sorts the predictions by confidence and cuts them into ``n_bins`` groups of
-    equal size (one more in the first N mod n_bins; equal confidences keep their order), so that
-    no bin is nearly empty (Nixon et al., 2019). ``classwise=True`` bins every class's
+    equal size (one more in the first N mod n_bins; equal confidences all go to the first bin
+    they reach, which may then hold more), so that the bins resolve confidence where the
+    predictions are (Nixon et al., 2019; Roelofs et al., 2022). ``classwise=True`` bins every class's
     probability p_k over all N predictions, with acc_b the share of bin b whose label is k and
     conf_b its mean p_k, and averages the C errors (Kull et al., 2019): it sees the
     probabilities below the largest, which the top-label ECE ignores.
@@ -569,11 +570,17 @@ def _binned_gap(conf: torch.Tensor, hit: torch.Tensor, n_bins: int, bins: str) -
         edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=conf.device)
         idx = torch.bucketize(conf, edges[1:-1], right=False).clamp(0, n_bins - 1)  # (N,)
     else:  # equal mass: the rank of each confidence, cut into n_bins nearly equal groups
-        order = torch.sort(conf, stable=True).indices
-        groups = torch.tensor_split(torch.arange(len(conf), device=conf.device), n_bins)
+        sorted_conf, order = torch.sort(conf, stable=True)
+        by_rank = torch.empty_like(order)  # the bin of each rank
+        ranks = torch.arange(len(conf), device=conf.device)
+        for b, group in enumerate(torch.tensor_split(ranks, n_bins)):
+            by_rank[group] = b
+        # equal confidences share the first bin they reach: the order of the rows cannot matter
+        _, tie, counts = torch.unique_consecutive(sorted_conf, return_inverse=True,
+                                                  return_counts=True)
+        first = torch.cumsum(counts, 0) - counts  # the first rank of each distinct confidence
         idx = torch.empty_like(order)
-        for b, ranks in enumerate(groups):
-            idx[order[ranks]] = b
+        idx[order] = by_rank[first[tie]]
     count = torch.zeros(n_bins, dtype=torch.float64, device=conf.device).index_add_(
         0, idx, torch.ones_like(conf))
     gap = torch.zeros_like(count).index_add_(0, idx, hit - conf)  # summed over each bin

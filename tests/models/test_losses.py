@@ -400,8 +400,11 @@ def _binned_gap_loops(conf: list[float], hit: list[float], n_bins: int, bins: st
     else:
         order = sorted(range(n), key=lambda i: conf[i])
         sizes = [n // n_bins + (b < n % n_bins) for b in range(n_bins)]
-        starts = [sum(sizes[:b]) for b in range(n_bins)]
-        members = [order[s:s + size] for s, size in zip(starts, sizes, strict=True)]
+        bin_of_rank = [b for b, size in enumerate(sizes) for _ in range(size)]
+        first_bin = {}  # equal confidences: all in the bin of the first of them
+        for rank, i in enumerate(order):
+            first_bin.setdefault(conf[i], bin_of_rank[rank])
+        members = [[i for i in range(n) if first_bin[conf[i]] == b] for b in range(n_bins)]
     total = 0.0
     for m in members:
         if m:
@@ -425,6 +428,47 @@ def test_expected_calibration_error_bins_and_classwise(bins, n_bins):
                                    bins) for k in range(7)]
     assert expected_calibration_error(probs, target, n_bins, bins=bins, classwise=True) == approx(
         sum(per_class) / 7, f64, n=1003)
+
+
+@pytest.mark.parametrize("classwise", [False, True])
+def test_expected_calibration_error_ties_and_few_predictions(classwise):
+    # confidences on a grid of eighths: many ties, which equal-mass bins keep together, so the
+    # order of the rows cannot change the value
+    g = torch.Generator().manual_seed(3)
+    probs = torch.softmax(3 * torch.randn(500, 6, generator=g, dtype=torch.float64), -1)
+    probs = (probs * 8).round().clamp(min=1) / 8
+    probs = probs / probs.sum(-1, keepdim=True)
+    target = torch.randint(6, (500,), generator=g)
+    perm = torch.randperm(500, generator=g)
+    f64 = torch.float64
+    for n_bins in (4, 15):
+        e = expected_calibration_error(probs, target, n_bins, bins="mass", classwise=classwise)
+        assert expected_calibration_error(probs[perm], target[perm], n_bins, bins="mass",
+                                          classwise=classwise) == approx(e, f64, n=500)
+        if classwise:
+            want = sum(_binned_gap_loops(probs[:, k].tolist(), (target == k).double().tolist(),
+                                         n_bins, "mass") for k in range(6)) / 6
+        else:
+            conf, pred = probs.max(-1)
+            want = _binned_gap_loops(conf.tolist(), (pred == target).double().tolist(), n_bins,
+                                     "mass")
+        assert e == approx(want, f64, n=500)
+    # the uniform classifier on balanced labels, sorted or not: one bin, a gap of 0
+    uniform, labels = torch.full((40, 4), 0.25), torch.arange(40) % 4
+    for y in (labels, labels.sort().values):
+        assert expected_calibration_error(uniform, y, bins="mass", classwise=classwise) == approx(
+            0.0, torch.float32, n=40)
+    # fewer predictions than bins: empty bins add nothing
+    few, few_y = probs[:3], target[:3]
+    for bins in ("width", "mass"):
+        e = expected_calibration_error(few, few_y, 15, bins=bins, classwise=classwise)
+        e_one_each = expected_calibration_error(few, few_y, 3, bins="mass", classwise=classwise)
+        if bins == "mass" and not classwise:  # three predictions, three bins: one each at most
+            assert e == approx(e_one_each, f64, n=3)
+            conf, pred = few.max(-1)
+            if len(set(conf.tolist())) == 3:  # a bin each: the mean of |hit - confidence|
+                assert e == approx(((pred == few_y).double() - conf).abs().mean().item(), f64, n=3)
+        assert 0 <= e <= 1
 
 
 def test_expected_calibration_error_by_hand():
