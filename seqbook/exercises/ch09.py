@@ -262,6 +262,11 @@ def _name_margin_slip(m, prior, y, eps):
     if agrees(m, math.log(target[y] / target.max()), 5):
         raise Wrong(f"{case} the margin is 0 or less: the maximum includes the true class "
                     "itself; the margin is over the largest wrong logit")
+    top_two = target.sort(descending=True).values[:2]
+    if target[y] < wrong.max() and agrees(m, math.log(top_two[0] / top_two[1]), 5):
+        raise Wrong(f"{case} the margin is the gap between the two largest logits, but here a "
+                    "wrong class ends up above the true one: the margin is z_y minus the largest "
+                    "wrong logit, negative in such a case")
     if agrees(m, math.log(target[y] / wrong.min()), 5):
         raise Wrong(f"{case} that is the margin over the smallest wrong logit; the question asks "
                     "for the largest one")

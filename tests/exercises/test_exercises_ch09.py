@@ -158,6 +158,14 @@ def test_margin():
     uniform = lambda p, y, e: math.log((1 - e + e / len(p)) * len(p) / e)  # noqa: E731
     assert "uniform smoothing" in check(name, uniform).message
 
+    def top_two(prior, y, eps):  # the two largest entries of the target, whichever is true
+        target = eps * prior
+        target[y] += 1 - eps
+        first, second = target.sort(descending=True).values[:2]
+        return math.log(first / second)
+
+    assert "a wrong class ends up above the true one" in check(name, top_two).message
+
     def no_share(prior, y, eps):
         others = torch.arange(len(prior)) != y
         return math.log((1 - eps) / (eps * prior[others].max()))
