@@ -367,7 +367,15 @@ def check_smoothing_bug(fn):
         B, T, C = z.shape
         for eps in (0.0, 0.1, 0.3):
             with CallWatch(_FINISHED_LOSSES) as watch:
-                out = call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss")
+                try:
+                    out = call(fn, z.clone(), y.clone(), eps, pad, what="smoothed_loss")
+                except Wrong as err:
+                    if pad >= 0:
+                        raise
+                    raise Wrong(f"with the padding id {pad} (PyTorch's default ignore_index) "
+                                f"{err}. A pad is not a class id: replace the pads by a real id "
+                                "(masked_fill) before one_hot, gather or indexing, and mask "
+                                "their loss") from None
             if watch.used:
                 raise Wrong(f"smoothed_loss calls {watch.used[0]}: the exercise asks for the fix "
                             "of the function by hand, without seqbook.losses or F.cross_entropy")

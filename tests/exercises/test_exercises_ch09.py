@@ -281,7 +281,8 @@ def test_smoothing_bug():
         loss = (1 - label_smoothing) * nll + label_smoothing * (-logq.mean(-1))
         return (loss * real).sum() / real.sum()
 
-    assert "RuntimeError" in check(name, no_masked_fill).message
+    message = check(name, no_masked_fill).message
+    assert "RuntimeError" in message and "A pad is not a class id" in message
     # a loss is for training: a 0-d array, or a loss whose smoothing term is detached, is refused
     assert "a loss is for training" in check(
         name, lambda z, y, e, i: right(z, y, e, i).detach().numpy()).message
