@@ -3,6 +3,7 @@ tensor parallelism's traffic are asked to within 0.01 % (the exercises say so, a
 exactly that); the mutants listed for them change the answer by far less."""
 
 _WITHIN = "within the 0.01 % the exercise asks for"
+_HOOK = "within the 0.1 % the exercise asks for"
 
 EQUIVALENT = {
     "ex-dist-ring": {
@@ -14,6 +15,19 @@ EQUIVALENT = {
     "ex-dist-tp": {
         "answer:0 1000000.0 -> 999999.0": "1e-6 relative, within the 0.01 % the exercise asks for",
         "answer:0 1000000.0 -> 1000001.0": "1e-6 relative, within the 0.01 % the exercise asks for",
+    },
+    "ex-dist-bf16-hook": {
+        "grads:0 124475904 -> 124475903": "one parameter of 124 475 904: 1e-8 relative, " + _HOOK,
+        "grads:0 124475904 -> 124475905": "one parameter of 124 475 904: 1e-8 relative, " + _HOOK,
+        "emb:0 50304 -> 50303": "one row of 50 304: the times move by under 0.002 %, " + _HOOK,
+        "emb:0 50304 -> 50305": "one row of 50 304: the times move by under 0.002 %, " + _HOOK,
+        "emb:0 768 -> 767": "one column of 768: the other buckets' time moves by 0.06 % and e by "
+                            "0.02 %, " + _HOOK,
+        "emb:0 768 -> 769": "one column of 768: the other buckets' time moves by 0.06 % and e by "
+                            "0.02 %, " + _HOOK,
+        "e:0 swap the first two arguments of max": "the maximum is symmetric",
+        "answer:0 1000.0 -> 999.0": "1e-3 relative, just within the 0.1 % the exercise asks for",
+        "answer:0 1000.0 -> 1001.0": "1e-3 relative, just within the 0.1 % the exercise asks for",
     },
     "ex-dist-accumulate": {
         "accumulate_gradients:1 True -> False":
