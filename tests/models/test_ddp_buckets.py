@@ -1,0 +1,103 @@
+"""DDP's buckets for GPT-2-small, measured with DDP itself (gloo, one process).
+
+Chapter 12 applies DDP's bucketing rule to GPT-2-small's parameters in reverse order (a bucket
+closes once it holds 25 MiB, the first once it holds 1 MiB) and finds the last bucket, which waits
+for the tied embedding's gradient and so cannot overlap with the backward pass; the exercise
+``ex-dist-bf16-hook`` takes its size as given. Here a communication hook writes down the buckets
+that DDP really all-reduces in its second step (the first uses one bucket for everything), so
+that the rule, the chapter's number and the exercise's cannot drift from PyTorch's behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel
+
+from seqbook.exercises.ch12 import HOOK
+from seqbook.gpt import GPT, GPTConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT2_SMALL = dict(vocab_size=50_304, block_size=1024, n_layer=12, n_head=12, n_embd=768,
+                  dropout=0.0)
+
+
+def measured(results) -> None:
+    """In a forked process: DDP over GPT-2-small, the bytes of each bucket of steps 1 and 2."""
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        torch.manual_seed(0)
+        model = DistributedDataParallel(GPT(GPTConfig(**GPT2_SMALL)))
+        steps = []
+
+        def record(state, bucket):  # one process: nothing to average, the bucket as it is
+            steps[-1].append(bucket.buffer().numel() * bucket.buffer().element_size())
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+
+        model.register_comm_hook(None, record)
+        x = torch.randint(GPT2_SMALL["vocab_size"], (1, 8))
+        for _ in range(2):
+            steps.append([])
+            model(x, x)[1].backward()
+        out = steps
+    except Exception:
+        out = RuntimeError(traceback.format_exc())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    results.put(pickle.dumps(out))
+
+
+def by_rule(model: torch.nn.Module) -> list[int]:
+    """DDP's rule, written independently of the chapter's cell."""
+    buckets, size = [], 0
+    for p in list(model.parameters())[::-1]:
+        size += p.numel() * 4
+        if size >= (1 << 20 if not buckets else 25 << 20):
+            buckets.append(size)
+            size = 0
+    return buckets + ([size] if size else [])
+
+
+def glued(notebook: Path, name: str) -> str:
+    """The text a chapter glued under ``name``, from its committed outputs."""
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        for out in cell.get("outputs", []):
+            if out.get("metadata", {}).get("scrapbook", {}).get("name") == name:
+                return out["data"]["application/papermill.record/text/plain"].strip("'")
+    raise KeyError(name)
+
+
+def test_ddp_buckets_of_gpt2_small():
+    ctx = mp.get_context("fork")
+    results = ctx.Queue()
+    proc = ctx.Process(target=measured, args=(results,))
+    proc.start()
+    try:
+        out = pickle.loads(results.get(timeout=300))
+    finally:
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+    if isinstance(out, Exception):
+        raise out
+    first, second = out
+    total = 4 * 124_475_904
+    assert first == [total]  # the first step: one bucket, the order not yet known
+    with torch.device("meta"):
+        rule = by_rule(GPT(GPTConfig(**GPT2_SMALL)))
+    assert second == rule and len(second) == 13 and sum(second) == total
+    assert second[-1] == 4 * HOOK["last"]  # the exercise's last bucket
+    assert 0.35 < second[-1] / total < 0.36
+    chapter = ROOT / "chapters" / "12_distributed.ipynb"
+    assert glued(chapter, "ch12_last_params").replace(" ", "") == str(HOOK["last"])
+    assert glued(chapter, "ch12_n_buckets") == str(len(second))
