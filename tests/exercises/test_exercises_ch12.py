@@ -157,7 +157,7 @@ LAST = 44_147_712  # gradients in DDP's last bucket (tests/models/test_ddp_bucke
 
 
 def hook_e(grad_bytes=2, last_bytes=2, beta=400e9, rate=500_000, tokens=1024, N=512,
-           overlap=True, last=True, ring=True, last_params=LAST):
+           overlap=True, last=True, ring=True, last_params=LAST, head=0.27, forward=True):
     # written independently of the checker: eq. (overlap) with the exercise's numbers
     tail_bytes = last_bytes * last_params
     rest = grad_bytes * (124_475_904 - last_params)
@@ -167,7 +167,8 @@ def hook_e(grad_bytes=2, last_bytes=2, beta=400e9, rate=500_000, tokens=1024, N=
         return t_c / (t_c + share * (rest + tail_bytes) / beta)
     tail = share * tail_bytes / beta if last else 0.0
     rest_s = share * (rest if last else rest + tail_bytes) / beta
-    return t_c / (t_c / 3 + max(2 * t_c / 3, rest_s) + tail)
+    t_fwd, t_bwd = t_c / 3, 2 * t_c / 3
+    return t_c / ((t_fwd if forward else 0.0) + max(t_bwd, head * t_bwd + rest_s) + tail)
 
 
 HOOK_E = hook_e()
@@ -184,6 +185,9 @@ def test_bf16_hook():
     assert check("ex-dist-bf16-hook", torch.tensor(HOOK))
     assert check("ex-dist-bf16-hook", (torch.tensor(REST_MS), np.float64(HOOK_E)))
     assert check("ex-dist-bf16-hook", (REST_MS, hook_e(N=10**9)))  # 2 (N - 1) / N taken as 2
+    # the output layer's backward does not change e here: it and the other buckets fit
+    assert check("ex-dist-bf16-hook", (REST_MS, hook_e(head=0)))
+    assert check("ex-dist-bf16-hook", (REST_MS, hook_e(head=0.31)))  # its share of parameters
     assert verdict("ex-dist-bf16-hook", ...)[0] == "not attempted"
     emb = 50_304 * 768
     for answer, fragment in [
@@ -210,6 +214,13 @@ def test_bf16_hook():
         ((REST_MS, hook_e(last_params=emb)), "embedding alone"),
         ((REST_MS, hook_e(overlap=False)), "without overlap"),
         ((REST_MS, hook_e(last=False)), "cannot overlap"),
+        ((REST_MS, hook_e(last=False, head=0)), "cannot overlap"),
+        ((REST_MS, hook_e(forward=False)), "forward pass"),
+        ((REST_MS, hook_e(grad_bytes=4, last_bytes=4, head=0)), "without the output layer"),
+        ((REST_MS, round(HOOK_E, 2)), "round less"),  # 0.82: near the measured rate's e too
+        ((REST_MS, round(HOOK_E, 1)), "round less"),
+        ((round(REST_MS, 2), HOOK_E), "round less"),
+        ((round(REST_MS, 2), round(HOOK_E, 2)), "round less"),
         ((REST_MS, hook_e(tokens=2**19)), "1024 tokens"),
         ((REST_MS, hook_e(rate=512_464)), "measured rate"),
         ((REST_MS, hook_e(ring=False)), "2 (N - 1) / N"),

@@ -34,11 +34,16 @@ def measured(results) -> None:
         torch.set_num_threads(1)
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
         torch.manual_seed(0)
-        model = DistributedDataParallel(GPT(GPTConfig(**GPT2_SMALL)))
-        steps = []
+        gpt = GPT(GPTConfig(**GPT2_SMALL))
+        names = {id(p): name for name, p in gpt.named_parameters()}
+        model = DistributedDataParallel(gpt)
+        steps, order, first_names = [], [], []
 
         def record(state, bucket):  # one process: nothing to average, the bucket as it is
             steps[-1].append(bucket.buffer().numel() * bucket.buffer().element_size())
+            order.append(bucket.index())
+            if len(steps) == 2 and bucket.index() == 0:
+                first_names.extend(names[id(p)] for p in bucket.parameters())
             done = torch.futures.Future()
             done.set_result(bucket.buffer())
             return done
@@ -48,7 +53,7 @@ def measured(results) -> None:
         for _ in range(2):
             steps.append([])
             model(x, x)[1].backward()
-        out = steps
+        out = steps, order[1:], first_names
     except Exception:
         out = RuntimeError(traceback.format_exc())
     finally:
@@ -90,12 +95,16 @@ def test_ddp_buckets_of_gpt2_small():
             proc.kill()
     if isinstance(out, Exception):
         raise out
-    first, second = out
+    (first, second), order, first_names = out
     total = 4 * 124_475_904
     assert first == [total]  # the first step: one bucket, the order not yet known
     with torch.device("meta"):
         rule = by_rule(GPT(GPTConfig(**GPT2_SMALL)))
     assert second == rule and len(second) == 13 and sum(second) == total
+    assert order == list(range(13))  # all-reduced in order, the first bucket first
+    # the first bucket holds the final layer norm's gradients, ready only once the backward pass
+    # has gone through the output layer: no bucket can start before that (eq. overlap's t_head)
+    assert "ln_f.weight" in first_names and "ln_f.bias" in first_names
     assert second[-1] == 4 * HOOK["last"]  # the exercise's last bucket
     assert 0.35 < second[-1] / total < 0.36
     chapter = ROOT / "chapters" / "12_distributed.ipynb"
