@@ -256,60 +256,79 @@ def _rounded(got: float, right: float) -> bool:
     return any(abs(got - d) <= 1e-12 * max(1.0, abs(d)) for d in digits)
 
 
-def _hook_time(rest_ms, right_ms, per_byte, right_e):
-    """Why the other buckets' time ``rest_ms`` (not within 0.1 % of ``right_ms``) is wrong."""
+def _hook_time(end_ms, right_ms, per_byte, right_e):
+    """Why the end of the other buckets' all-reduce ``end_ms`` (not within 0.1 % of
+    ``right_ms``) is wrong."""
     P, L, E = HOOK["parameters"], HOOK["last"], HOOK["embedding"]
-    N = HOOK["devices"]
-    expect(rest_ms > 0, "the all-reduce time must be positive (in ms)")
+    N, h = HOOK["devices"], HOOK["head"]
+    compute = HOOK["tokens"] // N / HOOK["rate"] * 1e3  # ms
+    head = h * 2 * compute / 3
+    rest = right_ms - head
+    expect(end_ms > 0, "the time must be positive (in ms)")
     for value, message in [
-        (right_e, "the pair is swapped: (ms of the other buckets' all-reduce, e)"),
-        (2 * right_ms, "the all-reduce time is that of float32 gradients: in bfloat16 every "
-                       "bucket carries 2 bytes a gradient"),
-        (right_ms / 1e3, "the all-reduce time is in seconds: give it in ms"),
-        (right_ms * 1e3, "the all-reduce time is in microseconds: give it in ms"),
-        (per_byte * 2 * P, "the all-reduce time includes the last bucket: the other buckets are "
-                           "all but its 44 147 712 gradients"),
-        (per_byte * 2 * (P - E), "the all-reduce time leaves out the embedding alone: DDP's last "
-                                 "bucket holds 44 147 712 gradients (the embeddings and part of "
-                                 "the first block), and the other buckets hold the rest"),
-        (per_byte * 2 * L, "that is the last bucket's all-reduce: the question asks for the other "
-                           "buckets', all but the last"),
-        (right_ms * 8, "the all-reduce time is at one network card's 50 GB/s: a server's eight "
-                       "cards carry the rings together, 400 GB/s (bytes, not bits)"),
-        (right_ms * 400 / 450, "the all-reduce time is at NVLink's 450 GB/s, inside one server: "
-                               "512 GPUs span many servers, where the rings run at 400 GB/s"),
-        (right_ms * N / (2 * (N - 1)), "the all-reduce time sends the buffer once: the ring makes "
-                                       "each GPU send 2 (N - 1) / N times it"),
-        (right_ms * N / (N - 1), "the all-reduce time takes the ring's factor as 2: it is "
-                                 "2 (N - 1) / N, 0.2 % less at N = 512"),
+        (right_e, "the pair is swapped: (ms until the other buckets' all-reduce ends, e)"),
+        (rest, "the other buckets' all-reduce cannot start at once: no gradient is complete "
+               "before the output layer's backward, h = 0.27 of the backward pass"),
+        (h * compute + rest, "h is a share of the backward pass, two thirds of the compute, "
+                             "not of the whole compute"),
+        (2 * compute / 3, "that is the end of the backward pass: the question asks when the "
+                          "other buckets' all-reduce ends"),
+        (right_ms + per_byte * 2 * L, "the time includes the last bucket's all-reduce, which "
+                                      "starts only after the backward pass: the other buckets "
+                                      "are all but its 44 147 712 gradients"),
+        (head + 2 * rest, "the all-reduce time is that of float32 gradients: in bfloat16 every "
+                          "bucket carries 2 bytes a gradient"),
+        (right_ms / 1e3, "the time is in seconds: give it in ms"),
+        (right_ms * 1e3, "the time is in microseconds: give it in ms"),
+        (head + per_byte * 2 * (P - E), "the all-reduce time leaves out the embedding alone: "
+                                        "DDP's last bucket holds 44 147 712 gradients (the "
+                                        "embeddings and most of the first block), and the other "
+                                        "buckets hold the rest"),
+        (head + per_byte * 2 * L, "that is the last bucket's all-reduce: the question asks for "
+                                  "the other buckets', all but the last"),
+        (head * HOOK["rate"] / 512_464 + rest, "the output layer's backward uses the chapter's "
+                                               "measured rate: the exercise assumes 500 000 "
+                                               "tokens/s"),
+        (head + rest * 8, "the all-reduce time is at one network card's 50 GB/s: a server's "
+                          "eight cards carry the rings together, 400 GB/s (bytes, not bits)"),
+        (head + rest * 400 / 450, "the all-reduce time is at NVLink's 450 GB/s, inside one "
+                                  "server: 512 GPUs span many servers, where the rings run at "
+                                  "400 GB/s"),
+        (head + rest * N / (2 * (N - 1)), "the all-reduce time sends the buffer once: the ring "
+                                          "makes each GPU send 2 (N - 1) / N times it"),
+        (head + rest * N / (N - 1), "the all-reduce time takes the ring's factor as 2: it is "
+                                    "2 (N - 1) / N, 0.2 % less at N = 512"),
     ]:
-        if _near(rest_ms, value):
+        if _near(end_ms, value):
             raise Wrong(message)
-    if _rounded(rest_ms, right_ms) or _near(rest_ms, right_ms, rel=1e-2):
-        raise Wrong("the all-reduce time is close, but not within 0.1 %: round less (or check "
-                    "the sizes)")
-    raise Wrong("the all-reduce time is not right (to within 0.1 %): the ring's bandwidth term, "
-                "2 (N - 1) / N times the bytes of the other buckets in bfloat16, over 400 GB/s")
+    if _near(end_ms, right_ms, rel=1e-2):
+        raise Wrong("the time is close, but not within 0.1 %: round less (or check the sizes)")
+    raise Wrong("the time is not right (to within 0.1 %): the output layer's backward, h of the "
+                "backward pass, then the ring's bandwidth term, 2 (N - 1) / N times the bytes of "
+                "the other buckets in bfloat16, over 400 GB/s")
 
 
 @exercise("ex-dist-bf16-hook", hints=[
     "In bfloat16 every bucket carries 2 bytes a gradient instead of 4: the other buckets and the "
     "last bucket are both halved. The compute does not change.",
     "One GPU computes 1024 tokens at 500 000 tokens/s; take the ring's bandwidth term at "
-    "400 GB/s, and count the step with eq. (overlap), M and M_last in bfloat16. Do the output "
-    "layer's backward and then the other buckets' all-reduce end before the backward pass?",
+    "400 GB/s, and count the step with eq. (overlap), M and M_last in bfloat16. The other "
+    "buckets' all-reduce starts when the output layer's backward ends; does it end before the "
+    "backward pass?",
 ])
 def check_bf16_hook(answer):
-    rest_ms, got = _numbers(answer, 2, ("the all-reduce time", "the efficiency"),
-                            "a pair (ms of the other buckets' all-reduce, the efficiency e)")
+    end_ms, got = _numbers(answer, 2, ("the time", "the efficiency"),
+                           "a pair (ms until the other buckets' all-reduce ends, the "
+                           "efficiency e)")
     N, P, L = HOOK["devices"], HOOK["parameters"], HOOK["last"]
     per_byte = 2 * (N - 1) / N / HOOK["beta"] * 1e3  # ms a byte
-    right_ms = per_byte * 2 * (P - L)
+    head_ms = HOOK["head"] * 2 / 3 * (HOOK["tokens"] // N) / HOOK["rate"] * 1e3
+    right_ms = head_ms + per_byte * 2 * (P - L)
     right = _hook_efficiency()
-    if not _near(rest_ms, right_ms):
-        if _rounded(rest_ms, right_ms):
-            raise Wrong("the all-reduce time is close, but not within 0.1 %: round less")
-        _hook_time(rest_ms, right_ms, per_byte, right)
+    if not _near(end_ms, right_ms):
+        if _rounded(end_ms, right_ms):
+            raise Wrong("the time is close, but not within 0.1 %: round less")
+        _hook_time(end_ms, right_ms, per_byte, right)
     if _near(got, right):
         return
     if _rounded(got, right):  # before the slips: 0.82 is also near the measured rate's e
@@ -337,7 +356,8 @@ def check_bf16_hook(answer):
                                        "each GPU send 2 (N - 1) / N times it" + _COMPUTE),
         (_hook_efficiency(last=False), "the efficiency overlaps the last bucket too: it cannot "
                                        "overlap (the embedding's gradient is complete only at "
-                                       "the end of the backward pass)"),
+                                       "the end of the backward pass); or the step leaves out "
+                                       "the backward pass after the output layer"),
         (_hook_efficiency(forward=False), "the step leaves out the forward pass: e = t_c / t_step, "
                                           "and the step is the forward pass, the backward pass "
                                           "beside the other buckets' all-reduce, and the last "
