@@ -255,36 +255,6 @@ def test_bf16_hook():
         assert status == "fail" and fragment in message, (answer, message)
 
 
-def test_bf16_hook_constants_are_the_chapters():
-    """The chapter's h, first bucket and bucket-by-bucket e that the check names, recounted."""
-    from seqbook.exercises.ch12 import HOOK as CHECKED
-    from seqbook.gpt import GPT, GPTConfig
-
-    V, T, D = 50_304, 1024, 768
-    with torch.device("meta"):
-        model = GPT(GPTConfig(vocab_size=V, block_size=T, n_layer=12, n_head=12, n_embd=D,
-                              dropout=0.0))
-    sizes, done, size, work = [], [], 0, 4 * V * D
-    for name, p in reversed(list(model.named_parameters())):
-        work += 8 * T * D if name.endswith("v_proj.bias") else 0
-        work += 4 * p.numel() if p.dim() == 2 and "emb" not in name else 0
-        size += 2 * p.numel()  # bfloat16
-        if size >= (25 if sizes else 1) * 2**19:  # DDP's rule counts float32 bytes
-            sizes.append(size)
-            done.append(work)
-            size = 0
-    sizes, done = sizes + ([size] if size else []), done + ([work] if size else [])
-    assert len(sizes) == 13 and sizes[-1] == 2 * LAST
-    t_c = 1024 / 500_000
-    t_bwd, end = 2 * t_c / 3, 0.0
-    for nbytes, w in zip(sizes[:-1], done[:-1], strict=True):
-        end = max(end, w / work * t_bwd) + 2 * 511 / 512 * nbytes / 400e9
-    e = t_c / (t_c / 3 + max(end, t_bwd) + 2 * 511 / 512 * sizes[-1] / 400e9)
-    assert abs(CHECKED["cell_head"] - 4 * V * D / work) < 1e-5
-    assert abs(CHECKED["first_ready"] - done[0] / work) < 1e-5
-    assert abs(CHECKED["by_bucket_e"] - e) < 1e-5 and e < HOOK_E
-
-
 # --- ex-dist-sampler-bug --------------------------------------------------------------------------
 
 

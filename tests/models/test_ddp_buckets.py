@@ -62,15 +62,26 @@ def measured(results) -> None:
     results.put(pickle.dumps(out))
 
 
-def by_rule(model: torch.nn.Module) -> list[int]:
-    """DDP's rule, written independently of the chapter's cell."""
-    buckets, size = [], 0
-    for p in list(model.parameters())[::-1]:
+def by_rule(model: GPT) -> tuple[list[int], list[float], float]:
+    """DDP's rule, written independently of the chapter's cell: the buckets' float32 bytes, the
+    share of the backward FLOPs done when each is complete (the output layer's first, then 4 a
+    token for each weight-matrix entry and 8 T D for each block's attention), and the output
+    layer's share."""
+    T, D = model.config.block_size, model.config.n_embd
+    buckets, done, size = [], [], 0
+    work = head = 4 * model.config.vocab_size * D
+    for name, p in list(model.named_parameters())[::-1]:
+        work += 8 * T * D if name.endswith("v_proj.bias") else 0
+        work += 4 * p.numel() if p.dim() == 2 and "emb" not in name else 0
         size += p.numel() * 4
         if size >= (1 << 20 if not buckets else 25 << 20):
             buckets.append(size)
+            done.append(work)
             size = 0
-    return buckets + ([size] if size else [])
+    if size:
+        buckets.append(size)
+        done.append(work)
+    return buckets, [w / work for w in done], head / work
 
 
 def glued(notebook: Path, name: str) -> str:
@@ -99,7 +110,7 @@ def test_ddp_buckets_of_gpt2_small():
     total = 4 * 124_475_904
     assert first == [total]  # the first step: one bucket, the order not yet known
     with torch.device("meta"):
-        rule = by_rule(GPT(GPTConfig(**GPT2_SMALL)))
+        rule, _, _ = by_rule(GPT(GPTConfig(**GPT2_SMALL)))
     assert second == rule and len(second) == 13 and sum(second) == total
     assert order == list(range(13))  # all-reduced in order, the first bucket first
     # the first bucket holds the final layer norm's gradients, ready only once the backward pass
@@ -110,3 +121,27 @@ def test_ddp_buckets_of_gpt2_small():
     chapter = ROOT / "chapters" / "12_distributed.ipynb"
     assert glued(chapter, "ch12_last_params").replace(" ", "") == str(HOOK["last"])
     assert glued(chapter, "ch12_n_buckets") == str(len(second))
+
+
+def test_bf16_hook_constants_are_the_chapters():
+    """The chapter's h, first bucket and bucket-by-bucket e that ex-dist-bf16-hook's check
+    names, recounted with the exercise's numbers (bfloat16 buckets, 500 000 tokens/s)."""
+    with torch.device("meta"):
+        model = GPT(GPTConfig(**GPT2_SMALL))
+    buckets, ready, head = by_rule(model)
+    sizes = [b // 2 for b in buckets]  # bfloat16
+    t_c = 1024 / 500_000
+    t_bwd, end = 2 * t_c / 3, 0.0
+
+    def ring_s(nbytes):  # the ring's bandwidth term across servers, 512 GPUs
+        return 2 * 511 / 512 * nbytes / 400e9
+
+    for nbytes, share in zip(sizes[:-1], ready[:-1], strict=True):
+        end = max(end, share * t_bwd) + ring_s(nbytes)
+    rest, last = ring_s(sum(sizes[:-1])), ring_s(sizes[-1])
+    e = t_c / (t_c / 3 + max(end, t_bwd) + last)
+    bound = t_c / (t_c / 3 + max(t_bwd, 0.27 * t_bwd + rest) + last)
+    assert len(sizes) == 13 and sizes[-1] == 2 * HOOK["last"]
+    assert abs(HOOK["cell_head"] - head) < 1e-5
+    assert abs(HOOK["first_ready"] - ready[0]) < 1e-5
+    assert abs(HOOK["by_bucket_e"] - e) < 1e-5 and e < bound
