@@ -154,6 +154,8 @@ def check_cost(answer):
                     "float64): the one-hot batch holds 32-bit floats, 4 bytes each")
     if agrees(memory, B * T * V * 4 / 1e9) or agrees(memory, B * T * V * 4 / 2**30):
         raise Wrong("give the memory in bytes, not in gigabytes")
+    if agrees(memory, B * T * V * 4 / 1e6) or agrees(memory, B * T * V * 4 / 2**20):
+        raise Wrong("give the memory in bytes, not in megabytes")
     expect(agrees(memory, B * T * V * 4),
            "the memory of the one-hot batch is wrong: count its numbers, then the bytes of "
            "each")
@@ -272,6 +274,29 @@ def _longest_match(piece: bytes, merges) -> list[bytes]:
 
 
 TINY = ((b"e", b"r"), (b"h", b"e"), (b"t", b"h"), (b"th", b"er"))
+MADE = ((b"a", b"b"), (b"ab", b"c"), (b"c", b"d"))
+
+
+def _in_rounds(piece: bytes, merges) -> list[bytes]:
+    """A slip: each round merges every pair present at its start, in rank order, then looks
+    again; a pair made within the round waits, though it may outrank the pairs still to come."""
+    rank = {pair: r for r, pair in enumerate(merges)}
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while True:
+        present = sorted({rank[p] for p in zip(parts, parts[1:], strict=False) if p in rank})
+        if not present:
+            return parts
+        for r in present:
+            a, b = merges[r]
+            out, i = [], 0
+            while i < len(parts):
+                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (a, b):
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(parts[i])
+                    i += 1
+            parts = out
 
 
 @lru_cache(maxsize=1)
@@ -281,6 +306,7 @@ def _bug_cases() -> tuple:
     runs = ((b"a", b"a"), (b"aa", b"a"))  # the same pair twice in a row: a tie
     cases = [(p, TINY) for p in (b"her", b"ther", b"the", b"other")]
     cases += [(p, runs) for p in (b"aaa", b"aaaaa", b"baaab")]
+    cases += [(b"abcd", MADE)]  # (ab, c), made by the first merge, outranks (c, d)
     tok = train_bpe(SAMPLE, 256 + 60)
     merges = tuple(tok.merges)
     pieces = sorted(set(pretokenize(SAMPLE))) + [" weather", " theory", " gathered", " 🙂"]
@@ -323,7 +349,17 @@ def check_bpe_bug(encode_piece):
     def every(encoder) -> bool:
         return all(out == encoder(piece, merges) for piece, merges, out in mismatched)
 
-    latest = every(lambda piece, merges: _by_rank(piece, merges[::-1]))
+    if every(_in_rounds):
+        raise Wrong("each round merges the pairs that were there at its start, in the order "
+                    f"learned, but a merge can make a pair learned earlier than the rest: with "
+                    f"the merges {list(MADE)}, b'abcd' comes out as [b'ab', b'cd'] instead of "
+                    "[b'abc', b'd']; after every merge, look again for the earliest learned pair")
+    if every(lambda piece, merges: _by_rank(piece, merges, rightmost=True)):
+        piece, _, out = next((m for m in mismatched if m[0] == b"aaa"), mismatched[0])
+        raise Wrong(f"of two equal pairs the right one is merged first ({piece!r} comes out "
+                    f"as {out}), but training merged a run of equal pairs from the left")
+    latest = every(lambda piece, merges: _by_rank(piece, merges[::-1])) or every(
+        lambda piece, merges: _by_rank(piece, merges[::-1], rightmost=True))
     longest = every(_longest_match)
     if latest and longest:
         raise Wrong("later merges win over earlier ones (as when the latest merges are applied "
@@ -336,10 +372,6 @@ def check_bpe_bug(encode_piece):
     if latest:
         raise Wrong("the latest merges are applied first: training applied the earliest "
                     "merge first")
-    if every(lambda piece, merges: _by_rank(piece, merges, rightmost=True)):
-        piece, _, out = next((m for m in mismatched if m[0] == b"aaa"), mismatched[0])
-        raise Wrong(f"of two equal pairs the right one is merged first ({piece!r} comes out "
-                    f"as {out}), but training merged a run of equal pairs from the left")
     # the starter's slip: a symptom only (the fix is for the hints)
     piece, merges, out = mismatched[0]
     shown = f"with the merges {list(merges)}, " if len(merges) < 8 else ""
@@ -365,10 +397,11 @@ def _merge(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, .
     return tuple(out)
 
 
-def _replays(merges, words: Counter) -> bool:
-    """Whether each merge is a most frequent pair of ``words`` at its step (ties either way)."""
+def _replays(merges, words: Counter, weighted: bool = True) -> bool:
+    """Whether each merge is a most frequent pair of ``words`` at its step (ties either way);
+    ``weighted=False`` counts each distinct word once."""
     for pair in merges:
-        counts = _pair_counts(words)
+        counts = _pair_counts(words, weighted)
         if not counts or counts[pair] != max(counts.values()):
             return False
         words = Counter({_merge(w, pair): f for w, f in words.items()})
@@ -385,7 +418,7 @@ def _pair_counts(words: dict, weighted: bool = True) -> Counter:
 
 # "ab ab" has 2 merges only; the first merge of "ééé ééé ééé" joins the two bytes of "é"
 BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
-              "twice": "abab abab abab", "run": "aaa aaa"}
+              "twice": "abab abab abab", "run": "aaa aaa", "overlap": "aaaaa bc bc bc"}
 
 
 @lru_cache(maxsize=4)
@@ -424,6 +457,7 @@ def check_bpe_merges(learn_merges):
     # replay: each merge must be a most frequent pair of the pieces at that step
     # (ties may go either way)
     words = Counter(tuple(bytes([b]) for b in p.encode("utf-8")) for p in pretokenize(SAMPLE))
+    start = Counter(words)
     joined = {tuple(bytes([b]) for b in SAMPLE.encode("utf-8")): 1}
     static = _pair_counts(words)
     for k, pair in enumerate(out):
@@ -448,8 +482,7 @@ def check_bpe_merges(learn_merges):
                         "count the pairs again after every merge")
         expect(counts[pair], f"merge {k} is a pair that no piece holds at that step: apply "
                "every merge to every piece before counting again")
-        unweighted = _pair_counts(words, weighted=False)
-        if unweighted[pair] == max(unweighted.values()):
+        if _replays(out, start, weighted=False):
             raise Wrong(f"merge {k} is the most frequent pair among the distinct pieces, "
                         "each counted once: weight each piece's pairs by how often the piece "
                         "occurs in the text")
@@ -458,11 +491,12 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """Four small texts: one whose first merge joins the two bytes of "é" (characters would
+    """Five small texts: one whose first merge joins the two bytes of "é" (characters would
     merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
     occurrence only leaves the second), one with a run of three equal bytes (merged from the
-    right, "aaa" leaves (a, aa)), and one that runs out of pairs before num_merges (the
-    merges so far, then stop)."""
+    right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
+    frequent pair, and one that runs out of pairs before num_merges (the merges so far, then
+    stop)."""
     text = BPE_MERGES["bytes"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
@@ -485,6 +519,13 @@ def _check_early_stop(learn_merges) -> None:
            f"learn_merges({text!r}, 2) must return {right}: in a run of equal bytes, 'aaa', a "
            "merge joins the pairs from the left, as a scan of the piece from its start finds "
            "them, which leaves (b'aa', b'a')")
+    text = BPE_MERGES["overlap"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"a", b"a")],
+           f"learn_merges({text!r}, 1) must return [(b'a', b'a')]: 'aaaaa' holds the pair "
+           "(a, a) four times, at every position i where a follows a (eq. 1.2 counts pairs "
+           "that overlap), more than the three (b, c)")
     text, n = BPE_MERGES["short"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
@@ -599,6 +640,12 @@ def check_wordpiece(wordpiece_encode):
         raise Wrong("where no '##' piece continues a word, a bare entry of the vocabulary is "
                     "taken: a bare entry only starts a word; with no '##' piece at a position, "
                     "the whole word becomes ['[UNK]']")
+    for word, out in wrong.items():
+        spelled = "".join(p.removeprefix("##") for p in out)
+        if WP_WORDS[word] == ["[UNK]"] and "[UNK]" not in out and len(spelled) < len(word):
+            raise Wrong(f"the pieces of {word!r}, {out}, do not spell it: a character is left "
+                        "out; where no piece matches at a position, the whole word becomes "
+                        "['[UNK]']")
     if any(out and out[0].startswith("##") for out in wrong.values()):
         raise Wrong("a word may begin with a '##' piece: '##' marks a piece that continues a "
                     "word, so the first piece must be a bare entry (with none, the word is "

@@ -65,6 +65,10 @@ def check_temperature(answer):
             abs(a - b) < 1e-3 for a, b in zip(zero, [2 / 3, 1 / 3], strict=True)):
         raise Wrong("z at c = 0 is within 0.001 of the right numbers but not rounded to 3 "
                     "decimal places: round the third decimal, do not cut the rest off")
+    if all(abs(a - b) <= 5e-3 and a == round(a, 2)
+           for a, b in zip(zero, [2 / 3, 1 / 3], strict=True)):
+        raise Wrong("z at c = 0 is right to 2 decimal places, but the exercise asks for 3: "
+                    "round less")
     expect(near(zero, [2 / 3, 1 / 3]),
            "z at c = 0 is not what equal weights on the three keys give (to 3 decimal places)")
     if near(limit, [1.0, 0.0]):
@@ -273,15 +277,16 @@ def check_heads_loop(fn):
 # ---------------------------------------------------------------------------------------------
 
 
-def _pooling_case(g, lengths, T, d, pad):
+def _pooling_case(g, lengths, T, d, pad, low=1.0):
     """x (B, T, d) with padding vectors larger than every real one (at least ``pad``), and one
-    sequence whose real values are all negative (below -2, so that 0, -1 or another small
-    constant cannot stand in for -inf; a fill far below the real values, such as -1e9, can)."""
+    sequence, sequence 1, whose real values are all below ``-3 * low`` (so that 0, -1 or another
+    constant above them cannot stand in for -inf; with ``low`` near 1e37, not even -1e9 or
+    -1e30 can, while float32 still holds the values)."""
     lengths = torch.tensor(lengths)
     real = lengths_to_mask(lengths, T)
     x = torch.randn(len(lengths), T, d, generator=g, dtype=F64)
     x = torch.where(real[..., None], x, pad * (1 + x.abs()))  # padding: large positive values
-    x[1] = torch.where(real[1, :, None], -3.0 - x[1].abs(), x[1])  # all negative where real
+    x[1] = torch.where(real[1, :, None], -low * (3.0 + x[1].abs()), x[1])  # below -3 low
     return x, real
 
 
@@ -297,10 +302,12 @@ def _pooling_case(g, lengths, T, d, pad):
 def check_pooling(fn):
     g = torch.Generator().manual_seed(53)
     # padding of about 5, of about a million and near float64's largest: subtracting a large
-    # number is not -inf, whatever the number
-    cases = (((7, 4, 1, 5), 7, 5, 5.0), ((2, 3), 4, 3, 1e6), ((3, 1, 2), 3, 2, 1e300))
-    for lengths, T, d, pad in cases:
-        x, real = _pooling_case(g, lengths, T, d, pad)
+    # number is not -inf, whatever the number; in the last case sequence 1's real values lie
+    # near float32's lowest: a finite fill is not -inf either, whatever the number
+    cases = (((7, 4, 1, 5), 7, 5, 5.0, 1.0), ((2, 3), 4, 3, 1e6, 1.0),
+             ((3, 1, 2), 3, 2, 1e300, 1e37))
+    for lengths, T, d, pad, low in cases:
+        x, real = _pooling_case(g, lengths, T, d, pad, low)
         out = call(fn, x.clone(), real.clone(), what="max_pool")
         if isinstance(out, tuple) and hasattr(out, "values") and hasattr(out, "indices"):
             raise Wrong("max_pool returns the pair (values, indices) that torch.max gives along a "
@@ -327,6 +334,12 @@ def check_pooling(fn):
         if close(out, (x * real[..., None]).sum(1) / real.sum(1, keepdim=True)):
             raise Wrong("that is the mean over the real tokens, the pooling the chapter's "
                         "classifier uses: take the maximum of each feature instead")
+        off = ~torch.isclose(out.double(), ref, rtol=1e-6, atol=0.0)  # the wrong maxima
+        fills = out.double()[off]
+        if bool(off.any()) and bool((fills == fills[0]).all()) and bool((fills > ref[off]).all()):
+            raise Wrong(f"some features pool to {fills[0].item():g}, a number above all of their "
+                        "real values: a finite fill loses only to the real values above it; put "
+                        "-inf there (masked_fill), which loses every comparison")
         raise Wrong("the result is not the maximum of each feature over each sequence's real "
                     "tokens")
 

@@ -105,6 +105,10 @@ def check_bigram(fn):
                     "add one to every count before normalising")
     if bool((out >= 0).all()) and close(out.log(), ref):
         raise Wrong("the table holds probabilities: return their logarithms, the logits")
+    for base, name in ((2.0, "2"), (10.0, "10")):
+        if close(out * math.log(base), ref):
+            raise Wrong(f"the table holds logarithms to base {name}: the logits are natural "
+                        "logarithms (torch.log), as cross_entropy's softmax exponentiates with e")
     seen = torch.zeros(C, C, dtype=F64)
     seen[ids[:-1], ids[1:]] = 1.0  # an assignment, not a count: a repeated pair counts once
     if close(out, torch.log((seen + 1) / (seen + 1).sum(1, keepdim=True))):
@@ -466,7 +470,8 @@ def _best_temperature(logits: np.ndarray, y: np.ndarray) -> float:
 
 @exercise("ex-ch9-temperature", hints=[
     "Divide the logits by one number T > 0 and choose T to minimise the cross-entropy on the "
-    "held-out logits and labels. Dividing keeps the order of the logits, so no prediction changes.",
+    "held-out logits and labels. Before you run it: does dividing every logit of an image by "
+    "the same T > 0 change which class has the largest?",
     "The NLL is convex in beta = 1 / T, and its derivative is the mean over the examples of "
     "E_q[z] - z_y, with q = softmax(beta z): it grows with beta, so you can find its zero by "
     "bisection. (torch.optim.LBFGS on s = log T works too, run until the loss stops changing: "
@@ -762,6 +767,18 @@ def _logprob_verdict(response_logprob) -> None:
            "multiplying probabilities")
     expect(close(out, response_logprob_reference(logits, ids, mask), n=402),
            "response_logprob is wrong on a long response (hundreds of tokens)")
+    # a response token 800 below the largest logit of its position: exp underflows in float64
+    logits, ids, mask = _dpo_batch(8, 2, 12, 7)
+    for b in range(2):
+        t = int(mask[b, 1:].nonzero()[0]) + 1  # the first response token of row b
+        logits[b, t - 1, ids[b, t]] = logits[b, t - 1].max() - 800.0
+    out = returned_tensor(call(response_logprob, logits.clone(), ids.clone(), mask.clone(),
+                               what="response_logprob"), "response_logprob").detach()
+    expect(bool(torch.isfinite(out).all()), "a token whose logit lies 800 below the largest logit "
+           "of its position gets -inf: its softmax probability underflows to 0 before the log; "
+           "take log_softmax, which subtracts the log-sum-exp instead of dividing")
+    expect(close(out, response_logprob_reference(logits, ids, mask), n=12),
+           "response_logprob is wrong when a token's logit lies far below the others")
 
 
 def _dpo_inputs(seed: int, B: int, dtype=F64, scale: float = 30.0):

@@ -40,7 +40,7 @@ case("temperature: NumPy arrays", T, (np.array([2 / 3, 1 / 3]), np.array([0.0, 1
 case("temperature: a digit off in the third place", T, ((0.668, 0.333), (0, 1)),
      "not what equal weights on the three keys give")
 case("temperature: two significant digits only", T, ((0.67, 0.33), (0, 1)),
-     "not what equal weights on the three keys give")
+     "right to 2 decimal places")
 case("temperature: truncated, not rounded", T, ((0.666, 0.333), (0, 1)), "not rounded")
 case("temperature: still ...", T, ..., "not attempted")
 case("temperature: the average of the two different values", T, ((0.5, 0.5), (0, 1)),
@@ -290,7 +290,12 @@ case("pooling: masked_fill -inf, amax", P, max_pool)
 case("pooling: a loop with boolean indexing", P, max_pool_loop)
 case("pooling: slices by length", P, max_pool_by_lengths)
 case("pooling: a large negative fill", P,
-     lambda x, r: torch.where(r[..., None], x, torch.tensor(-1e9, dtype=x.dtype)).amax(1))
+     lambda x, r: torch.where(r[..., None], x, torch.tensor(-1e9, dtype=x.dtype)).amax(1),
+     "a finite fill loses only to the real values above it")
+case("pooling: the lowest float64 as the fill", P,
+     lambda x, r: x.masked_fill(~r[..., None], torch.finfo(x.dtype).min).amax(1))
+case("pooling: one below the smallest value as the fill", P,
+     lambda x, r: x.masked_fill(~r[..., None], x.min() - 1).amax(1))
 case("pooling: starter untouched", P, starter, "not attempted")
 case("pooling: a large number subtracted at the padding", P,
      lambda x, r: (x - 1000 * (~r)[..., None]).amax(1), "still wins")
@@ -302,7 +307,7 @@ case("pooling: multiplied by the mask", P, lambda x, r: (x * r[..., None]).amax(
 case("pooling: multiplied by the float mask", P,
      lambda x, r: (x * r[..., None].to(x.dtype)).amax(1), "is 0 and wins the maximum")
 case("pooling: fill with -1", P, lambda x, r: x.masked_fill(~r[..., None], -1.0).amax(1),
-     "not the maximum of each feature")
+     "a finite fill loses only to the real values above it")
 case("pooling: polarity flipped", P,
      lambda x, r: x.masked_fill(r[..., None], -math.inf).amax(1), "padding positions only")
 case("pooling: torch.max's pair", P, lambda x, r: x.masked_fill(~r[..., None], -math.inf)
