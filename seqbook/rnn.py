@@ -121,8 +121,9 @@ class RNNCell(RecurrentCell):
     with :math:`\sigma_h` = tanh or ReLU. (The read-out of eq. (2.2),
     :math:`y_t = \sigma_y(W_y h_t + b_y)`, is an ordinary linear layer on the states.)
 
-    ``step``, ``project_input`` and ``project_hidden`` are the pieces the layers call
-    inside their time loops (unchecked); ``fast=True`` runs PyTorch's own cell.
+    The layers call the pieces unchecked: ``project_input`` once for all steps, before
+    their time loops, and ``step`` (which calls ``project_hidden``) at every step;
+    ``fast=True`` runs PyTorch's own cell.
 
     Shape:
         x: (B, input_size), h: (B, hidden_size) -> h_t: (B, hidden_size)

@@ -397,26 +397,35 @@ def _merge(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, .
     return tuple(out)
 
 
-def _replays(merges, words: Counter, weighted: bool = True) -> bool:
+def _replays(merges, words: Counter, weighted: bool = True, overlap: bool = True) -> bool:
     """Whether each merge is a most frequent pair of ``words`` at its step (ties either way);
-    ``weighted=False`` counts each distinct word once."""
+    ``weighted=False`` counts each distinct word once, ``overlap=False`` a run of equal pairs
+    without its overlaps."""
     for pair in merges:
-        counts = _pair_counts(words, weighted)
+        counts = _pair_counts(words, weighted, overlap)
         if not counts or counts[pair] != max(counts.values()):
             return False
         words = Counter({_merge(w, pair): f for w, f in words.items()})
     return True
 
 
-def _pair_counts(words: dict, weighted: bool = True) -> Counter:
+def _pair_counts(words: dict, weighted: bool = True, overlap: bool = True) -> Counter:
+    """Eq. (1.2)'s counts; ``overlap=False`` counts a run such as "aaa" as str.count does
+    (once), a slip."""
     counts: Counter = Counter()
     for word, f in words.items():
-        for pair in zip(word, word[1:], strict=False):
+        i = 0
+        while i < len(word) - 1:
+            pair = (word[i], word[i + 1])
             counts[pair] += f if weighted else 1
+            run = pair[0] == pair[1] and i + 2 < len(word) and word[i + 2] == pair[1]
+            i += 2 if run and not overlap else 1
     return counts
 
 
 # "ab ab" has 2 merges only; the first merge of "ééé ééé ééé" joins the two bytes of "é"
+_OVERLAP = ("a run such as 'aaaaa' holds the pair (a, a) four times: eq. (1.2) counts every "
+            "position where a follows a, overlapping pairs and repeats in a piece included")
 BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
               "twice": "abab abab abab", "run": "aaa aaa", "overlap": "aaaaa bc bc bc"}
 
@@ -482,6 +491,8 @@ def check_bpe_merges(learn_merges):
                         "count the pairs again after every merge")
         expect(counts[pair], f"merge {k} is a pair that no piece holds at that step: apply "
                "every merge to every piece before counting again")
+        if _replays(out, start, overlap=False):
+            raise Wrong(_OVERLAP)
         if _replays(out, start, weighted=False):
             raise Wrong(f"merge {k} is the most frequent pair among the distinct pieces, "
                         "each counted once: weight each piece's pairs by how often the piece "
@@ -497,6 +508,12 @@ def _check_early_stop(learn_merges) -> None:
     right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
     frequent pair, and one that runs out of pairs before num_merges (the merges so far, then
     stop)."""
+    text = BPE_MERGES["overlap"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"a", b"a")],
+           f"learn_merges({text!r}, 1) must return [(b'a', b'a')]: {_OVERLAP}, which makes "
+           "four, more than the three (b, c)")
     text = BPE_MERGES["bytes"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
@@ -519,13 +536,6 @@ def _check_early_stop(learn_merges) -> None:
            f"learn_merges({text!r}, 2) must return {right}: in a run of equal bytes, 'aaa', a "
            "merge joins the pairs from the left, as a scan of the piece from its start finds "
            "them, which leaves (b'aa', b'a')")
-    text = BPE_MERGES["overlap"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"a", b"a")],
-           f"learn_merges({text!r}, 1) must return [(b'a', b'a')]: 'aaaaa' holds the pair "
-           "(a, a) four times, at every position i where a follows a (eq. 1.2 counts pairs "
-           "that overlap), more than the three (b, c)")
     text, n = BPE_MERGES["short"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
@@ -640,6 +650,15 @@ def check_wordpiece(wordpiece_encode):
         raise Wrong("where no '##' piece continues a word, a bare entry of the vocabulary is "
                     "taken: a bare entry only starts a word; with no '##' piece at a position, "
                     "the whole word becomes ['[UNK]']")
+    if any(out == [] for out in wrong.values()):
+        word = next(w for w, out in wrong.items() if out == [])
+        raise Wrong(f"wordpiece_encode({word!r}, vocab) returns no piece at all: a word that "
+                    "cannot be spelled from the vocabulary becomes ['[UNK]']")
+    mixed = next((w for w, out in wrong.items() if "[UNK]" in out and len(out) > 1), None)
+    if mixed is not None:
+        raise Wrong(f"wordpiece_encode({mixed!r}, vocab) gives {wrong[mixed]}, pieces and "
+                    "'[UNK]' together: where no piece matches at a position, BERT gives up on "
+                    "the whole word, which becomes ['[UNK]'] alone")
     for word, out in wrong.items():
         spelled = "".join(p.removeprefix("##") for p in out)
         if WP_WORDS[word] == ["[UNK]"] and "[UNK]" not in out and len(spelled) < len(word):

@@ -140,6 +140,13 @@ def check_clip(clip_):
                             "scale each p.grad itself, in place, not a copy of it (such as one "
                             "made by torch.cat); and params may be a generator such as "
                             "model.parameters(), which a second loop finds empty")
+            alone = _model_with_gradients(seed, scale)  # each parameter clipped on its own
+            for param in alone.parameters():
+                nn.utils.clip_grad_norm_([param], max_norm)
+            if torch.allclose(after, _grads(alone), rtol=1e-5, atol=1e-12):
+                raise Wrong("each parameter's gradient is clipped on its own: clipping by the "
+                            "global norm measures all of them together and scales them all by "
+                            "one factor")
             expect(after.norm() <= max_norm * (1 + 1e-6),
                    "the norm is not capped at max_norm: after clipping, the gradients are still "
                    "longer")
@@ -295,8 +302,7 @@ def check_detach(tbptt_pass):
         cause = str(err.__cause__)
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
             raise Wrong("the backward pass of the second chunk fails with RuntimeError: Trying "
-                        "to backward through the graph a second time (the first chunk's graph "
-                        "was freed by the first backward pass)") from None
+                        "to backward through the graph a second time") from None
         if "modified by an inplace operation" in cause:
             raise Wrong("the backward pass of the second chunk runs on into the first chunk's "
                         "graph (kept with retain_graph=True?), and there it meets weights that "
@@ -359,6 +365,10 @@ def check_bound(power_norms):
                         "(ord=2), the largest singular value")
         if close(out, _power_norms(W, K, start=0), n=16):
             raise Wrong("off by one: the first entry must be ||W^1||, not ||W^0|| = 1")
+        entrywise = torch.stack([torch.linalg.matrix_norm(W**k, ord=2) for k in range(1, K + 1)])
+        if close(out, entrywise, n=16):
+            raise Wrong("W ** k raises every entry of W to the power k; the matrix power, W "
+                        "multiplied by itself k times, is torch.linalg.matrix_power(W, k)")
         raise Wrong("the norms of W^k are not right: raise W to the power k, then take the "
                     "spectral norm")
 
@@ -423,6 +433,9 @@ def _diagnose_bptt(out, problem) -> None:
         if all(close(o, a, n=64) for o, a in zip(out, alt, strict=True)):
             raise Wrong(message)
     ref = _bptt_variant(*problem)
+    if all(close(o, -r, n=64) for o, r in zip(out, ref, strict=True)):
+        raise Wrong("every gradient has the wrong sign: the error is the prediction minus the "
+                    "target, e_t = W_y h_t - y_t")
     wrong = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
              if not close(o, r, n=64)]
     right = [name for name in ("dW_ih", "dW_hh", "dW_y") if name not in wrong]

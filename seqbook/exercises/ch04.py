@@ -64,6 +64,14 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
         n = int(real[b].sum())
         raise Wrong(f"position {j} of a source of length {n} gets weight, so the context of this "
                     f"source changes with the padding of its batch{fix}")
+    tiny = bool((on_padding != 0).any()) and float(on_padding.max()) < 1e-12
+    if tiny and not large:  # a finite fill far below energies of order 1: judged on `large`
+        on_padding = on_padding.new_zeros(())
+    elif tiny:
+        raise Wrong(f"the padding's weight is tiny ({float(on_padding.max()):.0e}) but not exactly "
+                    f"0: a finite fill hides the padding only while all the real {word} stay "
+                    "far above it; fill with -inf, or the most negative float, so that the "
+                    f"padding's weight is exactly 0 whatever the {word}")
     if (on_padding != 0).any():
         raise Wrong(f"the padding gets weight: little while the {word} are of order 1, much once "
                     f"the real {word} fall below the fill value. A finite fill such as -40 hides "
@@ -95,6 +103,9 @@ def check_uniform(fn):
     _, h, lengths, real = _annotations(40)
     out = call(fn, h.clone(), lengths.clone(), what="uniform_attention")
     context, weights = returned_pair(out, "uniform_attention", "(context, weights)")
+    if weights.shape == (h.shape[0], h.shape[-1]) and context.shape == real.shape:
+        raise Wrong("uniform_attention returns (weights, context): return (context, weights), "
+                    "in this order")
     expect_shape(weights, real.shape, "the weights")
     expect_shape(context, (h.shape[0], h.shape[-1]), "the context")
     ref_w = _masked_softmax(torch.zeros(real.shape, dtype=F64), real)  # e_ij = 0 when v_a = 0
@@ -114,13 +125,30 @@ def check_uniform(fn):
                         "of length n spreads its weight over its n real positions, 1/n each")
     _padding_slips(weights, real, ". Mask the energies with -inf before the softmax")
     expect(close(weights, ref_w), "the weights are not uniform over the real positions")
-    if close(context, h.mean(1)):
+    if close(context, h.mean(1)) or close(context, h.sum(1) / n):
         raise Wrong("the context averages the padding too: it is the mean of the real "
                     "annotations only")
     # weights made in float32 (a bool mask divided by the lengths) make a float32 context
     low = weights.dtype if weights.is_floating_point() else F64
     expect(close(context.to(low), ref, n=h.shape[1]), "the weights are right but the context is "
            "not their average of the annotations")
+    # the same batch padded with two more positions: no source fills the batch any more
+    wide = F.pad(h, (0, 0, 0, 2))  # (B, S + 2, D)
+    try:
+        out = call(fn, wide.clone(), lengths.clone(), what="uniform_attention")
+    except Wrong as err:
+        if "must match the size" in str(err.__cause__):
+            raise Wrong("on a batch padded beyond its longest source the function fails: the "
+                        "mask must have the width of h (h.shape[1]), not of the longest source "
+                        "(lengths_to_mask(lengths, h.shape[1]))") from None
+        raise
+    context2, weights2 = returned_pair(out, "uniform_attention", "(context, weights)")
+    expect_shape(weights2, (h.shape[0], h.shape[1] + 2), "the weights")
+    if float32_values(weights2):
+        weights2 = weights2.float()
+    expect(close(weights2, F.pad(ref_w, (0, 2))) and close(context2.to(low), ref,
+           n=h.shape[1]), "on a batch padded with two more positions the weights or the context "
+           "change: padding must not matter")
 
 
 # ---------------------------------------------------------------------------------------------

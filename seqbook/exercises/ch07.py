@@ -28,8 +28,9 @@ def _spins(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
 def _binary(out: torch.Tensor, what: str) -> None:
     """A state must stay in {-1, +1}."""
     expect(bool(((out == 1) | (out == -1)).all()),
-           f"{what} returns entries other than -1 and +1: a field of exactly 0 must keep the "
-           "neuron's value (torch.sign(0) is 0, which is not a state)")
+           f"{what} returns entries other than -1 and +1: a tie (a field, or a difference of "
+           "energies, of exactly 0) must keep the neuron's value (torch.sign(0) is 0, which is "
+           "not a state)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,15 +56,18 @@ def check_hebb(hebb):
            f"{tuple(W.shape)}: sum the outer products of the rows, patterns.T @ patterns")
     ref = hebbian_weights(x)
     off = ~torch.eye(N, dtype=torch.bool)
-    if close(W, x.T @ x):  # the starter: both bugs, said as what the learner sees
-        raise Wrong(f"for P = {P} patterns of N = {N} neurons, every diagonal weight W_ii is "
-                    f"{P} and the other weights are whole numbers from -{P} to {P}: this is not "
-                    "the weight matrix of eq. (7.2)")
+    if close(W, x.T @ x):  # the starter: the symptom only (the bugs are for the hints)
+        raise Wrong(f"for P = {P} patterns of N = {N} neurons, hebb(patterns) is not the weight "
+                    "matrix of eq. (7.2): compute a few of its entries by hand, the diagonal "
+                    "among them, and compare")
     if not bool((W.diagonal().abs() < 1e-12).all()):
         raise Wrong("the diagonal is not zero: every pattern adds x_i x_i = 1 to W_ii, so each "
                     "neuron would excite itself; set W_ii = 0")
     if close(W, ref * N):
         raise Wrong("W is N times too large: the rule divides the sum by N, the number of neurons")
+    if close(W, ref * N / (N - 1)):
+        raise Wrong("W is divided by N - 1: eq. (7.2) divides the sum by N, the number of "
+                    "neurons")
     if close(W, ref * N / P):
         raise Wrong("W is divided by P, the number of patterns: the rule divides by N, the number "
                     "of neurons")
@@ -250,6 +254,17 @@ def check_perfect_recall(stable_probabilities):
         if agrees(one, p_err, digits=6) or agrees(one, 1 - p_err, digits=6):
             raise Wrong("the first number is the probability of one bit: a pattern is a fixed "
                         "point only when all its N bits survive")
+        if near(one, (1 - _phi(math.sqrt((N - 1) / (P - 1)))) ** N) and not near(one, ref_one):
+            raise Wrong("Phi(+z) is the probability that the crosstalk does not flip the bit: "
+                        "P_err is the tail Phi(-z), z = sqrt((N - 1) / (P - 1))")
+        if near(one, (1 - _phi(-(N - 1) / (P - 1))) ** N) and not near(one, ref_one):
+            raise Wrong("the square root is missing: P_err = Phi(-z) with z = "
+                        "sqrt((N - 1) / (P - 1)), the ratio of the signal to the crosstalk's "
+                        "standard deviation")
+        for value, ref in ((one, ref_one), (every, ref_all)):
+            if not near(value, ref) and value == round(ref, 3):
+                raise Wrong(f"a probability is rounded to 3 decimal places (N = {N}, P = {P}), "
+                            "which can turn a small one into 0: give 3 significant digits")
         survive32 = torch.tensor(1 - p_err, dtype=torch.float32)
         for value, power, ref in ((one, N, ref_one), (every, N * P, ref_all)):
             if not near(value, ref) and agrees(value, float(survive32 ** power), digits=6):
@@ -354,6 +369,18 @@ def _exp_sweep(patterns, state, order, tie=None, lse_minus=torch.logsumexp,
     return state
 
 
+def _stale_overlaps_sweep(patterns, state, order):
+    """A slip: the overlaps kept from the start of the sweep, never updated after a decision."""
+    state = state.clone()
+    overlaps = state @ patterns.T  # (B, P), never updated
+    for i in order:
+        rest = overlaps - patterns[:, i] * state[:, i:i + 1]
+        diff = torch.logsumexp(rest + patterns[:, i], -1) - torch.logsumexp(
+            rest - patterns[:, i], -1)
+        state[:, i] = sign_keep(diff, state[:, i])
+    return state
+
+
 @lru_cache(maxsize=1)
 def _dense_exp_cases():
     """(patterns, state, order, reference) of three sweeps:
@@ -394,6 +421,10 @@ def _dense_exp_slips():
         ("every decision sees the state before the sweep (the synchronous rule): update the "
          "state after each neuron, so that the next one sees the change",
          dense_update_sync(patterns, state, "exp")),
+        ("the overlaps are never updated after a decision, so the next neurons see the old "
+         "value of the ones decided before them: after each decision, update the overlaps too "
+         "(the overlaps without the bit, plus the column times the new value)",
+         _stale_overlaps_sweep(patterns, state, order)),
         ("every decision has the wrong sign: neuron l takes the value that gives the lower "
          "energy, i.e. the larger sum of exp(overlap)", -ref),
         *((_ORDER_SLIPS[slip], dense_update_async(patterns, state, "exp", order=other))

@@ -58,7 +58,7 @@ def test_hebb():
     assert check(name, starter).status == "not attempted"
     # the starter (both bugs): what the learner sees, not what to change
     message = check(name, buggy).message
-    assert "every diagonal weight W_ii is 5" in message and "whole numbers" in message
+    assert "is not the weight matrix of eq. (7.2)" in message and "the diagonal among" in message
     assert "set" not in message and "divide" not in message
     assert "diagonal is not zero" in check(name, no_diagonal_zero).message
     assert "N times too large" in check(name, no_factor).message
