@@ -466,7 +466,7 @@ def dense_async_sweep(
     for i in order:
         x_i = patterns[:, i]  # (P,)
         rest = overlaps - x_i * state[..., i : i + 1]  # (..., P) overlaps without bit i
-        # > 0 where bit i = +1 gives the lower energy (for F = exp, a difference of logs)
+        # > 0 where bit i = +1 has the lower energy (for F = exp, logs of -E)
         diff = sum_F(rest + x_i, F) - sum_F(rest - x_i, F)  # (...)
         new = sign_keep(diff, state[..., i])
         overlaps = rest + x_i * new.unsqueeze(-1)

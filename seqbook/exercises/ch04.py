@@ -52,12 +52,13 @@ def _number(out, what: str) -> torch.Tensor:
 
 
 def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
-                   large: bool = False, word: str = "energies") -> None:
+                   large: bool = False, word: str = "energies", later: bool = False) -> None:
     """Name the typical mistakes with padding: weight on it, a finite fill value (-40) in place of
     -inf, a softmax over the wrong axis, rows that no longer sum to one. ``fix`` is added to the
     first message (not for a find-the-bug exercise, whose first message states the symptom only).
     ``large``: the case whose real energies are far below 0, where a finite fill value leaks.
-    ``word``: what the exercise calls the numbers under the softmax (energies, scores)."""
+    ``word``: what the exercise calls the numbers under the softmax (energies, scores).
+    ``later``: a ``large`` case follows, which judges a tiny but nonzero weight on the padding."""
     on_padding = weights.masked_fill(real, 0).abs()
     if (on_padding > 1e-12).any() and not large:
         b, j = (int(t) for t in (on_padding > 1e-12).nonzero()[0])
@@ -65,7 +66,7 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
         raise Wrong(f"position {j} of a source of length {n} gets weight, so the context of this "
                     f"source changes with the padding of its batch{fix}")
     tiny = bool((on_padding != 0).any()) and float(on_padding.max()) < 1e-12
-    if tiny and not large:  # a finite fill far below energies of order 1: judged on `large`
+    if tiny and later:  # a finite fill far below energies of order 1: judged on `large`
         on_padding = on_padding.new_zeros(())
     elif tiny:
         raise Wrong(f"the padding's weight is tiny ({float(on_padding.max()):.0e}) but not exactly "
@@ -134,15 +135,16 @@ def check_uniform(fn):
            "not their average of the annotations")
     # the same batch padded with two more positions: no source fills the batch any more
     wide = F.pad(h, (0, 0, 0, 2))  # (B, S + 2, D)
+    narrow = ("on a batch padded beyond its longest source the function {what}: the mask must "
+              "have the width of h (h.shape[1]), not of the longest source "
+              "(lengths_to_mask(lengths, h.shape[1]))")
     try:
         out = call(fn, wide.clone(), lengths.clone(), what="uniform_attention")
     except Wrong as err:
-        if "must match the size" in str(err.__cause__):
-            raise Wrong("on a batch padded beyond its longest source the function fails: the "
-                        "mask must have the width of h (h.shape[1]), not of the longest source "
-                        "(lengths_to_mask(lengths, h.shape[1]))") from None
-        raise
+        raise Wrong(narrow.format(what=f"fails ({err})")) from None
     context2, weights2 = returned_pair(out, "uniform_attention", "(context, weights)")
+    if tuple(weights2.shape) == tuple(real.shape):
+        raise Wrong(narrow.format(what="returns weights as wide as the longest source"))
     expect_shape(weights2, (h.shape[0], h.shape[1] + 2), "the weights")
     if float32_values(weights2):
         weights2 = weights2.float()
@@ -201,7 +203,7 @@ def check_padding_bug(fn):
         real = args[2]
         expect_shape(weights, real.shape, "the weights")
         expect_shape(context, ref.shape, "the context")
-        _padding_slips(weights, real, large=case == 1)  # the starter's ✗: the symptom only
+        _padding_slips(weights, real, large=case == 1, later=case == 0)  # the symptom only
         expect(close(weights, ref_w, n=5), "the weights differ from eqs. (4.7)-(4.8) on the "
                "real positions")
         expect(close(context, ref, n=6), "the weights are right but the context is not their "
@@ -306,7 +308,7 @@ def check_luong(fn):
         ref_w = _masked_softmax(scores, real)
         ref = (ref_w[..., None] * h).sum(1)
         _padding_slips(weights, real, ". Mask the scores with -inf before the softmax",
-                       large=case == 1, word="scores")
+                       large=case == 1, word="scores", later=case == 0)
         if close(weights, _masked_softmax(scores / h.shape[-1] ** 0.5, real), n=4):
             raise Wrong("the scores are divided by sqrt(d): that is the transformer's scaled dot "
                         "product; Luong's general score is s^T W h_j as it is")

@@ -254,10 +254,11 @@ def check_perfect_recall(stable_probabilities):
         if agrees(one, p_err, digits=6) or agrees(one, 1 - p_err, digits=6):
             raise Wrong("the first number is the probability of one bit: a pattern is a fixed "
                         "point only when all its N bits survive")
-        if near(one, (1 - _phi(math.sqrt((N - 1) / (P - 1)))) ** N) and not near(one, ref_one):
-            raise Wrong("Phi(+z) is the probability that the crosstalk does not flip the bit: "
-                        "P_err is the tail Phi(-z), z = sqrt((N - 1) / (P - 1))")
-        if near(one, (1 - _phi(-(N - 1) / (P - 1))) ** N) and not near(one, ref_one):
+        if agrees(one, 0.0) and agrees(every, 0.0):
+            raise Wrong(f"both probabilities are about 0 (N = {N}, P = {P}): each bit survives "
+                        "with probability 1 - P_err, and P_err = Phi(-z), z = sqrt((N - 1) / "
+                        "(P - 1)), is small, a tail of the Gaussian")
+        if one == 1.0 and not near(one, ref_one):
             raise Wrong("the square root is missing: P_err = Phi(-z) with z = "
                         "sqrt((N - 1) / (P - 1)), the ratio of the signal to the crosstalk's "
                         "standard deviation")

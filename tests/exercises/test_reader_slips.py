@@ -164,7 +164,7 @@ SLIPS = {
     "hebb: divided by N - 1": (
         "ex-ch7-hebb", (lambda x: (x.T @ x - x.shape[0] * torch.eye(x.shape[1], dtype=x.dtype))
                         / (x.shape[1] - 1),), "divided by N - 1"),
-    "perfect recall: Phi(+z)": ("ex-ch7-perfect-recall", (_stable(sign=1.0),), "Phi(+z)"),
+    "perfect recall: Phi(+z)": ("ex-ch7-perfect-recall", (_stable(sign=1.0),), "about 0"),
     "perfect recall: no square root": (
         "ex-ch7-perfect-recall", (_stable(root=False),), "square root is missing"),
     "perfect recall: 3 decimal places": (
