@@ -119,7 +119,8 @@ class RNNCell(RecurrentCell):
         h_t = \sigma_h(W_{ih} x_t + b_{ih} + W_{hh} h_{t-1} + b_{hh}),
 
     with :math:`\sigma_h` = tanh or ReLU. (The read-out of eq. (2.2),
-    :math:`y_t = \sigma_y(W_y h_t + b_y)`, is an ordinary linear layer on the states.)
+    :math:`y_t = \sigma_y(W_y h_t + b_y)`, is a linear layer on the states, then
+    :math:`\sigma_y`.)
 
     The layers call the pieces unchecked: ``project_input`` once for all steps, before
     their time loops, and ``step`` (which calls ``project_hidden``) at every step;
