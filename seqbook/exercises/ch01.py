@@ -287,16 +287,7 @@ def _in_rounds(piece: bytes, merges) -> list[bytes]:
         if not present:
             return parts
         for r in present:
-            a, b = merges[r]
-            out, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and (parts[i], parts[i + 1]) == (a, b):
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(parts[i])
-                    i += 1
-            parts = out
+            parts = list(_merge(tuple(parts), merges[r]))  # every occurrence, left to right
 
 
 @lru_cache(maxsize=1)
