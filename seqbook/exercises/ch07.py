@@ -357,28 +357,19 @@ def _sweep_without_factor(patterns, state, order):
 
 
 def _exp_sweep(patterns, state, order, tie=None, lse_minus=torch.logsumexp,
-               lse_plus=torch.logsumexp):
+               lse_plus=torch.logsumexp, stale=False):
     """Rule (7.7) with F = exp, written out; ``tie`` (+1 or -1 instead of keeping the old value),
     ``lse_minus`` and ``lse_plus`` (what replaces the log-sum-exp of the bit = -1 and the
-    bit = +1 overlaps) make slips."""
+    bit = +1 overlaps) and ``stale`` (the overlaps of the sweep's start, never updated) make
+    slips."""
     state = state.clone()
+    start = state @ patterns.T  # (B, P): the overlaps before the sweep
     for i in order:
-        rest = state @ patterns.T - patterns[:, i] * state[:, i:i + 1]
+        overlaps = start if stale else state @ patterns.T
+        rest = overlaps - patterns[:, i] * state[:, i:i + 1]
         diff = lse_plus(rest + patterns[:, i], -1) - lse_minus(rest - patterns[:, i], -1)
         old = state[:, i] if tie is None else torch.full_like(diff, tie)
         state[:, i] = sign_keep(diff, old)
-    return state
-
-
-def _stale_overlaps_sweep(patterns, state, order):
-    """A slip: the overlaps kept from the start of the sweep, never updated after a decision."""
-    state = state.clone()
-    overlaps = state @ patterns.T  # (B, P), never updated
-    for i in order:
-        rest = overlaps - patterns[:, i] * state[:, i:i + 1]
-        diff = torch.logsumexp(rest + patterns[:, i], -1) - torch.logsumexp(
-            rest - patterns[:, i], -1)
-        state[:, i] = sign_keep(diff, state[:, i])
     return state
 
 
@@ -425,7 +416,7 @@ def _dense_exp_slips():
         ("the overlaps are never updated after a decision, so the next neurons see the old "
          "value of the ones decided before them: after each decision, update the overlaps too "
          "(the overlaps without the bit, plus the column times the new value)",
-         _stale_overlaps_sweep(patterns, state, order)),
+         _exp_sweep(patterns, state, order, stale=True)),
         ("every decision has the wrong sign: neuron l takes the value that gives the lower "
          "energy, i.e. the larger sum of exp(overlap)", -ref),
         *((_ORDER_SLIPS[slip], dense_update_async(patterns, state, "exp", order=other))

@@ -13,6 +13,7 @@ from seqbook.attention import lengths_to_mask
 from seqbook.bpe import pretokenize
 from seqbook.exercises import check
 from seqbook.exercises.ch01 import _in_rounds
+from seqbook.exercises.ch07 import _exp_sweep
 
 
 def _learn_merges(text, num_merges, count):
@@ -169,6 +170,9 @@ SLIPS = {
         "ex-ch7-perfect-recall", (_stable(root=False),), "square root is missing"),
     "perfect recall: 3 decimal places": (
         "ex-ch7-perfect-recall", (_stable(digits=3),), "rounded to 3 decimal places"),
+    "dense exp: overlaps never updated": (
+        "ex-ch7-dense-exp", (lambda p, s, o: _exp_sweep(p, s, o, stale=True),),
+        "overlaps are never updated"),
     "bigram: log base 2": ("ex-ch9-bigram", (_bigram(2.0),), "logarithms to base 2"),
     "dpo: log of the softmax": (
         "ex-ch9-dpo", (_response_logprob, _dpo_loss), "800 below the largest logit"),
