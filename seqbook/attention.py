@@ -567,6 +567,7 @@ class MultiHeadAttention(nn.Module):
             as :meth:`attend`; the weights are None.
         """
         if need_weights:  # the fused kernel never stores the weights: compute them readably
+            # (named through the class: with fast=True, self.attend is this method)
             return MultiHeadAttention.attend(self, q, k, v, mask, is_causal, need_weights)
         dropout_p = self.dropout if self.training else 0.0
         return fused_attention(q, k, v, mask, dropout_p, is_causal), None  # (B, H, L, Dh)

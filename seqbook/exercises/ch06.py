@@ -90,9 +90,9 @@ def check_dot(fn):
 @exercise("ex-ch6-params", hints=[
     "Count each piece on its own: an attention sublayer, the feed-forward network, a LayerNorm; "
     "every linear map has a bias.",
-    "An attention sublayer has four d x d projections with biases, 4d^2 + 4d; the feed-forward "
-    "network d d_ff + d_ff + d_ff d + d; a LayerNorm a gain and a bias, 2d. The number of heads "
-    "does not appear.",
+    "An attention sublayer has four d x d projections (queries, keys, values, output), each "
+    "with a bias; the feed-forward network two linear maps, d to d_ff and back; a LayerNorm a "
+    "gain and a bias of d numbers each. Count how many weights the heads add to these.",
     "The encoder layer has one attention and two LayerNorms; the decoder layer has two "
     "attentions (self and cross) and three LayerNorms.",
 ])
@@ -1022,7 +1022,8 @@ def check_spec_speedup(fn):
         for slip, message in _spec_slips(alpha, k, c):
             if math.isclose(out, slip, rel_tol=1e-6, abs_tol=1e-9):
                 raise Wrong(f"at {at} your function gives {out:.6g}: {message}")
-        raise Wrong(f"at {at} speculative decoding is {right:.6g} times as fast, got {out:.6g}")
+        raise Wrong(f"at {at} your function gives {out:.6g}, which is not the tokens a round "
+                    "emits on average divided by the passes a round takes")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,7 +114,13 @@ def check_unbind(unbind_):
     if _same_angles(out, -x):
         raise Wrong("unbind_(bind(x, b), b) gives -x, every angle of x negated: subtract b from "
                     "a, not a from b")
+    if _same_angles(out, x + 1.0):
+        raise Wrong("every angle is turned by pi (off by 1): add 1 before taking the remainder "
+                    "modulo 2 and subtract it after")
     expect(_same_angles(out, x), "unbind_(bind(x, b), b) does not give x back")
+    if close(out, torch.fmod(bound - b + 1.0, 2.0) - 1.0):
+        raise Wrong("differences below -1 stay below -1: wrap them too (torch.fmod and % in C "
+                    "keep the sign of their input; torch.remainder's result lies in [0, 2))")
     expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them back, "
            "(x + 1) mod 2 - 1")
 
@@ -151,8 +157,19 @@ def check_bundle(bundle_):
     if close(out, ref * math.pi):
         raise Wrong("the angle of the sum is in radians: divide it by pi to get a symbol in "
                     "[-1, 1]")
+    re, im = torch.cos(math.pi * symbols).sum(0), torch.sin(math.pi * symbols).sum(0)
+    if _same_angles(out, torch.atan2(re, im) / math.pi, atol=1e-6):
+        raise Wrong("torch.atan2 takes the imaginary part first, torch.atan2(im, re): the "
+                    "arguments are swapped")
+    if close(out, torch.atan(im / re) / math.pi, n=5) and not _same_angles(out, ref, atol=1e-6):
+        raise Wrong("torch.atan(im / re) loses the quadrant: a sum with a negative real part "
+                    "gets the angle of the opposite point; torch.atan2(im, re) keeps it")
+    no_pi = torch.atan2(torch.sin(symbols).sum(0), torch.cos(symbols).sum(0)) / math.pi
+    if _same_angles(out, no_pi, atol=1e-6) or close(out, no_pi * math.pi, n=5):
+        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
+                    "the cosine and the sine take pi x")
     expect(_same_angles(out, ref, atol=1e-6), "bundle_ does not give the angle of the sum of the "
-           "phasors exp(i pi x) of the members (mind the pi inside the cosine and sine)")
+           "phasors exp(i pi x) of the members")
     expect(_in_range(out), "some angles of the bundle lie outside [-1, 1]")
 
 
@@ -237,25 +254,36 @@ def check_capacity(predicted_capacity):
         expect(isinstance(k, numbers.Real) and not isinstance(k, bool),
                f"predicted_capacity must return a number, got {type(k).__name__}")
         values.append(float(k))
-    if all(v == math.floor(math.pi * n / 50) - 1 for n, v in zip(dims, values, strict=True)):
+    bounds = [math.pi * n / 50 for n in dims]
+    pairs = list(zip(dims, values, bounds, strict=True))
+
+    def largest(k, bound):  # the bound itself (to float32's rounding) or its floor
+        return abs(k - bound) <= 1e-6 * bound or k == math.floor(bound)
+
+    if all(largest(k, bound) for _, k, bound in pairs):
+        return
+    if all(k == math.floor(bound) - 1 for _, k, bound in pairs):
         raise Wrong("each K is one below the largest whole number under pi n / 50: rounding down "
                     "once gives the largest K with K < pi n / 50; do not subtract 1 as well")
-    for n, k in zip(dims, values, strict=True):
-        right = math.pi * n / 50 * (1 + 1e-6)  # a float32 answer is right too
-        if right - 1 <= k <= right:
-            continue
-        if right < k <= right + 1:
-            raise Wrong(f"K = {k:g} is just above pi n / 50 for n = {n}: round down, since the "
-                        "signal must exceed five noise spreads")
-        if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:  # n = 4096: rounding aside
-            raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
-                        "of random symbols spread 1/sqrt(2n)")
-        quadrupled = values[1:]  # n = 64, 256, 1024, 4096
-        ratios = [k2 / k1 if k1 else math.inf
-                  for k1, k2 in zip(quadrupled, quadrupled[1:], strict=False)]
-        expect(all(abs(r - 4) < 0.5 for r in ratios), "the capacity must grow in proportion to n: "
-               "quadrupling n quadruples the number of pairs")
-        raise Wrong(f"the constant is off (n = {n}): solve sqrt(pi / (4K)) = 5 / sqrt(2n) for K")
+    if all(bound - 1 <= k <= bound + 1 for _, k, bound in pairs):  # the constant is right
+        for n, k, bound in pairs:
+            if k > bound * (1 + 1e-6):
+                raise Wrong(f"K = {k:g} is just above pi n / 50 for n = {n}: round down, since "
+                            "the signal must exceed five noise spreads")
+        n, k, _ = next((n, k, bound) for n, k, bound in pairs if not largest(k, bound))
+        raise Wrong(f"K = {k:g} for n = {n} lies below the bound but is not the largest K "
+                    "that meets it: return pi n / 50 itself, or round it down")
+    # the constant is wrong: judge it at the largest n, where rounding matters least
+    if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:
+        raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
+                    "of random symbols spread 1/sqrt(2n)")
+    large = values[2:]  # n = 256, 1024, 4096: quadrupling n should quadruple K
+    ratios = [k2 / k1 if k1 else math.inf for k1, k2 in zip(large, large[1:], strict=False)]
+    expect(all(abs(r - 4) < 0.5 for r in ratios), "the capacity must grow in proportion to n: "
+           "quadrupling n quadruples the number of pairs")
+    side = "large" if values[-1] > bounds[-1] else "small"
+    raise Wrong(f"the constant is off: K is too {side} (n = {dims[-1]}); solve "
+                "sqrt(pi / (4K)) = 5 / sqrt(2n) for K")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +354,8 @@ def _attention_variants(q, k, v, mask):
          "swapped", torch.atan2(re, im) / math.pi),
         ("there is no softmax in VSA attention: the raw similarities in [-1, 1] weigh the "
          "values", read(soft)),
+        ("the values' phasors are exp(i pi v), not their conjugates: conjugate the keys only",
+         -read(masked)),
         ("the scores weigh the angles of the values; they must weigh their phasors "
          "exp(i pi v), and the output is the angle of that sum", masked @ v),
         ("the mask is reversed: True means a query may look at that key", read(
@@ -338,17 +368,43 @@ def _attention_variants(q, k, v, mask):
     ]
 
 
-class _Sizes(TorchFunctionMode):
-    """Records the largest tensor (in entries) that the code run inside it makes."""
+def _score_variants(q, k, mask):
+    """The typical slips in VSA attention's scores, as (message, scores) pairs."""
+    D = q.shape[-1]
+    zq, zk = torch.polar(torch.ones_like(q), math.pi * q), torch.polar(torch.ones_like(k), math.pi * k)
+    products = zq @ zk.conj().transpose(-2, -1)  # (B, Tq, Tk): D times the similarities
+    keep = mask if mask is not None else torch.ones(products.shape, dtype=torch.bool)
+    variants = [
+        ("there is no 1/sqrt(d) scaling in VSA attention: the scores are the similarities "
+         "themselves", products.real / D / math.sqrt(D)),
+        ("the scores are D times the similarities: the similarity is the mean of the cosines, "
+         "so divide the sum by D", products.real),
+        ("the keys' phasors must be conjugated: Re(zq zk^H) / D is the mean of cos(pi (q - k)); "
+         "without the conjugate it is the mean of cos(pi (q + k))",
+         (zq @ zk.transpose(-2, -1)).real / D),
+        ("the similarity is the real part of the sum, not its absolute value: the absolute value "
+         "forgets which way the phasors point, so opposite symbols would score 1",
+         products.abs() / D),
+    ]
+    return [(message, s.masked_fill(~keep, 0.0)) for message, s in variants]
 
-    def __init__(self):
+
+class _Sizes(TorchFunctionMode):
+    """Records whether the code run inside it makes a tensor with an entry for every query, key
+    and angle: one whose shape holds Tq, Tk and D (or Tq * Tk and D), the sizes being distinct
+    from each other and from every other size of the exercise."""
+
+    def __init__(self, tq: int, tk: int, d: int):
         super().__init__()
-        self.largest = 0
+        self.sizes, self.pairwise = (tq, tk, d), False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if isinstance(out, torch.Tensor):
-            self.largest = max(self.largest, out.numel())
+            tq, tk, d = self.sizes
+            shape = set(out.shape)
+            if d in shape and ({tq, tk} <= shape or tq * tk in shape):
+                self.pairwise = True
         return out
 
 
@@ -386,7 +442,7 @@ def check_attention(attention):
     mask[0, 1] = False  # a query that may look at nothing
     mask[1, 2] = True
     for m in (None, mask):
-        with _Sizes() as sizes:  # the method: no (B, Tq, Tk, D) tensor of angle differences
+        with _Sizes(Tq, Tk, D) as sizes:  # the method: no (B, Tq, Tk, D) tensor of angle differences
             out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "attention must return the pair (output, scores)")
@@ -396,6 +452,10 @@ def check_attention(attention):
                f"{tuple(ref_scores.shape)}, got {tuple(scores.shape)}")
         expect(output.shape == ref.shape, f"the output must have shape (B, Tq, Dv) = "
                f"{tuple(ref.shape)}, got {tuple(output.shape)}")
+        if not close(scores, ref_scores, n=D):
+            for message, wrong in _score_variants(q, k, m):
+                if close(scores, wrong, n=D):
+                    raise Wrong(message)
         if not _same_output(output, ref, q, k, v, m):
             if torch.isnan(output).any() and torch.isinf(scores).any():
                 raise Wrong("the output has NaN entries: a masked score of -inf (softmax's "
@@ -412,11 +472,8 @@ def check_attention(attention):
             where = "with a mask" if m is not None else "without a mask"
             raise Wrong(f"the output differs from VSA attention {where}: each output symbol is "
                         "the angle of the score-weighted sum of the value phasors")
-        if close(scores, ref_scores / math.sqrt(D), n=D):
-            raise Wrong("there is no 1/sqrt(d) scaling in VSA attention: the scores are the "
-                        "similarities themselves")
         expect(close(scores, ref_scores, n=D), "the scores are not the pairwise similarities of "
                "the queries and keys (with masked scores set to 0)")
-        expect(sizes.largest < Tq * Tk * D, "the values are right, but attention makes a "
+        expect(not sizes.pairwise, "the values are right, but attention makes a "
                "tensor with an entry for every query, key and angle, (Tq, Tk, D) or more: "
                "compute all the similarities with one matrix product, as the exercise asks")

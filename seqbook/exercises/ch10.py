@@ -160,6 +160,9 @@ def check_hybrid_cache(answer):
     if second == attention_only + states / 2:
         raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
                     "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
+    if second == attention_only + states * 2:
+        raise Wrong("the recurrent states are twice what they should be: they are stored in 16 "
+                    "bits, as the cache is, 2 bytes a number")
     for name, value, right in (("first", first, all_attention), ("second", second, hybrid)):
         expect(value == right or abs(value - right) > 1e-6 * right,
                f"the {name} count is near the right one but not equal to it: the exercise asks "
@@ -222,6 +225,9 @@ def check_combine(combine):
         raise Wrong("applied to a state h, the composite step does not give what the step "
                     "(a1, b1) followed by the step (a2, b2) gives: its gate a is right, its input "
                     "b is not")
+    if close(a, a2 * b1 + b2) and close(b, a1 * a2):
+        raise Wrong("the two parts are right but swapped: combine returns the pair (a, b), the "
+                    "gate first, then the input")
     expect(close(a, a1 * a2), "the gate of the composite step must be the product of the two "
            "gates")
     expect(close(b, a2 * b1 + b2), "the input of the composite step is wrong: apply the first "
@@ -372,7 +378,7 @@ def check_zoh(fn):
                         "delta a trailing axis, delta[:, None], so that it broadcasts over the N "
                         "states") from None
         raise
-    A_bar, B_bar = returned_pair(out, "zoh")
+    A_bar, B_bar = returned_pair(out, "zoh", names="(A_bar, B_bar)")
     expect(A_bar.shape == (E, N) and B_bar.shape == (E, N),
            f"A_bar and B_bar must both have A's shape (E, N) = {(E, N)}, got "
            f"{tuple(A_bar.shape)} and {tuple(B_bar.shape)}")
@@ -381,6 +387,9 @@ def check_zoh(fn):
     if close(A_bar, 1 + dA):
         raise Wrong("A_bar is 1 + Delta A, only the first-order term: over a whole step the "
                     "state decays by an exponential")
+    if close(A_bar, (1 + dA / 2) / (1 - dA / 2)):
+        raise Wrong("A_bar and B_bar follow the bilinear rule, S4's: this exercise discretises "
+                    "by the zero-order hold, eq. (10.10), whose A_bar is an exponential")
     expect(close(A_bar, ref_A), "A_bar is not the decay of the state over one step of length "
            "Delta (one step per channel: delta is (E,))")
     if close(B_bar, delta[:, None] * B):
@@ -534,6 +543,11 @@ def check_decay_mask(fn):
            f"got {tuple(L.shape)}")
     ref = decay_mask(log_a)
     upper = torch.ones(7, 7, dtype=torch.bool).triu(1)
+    A = log_a.cumsum(-1)
+    if close(L, (A[..., :, None] - A[..., None, :]).exp()):  # the starter: what the learner sees
+        i, j = divmod(int(L[0, 0].argmax()), 7)
+        raise Wrong(f"for T = 7, L has entries above 1 (L[{i}, {j}] = {L[0, 0, i, j]:.2f} in the "
+                    "first sequence): a product of gates, each at most 1, never exceeds 1")
     expect(not bool(L[..., upper].abs().gt(0).any()),
            "L[i, j] is not zero for some j > i: the mask lets the future in")
     if close(L, ref * log_a.exp()[..., None, :]):
@@ -556,8 +570,9 @@ def check_decay_mask(fn):
         expect(not (torch_exp.seen or numpy_exp),
                f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, an "
                f"entry above the diagonal overflows to inf (its exponent reaches "
-               f"{-99 * log_gate:g}) before it is set to 0, and the gradient there is 0 * inf = "
-               "NaN. Mask the exponent (with -inf) before exp, not the result after it")
+               f"{-99 * log_gate:g}) before it is set to 0: multiplied by a 0 of a mask it gives "
+               "NaN, and even where it is set to 0 the gradient there is 0 * inf = NaN. Mask the "
+               "exponent (with -inf) before exp, not the result after it")
         long_L = returned_tensor(long_L, "decay_mask_")
         expect(bool(torch.isfinite(long_L).all()),
                f"with 100 gates of e^{log_gate:g} in {str(dtype).removeprefix('torch.')}, L has "
@@ -864,6 +879,9 @@ def check_overwrite(answer):
                         "away from v_t")
         if near(delta, before):
             raise Wrong("the delta read-out is what the memory returned before the write")
+        if near(delta, before + error / 2):
+            raise Wrong("that is the read-out after a write with beta = 1/2, half the error: "
+                        "this part asks for beta = 1")
         raise Wrong("the delta read-out is not right: read S^T e_1, subtract it from the new "
                     "value, write beta k times that difference, then read again")
 

@@ -67,6 +67,10 @@ def test_unbind():
     assert "gives -x" in check(name, lambda a, b: wrap(b - a)).message
     assert "outside [-1, 1]" in check(name, lambda a, b: a - b).message
     assert "does not give x back" in check(name, lambda a, b: a).message
+    # the fmod slip is not told to use the formula it wrote
+    fmod = check(name, lambda a, b: torch.fmod(a - b + 1.0, 2.0) - 1.0).message
+    assert "torch.fmod" in fmod and "(x + 1) mod 2 - 1" not in fmod
+    assert "off by 1" in check(name, lambda a, b: torch.remainder(a - b, 2.0) - 1.0).message
 
 
 # --- find the bug: bundling ----------------------------------------------------------------------
@@ -103,7 +107,13 @@ def test_bundle():
     assert "phasor" not in message and "add" not in message.split()
     assert "averaging the angles" in check(name, lambda s: s.mean(0)).message
     assert "radians" in check(name, radians).message
-    assert "mind the pi" in check(name, no_pi).message
+    assert "exp(i pi x)" in check(name, no_pi).message
+    # the slips that have pi right are not sent to look for it
+    re_im = (lambda s: (torch.cos(math.pi * s).sum(0), torch.sin(math.pi * s).sum(0)))
+    swapped = check(name, lambda s: torch.atan2(*re_im(s)) / math.pi).message
+    assert "swapped" in swapped and "pi" not in swapped
+    quadrant = check(name, lambda s: torch.atan(re_im(s)[1] / re_im(s)[0]) / math.pi).message
+    assert "quadrant" in quadrant and "exp(i pi" not in quadrant
     assert "dim 0" in check(name, lambda s: right(s.T)).message
 
 
@@ -155,6 +165,14 @@ def test_capacity():
     assert "round down" in check(name, lambda n: round(math.pi * n / 50)).message
     assert "must return a number" in check(name, lambda n: "many").message
     assert "do not subtract 1" in check(name, lambda n: int(math.pi * n / 50) - 1).message
+    # a wrong constant is named as one, rounded or not (4 and 4.5 noise spreads)
+    for c in (32, 40.5):
+        for rounding in (math.floor, float):
+            message = check(name, lambda n, c=c, r=rounding: r(math.pi * n / c)).message
+            assert "constant is off" in message and "too large" in message
+    # below the bound but not the largest K: neither the bound nor its floor
+    for slip in (lambda n: math.pi * n / 50 - 0.5, lambda n: math.pi * n / 50 - 1):
+        assert "not the largest" in check(name, slip).message
 
 
 # --- position codes -----------------------------------------------------------------------------------
@@ -266,6 +284,57 @@ def test_attention():
         return torch.cat([o for o, _ in outs]), torch.cat([s for _, s in outs])
 
     assert "(Tq, Tk, D)" in check(name, per_sequence).message
+    # one matrix product, however the phasors are held: right answers, whatever their sizes
+    assert check(name, one_polar)
+    assert check(name, features)
+    assert check(name, phasor_path)
+    # slips in the scores are named as such, not blamed on the values
+    assert "conjugated" in check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "conj")).message
+    assert "absolute value" in check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "abs")
+                                     ).message
+    assert "divide the sum by D" in check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "sum")
+                                          ).message
+    assert "conjugate the keys only" in check(name, lambda q, k, v, m: scores_slip(
+        q, k, v, m, "values")).message
+
+
+def phasor_path(q, k, v, mask=None):  # the package's own phasor path
+    out, scores = vsa.vsa_attention_phasor(
+        vsa.to_phasor(q), vsa.to_phasor(k), vsa.to_phasor(v), mask
+    )
+    return vsa.from_phasor(out), scores
+
+
+def one_polar(q, k, v, mask=None):  # the queries and keys turned into phasors together
+    z = torch.polar(torch.ones_like(torch.cat([q, k], -2)), math.pi * torch.cat([q, k], -2))
+    zq, zk = z[..., : q.shape[-2], :], z[..., q.shape[-2]:, :]
+    scores = (zq @ zk.conj().transpose(-2, -1)).real / q.shape[-1]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    zv = torch.polar(torch.ones_like(v), math.pi * v)
+    return torch.angle(scores.to(zv.dtype) @ zv) / math.pi, scores
+
+
+def features(q, k, v, mask=None):  # cell 61's real feature map [cos, sin] / sqrt(n)
+    def phi(x):
+        return torch.cat([torch.cos(math.pi * x), torch.sin(math.pi * x)], -1) / x.shape[-1] ** 0.5
+
+    scores = phi(q) @ phi(k).transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
+    return torch.atan2(im, re) / math.pi, scores
+
+
+def scores_slip(q, k, v, mask, slip):
+    zq, zk, zv = (torch.polar(torch.ones_like(x), math.pi * x) for x in (q, k, v))
+    products = zq @ (zk if slip == "conj" else zk.conj()).transpose(-2, -1)
+    scores = products.abs() if slip == "abs" else products.real
+    scores = scores if slip == "sum" else scores / q.shape[-1]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    zv = zv.conj() if slip == "values" else zv
+    return torch.angle(scores.to(zv.dtype) @ zv) / math.pi, scores
 
 
 def differences(q, k, v, mask=None):

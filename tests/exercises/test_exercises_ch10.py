@@ -458,7 +458,8 @@ def test_decay_mask():
     assert check("ex-ch10-decay-mask", starter).status == "not attempted"
     # the chapter stores this line under the starter: the symptom, not the fix
     assert repr(check("ex-ch10-decay-mask", future_in)).replace("\n  ", " ") == (
-        "✗ ex-ch10-decay-mask: L[i, j] is not zero for some j > i: the mask lets the future in")
+        "✗ ex-ch10-decay-mask: for T = 7, L has entries above 1 (L[0, 6] = 16.39 in the first "
+        "sequence): a product of gates, each at most 1, never exceeds 1")
     assert "also multiplies a_j" in check("ex-ch10-decay-mask", includes_a_j).message
     assert "diagonal must be 1" in check("ex-ch10-decay-mask", zero_diagonal).message
     assert "(2, 3, 7, 7)" in check("ex-ch10-decay-mask", lambda log_a: log_a).message
@@ -1190,3 +1191,46 @@ def test_ut_sees_scipy_sparse():
 
     message = check("ex-ch10-ut", sparse_solve).message
     assert "calls scipy.sparse.linalg.spsolve_triangular" in message
+
+
+
+def test_messages_after_the_fresh_reading_of_2026_12_04():
+    """Slips a reader found misnamed: each now gets its own message."""
+    from seqbook.exercises import check
+    from seqbook.exercises.ch10 import OVERWRITE, _hybrid_cache_bytes, _overwrite_reads
+
+    def combine_swapped(first, second):
+        (a1, b1), (a2, b2) = first, second
+        return a2 * b1 + b2, a1 * a2
+
+    assert "swapped" in check("ex-ch10-combine", combine_swapped).message
+
+    def bilinear(A, B, delta):
+        dA = delta[:, None] * A
+        return (1 + dA / 2) / (1 - dA / 2), delta[:, None] * B / (1 - dA / 2)
+
+    assert "bilinear" in check("ex-ch10-zoh", bilinear).message
+    only_a = check("ex-ch10-zoh", lambda A, B, delta: torch.exp(delta[:, None] * A)).message
+    assert "(A_bar, B_bar)" in only_a
+
+    def starter(log_a):  # the find-the-bug starter: a symptom, not the bug's name
+        A = log_a.cumsum(dim=-1)
+        return (A[..., :, None] - A[..., None, :]).exp()
+
+    message = check("ex-ch10-decay-mask", starter).message
+    assert "above 1" in message and "future" not in message and "mask" not in message
+
+    def times_mask(log_a):  # masking after exp by a product: inf * 0 = NaN
+        T = log_a.shape[-1]
+        A = log_a.cumsum(dim=-1)
+        past = torch.ones(T, T, dtype=log_a.dtype).tril()
+        return (A[..., :, None] - A[..., None, :]).exp() * past
+
+    assert "gives NaN" in check("ex-ch10-decay-mask", times_mask).message
+    before, hebb, _ = _overwrite_reads()
+    half = before + (torch.tensor(OVERWRITE["value"], dtype=torch.float64) - before) / 2
+    answer = (tuple(hebb.tolist()), tuple(half.tolist()))
+    assert "beta = 1/2" in check("ex-ch10-overwrite", answer).message
+    all_attention, attention_only, states = _hybrid_cache_bytes()
+    answer = (all_attention, attention_only + 2 * states)  # states in float32
+    assert "16 bits" in check("ex-ch10-hybrid-cache", answer).message
