@@ -153,7 +153,7 @@ def check_bundle(bundle_):
                     f"its similarity to it is {similar:.2f}, as for an unrelated symbol")
     if close(out, symbols.mean(0)):
         raise Wrong("averaging the angles fails where the circle wraps: 0.9 and -0.9 are "
-                    "neighbours (both near +-1), but their mean is 0; add the phasors instead")
+                    "neighbours (both near +-1), but their mean is 0")
     if close(out, ref * math.pi):
         raise Wrong("the angle of the sum is in radians: divide it by pi to get a symbol in "
                     "[-1, 1]")
@@ -262,6 +262,9 @@ def check_capacity(predicted_capacity):
 
     if all(largest(k, bound) for _, k, bound in pairs):
         return
+    if all(k == math.floor(bound) + 1 for _, k, bound in pairs):
+        raise Wrong("each K is one above the largest whole number under pi n / 50: that many "
+                    "pairs no longer meet the condition; round down without adding 1")
     if all(k == math.floor(bound) - 1 for _, k, bound in pairs):
         raise Wrong("each K is one below the largest whole number under pi n / 50: rounding down "
                     "once gives the largest K with K < pi n / 50; do not subtract 1 as well")
@@ -271,8 +274,8 @@ def check_capacity(predicted_capacity):
                 raise Wrong(f"K = {k:g} is just above pi n / 50 for n = {n}: round down, since "
                             "the signal must exceed five noise spreads")
         n, k, _ = next((n, k, bound) for n, k, bound in pairs if not largest(k, bound))
-        raise Wrong(f"K = {k:g} for n = {n} lies below the bound but is not the largest K "
-                    "that meets it: return pi n / 50 itself, or round it down")
+        raise Wrong(f"K = {k:g} for n = {n} meets the condition, but it is not the largest K "
+                    "that does: the condition allows more pairs")
     # the constant is wrong: judge it at the largest n, where rounding matters least
     if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:
         raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
@@ -391,8 +394,10 @@ def _score_variants(q, k, mask):
 
 class _Sizes(TorchFunctionMode):
     """Records whether the code run inside it makes a tensor with an entry for every query, key
-    and angle: one whose shape holds Tq, Tk and D (or Tq * Tk and D), the sizes being distinct
-    from each other and from every other size of the exercise."""
+    and angle of one sequence or more: at least Tq Tk D entries, with D and Tq or Tk among its
+    sizes (or Tk D or Tq D with the other, or Tq Tk D). The exercise's sizes are chosen so that no
+    tensor of a one-product answer qualifies: (B, Tq + Tk, D, 2) is not Tq Tk D large and holds
+    neither Tq nor Tk."""
 
     def __init__(self, tq: int, tk: int, d: int):
         super().__init__()
@@ -403,7 +408,10 @@ class _Sizes(TorchFunctionMode):
         if isinstance(out, torch.Tensor):
             tq, tk, d = self.sizes
             shape = set(out.shape)
-            if d in shape and ({tq, tk} <= shape or tq * tk in shape):
+            if out.numel() >= tq * tk * d and (
+                    d in shape and (tq in shape or tk in shape or tq * tk in shape)
+                    or tk * d in shape and tq in shape or tq * d in shape and tk in shape
+                    or tq * tk * d in shape):
                 self.pairwise = True
         return out
 
@@ -434,7 +442,7 @@ def _same_output(output, ref, q, k, v, mask) -> bool:
 ])
 def check_attention(attention):
     g = torch.Generator().manual_seed(5)
-    B, Tq, Tk, D, Dv = 2, 3, 5, 16, 8
+    B, Tq, Tk, D, Dv = 2, 7, 9, 12, 8  # distinct, and Tq + Tk is not D
     q = random_symbols(B * Tq, D, generator=g, dtype=F64).view(B, Tq, D)
     k = random_symbols(B * Tk, D, generator=g, dtype=F64).view(B, Tk, D)
     v = random_symbols(B * Tk, Dv, generator=g, dtype=F64).view(B, Tk, Dv)
@@ -447,6 +455,8 @@ def check_attention(attention):
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "attention must return the pair (output, scores)")
         output, scores = returned_tensor(out[0], "attention"), returned_tensor(out[1], "attention")
+        expect(not scores.is_complex(), "the scores are complex: the similarity is the real part "
+               "of the sum of zq times the conjugate of zk, divided by D")
         ref, ref_scores = vsa_attention(q, k, v, mask=m)
         expect(scores.shape == ref_scores.shape, f"the scores must have shape (B, Tq, Tk) = "
                f"{tuple(ref_scores.shape)}, got {tuple(scores.shape)}")

@@ -161,8 +161,8 @@ def check_hybrid_cache(answer):
         raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
                     "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
     if second == attention_only + states * 2:
-        raise Wrong("the recurrent states are twice what they should be: they are stored in 16 "
-                    "bits, as the cache is, 2 bytes a number")
+        raise Wrong("the recurrent states are twice what they should be: each is 2 * 4096 * 16 "
+                    "numbers, stored in 16 bits as the cache is, 2 bytes a number")
     for name, value, right in (("first", first, all_attention), ("second", second, hybrid)):
         expect(value == right or abs(value - right) > 1e-6 * right,
                f"the {name} count is near the right one but not equal to it: the exercise asks "
@@ -387,9 +387,12 @@ def check_zoh(fn):
     if close(A_bar, 1 + dA):
         raise Wrong("A_bar is 1 + Delta A, only the first-order term: over a whole step the "
                     "state decays by an exponential")
+    if close(A_bar, ref_B) and close(B_bar, ref_A):
+        raise Wrong("the two matrices are right but swapped: zoh returns the pair (A_bar, B_bar), "
+                    "the decay first")
     if close(A_bar, (1 + dA / 2) / (1 - dA / 2)):
-        raise Wrong("A_bar and B_bar follow the bilinear rule, S4's: this exercise discretises "
-                    "by the zero-order hold, eq. (10.10), whose A_bar is an exponential")
+        raise Wrong("A_bar follows the bilinear rule, S4's: this exercise discretises by the "
+                    "zero-order hold, eq. (10.10), whose A_bar is an exponential")
     expect(close(A_bar, ref_A), "A_bar is not the decay of the state over one step of length "
            "Delta (one step per channel: delta is (E,))")
     if close(B_bar, delta[:, None] * B):

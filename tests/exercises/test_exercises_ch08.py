@@ -165,6 +165,7 @@ def test_capacity():
     assert "round down" in check(name, lambda n: round(math.pi * n / 50)).message
     assert "must return a number" in check(name, lambda n: "many").message
     assert "do not subtract 1" in check(name, lambda n: int(math.pi * n / 50) - 1).message
+    assert "without adding 1" in check(name, lambda n: int(math.pi * n / 50) + 1).message
     # a wrong constant is named as one, rounded or not (4 and 4.5 noise spreads)
     for c in (32, 40.5):
         for rounding in (math.floor, float):
@@ -288,6 +289,22 @@ def test_attention():
     assert check(name, one_polar)
     assert check(name, features)
     assert check(name, phasor_path)
+    # the forbidden tensor reshaped is still the forbidden tensor
+    def flat_queries(q, k, v, mask=None):  # (B Tq, Tk, D)
+        B, Tq, D = q.shape
+        diff = q.reshape(B * Tq, 1, D) - k.repeat_interleave(Tq, 0)
+        scores = torch.cos(math.pi * diff).mean(-1).view(B, Tq, -1)
+        return read_scores(scores, v, mask)
+
+    def flat_keys(q, k, v, mask=None):  # (B, Tq, Tk D)
+        diff = (q[..., :, None, :] - k[..., None, :, :]).flatten(-2)
+        scores = torch.cos(math.pi * diff).view(*diff.shape[:-1], k.shape[-2], -1).mean(-1)
+        return read_scores(scores, v, mask)
+
+    for reshaped in (flat_queries, flat_keys):
+        assert "(Tq, Tk, D)" in check(name, reshaped).message
+    complex_scores = check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "complex")).message
+    assert "complex" in complex_scores
     # slips in the scores are named as such, not blamed on the values
     assert "conjugated" in check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "conj")).message
     assert "absolute value" in check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "abs")
@@ -326,10 +343,17 @@ def features(q, k, v, mask=None):  # cell 61's real feature map [cos, sin] / sqr
     return torch.atan2(im, re) / math.pi, scores
 
 
+def read_scores(scores, v, mask):
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
+    return torch.atan2(im, re) / math.pi, scores
+
+
 def scores_slip(q, k, v, mask, slip):
     zq, zk, zv = (torch.polar(torch.ones_like(x), math.pi * x) for x in (q, k, v))
     products = zq @ (zk if slip == "conj" else zk.conj()).transpose(-2, -1)
-    scores = products.abs() if slip == "abs" else products.real
+    scores = {"abs": products.abs(), "complex": products}.get(slip, products.real)
     scores = scores if slip == "sum" else scores / q.shape[-1]
     if mask is not None:
         scores = scores.masked_fill(~mask, 0.0)

@@ -1234,3 +1234,9 @@ def test_messages_after_the_fresh_reading_of_2026_12_04():
     all_attention, attention_only, states = _hybrid_cache_bytes()
     answer = (all_attention, attention_only + 2 * states)  # states in float32
     assert "16 bits" in check("ex-ch10-hybrid-cache", answer).message
+
+    def zoh_swapped(A, B, delta):
+        dA = delta[:, None] * A
+        return torch.expm1(dA) / A * B, torch.exp(dA)
+
+    assert "swapped" in check("ex-ch10-zoh", zoh_swapped).message
