@@ -263,8 +263,9 @@ def check_capacity(predicted_capacity):
     if all(largest(k, bound) for _, k, bound in pairs):
         return
     if all(k == math.floor(bound) + 1 for _, k, bound in pairs):
-        raise Wrong("each K is one above the largest whole number under pi n / 50: that many "
-                    "pairs no longer meet the condition; round down without adding 1")
+        raise Wrong("each K is the whole number just above pi n / 50 (rounded up, or 1 added "
+                    "after rounding down): that many pairs no longer meet the condition; round "
+                    "down")
     if all(k == math.floor(bound) - 1 for _, k, bound in pairs):
         raise Wrong("each K is one below the largest whole number under pi n / 50: rounding down "
                     "once gives the largest K with K < pi n / 50; do not subtract 1 as well")
@@ -275,7 +276,7 @@ def check_capacity(predicted_capacity):
                             "the signal must exceed five noise spreads")
         n, k, _ = next((n, k, bound) for n, k, bound in pairs if not largest(k, bound))
         raise Wrong(f"K = {k:g} for n = {n} meets the condition, but it is not the largest K "
-                    "that does: the condition allows more pairs")
+                    "that does: give the bound itself, or round it down to a whole number")
     # the constant is wrong: judge it at the largest n, where rounding matters least
     if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:
         raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
@@ -394,10 +395,10 @@ def _score_variants(q, k, mask):
 
 class _Sizes(TorchFunctionMode):
     """Records whether the code run inside it makes a tensor with an entry for every query, key
-    and angle of one sequence or more: at least Tq Tk D entries, with D and Tq or Tk among its
-    sizes (or Tk D or Tq D with the other, or Tq Tk D). The exercise's sizes are chosen so that no
-    tensor of a one-product answer qualifies: (B, Tq + Tk, D, 2) is not Tq Tk D large and holds
-    neither Tq nor Tk."""
+    and angle of one sequence or more, in any layout: a multiple of Tq Tk D entries. The
+    exercise's sizes, Tq Tk D = 7 * 9 * 12 = 756, are chosen so that the tensors of a one-product
+    answer are not such multiples: (B, Tq + Tk, D, 2) has 768 entries, (B, Tk, D, 2, 2) 864, and
+    the scores, (B, Tq, Tk), 126."""
 
     def __init__(self, tq: int, tk: int, d: int):
         super().__init__()
@@ -407,11 +408,8 @@ class _Sizes(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if isinstance(out, torch.Tensor):
             tq, tk, d = self.sizes
-            shape = set(out.shape)
-            if out.numel() >= tq * tk * d and (
-                    d in shape and (tq in shape or tk in shape or tq * tk in shape)
-                    or tk * d in shape and tq in shape or tq * d in shape and tk in shape
-                    or tq * tk * d in shape):
+            n = out.numel()
+            if n >= tq * tk * d and n % (tq * tk * d) == 0:  # whatever its layout
                 self.pairwise = True
         return out
 

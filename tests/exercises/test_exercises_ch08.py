@@ -165,7 +165,9 @@ def test_capacity():
     assert "round down" in check(name, lambda n: round(math.pi * n / 50)).message
     assert "must return a number" in check(name, lambda n: "many").message
     assert "do not subtract 1" in check(name, lambda n: int(math.pi * n / 50) - 1).message
-    assert "without adding 1" in check(name, lambda n: int(math.pi * n / 50) + 1).message
+    assert "just above" in check(name, lambda n: int(math.pi * n / 50) + 1).message
+    one_decimal = check(name, lambda n: math.floor(10 * math.pi * n / 50) / 10).message
+    assert "not the largest" in one_decimal and "whole number" in one_decimal
     # a wrong constant is named as one, rounded or not (4 and 4.5 noise spreads)
     for c in (32, 40.5):
         for rounding in (math.floor, float):
@@ -301,7 +303,21 @@ def test_attention():
         scores = torch.cos(math.pi * diff).view(*diff.shape[:-1], k.shape[-2], -1).mean(-1)
         return read_scores(scores, v, mask)
 
-    for reshaped in (flat_queries, flat_keys):
+    def flat_pairs(q, k, v, mask=None):  # (B Tq Tk, D)
+        diff = (q[..., :, None, :] - k[..., None, :, :]).reshape(-1, q.shape[-1])
+        scores = torch.cos(math.pi * diff).mean(-1).view(*q.shape[:-1], k.shape[-2])
+        return read_scores(scores, v, mask)
+
+    def key_blocks(q, k, v, mask=None):  # right: each key phasor as a real 2 x 2 block
+        c, s = torch.cos(math.pi * k), torch.sin(math.pi * k)
+        blocks = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)
+        re_k = blocks[..., 0, 0]  # (B, Tk, D): cos, read back from the blocks
+        im_k = blocks[..., 1, 0]
+        scores = (torch.cos(math.pi * q) @ re_k.mT + torch.sin(math.pi * q) @ im_k.mT)
+        return read_scores(scores / q.shape[-1], v, mask)
+
+    assert check(name, key_blocks)
+    for reshaped in (flat_queries, flat_keys, flat_pairs):
         assert "(Tq, Tk, D)" in check(name, reshaped).message
     complex_scores = check(name, lambda q, k, v, m: scores_slip(q, k, v, m, "complex")).message
     assert "complex" in complex_scores
