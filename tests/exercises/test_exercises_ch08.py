@@ -352,11 +352,7 @@ def features(q, k, v, mask=None):  # cell 61's real feature map [cos, sin] / sqr
     def phi(x):
         return torch.cat([torch.cos(math.pi * x), torch.sin(math.pi * x)], -1) / x.shape[-1] ** 0.5
 
-    scores = phi(q) @ phi(k).transpose(-2, -1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, 0.0)
-    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
-    return torch.atan2(im, re) / math.pi, scores
+    return read_scores(phi(q) @ phi(k).transpose(-2, -1), v, mask)
 
 
 def read_scores(scores, v, mask):
@@ -379,10 +375,7 @@ def scores_slip(q, k, v, mask, slip):
 
 def differences(q, k, v, mask=None):
     scores = torch.cos(math.pi * (q[..., :, None, :] - k[..., None, :, :])).mean(-1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, 0.0)
-    re, im = scores @ torch.cos(math.pi * v), scores @ torch.sin(math.pi * v)
-    return torch.atan2(im, re) / math.pi, scores
+    return read_scores(scores, v, mask)
 
 
 def test_capacity_names_only_the_slip_it_sees():
