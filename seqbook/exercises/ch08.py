@@ -400,16 +400,15 @@ class _Sizes(TorchFunctionMode):
     answer are not such multiples: (B, Tq + Tk, D, 2) has 768 entries, (B, Tk, D, 2, 2) 864, and
     the scores, (B, Tq, Tk), 126."""
 
-    def __init__(self, tq: int, tk: int, d: int):
+    def __init__(self, entries: int):
         super().__init__()
-        self.sizes, self.pairwise = (tq, tk, d), False
+        self.entries, self.pairwise = entries, False  # entries: Tq Tk D
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if isinstance(out, torch.Tensor):
-            tq, tk, d = self.sizes
             n = out.numel()
-            if n >= tq * tk * d and n % (tq * tk * d) == 0:  # whatever its layout
+            if n >= self.entries and n % self.entries == 0:  # whatever its layout
                 self.pairwise = True
         return out
 
@@ -448,7 +447,7 @@ def check_attention(attention):
     mask[0, 1] = False  # a query that may look at nothing
     mask[1, 2] = True
     for m in (None, mask):
-        with _Sizes(Tq, Tk, D) as sizes:  # the method: no (B, Tq, Tk, D) tensor of angle differences
+        with _Sizes(Tq * Tk * D) as sizes:  # the method: no (B, Tq, Tk, D) tensor of angle differences
             out = call(attention, q.clone(), k.clone(), v.clone(), m, what="attention")
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "attention must return the pair (output, scores)")
