@@ -524,7 +524,8 @@ def _evaluate(model: nn.Module, ids: torch.Tensor, block_size: int, num_windows:
     return float(_all_mean(loss.detach().double(), d))
 
 
-def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, on_log) -> None:
+def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, bf16,
+                              on_log) -> None:
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a seqbook.gpt.GPTConfig, got {type(config).__name__}")
     check_ids("train_ids", train_ids, config.vocab_size, ndim=1, names="(N,)")
@@ -541,6 +542,9 @@ def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, acc
                          f"{d.world_size} x {accumulate}")
     if on_log is not None and not callable(on_log):
         raise TypeError(f"on_log must be callable or None, got {type(on_log).__name__}")
+    if bf16 and d.device.type != "cuda":
+        raise ValueError("bf16=True needs a CUDA device (bfloat16 autocast runs only on the GPU "
+                         f"here), got d.device {d.device}")
 
 
 @checked(_check_train_distributed, accumulate=check_positive_int, bf16=check_flag,

@@ -58,6 +58,9 @@ def check_ring(answer):
     got = _numbers(answer, 2, ("the size for 8 GPUs", "the size for 64 GPUs"),
                    "a pair (MB sent by each GPU with 8 GPUs, with 64 GPUs)")
     M = RING["parameters"] * RING["bytes"]
+    rights = [2 * (N - 1) / N * M / 1e6 for N in RING["devices"]]
+    if all(_near(value, right, 1e-4) for value, right in zip(got, rights[::-1], strict=True)):
+        raise Wrong("the two sizes are swapped: the first is for 8 GPUs, the second for 64")
     for value, N in zip(got, RING["devices"], strict=True):
         right = 2 * (N - 1) / N * M / 1e6
         if _near(value, right / 2):
@@ -65,9 +68,16 @@ def check_ring(answer):
                         "one phase only (the all-gather must still send the summed chunks "
                         "round), or 2 bytes a number (under autocast the gradients that DDP "
                         "all-reduces are float32)")
+        megabits = "in megabits: give it in MB, megabytes (10**6 bytes of 8 bits)"
+        if _near(value, right * 8) and N != 8:
+            raise Wrong(f"the size for {N} GPUs is {megabits}")
         if _near(value, right * N):
-            raise Wrong(f"the size for {N} GPUs sends the whole buffer at every step: each step of "
-                        "the ring sends one chunk, 1/N of the gradients")
+            either = "either it is in megabits (MB are bytes), or it" if N == 8 else "it"
+            raise Wrong(f"the size for {N} GPUs is {N} times too large: {either} sends the whole "
+                        "buffer at every step, where each step of the ring sends one chunk, 1/N "
+                        "of the gradients")
+        if _near(value, right / 1e3):
+            raise Wrong(f"the size for {N} GPUs is in GB: give it in MB (10**6 bytes)")
         if _near(value, 2 * right):
             raise Wrong(f"the size for {N} GPUs is twice too large: it counts what each GPU "
                         "receives as well as what it sends; count only what it sends")
@@ -169,7 +179,8 @@ def check_tensor_parallel(answer):
         (right / 2, "the answer is half of what each GPU sends. Either it counts two all-reduces a "
                     "block where there are four (one forward, g, and one backward, f, for each of "
                     "the two split layers), or it takes (N - 1) / N of the buffer, one phase of "
-                    "the ring; a ring all-reduce sends 2 (N - 1) / N."),
+                    "the ring (a ring all-reduce sends 2 (N - 1) / N), or it counts numbers, not "
+                    "bytes (2 bytes a number in bf16)."),
         (right / 4, "the answer is a quarter of what each GPU sends. It counts one all-reduce a "
                     "block where there are four (two forward, two backward), or the forward pass "
                     "only and one phase of the ring, or it gives each all-reduce 1/N of the "
@@ -180,7 +191,9 @@ def check_tensor_parallel(answer):
         (right * 2, "the answer is twice too large. It counts 4 bytes a number (the "
                     "activations and their gradients are bf16, 2 bytes), or what each GPU receives "
                     "as well as what it sends, or each GPU sending its whole buffer to each of the "
-                    "other N - 1 GPUs (a ring sends 2 (N - 1) / N of it)."),
+                    "other N - 1 GPUs (a ring sends 2 (N - 1) / N of it), or eight all-reduces a "
+                    "block: f and g each all-reduce in one pass only (g in the forward pass, f "
+                    "in the backward pass)."),
         (right * 1.5, "the answer counts six all-reduces a block: recomputing the activations would "
                       "repeat the forward ones, but here nothing is recomputed."),
         (right / TP["sequences"], "the answer is the traffic of one sequence's activations: the "
@@ -371,7 +384,7 @@ def check_bf16_hook(answer):
         (_hook_efficiency(bytes_=4), "the efficiency is that of float32 gradients, the cell's: "
                                      "in bfloat16 every bucket carries half the bytes" + _COMPUTE),
         (_hook_efficiency(last_bytes=4), "the efficiency keeps the last bucket in float32: the "
-                                         "hook casts every bucket, the last one too" + _COMPUTE),
+                                         "hook casts every bucket, the last one too"),
         (_hook_efficiency(last_params=HOOK["embedding"]),
          "the efficiency takes the embedding alone as the last bucket: DDP's last bucket holds "
          "44 147 712 gradients"),
@@ -533,6 +546,11 @@ def _check_sampler(rank_batch):
                                     "train on the batch that one process draws for the same "
                                     "step")
                     together = torch.cat(shares).sort().values
+                    repeats = [len(t) - len(set(t.tolist())) for t in (together, one)]
+                    expect(repeats[0] <= repeats[1],  # more repeats than the batch has
+                           f"with {world_size} processes, the ranks' shares overlap: some windows "
+                           "are trained on by two ranks and others by none. Cut the batch into "
+                           "shares that do not overlap")
                     expect(torch.equal(together, one.sort().values),
                            f"the {world_size} ranks together do not train on the batch that one "
                            "process draws for the same step: the run would change with the number "
@@ -547,7 +565,8 @@ def _check_sampler(rank_batch):
     # (seed, step) pairs that one number made of the two merges: seed + step, seed ^ step or
     # seed * step for the first; M * seed + step and M * step + seed, for the usual multipliers
     # M, for the others (all below 2**32: NumPy's SeedSequence splits a larger int into 32-bit
-    # words and drops trailing zeros, so default_rng([2**32 + 1, 0]) is default_rng([1, 1]))
+    # words and pads fewer than four with zeros, so default_rng([2**32 + 1, 0]) is
+    # default_rng([1, 1]))
     multipliers = (10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 10**9 + 7, 2**8,
                    2**16, 2**20, 2**31, 1009, 7919, 10007, 12345, 31337, 99991, 1_000_003)
     pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))]
@@ -585,36 +604,6 @@ def _grads(model) -> list[torch.Tensor | None]:
     return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
 
 
-class _CountBackward:
-    """Within the ``with``: every backward pass (``Tensor.backward``, ``torch.autograd.backward``
-    or ``torch.autograd.grad``) appends "B" to ``events``; the learner's functions are restored on
-    leaving."""
-
-    def __init__(self, events: list[str]):
-        self.events, self.depth = events, 0
-
-    def _wrap(self, fn):
-        def counted(*args, **kwargs):
-            if self.depth == 0:  # Tensor.backward calls torch.autograd.backward: count it once
-                self.events.append("B")
-            self.depth += 1
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.depth -= 1
-        return counted
-
-    def __enter__(self):
-        self.saved = torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad
-        torch.Tensor.backward = self._wrap(self.saved[0])
-        torch.autograd.backward = self._wrap(self.saved[1])
-        torch.autograd.grad = self._wrap(self.saved[2])
-        return self
-
-    def __exit__(self, *exc):
-        torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad = self.saved
-
-
 @exercise("ex-dist-accumulate", hints=[
     "The loss of the whole batch is the mean over B examples; the loss of a micro-batch is the "
     "mean over B / k. How do the k micro-batch means combine into the batch mean?",
@@ -630,23 +619,22 @@ def check_accumulate(accumulate_gradients):
         sizes: list[int] = []
         events: list[str] = []
 
-        traversals = [0]  # backward passes through some micro-batch's graph, all counted
-
         def forward(_m, args, sizes=sizes, events=events):
             sizes.append(args[0].shape[0])
             events.append("F")
 
-        def traversed(_m, _args, out, traversals=traversals):
+        # a backward pass is seen in the graph, where it reaches a micro-batch's first layer,
+        # however the learner started it (backward(), torch.autograd.grad, a name imported)
+        def traversed(_m, _args, out, events=events):
             if isinstance(out, torch.Tensor) and out.requires_grad:
-                out.register_hook(lambda grad: traversals.__setitem__(0, traversals[0] + 1))
+                out.register_hook(lambda grad: events.append("B"))
 
         # on the first layer, which runs whether the learner calls model(x) or model.forward(x)
         hooks = (model[0].register_forward_pre_hook(forward),
                  model[0].register_forward_hook(traversed))
         x0, y0 = x.clone(), y.clone()
         try:
-            with _CountBackward(events):
-                call(accumulate_gradients, model, x, y, k, what="accumulate_gradients")
+            call(accumulate_gradients, model, x, y, k, what="accumulate_gradients")
         finally:
             for hook in hooks:
                 hook.remove()
@@ -663,14 +651,13 @@ def check_accumulate(accumulate_gradients):
                         "backward pass: every micro-batch's graph (its activations) stays in "
                         "memory until then, as if the whole batch ran at once, and that memory is "
                         "what accumulation is meant to save")
-        expect(backwards <= k, f"with k = {k}, backward ran {backwards} times, more than once per "
-               "micro-batch: a graph kept and run backward again adds its gradient twice")
-        if traversals[0] > k:
+        if backwards > k:
             raise Wrong(f"with k = {k}, the backward passes went through the micro-batches' "
-                        f"graphs {traversals[0]} times, not once each: a backward pass reaches "
-                        "back into earlier micro-batches (a running sum of their losses, kept "
-                        "with retain_graph=True), whose graphs then all stay in memory. Run "
-                        "backward on each micro-batch's own loss")
+                        f"graphs {backwards} times, not once each: a backward pass reached back "
+                        "into a graph already run backward (a running sum of the losses, or a "
+                        "loss run backward twice, kept with retain_graph=True), which adds its "
+                        "gradient again and keeps every graph in memory. Run backward once on "
+                        "each micro-batch's own loss")
         expect(events == ["F", "B"] * k,
                f"with k = {k} the forward and backward passes ran in the order {''.join(events)} "
                "(F forward, B backward): each micro-batch's backward pass must follow its own "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.autograd import grad as imported_grad
 
 from seqbook.exercises import check
 from tests.random_state import assert_random_state_untouched
@@ -47,6 +48,10 @@ def test_ring():
         ((ring_mb(8, phases=1), RING[1]), "one phase"),
         ((ring_mb(8, per_number=2), RING[1]), "2 bytes a number"),
         ((RING[0], ring_mb(64, chunk=False)), "whole buffer"),
+        ((ring_mb(8, chunk=False), RING[1]), "megabits (MB are bytes), or it sends the whole buffer"),
+        ((RING[0], RING[1] * 8), "in megabits"),
+        ((RING[0], RING[1] / 1e3), "in GB"),
+        (RING[::-1], "swapped"),
         (sent_and_received, "receives"),
         ((ring_mb(8, unit=2**20), RING[1]), "MiB"),
         ((RING[0], 2 * M / 1e6), "(N - 1) / N"),
@@ -124,6 +129,8 @@ def test_tensor_parallel():
         (tp_mb(all_reduces=1), "a quarter"),
         (tp_mb() / 4, "1/N of the (B, T, D) tensor"),
         (tp_mb(per_number=4), "twice too large"),
+        (tp_mb(all_reduces=8), "f and g each all-reduce in one pass only"),
+        (tp_mb(per_number=1), "counts numbers, not bytes"),
         (tp_mb(all_reduces=6), "recomputing"),
         (tp_mb(sequences=1), "one sequence"),
         (tp_mb(layers=1), "one block"),
@@ -273,6 +280,12 @@ def fixed(num_windows, batch_size, step, rank, world_size, seed=0):
     return batch[rank * share:(rank + 1) * share]
 
 
+def overlapping(num_windows, batch_size, step, rank, world_size, seed=0):
+    batch = torch.from_numpy(generator_for(seed, step).integers(num_windows, size=batch_size))
+    share = batch_size // world_size
+    return batch[rank:rank + share]  # starts rank windows in, not rank shares
+
+
 def strided(num_windows, batch_size, step, rank, world_size, seed=0):
     # another right answer: every world_size-th window of a global batch without repeats
     batch = torch.from_numpy(generator_for(seed, step).permutation(num_windows)[:batch_size])
@@ -384,6 +397,7 @@ def test_sampler():
     assert verdict("ex-dist-sampler-bug", starter)[0] == "not attempted"
     for answer, fragment in [
         (per_rank_seed, "number of processes"),
+        (overlapping, "the ranks' shares overlap"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).tolist(), "tensor of indices"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).double(), "integer"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, s, r, w, seed).numpy() * 1.0, "integer"),
@@ -515,6 +529,15 @@ def test_accumulate():
 
     assert check("ex-dist-accumulate", with_autograd_grad)
 
+    def with_imported_grad(model, x, y, k):  # the same, with grad imported before the check
+        params = list(model.parameters())
+        for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+            grads = imported_grad(F.cross_entropy(model(xs), ys) / k, params)
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g if p.grad is None else p.grad + g
+
+    assert check("ex-dist-accumulate", with_imported_grad)
+
     def starter(model, x, y, k):
         raise NotImplementedError
 
@@ -529,7 +552,7 @@ def test_accumulate():
         (whole_batch, "micro-batches of B / k"),
         (sum_reduction, "differ from the gradient"),
         (per_example, "divided by its number of examples"),
-        (extra_backward, "more than once per micro-batch"),
+        (extra_backward, "a loss run backward twice"),
         (sum_then_backward, "graph (its activations) stays in memory"),
         (cat_then_backward, "graph (its activations) stays in memory"),
         (forwards_first, "graph (its activations) stays in memory"),
@@ -538,7 +561,7 @@ def test_accumulate():
     ]:
         status, message = verdict("ex-dist-accumulate", answer)
         assert status == "fail" and fragment in message, (answer, message)
-        # the check's counting of backward passes is undone, whatever the verdict
+        # the check counts backward passes in the graph: PyTorch's functions are left alone
         assert torch.Tensor.backward is backward and torch.autograd.backward is autograd_backward
         assert torch.autograd.grad is grad
 

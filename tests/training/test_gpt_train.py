@@ -367,6 +367,7 @@ BAD_CALLS = {  # the library below the command line: each argument checked at th
     "accumulate-0": (lambda: _train(accumulate=0), "accumulate", ">= 1", "0"),
     "accumulate-not-dividing": (lambda: _train(accumulate=3), "batch_size 2", "divisible", "1 x 3"),
     "parallel-unknown": (lambda: _train(parallel="zero"), "parallel", "'zero'"),
+    "bf16-on-cpu": (lambda: _train(bf16=True), "bf16=True", "CUDA", "cpu"),  # not float32 silently
     "eval_windows-0": (lambda: _train(eval_windows=0), "eval_windows", "0"),
     "run-dict": (lambda: _train(run={"steps": 1}), "run", "RunSettings", "dict"),
     "RunSettings-steps-0": (lambda: RunSettings(0, 2), "steps", "0"),
