@@ -226,6 +226,83 @@ def check_tensor_parallel(answer):
 
 
 # ---------------------------------------------------------------------------------------------
+# The pipeline's idle time: GPipe's fill and drain.
+# ---------------------------------------------------------------------------------------------
+
+# p stages of equal cost, m micro-batches (and the smallest m for the target idle share); a
+# stage takes t_f for a micro-batch's forward pass and 2 t_f for its backward pass
+PIPE = {"stages": 4, "micro_batches": 8, "backward": 2, "target": 0.05}
+
+
+def _pipe_right() -> tuple[float, float, int]:
+    p, m, k = PIPE["stages"], PIPE["micro_batches"], PIPE["backward"]
+    idle = (p - 1) / (m + p - 1)
+    smallest = next(n for n in range(1, 10**6) if (p - 1) / (n + p - 1) <= PIPE["target"])
+    return (m + p - 1) * (1 + k), idle, smallest
+
+
+@exercise("ex-dist-pipeline", hints=[
+    "Follow the first micro-batch: it reaches the last stage after p - 1 forward passes of the "
+    "others' stages, and every stage then runs the m micro-batches one after the other. The "
+    "backward passes do the same, from the last stage back to the first.",
+    "The forward passes end after (m + p - 1) t_f and the backward passes take (m + p - 1) 2 t_f "
+    "more; each GPU is busy m (t_f + 2 t_f) of that. For the smallest m, solve "
+    "(p - 1) / (m + p - 1) <= 0.05 for an integer m.",
+])
+def check_pipeline(answer):
+    got = _numbers(answer, 3, ("the step's time", "the idle share", "the smallest m"),
+                   "a triple (the step's time in units of t_f with m = 8, the share of it that "
+                   "each GPU idles, the smallest m for an idle share of at most 5 %)")
+    p, m, k = PIPE["stages"], PIPE["micro_batches"], PIPE["backward"]
+    step, idle, smallest = _pipe_right()
+    time_slips = [
+        (m * (1 + k), "the step's time is the time each GPU is busy, m (t_f + 2 t_f): the "
+                      "pipeline also fills and drains, and the last stage starts only after "
+                      "p - 1 forward passes of the stages before it"),
+        (m + p - 1, "the step's time leaves out the backward passes, 2 t_f a micro-batch on "
+                    "every stage"),
+        ((m + p - 1) * 2, "the step's time counts the backward pass as long as the forward "
+                          "pass: it takes 2 t_f"),
+        (m * p * (1 + k), "the step's time runs the stages one after the other for each "
+                          "micro-batch: a stage passes a micro-batch on and starts the next one"),
+        ((m + p) * (1 + k), "the step's time counts p steps of filling: the first micro-batch "
+                            "reaches the last stage after p - 1"),
+    ]
+    for value, message in time_slips:
+        if _near(got[0], value, 1e-6):
+            raise Wrong(message)
+    expect(_near(got[0], step, 1e-6), "the step's time is not right: follow the first "
+           "micro-batch through the stages, then the others behind it, in both passes")
+    if _near(got[1], (p - 1) / m):
+        raise Wrong("the idle share is (p - 1) / m, the idle time over the busy time (Narayanan "
+                    "et al.'s bubble fraction): the question asks for the idle time over the "
+                    "step's")
+    if _near(got[1], 100 * idle):
+        raise Wrong("the idle share is a percentage: give it as a share between 0 and 1")
+    if _near(got[1], 1 - idle):
+        raise Wrong("that is the share of the step that each GPU is busy: the question asks for "
+                    "the share it idles")
+    if _near(got[1], (p - 1) / p):
+        raise Wrong("the idle share is that of a single batch going through the stages, "
+                    "(p - 1) / p: the m micro-batches keep the stages busy together")
+    expect(_near(got[1], idle, 1e-3), "the idle share is not right (to within 0.1 %): divide "
+           "the time each GPU waits by the step's time")
+    expect(float(got[2]).is_integer(), "the smallest m must be a whole number of micro-batches")
+    n = int(got[2])
+    target = PIPE["target"]
+    if n == next(i for i in range(1, 10**6) if (p - 1) / i <= target):
+        raise Wrong(f"m = {n} keeps (p - 1) / m, the idle time over the busy time, at most 5 %: "
+                    "the question asks for the idle share of the step, (p - 1) / (m + p - 1)")
+    if n == smallest + 1 and (p - 1) / (smallest + p - 1) == target:
+        raise Wrong(f"with m = {smallest} the idle share is exactly 5 %, which is at most 5 %")
+    if n > smallest:
+        raise Wrong(f"m = {n} is enough, but a smaller m already keeps the idle share at most "
+                    "5 %")
+    share = (p - 1) / (n + p - 1)
+    expect(n == smallest, f"with m = {n} the idle share is {share:.3f}, more than 5 %")
+
+
+# ---------------------------------------------------------------------------------------------
 # The all-reduce in bfloat16: what a communication hook buys at 512 GPUs.
 # ---------------------------------------------------------------------------------------------
 

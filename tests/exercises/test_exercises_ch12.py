@@ -158,6 +158,41 @@ def test_tensor_parallel():
         assert status == "fail" and fragment in message, (answer, message)
 
 
+# --- ex-dist-pipeline ----------------------------------------------------------------------------
+
+PIPE = (33, 3 / 11, 57)
+
+
+def test_pipeline():
+    assert check("ex-dist-pipeline", PIPE)
+    assert check("ex-dist-pipeline", [33.0, 0.2727, 57.0])  # rounded to 0.1 %, floats
+    assert check("ex-dist-pipeline", np.array(PIPE))
+    assert check("ex-dist-pipeline", (torch.tensor(33), 9 / 33, np.int64(57)))
+    assert verdict("ex-dist-pipeline", ...)[0] == "not attempted"
+    for answer, fragment in [
+        ((24, 3 / 11, 57), "fills and drains"),
+        ((11, 3 / 11, 57), "leaves out the backward passes"),
+        ((22, 3 / 11, 57), "as long as the forward"),
+        ((96, 3 / 11, 57), "one after the other"),
+        ((36, 3 / 11, 57), "p steps of filling"),
+        ((34, 3 / 11, 57), "step's time is not right"),
+        ((33, 3 / 8, 57), "bubble fraction"),
+        ((33, 300 / 11, 57), "percentage"),
+        ((33, 8 / 11, 57), "busy"),
+        ((33, 3 / 4, 57), "single batch"),
+        ((33, 0.28, 57), "idle share is not right"),
+        ((33, 3 / 11, 60), "the idle time over the busy time"),
+        ((33, 3 / 11, 58), "exactly 5 %"),
+        ((33, 3 / 11, 70), "a smaller m"),
+        ((33, 3 / 11, 56), "0.051, more than 5 %"),
+        ((33, 3 / 11, 57.5), "whole number"),
+        ((33, 3 / 11), "triple"),
+        ((33, "a quarter", 57), "must be a number"),
+    ]:
+        status, message = verdict("ex-dist-pipeline", answer)
+        assert status == "fail" and fragment in message, (answer, message)
+
+
 # --- ex-dist-bf16-hook ----------------------------------------------------------------------------
 
 LAST = 44_147_712  # gradients in DDP's last bucket (tests/models/test_ddp_buckets.py)
@@ -572,6 +607,7 @@ def test_accumulate():
 @pytest.mark.parametrize("name, answer", [
     ("ex-dist-ring", RING),
     ("ex-dist-zero", ZERO),
+    ("ex-dist-pipeline", PIPE),
     ("ex-dist-bf16-hook", HOOK),
     ("ex-dist-sampler-bug", fixed),
     ("ex-dist-sampler-bug", buggy),
