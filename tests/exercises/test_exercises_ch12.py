@@ -160,34 +160,35 @@ def test_tensor_parallel():
 
 # --- ex-dist-pipeline ----------------------------------------------------------------------------
 
-PIPE = (33, 3 / 11, 57)
+PIPE = (33, 3 / 11, 40)
 
 
 def test_pipeline():
     assert check("ex-dist-pipeline", PIPE)
-    assert check("ex-dist-pipeline", [33.0, 0.2727, 57.0])  # rounded to 0.1 %, floats
+    assert check("ex-dist-pipeline", [33.0, 0.273, 40.0])  # to three decimals, floats
     assert check("ex-dist-pipeline", np.array(PIPE))
-    assert check("ex-dist-pipeline", (torch.tensor(33), 9 / 33, np.int64(57)))
+    assert check("ex-dist-pipeline", (torch.tensor(33), 9 / 33, np.int64(40)))
     assert verdict("ex-dist-pipeline", ...)[0] == "not attempted"
     for answer, fragment in [
-        ((24, 3 / 11, 57), "fills and drains"),
-        ((11, 3 / 11, 57), "leaves out the backward passes"),
-        ((22, 3 / 11, 57), "as long as the forward"),
-        ((96, 3 / 11, 57), "one after the other"),
-        ((36, 3 / 11, 57), "p steps of filling"),
-        ((34, 3 / 11, 57), "step's time is not right"),
-        ((33, 3 / 8, 57), "bubble fraction"),
-        ((33, 300 / 11, 57), "percentage"),
-        ((33, 8 / 11, 57), "busy"),
-        ((33, 3 / 4, 57), "single batch"),
-        ((33, 0.28, 57), "idle share is not right"),
-        ((33, 3 / 11, 60), "the idle time over the busy time"),
-        ((33, 3 / 11, 58), "exactly 5 %"),
-        ((33, 3 / 11, 70), "a smaller m"),
-        ((33, 3 / 11, 56), "0.051, more than 5 %"),
-        ((33, 3 / 11, 57.5), "whole number"),
+        ((24, 3 / 11, 40), "fills and drains"),
+        ((11, 3 / 11, 40), "in units of t_f + 2 t_f"),
+        ((22, 3 / 11, 40), "as long as the forward"),
+        ((96, 3 / 11, 40), "one after the other"),
+        ((36, 3 / 11, 40), "p steps of filling"),
+        ((34, 3 / 11, 40), "step's time is not right"),
+        ((33, 3 / 8, 40), "bubble fraction"),
+        ((33, 27.3, 40), "percentage"),
+        ((33, 8 / 11, 40), "busy"),
+        ((33, 3 / 4, 40), "single batch"),
+        ((33, 9, 40), "the idle time in units of t_f"),
+        ((33, 0.274, 40), "idle share is not right"),
+        ((33, 3 / 11, 43), "the idle time over the busy time"),
+        ((33, 3 / 11, 57), "a smaller m"),
+        ((33, 3 / 11, 39), "0.071, more than 7 %"),
+        ((33, 3 / 11, -3), "at least one micro-batch"),
+        ((33, 3 / 11, 40.5), "whole number"),
         ((33, 3 / 11), "triple"),
-        ((33, "a quarter", 57), "must be a number"),
+        ((33, "a quarter", 40), "must be a number"),
     ]:
         status, message = verdict("ex-dist-pipeline", answer)
         assert status == "fail" and fragment in message, (answer, message)
