@@ -234,11 +234,15 @@ def check_tensor_parallel(answer):
 PIPE = {"stages": 4, "micro_batches": 8, "backward": 2, "target": 0.07}
 
 
+def _smallest_m(idle_share) -> int:
+    """The smallest number of micro-batches m whose ``idle_share(m)`` is at most the target."""
+    return next(n for n in range(1, 10**6) if idle_share(n) <= PIPE["target"])
+
+
 def _pipe_right() -> tuple[float, float, int]:
     p, m, k = PIPE["stages"], PIPE["micro_batches"], PIPE["backward"]
     idle = (p - 1) / (m + p - 1)
-    smallest = next(n for n in range(1, 10**6) if (p - 1) / (n + p - 1) <= PIPE["target"])
-    return (m + p - 1) * (1 + k), idle, smallest
+    return (m + p - 1) * (1 + k), idle, _smallest_m(lambda n: (p - 1) / (n + p - 1))
 
 
 @exercise("ex-dist-pipeline", hints=[
@@ -246,8 +250,8 @@ def _pipe_right() -> tuple[float, float, int]:
     "each stage before it, and the other micro-batches follow it one behind the other. The "
     "backward passes do the same, from the last stage back to the first.",
     "Count the forward passes' time in steps of t_f and the backward passes' in steps of 2 t_f; "
-    "a GPU is busy only while its stage runs the m micro-batches, in both passes. For the smallest m, solve "
-    "the idle share <= 0.07 for a whole number.",
+    "a GPU is busy only while its stage runs the m micro-batches, in both passes. For the "
+    "smallest m, solve the idle share <= 0.07 for a whole number.",
 ])
 def check_pipeline(answer):
     got = _numbers(answer, 3, ("the step's time", "the idle share", "the smallest m"),
@@ -298,17 +302,17 @@ def check_pipeline(answer):
     expect(abs(got[1] - idle) <= 5e-4, "the idle share is not right (to three decimals): divide "
            "the time each GPU waits by the step's time")
     expect(float(got[2]).is_integer(), "the smallest m must be a whole number of micro-batches")
-    n = int(got[2])
-    target = PIPE["target"]
+    n, target = int(got[2]), f"{PIPE['target']:.0%}".replace("%", " %")
     expect(n >= 1, f"m = {n:.3g}: a step needs at least one micro-batch")
-    if n == next(i for i in range(1, 10**6) if (p - 1) / i <= target):
-        raise Wrong(f"m = {n} keeps (p - 1) / m, the idle time over the busy time, at most 7 %: "
-                    "the question asks for the idle share of the step, (p - 1) / (m + p - 1)")
+    if n == _smallest_m(lambda i: (p - 1) / i):
+        raise Wrong(f"m = {n} keeps (p - 1) / m, the idle time over the busy time, at most "
+                    f"{target}: the question asks for the idle share of the step, "
+                    "(p - 1) / (m + p - 1)")
     if n > smallest:
         raise Wrong(f"m = {n:.6g} is enough, but a smaller m already keeps the idle share at "
-                    "most 7 %")
+                    f"most {target}")
     share = (p - 1) / (n + p - 1)
-    expect(n == smallest, f"with m = {n} the idle share is {share:.3f}, more than 7 %")
+    expect(n == smallest, f"with m = {n} the idle share is {share:.3f}, more than {target}")
 
 
 # ---------------------------------------------------------------------------------------------
