@@ -61,8 +61,7 @@ def check_ring(answer):
     rights = [2 * (N - 1) / N * M / 1e6 for N in RING["devices"]]
     if all(_near(value, right, 1e-4) for value, right in zip(got, rights[::-1], strict=True)):
         raise Wrong("the two sizes are swapped: the first is for 8 GPUs, the second for 64")
-    for value, N in zip(got, RING["devices"], strict=True):
-        right = 2 * (N - 1) / N * M / 1e6
+    for value, N, right in zip(got, RING["devices"], rights, strict=True):
         if _near(value, right / 2):
             raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts "
                         "one phase only (the all-gather must still send the summed chunks "
@@ -239,10 +238,15 @@ def _smallest_m(idle_share) -> int:
     return next(n for n in range(1, 10**6) if idle_share(n) <= PIPE["target"])
 
 
+def _idle_share(m: int) -> float:
+    """The share of GPipe's step that each of the p stages idles with m micro-batches."""
+    p = PIPE["stages"]
+    return (p - 1) / (m + p - 1)
+
+
 def _pipe_right() -> tuple[float, float, int]:
     p, m, k = PIPE["stages"], PIPE["micro_batches"], PIPE["backward"]
-    idle = (p - 1) / (m + p - 1)
-    return (m + p - 1) * (1 + k), idle, _smallest_m(lambda n: (p - 1) / (n + p - 1))
+    return (m + p - 1) * (1 + k), _idle_share(m), _smallest_m(_idle_share)
 
 
 @exercise("ex-dist-pipeline", hints=[
@@ -311,8 +315,8 @@ def check_pipeline(answer):
     if n > smallest:
         raise Wrong(f"m = {n:.6g} is enough, but a smaller m already keeps the idle share at "
                     f"most {target}")
-    share = (p - 1) / (n + p - 1)
-    expect(n == smallest, f"with m = {n} the idle share is {share:.3f}, more than {target}")
+    expect(n == smallest, f"with m = {n} the idle share is {_idle_share(n):.3f}, more than "
+           f"{target}")
 
 
 # ---------------------------------------------------------------------------------------------
