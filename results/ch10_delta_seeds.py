@@ -16,7 +16,8 @@ as results/ch10_seeds.py does:
   a state of 16 x 16 = 256 numbers.
 * **MQAR with updates** (cell "delta_updates"): ``mqar_updates``, every key written twice with a new
   value, the last one asked for; n = 8, 16, 32 writes, for softmax attention, linear attention,
-  the gated recurrence with N = 16, DeltaNet and gated DeltaNet; otherwise as MQAR.
+  the gated recurrence with N = 16, DeltaNet and gated DeltaNet; otherwise as MQAR. The chapter
+  trains these with 8 writes only and reads 16 and 32 from this script's JSON.
 
 The chapter reads the JSON and asserts the claims; the numbers of the plain-MQAR models without
 the delta rule come from results/ch10_seeds.json (same seeds, same data).

@@ -277,7 +277,7 @@ def linear_attention_chunked(
     z = torch.cat([torch.zeros_like(z[:, :, :1]), z[:, :, :-1]], dim=2).cumsum(dim=2)
 
     mask = causal_mask(C, device=q.device)                   # (C, C)
-    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, 0.0)  # (B, H, n, C, C)
+    scores = torch.where(mask, q @ k.transpose(-2, -1), 0.0)  # (B, H, n, C, C)
     numerator = q @ S + scores @ v                           # (B, H, n, C, D_v)
     denominator = q @ z[..., None] + scores.sum(dim=-1, keepdim=True)  # (B, H, n, C, 1)
     out = numerator / (denominator + eps)                    # (B, H, n, C, D_v)

@@ -791,9 +791,9 @@ def decay_mask(log_a: torch.Tensor) -> torch.Tensor:
     T = log_a.shape[-1]
     lower = causal_mask(T, device=log_a.device)                      # (T, T) j <= i
     x = log_a[..., :, None].expand(*log_a.shape, T)                  # x[i, j] = log a_i
-    x = x.masked_fill(~lower.tril(-1), 0.0)                          # keep i > j
+    x = torch.where(lower.tril(-1), x, 0.0)                          # keep i > j
     segsum = x.cumsum(dim=-2)                    # (..., T, T) sum_{k=j+1..i} log a_k
-    return segsum.exp().masked_fill(~lower, 0.0)                     # (..., T, T)
+    return torch.where(lower, segsum.exp(), 0.0)                     # (..., T, T)
 
 
 # x of a scalar-gated SSM, checked first: its shape gives the sizes of the others.
