@@ -17,7 +17,8 @@ as results/ch10_seeds.py does:
 * **MQAR with updates** (cell "delta_updates"): ``mqar_updates``, every key written twice with a new
   value, the last one asked for; n = 8, 16, 32 writes, for softmax attention, linear attention,
   the gated recurrence with N = 16, DeltaNet and gated DeltaNet; otherwise as MQAR. The chapter
-  trains these with 8 writes only and reads 16 and 32 from this script's JSON.
+  trains these with 8 writes only (seed 0) and reads every number of writes over the seeds,
+  8 included, from this script's JSON.
 
 The chapter reads the JSON and asserts the claims; the numbers of the plain-MQAR models without
 the delta rule come from results/ch10_seeds.json (same seeds, same data).

@@ -9,7 +9,8 @@ The cell "Hybrids" of ``chapters/10_recurrence.ipynb`` gives the MQAR model of
 Every other setting is the chapter's (width 16, 128 keys, 16 values, 16 queries, n = 4 ... 64
 pairs, 200 steps of 64 sequences, Adam(1e-2), 500 test sequences), and so are the seeds: seed 0 is
 the chapter's own run, seed s shifts every seed by ``10_000 * s`` (``ch10_seeds.train_mqar``). The
-chapter trains both models at 64 pairs only and reads every n from this script's JSON.
+chapter trains both models at 64 pairs only (seed 0) and reads every n over the seeds from this
+script's JSON.
 
 Run from the repository root, one CPU thread (about 20 s a seed)::
 
