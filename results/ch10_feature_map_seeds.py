@@ -14,8 +14,8 @@ sequences, Adam(1e-2), 2000 test sequences) with linear attention under two more
 
 The seeds are the chapter's: seed 0 is its own run, seed s shifts every seed by ``10_000 * s``
 (``ch10_seeds.train_recall``); elu + 1 and softmax attention are in ``results/ch10_seeds.json``.
-The chapter trains the four maps at 32 pairs only (seed 0) and reads every n over the seeds from
-this script's JSON.
+The chapter trains the two maps and the two controls at 32 pairs only (seed 0) and reads every n
+over the seeds from this script's JSON.
 
 Run from the repository root, one CPU thread (about 20 s a seed)::
 
