@@ -350,7 +350,9 @@ def _padded_batch(pad: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     B, T, C = 4, 9, 6
     z = 2 * torch.randn(B, T, C, generator=g, dtype=F64)
-    y = torch.randint(1, C, (B, T), generator=g)
+    # real targets: every class but the pad's own id, so with pad -100 class 0 is a real token
+    # (an answer that takes "id <= 0" for padding, not ignore_index, is wrong there)
+    y = torch.randint(1 if pad == 0 else 0, C, (B, T), generator=g)
     for b, length in enumerate((9, 5, 2, 7)):
         y[b, length:] = pad
     return z, y

@@ -283,6 +283,17 @@ def test_smoothing_bug():
 
     message = check(name, no_masked_fill).message
     assert "RuntimeError" in message and "A pad is not a class id" in message
+
+    def pads_are_nonpositive(logits, target, label_smoothing, ignore_index):
+        # ignores ignore_index and takes every id <= 0 for padding: wrong for a real class 0
+        logq = torch.log_softmax(logits, dim=-1)
+        real = target >= 1
+        nll = -logq.gather(-1, target.clamp(min=0)[..., None])[..., 0]
+        loss = (1 - label_smoothing) * nll + label_smoothing * (-logq.mean(-1))
+        return (loss * real).sum() / real.sum()
+
+    message = check(name, pads_are_nonpositive).message
+    assert "padding id -100 the loss differs" in message, message
     # a loss is for training: a 0-d array, or a loss whose smoothing term is detached, is refused
     assert "a loss is for training" in check(
         name, lambda z, y, e, i: right(z, y, e, i).detach().numpy()).message
