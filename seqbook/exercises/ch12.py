@@ -169,59 +169,70 @@ TP = {"layers": 12, "embed_dim": 768, "sequences": 16, "tokens": 1024, "devices"
     "blocks; divide by 10**6 for MB.",
 ])
 def check_tensor_parallel(answer):
-    got = _number(answer, "answer")
-    N = TP["devices"]
+    count, got = _numbers(answer, 2, ("the number of all-reduces", "the MB"),
+                          "a pair: (all-reduces per step, MB each GPU sends per step)")
+    N, L = TP["devices"], TP["layers"]
     buffer = TP["sequences"] * TP["tokens"] * TP["embed_dim"] * TP["bytes"]  # one (B, T, D) tensor
     ring = 2 * (N - 1) / N
-    right = TP["layers"] * 4 * ring * buffer / 1e6
+    right_count = 4 * L  # f and g, forward and backward, in each of the two split layers
+    right = right_count * ring * buffer / 1e6
+    counts = {
+        L * 2: "two all-reduces a block where there are four: one forward (g) and one backward "
+               "(f) for each of the two split layers, the attention and the feed-forward network",
+        L: "one all-reduce a block where there are four (two forward, two backward)",
+        L * 8: "eight all-reduces a block: f and g each all-reduce in one pass only (g in the "
+               "forward pass, f in the backward pass)",
+        L * 6: "six all-reduces a block: recomputing the activations would repeat the forward "
+               "ones, but here nothing is recomputed",
+        4: "the all-reduces of one block: the model has 12 blocks. (The 12 heads do not divide "
+           "them: each all-reduce carries the sum of all the heads' terms.)",
+        4 * L * 12: "one all-reduce per head: each all-reduce carries the sum of all the heads' "
+                    "terms, one a split layer",
+    }
+    if count != right_count:
+        raise Wrong("the number of all-reduces is not right"
+                    + (f": the answer counts {counts[count]}." if count in counts else
+                       ": count them in one block, in both passes, then in the 12 blocks."))
     slips = [
-        (right / 2, "the answer is half of what each GPU sends. Either it counts two all-reduces a "
-                    "block where there are four (one forward, g, and one backward, f, for each of "
-                    "the two split layers), or it takes (N - 1) / N of the buffer, one phase of "
-                    "the ring (a ring all-reduce sends 2 (N - 1) / N), or it counts numbers, not "
-                    "bytes (2 bytes a number in bf16)."),
-        (right / 4, "the answer is a quarter of what each GPU sends. It counts one all-reduce a "
-                    "block where there are four (two forward, two backward), or the forward pass "
-                    "only and one phase of the ring, or it gives each all-reduce 1/N of the "
-                    "(B, T, D) tensor; each carries the whole tensor (every rank holds its own term "
-                    "of the whole output)."),
-        (right * 2.5, "the answer makes the feed-forward network's all-reduces carry its hidden "
-                      "layer, (B, T, 4D): they come after W_2, on the (B, T, D) output."),
-        (right * 2, "the answer is twice too large. It counts 4 bytes a number (the "
-                    "activations and their gradients are bf16, 2 bytes), or what each GPU receives "
-                    "as well as what it sends, or each GPU sending its whole buffer to each of the "
-                    "other N - 1 GPUs (a ring sends 2 (N - 1) / N of it), or eight all-reduces a "
-                    "block: f and g each all-reduce in one pass only (g in the forward pass, f "
-                    "in the backward pass)."),
-        (right * 1.5, "the answer counts six all-reduces a block: recomputing the activations would "
-                      "repeat the forward ones, but here nothing is recomputed."),
-        (right / TP["sequences"], "the answer is the traffic of one sequence's activations: the "
+        (right / 2, "the MB are half of what each GPU sends. Either they take (N - 1) / N of the "
+                    "buffer, one phase of the ring (a ring all-reduce sends 2 (N - 1) / N), or "
+                    "they count numbers, not bytes (2 bytes a number in bf16)."),
+        (right / 4, "the MB are a quarter of what each GPU sends. They give each all-reduce 1/N of "
+                    "the (B, T, D) tensor (each carries the whole tensor: every rank holds its own "
+                    "term of the whole output), or take one phase of the ring and count numbers."),
+        (right * 2.5, "the MB make the feed-forward network's all-reduces carry its hidden layer, "
+                      "(B, T, 4D): they come after W_2, on the (B, T, D) output."),
+        (right * 2, "the MB are twice too large. They count 4 bytes a number (the activations and "
+                    "their gradients are bf16, 2 bytes), or what each GPU receives as well as what "
+                    "it sends, or each GPU sending its whole buffer to each of the other N - 1 GPUs "
+                    "(a ring sends 2 (N - 1) / N of it)."),
+        (right / TP["sequences"], "the MB are the traffic of one sequence's activations: the "
                                   "micro-batch has 16 sequences, and every all-reduce carries all "
                                   "of them."),
-        (right / TP["layers"], "the answer is the traffic of one block: the model has 12 blocks. "
-                               "(The 12 heads do not divide it: each all-reduce carries the sum of "
-                               "all the heads' terms.)"),
-        (right / ring, "the answer sends each buffer once: a ring all-reduce makes each GPU send "
+        (right / L, "the MB are the traffic of one block: the model has 12 blocks."),
+        (right / ring, "the MB send each buffer once: a ring all-reduce makes each GPU send "
                        "2 (N - 1) / N times the buffer."),
-        (right / (N - 1), "the answer takes the ring's factor as 2 / N: it is 2 (N - 1) / N."),
-        (right * N / (N - 1), "the answer sends twice the buffer, the limit for very many GPUs: keep "
+        (right / (N - 1), "the MB take the ring's factor as 2 / N: it is 2 (N - 1) / N."),
+        (right * N / (N - 1), "the MB send twice the buffer, the limit for very many GPUs: keep "
                               "the factor 2 (N - 1) / N."),
-        (right * N, "the answer is N times what each GPU sends. Either it adds up what all the "
-                    "GPUs send (the question asks for each GPU), or it sends the whole buffer at "
+        (right * N, "the MB are N times what each GPU sends. Either they add up what all the GPUs "
+                    "send (the question asks for each GPU), or they send the whole buffer at "
                     "every step of the ring, where each step sends one chunk, 1/N of it."),
-        (right * 1e6 / 2**20, "the answer is in MiB (2**20 bytes): give it in MB (10**6 bytes)."),
-        (right * 1e6, "the answer is in bytes: give it in MB (10**6 bytes)."),
-        (right / 1e3, "the answer is in GB: give it in MB (10**6 bytes)."),
+        (right * 1e6 / 2**20, "the MB are in MiB (2**20 bytes): give them in MB (10**6 bytes)."),
+        (right * 1e6, "the MB are in bytes: give them in MB (10**6 bytes)."),
+        (right / 1e3, "the MB are in GB: give them in MB (10**6 bytes)."),
     ]
     if _near(got, right, rel=1e-4):
         return
     for value, message in slips:
         if _near(got, value, rel=1e-4):
-            raise Wrong(message)
+            raise Wrong("the number of all-reduces is right, but " + message)
     if _near(got, right, rel=1e-2):
-        raise Wrong("the answer is close, but not within 0.01 %: round less (or check the sizes)")
-    raise Wrong("the answer is not what each GPU sends: count the all-reduces of a step, the bytes "
-                "of the tensor each one carries, and the share of it that a ring makes each GPU send")
+        raise Wrong("the MB are close, but not within 0.01 %: check B, T and D (all 1024 "
+                    "positions of a sequence take part), then round less")
+    raise Wrong("the number of all-reduces is right, but the MB are not what each GPU sends: "
+                "the bytes of the tensor each one carries, and the share of it that a ring makes "
+                "each GPU send")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,45 +114,51 @@ TP = tp_mb()
 
 
 def test_tensor_parallel():
-    assert check("ex-dist-tp", TP)
-    assert check("ex-dist-tp", np.float32(TP))  # float32 holds it to 1e-7
-    assert check("ex-dist-tp", torch.tensor(TP, dtype=torch.float64))
-    assert check("ex-dist-tp", np.array(TP))
-    assert check("ex-dist-tp", TP * (1 + 5e-5))  # 0.01 % allowed
+    assert check("ex-dist-tp", (48, TP))
+    assert check("ex-dist-tp", [48.0, np.float32(TP)])  # float32 holds it to 1e-7
+    assert check("ex-dist-tp", torch.tensor([48, TP], dtype=torch.float64))
+    assert check("ex-dist-tp", np.array([48, TP]))
+    assert check("ex-dist-tp", (np.int64(48), TP * (1 + 5e-5)))  # 0.01 % allowed
     # the same number, counted another way: 48 all-reduces, each GPU sending 3/4 of the tensor twice
-    assert check("ex-dist-tp", 48 * 2 * (3 / 4) * (16 * 1024 * 768 * 2) / 10**6)
-    assert check("ex-dist-tp", 12 * 4 * 2 * 3 * (16 * 1024 * 768 * 2 / 4) / 1e6)  # chunks of 1/4
+    assert check("ex-dist-tp", (12 * 4, 48 * 2 * (3 / 4) * (16 * 1024 * 768 * 2) / 10**6))
+    assert check("ex-dist-tp", (48, 12 * 4 * 2 * 3 * (16 * 1024 * 768 * 2 / 4) / 1e6))  # chunks
     assert verdict("ex-dist-tp", ...)[0] == "not attempted"
     for answer, fragment in [
-        (tp_mb(all_reduces=2), "half of what each GPU sends"),
-        (tp_mb(ring=3 / 4), "one phase of the ring"),
-        (tp_mb(all_reduces=1), "a quarter"),
-        (tp_mb() / 4, "1/N of the (B, T, D) tensor"),
-        (tp_mb(per_number=4), "twice too large"),
-        (tp_mb(all_reduces=8), "f and g each all-reduce in one pass only"),
-        (tp_mb(per_number=1), "counts numbers, not bytes"),
-        (tp_mb(all_reduces=6), "recomputing"),
-        (tp_mb(sequences=1), "one sequence"),
-        (tp_mb(layers=1), "one block"),
-        (tp_mb(ring=1), "each buffer once"),
-        (tp_mb(ring=2 / 4), "2 / N"),
-        (tp_mb(ring=2), "limit for very many GPUs"),
-        (tp_mb(ring=2 * 3), "one chunk"),
-        (tp_mb(ring=2 * 3), "adds up what all the GPUs send"),
-        (tp_mb(ring=3), "other N - 1 GPUs"),
-        (tp_mb(unit=2**20), "MiB"),
-        (tp_mb(unit=1), "in bytes"),
-        (tp_mb(unit=1e9), "in GB"),
-        (TP * 1.001, "close, but not within 0.01 %"),
-        (1.81e3, "close, but not within 0.01 %"),
-        (TP * 1.05, "not what each GPU sends"),
-        (tp_mb() * 2.5, "hidden layer"),
-        (tp_mb(all_reduces=2, ring=3 / 4), "one phase of the ring"),
-        (tp_mb(layers=1), "12 heads do not divide it"),
-        ((TP,), "must be a number"),
-        ("1812.0", "must be a number"),
-        (True, "must be a number"),
-        (float("inf"), "finite"),
+        # two slips that cancel in the MB: the forward all-reduces only, and 4 bytes a number
+        ((24, tp_mb(all_reduces=2, per_number=4)), "two all-reduces a block"),
+        ((24, tp_mb(all_reduces=2)), "two all-reduces a block"),
+        ((12, tp_mb(all_reduces=1)), "one all-reduce a block"),
+        ((96, tp_mb(all_reduces=8)), "f and g each all-reduce in one pass only"),
+        ((72, tp_mb(all_reduces=6)), "recomputing"),
+        ((4, tp_mb(layers=1)), "12 heads do not divide"),
+        ((576, TP), "one all-reduce per head"),
+        ((50, TP), "count them in one block"),
+        ((48, tp_mb(ring=3 / 4)), "one phase of the ring"),
+        ((48, tp_mb() / 4), "1/N of the (B, T, D) tensor"),
+        ((48, tp_mb(per_number=4)), "twice too large"),
+        ((48, tp_mb(per_number=1)), "count numbers, not bytes"),
+        ((48, tp_mb(sequences=1)), "one sequence"),
+        ((48, tp_mb(layers=1)), "one block"),
+        ((48, tp_mb(ring=1)), "each buffer once"),
+        ((48, tp_mb(ring=2 / 4)), "2 / N"),
+        ((48, tp_mb(ring=2)), "limit for very many GPUs"),
+        ((48, tp_mb(ring=2 * 3)), "one chunk"),
+        ((48, tp_mb(ring=2 * 3)), "add up what all the GPUs send"),
+        ((48, tp_mb(ring=3)), "other N - 1 GPUs"),
+        ((48, tp_mb(unit=2**20)), "MiB"),
+        ((48, tp_mb(unit=1)), "in bytes"),
+        ((48, tp_mb(unit=1e9)), "in GB"),
+        ((48, TP * 1.001), "close, but not within 0.01 %"),
+        ((48, 1.81e3), "close, but not within 0.01 %"),
+        ((48, TP * 1023 / 1024), "check B, T and D"),
+        ((48, TP * 1.05), "not what each GPU sends"),
+        ((48, tp_mb() * 2.5), "hidden layer"),
+        (TP, "a pair"),
+        ((TP,), "a pair"),
+        ((TP, 48), "the number of all-reduces is not right"),
+        ((48, "1812.0"), "must be a number"),
+        ((True, TP), "must be a number"),
+        ((48, float("inf")), "finite"),
     ]:
         status, message = verdict("ex-dist-tp", answer)
         assert status == "fail" and fragment in message, (answer, message)

@@ -16,8 +16,8 @@ EQUIVALENT = {
         "answer:0 1000000.0 -> 1000001.0": "1e-6 relative, " + _WITHIN,
     },
     "ex-dist-tp": {
-        "answer:0 1000000.0 -> 999999.0": "1e-6 relative, within the 0.01 % the exercise asks for",
-        "answer:0 1000000.0 -> 1000001.0": "1e-6 relative, within the 0.01 % the exercise asks for",
+        "megabytes:0 1000000.0 -> 999999.0": "1e-6 relative, within the 0.01 % the exercise asks for",
+        "megabytes:0 1000000.0 -> 1000001.0": "1e-6 relative, within the 0.01 % the exercise asks for",
     },
     "ex-dist-pipeline": {  # the search for the smallest m, which is 40, anywhere in its range
         "smallest:0 range's end + 1": "the search stops at 40, far below its end",
