@@ -73,7 +73,9 @@ def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
 
 
 class PatchEmbedding(nn.Module):
-    """Project every image patch to an ``embed_dim``-dimensional token:  t_n = W vec(patch_n) + b.
+    """Project every image patch to an ``embed_dim``-dimensional token:  t_n = vec(patch_n) A^T + b.
+
+    Chapter 1's patch equation, with A = ``self.proj.weight`` of shape (embed_dim, C * patch * patch).
 
     Args:
         patch: side of the square patches (must divide the image sides).
@@ -129,7 +131,7 @@ class PatchEmbedding(nn.Module):
 class CBOW(nn.Module):
     """Continuous bag of words: predict a word from the sum of its neighbours' embeddings.
 
-        p(w_t | context) = softmax(U (sum_k E[w_{t+k}]) + c)
+        p(w_t | context) = softmax((sum_k E[w_{t+k}]) U^T + c)
 
     ``E`` (``self.embedding``) holds the word vectors we are after; ``U, c`` (``self.out``) turn
     a summed context vector into one score per word of the vocabulary.

@@ -133,9 +133,12 @@ def check_cost(answer):
             v = float(value)
             unit = 10.0 ** (math.floor(math.log10(right)) - 2)  # of the third digit
             cut = math.floor(right / unit) * unit  # the right value cut off after 3 digits
-            if v == float(f"{v:.2g}") or math.isclose(v, cut, rel_tol=1e-9):
-                raise Wrong(f"{what} is close, but not right to three significant digits: give "
-                            "(at least) three, rounded to the nearest rather than cut off")
+            if math.isclose(v, cut, rel_tol=1e-9):
+                raise Wrong(f"{what} is close, but not right to three significant digits: round "
+                            "to the nearest rather than cut off")
+            if v == float(f"{v:.2g}"):
+                raise Wrong(f"{what} is close, but has only two significant digits: give (at "
+                            "least) three")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
                         f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
     # an exact count with another vocabulary (GPT-2's table padded to 50,304, say) can agree
