@@ -78,8 +78,14 @@ def check_dot(fn):
                             "(sin a, cos a) has norm 1")
             if math.isclose(out, torch.sin(w * k).sum().item(), rel_tol=1e-4, abs_tol=1e-4):
                 raise Wrong("you sum sines: sin a sin(a + b) + cos a cos(a + b) is a cosine")
-            raise Wrong(f"the dot product is wrong at offset k = {k} (d_model = {d}): it must be "
-                        "the same for every pos, a sum over the column pairs")
+            w_no_two = 10000.0 ** (-torch.arange(d // 2, dtype=F64) / d)
+            if math.isclose(out, torch.cos(w_no_two * k).sum().item(), rel_tol=1e-4,
+                            abs_tol=1e-4):
+                raise Wrong("the frequencies are 10000^(-i / d_model): pair i turns at "
+                            "w_i = 10000^(-2i / d_model), as positional_frequencies gives them")
+            raise Wrong(f"the dot product is wrong at offset k = {k} (d_model = {d}): it is a sum "
+                        "of cos(w_i k) over the d_model / 2 column pairs, with the w_i of "
+                        "positional_frequencies")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,9 +426,9 @@ def check_causal_mask(fn):
                         "blocked, and "
                         "your mask blocks the past")
         if bool(mask.diagonal().any()):
-            if bool(mask[0].all()):  # the starter: its symptom
-                raise Wrong("the first query may read no key at all: its row of the mask is all "
-                            "True. Which keys may query i read?")
+            if bool(mask[0].all()):  # the starter: where it goes wrong, not what follows
+                raise Wrong("the mask blocks keys that a query may read. Which keys may query i "
+                            "read?")
             raise Wrong("some query may not read its own key: query i reads keys 0 .. i, itself "
                         "included")
         if bool((~mask & blocked).any()):
@@ -433,6 +439,14 @@ def check_causal_mask(fn):
 # ---------------------------------------------------------------------------------------------
 # Find the bug: RoPE that turns the values too.
 # ---------------------------------------------------------------------------------------------
+
+
+def _rope_neighbour_pairs(x, cos, sin):
+    """RoPE with RoFormer's pairs (x[2i], x[2i + 1]), turned by the angles of rope_angles."""
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]  # pair i's angle, as rope_angles lays it out
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
 
 
 @exercise("ex-ch6-rope-values", hints=[
@@ -456,9 +470,19 @@ def check_rope_values(fn):
         return  # float32 arithmetic promoted back to float64 (a NumPy float64 scalar) is right too
     turned_v = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
                                             apply_rope(v, cos, sin), mask)[0]
-    if close(out, turned_v, n=8 * 6):
-        raise Wrong("the output depends on where the tokens stand, not only on their "
-                    "offsets: with every position shifted by 10 it is different")
+    if close(out, turned_v, n=8 * 6):  # the starter: its symptom, not the shift test's result
+        raise Wrong("the output is not causal attention with rotary positions; run the shift "
+                    "test of the exercise on it")
+    if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
+                                               v, ~mask)[0], n=8 * 6):
+        raise Wrong("the mask's polarity is flipped: scaled_dot_product_attention's mask is True "
+                    "where a query may attend (causal_mask); True = blocked is the convention of "
+                    "MultiHeadAttention's attn_mask")
+    neighbours = [_rope_neighbour_pairs(t, cos, sin) for t in (q, k)]
+    if close(out, scaled_dot_product_attention(*neighbours, v, mask)[0], n=8 * 6):
+        raise Wrong("the queries and keys are turned in neighbouring pairs (x[2i], x[2i + 1]), "
+                    "RoFormer's layout; rope_angles lays cos and sin out for the pairs "
+                    "(x[i], x[i + D/2]), which apply_rope turns")
     if close(out, scaled_dot_product_attention(q, k, v, mask)[0], n=8 * 6):
         raise Wrong("nothing is turned: without RoPE the attention does not see positions")
     if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),

@@ -52,6 +52,8 @@ def test_dot():
     assert "squared norm" in check(name, lambda k, d: right(k, d) if k else 0.0).message
     assert "offset k = 1" in check(name, lambda k, d: 0.0).message
     assert "offset k = 1" in check(name, lambda k, d: d / 2).message
+    no_two = lambda k, d: math.fsum(math.cos(10000 ** (-i / d) * k) for i in range(d // 2))  # noqa: E731
+    assert "10000^(-2i / d_model)" in check(name, no_two).message
     assert "must return a number" in check(name, lambda k, d: "many").message
 
 
@@ -274,7 +276,9 @@ def test_causal_mask():
     assert check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(1))
     assert check(name, lambda T: ~causal_mask(T))
     assert check(name, starter).status == "not attempted"
-    assert "the first query may read no key at all" in check(name, buggy).message
+    message = check(name, buggy).message
+    # the symptom, not the exercise's question (what the first query's weights look like)
+    assert "blocks keys that a query may read" in message and "first" not in message
     no_self = lambda T: ~causal_mask(T) | torch.eye(T, dtype=torch.bool) & (torch.arange(T) > 0)  # noqa: E731
     assert "may not read its own key" in check(name, no_self).message
     assert "polarity is flipped" in check(name, causal_mask).message
@@ -312,7 +316,24 @@ def test_rope_values():
     assert check(name, fused)
     assert check(name, float32_promoted)
     assert check(name, starter).status == "not attempted"
-    assert "every position shifted by 10" in check(name, buggy).message
+    message = check(name, buggy).message
+    assert "run the shift test" in message and "different" not in message  # not its result
+
+    def flipped_mask(q, k, v, cos, sin):  # True = blocked, the previous exercise's convention
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return scaled_dot_product_attention(q, k, v, ~causal_mask(q.shape[2]))[0]
+
+    def neighbour_pairs(q, k, v, cos, sin):  # RoFormer's pairs (2i, 2i + 1)
+        def turn(x):
+            c, s = cos[:, :4], sin[:, :4]
+            x1, x2 = x[..., ::2], x[..., 1::2]
+            out = torch.empty_like(x)
+            out[..., ::2], out[..., 1::2] = x1 * c - x2 * s, x1 * s + x2 * c
+            return out
+        return scaled_dot_product_attention(turn(q), turn(k), v, causal_mask(q.shape[2]))[0]
+
+    assert "polarity is flipped" in check(name, flipped_mask).message
+    assert "neighbouring pairs" in check(name, neighbour_pairs).message
     for one_side in (
         lambda q, k, v, cos, sin: scaled_dot_product_attention(
             apply_rope(q, cos, sin), k, v, causal_mask(q.shape[2]))[0],
