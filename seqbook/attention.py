@@ -607,13 +607,13 @@ class AdditiveAttention(nn.Module):
     keys turns the scores into weights, and the output is the weighted average of the values:
 
     .. math::
-        e_j = v_a^\top \tanh(W_a q + U_a k_j), \qquad
+        e_j = v_a^\top \tanh(W_a q + U_a k_j + b_a), \qquad
         \alpha_j = \frac{\exp e_j}{\sum_{j'} \exp e_{j'}}, \qquad
         c = \sum_j \alpha_j v_j .
 
     In the encoder-decoder of chapter 4 the query is the previous decoder state
     :math:`s_{i-1}`, and the keys and values are both the encoder annotations :math:`h_j`.
-    ``U_a`` carries the only bias (a second one on ``W_a`` would add nothing).
+    ``U_a`` carries the only bias, :math:`b_a` (a second one on ``W_a`` would add nothing).
 
     Args:
         query_dim: size of a query vector (rows of ``W_a``'s input).

@@ -400,7 +400,7 @@ def draw_bahdanau(source_length: int = 4) -> Figure:
     _arrow(ax, (x_c, y_sum), (x_c, 2.05), (s_new.x - 0.2, 2.05), s_new.at("top", -0.2))
     # The scores: s_{i-1} asks, every h_j answers (dashed: they make the weights).
     score = _box(ax, x_dec - 0.4, 2.6,
-                 r"$e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$" "\n"
+                 r"$e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j + b_a)$" "\n"
                  r"$\alpha_{ij} = \mathrm{softmax}_j(e_{ij})$",
                  PALETTE["attention"], w=2.6, h=0.68, size=SMALL)
     _arrow(ax, s_prev.top, (s_prev.x, score.bottom[1]), dashed=True)

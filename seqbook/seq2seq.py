@@ -99,7 +99,7 @@ class EncoderOutput(NamedTuple):
     annotations: torch.Tensor         # (B, S, 2H): h_j = [->h_j ; <-h_j], zero at padding
     final: torch.Tensor               # (B, 2H): [->h at the last real token ; <-h_1]
     mask: torch.Tensor                # (B, S) bool: True at real tokens
-    keys: torch.Tensor | None = None  # (B, S, A): U_a h_j, added by AttentionDecoder.prepare
+    keys: torch.Tensor | None = None  # (B, S, A): U_a h_j + b_a, from AttentionDecoder.prepare
 
 
 class Encoder(nn.Module):
@@ -302,12 +302,12 @@ class AttentionDecoder(Decoder):
     r"""The decoder of Bahdanau et al. (2014): a fresh context at every step, eqs. (4.5)-(4.8) of the book.
 
     .. math::
-        e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j), \quad
+        e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j + b_a), \quad
         \alpha_{ij} = \operatorname{softmax}_j(e_{ij}), \quad
         c_i = \sum_j \alpha_{ij} h_j .
 
     The query is :math:`s_{i-1}`, the keys and the values are the annotations :math:`h_j`.
-    :meth:`prepare` computes :math:`U_a h_j` once per source.
+    :meth:`prepare` computes :math:`U_a h_j + b_a` once per source.
 
     Shape:
         step: y_prev (B,), s (B, H) -> logits (B, V), s (B, H), weights (B, S)
@@ -327,14 +327,14 @@ class AttentionDecoder(Decoder):
         return enc._replace(keys=self.attention.project_keys(enc.annotations))  # (B, S, A)
 
     def _check_keys(self, keys, B: int, S: int) -> None:
-        """``memory.keys``: None (projected at every step) or U_a h_j (B, S, attention_dim)."""
+        """``memory.keys``: None (projected at every step) or U_a h_j + b_a (B, S, attention_dim)."""
         if keys is not None:
             A = self.attention.hidden_dim
             check_float_tensor("memory.keys", keys, shape=(B, S, A), names=f"({B}, {S}, {A})")
             check_same_dtype("memory.keys", keys, self.attention.U_a.weight.dtype)
 
     def context(self, s: torch.Tensor, memory: EncoderOutput):
-        keys = memory.keys  # U_a h_j, computed once by prepare
+        keys = memory.keys  # U_a h_j + b_a, computed once by prepare
         return self.attention(s, memory.annotations, mask=memory.mask, projected_keys=keys)
 
 

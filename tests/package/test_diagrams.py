@@ -33,7 +33,7 @@ EXPECTED = {
     "draw_bahdanau": [r"$x_1$", r"$x_{T_x}$", r"$\overrightarrow{h}_1$", r"$\overleftarrow{h}_{T_x}$",
                       r"$\alpha_{i1}$", r"$\alpha_{i{T_x}}$", r"$c_i$", r"$s_{i-1}$", r"$s_i$", r"$y_{i-1}$",
                       r"$p(y_i \mid y_{<i}, x)$", r"$W_o$", r"$E$", "GRU", "Σ",
-                      r"$e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$",
+                      r"$e_{ij} = v_a^\top \tanh(W_a s_{i-1} + U_a h_j + b_a)$",
                       r"$\alpha_{ij} = \mathrm{softmax}_j(e_{ij})$"],
     "draw_scaled_dot_product_attention": [r"$QK^\top$", r"$\div\sqrt{d_k}$", "mask", "softmax",
                                           r"$(\ldots, L, d_k)$", r"$(\ldots, S, d_k)$", r"$(\ldots, S, d_v)$",
