@@ -266,11 +266,19 @@ def check_perfect_recall(stable_probabilities):
             if not near(value, ref) and value == round(ref, 3):
                 raise Wrong(f"a probability is rounded to 3 decimal places (N = {N}, P = {P}), "
                             "which can turn a small one into 0: give 3 significant digits")
+        if (not near(one, ref_one) and near(one, math.exp(-N * p_err))
+                or not near(every, ref_all) and near(every, math.exp(-N * P * p_err))):
+            raise Wrong("e^(-N P_err) is the small-P_err approximation of (1 - P_err)^N, and it "
+                        f"differs in the digits asked for here (N = {N}, P = {P}): use the power")
         survive32 = torch.tensor(1 - p_err, dtype=torch.float32)
-        for value, power, ref in ((one, N, ref_one), (every, N * P, ref_all)):
-            if not near(value, ref) and agrees(value, float(survive32 ** power), digits=6):
-                raise Wrong("the powers are computed in float32, whose rounding of 1 - P_err "
-                            "grows with the power: compute in float64 (Python floats)")
+        for value, powers, ref in ((one, ((N,),), ref_one), (every, ((N * P,), (N, P)), ref_all)):
+            for chain in powers:  # (N P) at once, or the first number raised to P, in float32
+                in_float32 = survive32
+                for power in chain:
+                    in_float32 = in_float32 ** power
+                if not near(value, ref) and agrees(value, float(in_float32), digits=6):
+                    raise Wrong("the powers are computed in float32, whose rounding of 1 - P_err "
+                                "grows with the power: compute in float64 (Python floats)")
         if near(one, ref_all) and near(every, ref_one):
             raise Wrong("the two probabilities are swapped: the pair is (one given pattern, all "
                         "P patterns)")

@@ -269,6 +269,18 @@ def test_perfect_recall():
     assert "probability of one bit" not in check(name, no_root_two).message
     assert "float32" in check(name, float32_powers).message
 
+    def float32_chained(N, P):  # the first number, in float32, raised to the power P
+        one = torch.tensor(1 - phi(-math.sqrt((N - 1) / (P - 1))), dtype=torch.float32) ** N
+        return float(one), float(one ** P)
+
+    def poisson(N, P):  # the right P_err, with e^(-N P_err) for (1 - P_err)^N
+        p = phi(-math.sqrt((N - 1) / (P - 1)))
+        return math.exp(-N * p), math.exp(-N * P * p)
+
+    assert "float32" in check(name, float32_chained).message
+    message = check(name, poisson).message
+    assert "approximation of (1 - P_err)^N" in message and "q is not P_err" not in message
+
 
 # --- the two halves of z-scoring ----------------------------------------------------------------
 
