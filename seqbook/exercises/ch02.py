@@ -301,10 +301,10 @@ def check_detach(tbptt_pass):
     except Wrong as err:
         cause = str(err.__cause__)
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
-            raise Wrong("the backward pass of the second chunk fails with RuntimeError: Trying "
+            raise Wrong("the backward pass of a later chunk fails with RuntimeError: Trying "
                         "to backward through the graph a second time") from None
         if "modified by an inplace operation" in cause:
-            raise Wrong("the backward pass of the second chunk runs on into the first chunk's "
+            raise Wrong("the backward pass of a later chunk runs on into an earlier chunk's "
                         "graph (kept with retain_graph=True?), and there it meets weights that "
                         "the optimiser has changed since: cut the graph between the chunks "
                         "instead of keeping it") from None
