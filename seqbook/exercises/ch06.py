@@ -460,21 +460,19 @@ def check_rope_values(fn):
     positions = torch.arange(6)
     cos, sin = rope_angles(positions, 8)
     mask = causal_mask(6)
-    ref = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v,
-                                       mask)[0]
+    q_turned, k_turned = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    ref = scaled_dot_product_attention(q_turned, k_turned, v, mask)[0]
     out = returned_tensor(call(fn, q.clone(), k.clone(), v.clone(), cos, sin,
                                what="rope_attention"), "rope_attention")
     expect(out.shape == v.shape, f"rope_attention must return v's shape {tuple(v.shape)}, got "
            f"{tuple(out.shape)}")
     if close(out, ref, n=8 * 6) or close(out.float(), ref.float(), n=8 * 6):
         return  # float32 arithmetic promoted back to float64 (a NumPy float64 scalar) is right too
-    turned_v = scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
-                                            apply_rope(v, cos, sin), mask)[0]
+    turned_v = scaled_dot_product_attention(q_turned, k_turned, apply_rope(v, cos, sin), mask)[0]
     if close(out, turned_v, n=8 * 6):  # the starter: its symptom, not the shift test's result
         raise Wrong("the output is not causal attention with rotary positions; run the shift "
                     "test of the exercise on it")
-    if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
-                                               v, ~mask)[0], n=8 * 6):
+    if close(out, scaled_dot_product_attention(q_turned, k_turned, v, ~mask)[0], n=8 * 6):
         raise Wrong("the mask's polarity is flipped: scaled_dot_product_attention's mask is True "
                     "where a query may attend (causal_mask); True = blocked is the convention of "
                     "MultiHeadAttention's attn_mask")
@@ -485,13 +483,11 @@ def check_rope_values(fn):
                     "(x[i], x[i + D/2]), which apply_rope turns")
     if close(out, scaled_dot_product_attention(q, k, v, mask)[0], n=8 * 6):
         raise Wrong("nothing is turned: without RoPE the attention does not see positions")
-    if close(out, scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin),
-                                               v)[0], n=8 * 6):
+    if close(out, scaled_dot_product_attention(q_turned, k_turned, v)[0], n=8 * 6):
         raise Wrong("every query sees every key: keep the causal mask")
-    one_side = [scaled_dot_product_attention(apply_rope(q, cos, sin), k, v, mask)[0],
-                scaled_dot_product_attention(q, apply_rope(k, cos, sin), v, mask)[0],
-                scaled_dot_product_attention(apply_rope(q, cos, sin), apply_rope(k, cos, -sin),
-                                             v, mask)[0]]
+    one_side = [scaled_dot_product_attention(q_turned, k, v, mask)[0],
+                scaled_dot_product_attention(q, k_turned, v, mask)[0],
+                scaled_dot_product_attention(q_turned, apply_rope(k, cos, -sin), v, mask)[0]]
     if any(close(out, wrong, n=8 * 6) for wrong in one_side):
         raise Wrong("the queries and the keys must both be turned, each by the angle of its own "
                     "position in the same direction: then their dot product sees only the offset")

@@ -271,14 +271,13 @@ def check_perfect_recall(stable_probabilities):
             raise Wrong("e^(-N P_err) is the small-P_err approximation of (1 - P_err)^N, and it "
                         f"differs in the digits asked for here (N = {N}, P = {P}): use the power")
         survive32 = torch.tensor(1 - p_err, dtype=torch.float32)
-        for value, powers, ref in ((one, ((N,),), ref_one), (every, ((N * P,), (N, P)), ref_all)):
-            for chain in powers:  # (N P) at once, or the first number raised to P, in float32
-                in_float32 = survive32
-                for power in chain:
-                    in_float32 = in_float32 ** power
-                if not near(value, ref) and agrees(value, float(in_float32), digits=6):
-                    raise Wrong("the powers are computed in float32, whose rounding of 1 - P_err "
-                                "grows with the power: compute in float64 (Python floats)")
+        one32 = survive32 ** N
+        # the second number in float32: (1 - P_err)^(N P) at once, or the first one to the P
+        for value, ref, in_float32 in ((one, ref_one, (one32,)),
+                                       (every, ref_all, (survive32 ** (N * P), one32 ** P))):
+            if not near(value, ref) and any(agrees(value, float(x), digits=6) for x in in_float32):
+                raise Wrong("the powers are computed in float32, whose rounding of 1 - P_err "
+                            "grows with the power: compute in float64 (Python floats)")
         if near(one, ref_all) and near(every, ref_one):
             raise Wrong("the two probabilities are swapped: the pair is (one given pattern, all "
                         "P patterns)")
