@@ -2,11 +2,12 @@
 generator, and the clipping experiment.
 
 Every model is trained with exactly the recipe of ``chapters/02_rnn.ipynb`` (the configuration of
-cell 4; cells 25, 34, 37, 40, 48, 54, 57, 70 and 77), one CPU thread. The data are the chapter's (*The Time
-Machine*; the surnames split 80/20 with ``random.Random(0)``). The seed sets the initial weights
-(``seed_everything(seed)`` before each model is built, as the chapter does with 0), is passed to
-``fit``/``train_lm``, and sets the order of the surname batches (``shuffled_forever(..., seed)``).
-The samples of the generator are drawn as in cell 57, with ``torch.Generator().manual_seed(0)``.
+cell 4; cells 25, 34, 37, 40, 48, 56, 59, 73, 77 and 84), one CPU thread. The data are the
+chapter's (*The Time Machine*; the surnames split 80/20 with ``random.Random(0)``). The seed sets
+the initial weights (``seed_everything(seed)`` before each model is built, as the chapter does
+with 0), is passed to ``fit``/``train_lm``, and sets the order of the surname batches
+(``shuffled_forever(..., seed)``).
+The samples of the generator are drawn as in cell 59, with ``torch.Generator().manual_seed(0)``.
 
 Reported per seed:
 
@@ -20,12 +21,15 @@ Reported per seed:
   the letters still to come in the word, from the current character, the last 6 characters (one-hot),
   the untrained state and the trained state; after how many characters each network, run from a
   zero and from a random state, agrees with itself to 1e-6;
-* surnames (cells 48, 54, 77): test accuracy of the unidirectional classifier and of the
+* the gradient through time (cell 73): for both networks, the spectral radius and the largest
+  singular value of W_hh, the mean tanh' over the held-out text, and the spectral norm of
+  dh_N/dh_(N-k) at the end of its first N = 128 characters, k = 1, 10, 20, 40 and 63 steps back;
+* surnames (cells 48, 56, 84): test accuracy of the unidirectional classifier and of the
   bidirectional mean-pooled one, the recall of every language, the two languages most German
   names that are missed are taken for;
-* generator (cell 57): of the 48 samples, how many end by themselves, how many are names of the
+* generator (cell 59): of the 48 samples, how many end by themselves, how many are names of the
   data set, and how many of the 6 Czech samples share their most common first two letters;
-* clipping (cell 70): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping (at
+* clipping (cell 77): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping (at
   most seeds; where it does not, the spike of its raw gradient norm is only about 45 high), its
   final loss with clipping at 1, the largest raw gradient norm and the step where it peaks. The
   clipping experiment alone also runs at the seeds ``--clip-seeds`` (``clipping_more``): there the
@@ -154,6 +158,27 @@ def forgets_after(model, ids, seed=0):
     return int(agree[0]) + 1 if len(agree) else None
 
 
+@torch.no_grad()
+def gradient_run(model, ids, spans=(1, 10, 20, 40, 63)) -> dict:
+    """Cell 73: the spectral radius and largest singular value of W_hh, the mean tanh' over the
+    states of ``ids`` (the held-out text) read from a zero state, and ||dh_N / dh_(N-k)||_2 for
+    the k of ``spans``, N = 128, the first 128 characters of ``ids``, as the chapter measures it."""
+    W = model.rnn.cells[0].weight_hh.double()  # (H, H)
+    derivs = 1 - hidden_states(model, ids).double() ** 2  # tanh'(a_t) = 1 - h_t^2, (N, H)
+    N = 128
+    J, norms = torch.eye(W.shape[0], dtype=torch.float64), {}
+    for k in range(max(spans) + 1):
+        if k in spans:
+            norms[str(k)] = float(torch.linalg.matrix_norm(J, ord=2))
+        J = J @ (derivs[N - 1 - k][:, None] * W)  # one more step back
+    return dict(
+        spectral_radius=round(float(torch.linalg.eigvals(W).abs().max()), 4),
+        largest_singular_value=round(float(torch.linalg.matrix_norm(W, ord=2)), 4),
+        mean_tanh_derivative=round(float(derivs.mean()), 4),
+        jacobian_norm=norms,
+    )
+
+
 def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
     """Cells 34, 37, 40 and 42: the units' correlation with the position in the word over the letters of
     the held-out text, the R^2 of linear probes fitted on the first 20,000 training characters, and
@@ -175,6 +200,7 @@ def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
             unit_std=round(float(unit.std()), 4),
             mean_by_position=[round(float(z[position == k].mean()), 4) for k in range(11)],
             forgets_after=forgets_after(model, valid_ids[:400]),
+            gradient=gradient_run(model, valid_ids),
         )
     probe_text = train_ids[:20_000]
     inputs = {
@@ -197,7 +223,7 @@ def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
 
 
 def clip_run(seed, vocab, x_train, y_train) -> dict:
-    """Cell 70."""
+    """Cell 77."""
     out = {}
     for clip in (None, 1.0):
         seed_everything(seed)
@@ -230,7 +256,7 @@ def clip_run(seed, vocab, x_train, y_train) -> dict:
 
 
 def names_data():
-    """Cells 45, 47, 56: the split, the batches by length, the generator's batches."""
+    """Cells 45, 47, 58: the split, the batches by length, the generator's batches."""
     pairs = load_names()
     languages = sorted({lang for _, lang in pairs})
     rng = random.Random(0)
@@ -459,6 +485,18 @@ def main(argv=None) -> None:
         "both networks forget their initial state within 100 characters at every seed": all(
             u[n]["forgets_after"] is not None and u[n]["forgets_after"] <= 100
             for u in units for n in ("trained", "untrained")
+        ),
+        "the trained W_hh has spectral radius above 1 (a linear network with it would explode) and "
+        "the untrained one below 1 at every seed": all(
+            u["trained"]["gradient"]["spectral_radius"] > 1 > u["untrained"]["gradient"]["spectral_radius"]
+            for u in units
+        ),
+        "yet in the trained network ||dh_N/dh_(N-63)|| is below 1e-6 at every seed, and its mean tanh' "
+        "below half the untrained network's": all(
+            u["trained"]["gradient"]["jacobian_norm"]["63"] < 1e-6
+            and u["trained"]["gradient"]["mean_tanh_derivative"]
+            < u["untrained"]["gradient"]["mean_tanh_derivative"] / 2
+            for u in units
         ),
         "unidirectional classifier above the majority class + 0.3 at every seed": min(uni) > maj + 0.3,
         "bidirectional classifier above the majority class + 0.3 at every seed": min(bi) > maj + 0.3,
