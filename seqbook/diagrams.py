@@ -277,7 +277,7 @@ def draw_gru_cell() -> Figure:
 
 
 def draw_lstm_cell() -> Figure:
-    r"""One step of the LSTM, eq. (3.5), as ``seqbook.rnn.LSTMCell.step`` computes it.
+    r"""One step of the LSTM, eq. (3.6), as ``seqbook.rnn.LSTMCell.step`` computes it.
 
     The memory cell :math:`c_{t-1}` runs along the top: the forget gate :math:`f_t` scales it and
     the input gate :math:`i_t` adds the candidate :math:`g_t`. The output gate :math:`o_t` shows

@@ -10,7 +10,7 @@ Substituting the recursion into itself turns h_t into a weighted sum of every ca
     h_t = sum_{k=1..t} w_{t,k} * n_k + w_{t,0} * h_0,
     w_{t,k} = (1 - z_k) * prod_{j=k+1..t} z_j,     w_{t,0} = prod_{j=1..t} z_j,
 
-with weights that are non-negative and sum to one over k = 0..t (per hidden unit), eq. (3.6) of
+with weights that are non-negative and sum to one over k = 0..t (per hidden unit), eq. (3.7) of
 the book: the additive "shortcut" through time that A. Erdem's attention lecture (COMP547, 2026)
 turns into attention, and a fixed-form cousin of attention weights.
 :func:`unrolled_weights` computes the w, :func:`unroll` rebuilds h_t from them.
@@ -80,7 +80,7 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
 
 
 # ---------------------------------------------------------------------------------------------
-# The GRU update as a weighted sum of candidates, eq. (3.6) of the book.
+# The GRU update as a weighted sum of candidates, eq. (3.7) of the book.
 # ---------------------------------------------------------------------------------------------
 
 

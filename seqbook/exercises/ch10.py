@@ -536,7 +536,8 @@ class _ExpOverflow(TorchFunctionMode):
     "Keep the entries with j <= i and make the others zero by masking the exponent before exp: "
     "fill A_i - A_j with -inf where j > i (masked_fill with the complement of a lower-triangular "
     "boolean mask, torch.ones(T, T, dtype=torch.bool).tril()), since exp(-inf) = 0. Zeros put in "
-    "after exp would come too late: on a long sequence those entries overflow to inf first.",
+    "after exp come too late: on a long sequence those entries overflow to inf first, a 0/1 mask "
+    "then gives 0 * inf = NaN, and even an entry replaced by 0 has a NaN gradient.",
 ])
 def check_decay_mask(fn):
     g = torch.Generator().manual_seed(3)

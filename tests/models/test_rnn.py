@@ -158,7 +158,7 @@ def test_cells_match_torch_cells(device):
 
 
 def test_gru_gates_reproduce_the_state(device):
-    """The returned update gate z, reset gate r and candidate n give h_t by eq. (3.6)."""
+    """The returned update gate z, reset gate r and candidate n give h_t by eq. (3.4)."""
     torch.manual_seed(0)
     gru = GRU(D_IN, H, num_layers=2, bidirectional=True).to(device=device, dtype=F64)
     x = torch.randn(2, 6, D_IN, device=device, dtype=F64)
