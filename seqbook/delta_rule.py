@@ -180,8 +180,8 @@ def delta_rule_chunked(
     eye = torch.eye(C, dtype=solve, device=k.device)
     M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta).to(solve),
                                       upper=False).to(A.dtype)  # (B, H, n, C, C)
-    W = M @ (g.exp()[..., None] * k)                           # (B, H, n, C, D_k)
-    U = M @ v                                                  # (B, H, n, C, D_v)
+    W = M @ (g.exp()[..., None] * k)                           # M K: (B, H, n, C, D_k)
+    U = M @ v                                                  # M V: (B, H, n, C, D_v)
     scores = (q @ k.transpose(-2, -1)) * decay                 # (B, H, n, C, C)
 
     # the memory S: (B, H, D_k, D_v)
