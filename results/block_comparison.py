@@ -15,6 +15,10 @@ The models:
 * ``llama_mha``: ``LlamaConfig(n_kv_head=4, tie_weights=True, block_size=256)``, multi-head attention.
 * ``llama_gqa2``: the same with ``n_kv_head=2`` (grouped-query attention, groups of 2).
 * ``llama_mqa``: the same with ``n_kv_head=1`` (multi-query attention).
+* ``llama_mha_scaled``: ``llama_mha`` with GPT-2's scaled residual projections, a control: after
+  the Llama's own initialisation, ``out_proj`` and ``down_proj`` are drawn again from
+  N(0, (init_std / sqrt(2 n_layer))^2), as ``GPT`` draws its ``out_proj`` and ``linear2``. The
+  blocks differ; this takes the one difference in initialisation out of the comparison.
 
 Reported per run: parameters, held-out perplexity at the training length 64
 (``evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)``, as cell 66),
@@ -32,6 +36,7 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -70,8 +75,8 @@ LM = dict(
     long_contexts=(128, 256),
 )
 THREADS = 1
-MODELS = ("gpt2_rope", "llama_mha", "llama_gqa2", "llama_mqa")
-KV_HEADS = {"llama_mha": 4, "llama_gqa2": 2, "llama_mqa": 1}
+MODELS = ("gpt2_rope", "llama_mha", "llama_gqa2", "llama_mqa", "llama_mha_scaled")
+KV_HEADS = {"llama_mha": 4, "llama_gqa2": 2, "llama_mqa": 1, "llama_mha_scaled": 4}
 
 
 def make_model(name: str, vocab_size: int, **changes) -> torch.nn.Module:
@@ -87,7 +92,13 @@ def make_model(name: str, vocab_size: int, **changes) -> torch.nn.Module:
     )
     if name == "gpt2_rope":
         return GPT(GPTConfig(**sizes, dropout=LM["dropout"], positional="rope", fast=True))
-    return Llama(LlamaConfig(**sizes, n_kv_head=KV_HEADS[name], tie_weights=True, **changes))
+    model = Llama(LlamaConfig(**sizes, n_kv_head=KV_HEADS[name], tie_weights=True, **changes))
+    if name == "llama_mha_scaled":  # GPT-2's scaling of the projections into the residual stream
+        std = LM["init_std"] / math.sqrt(2 * LM["n_layer"])
+        for param_name, p in model.named_parameters():
+            if param_name.endswith(("out_proj.weight", "down_proj.weight")):
+                torch.nn.init.normal_(p, mean=0.0, std=std)
+    return model
 
 
 def train(name: str, seed: int, vocab_size: int, x_win, y_win, device, **changes
@@ -184,6 +195,8 @@ def main(argv=None) -> None:
         f"{name} below gpt2_rope at every seed": all(v[name] < v["gpt2_rope"] for v in by_seed.values())
         for name in MODELS[1:]
     }
+    claims["llama_mha_scaled below llama_mha at every seed"] = all(
+        v["llama_mha_scaled"] < v["llama_mha"] for v in by_seed.values())
     result = dict(
         **provenance(),
         seqbook=str(Path(seqbook.__file__).parent),
@@ -195,6 +208,10 @@ def main(argv=None) -> None:
             "llama_mha": "LlamaConfig(n_kv_head=4, tie_weights=True, block_size=256), readable attention",
             "llama_gqa2": "LlamaConfig(n_kv_head=2, tie_weights=True, block_size=256), readable attention",
             "llama_mqa": "LlamaConfig(n_kv_head=1, tie_weights=True, block_size=256), readable attention",
+            "llama_mha_scaled": (
+                "llama_mha with out_proj and down_proj drawn from N(0, (init_std / sqrt(2 n_layer))^2), "
+                "GPT-2's scaled residual projections"
+            ),
         },
         perplexity="evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)",
         ms_per_step="median over steps 2..400 of the time between the starts of consecutive steps",
