@@ -1,10 +1,11 @@
 """A GPT-2 built from PyTorch's native layers only: the floor the fused path is measured against.
 
-The same function as :class:`seqbook.gpt.GPT` with learned positions, biases, GPT-2's tanh GELU,
-a final LayerNorm and tied embeddings, written the way nanoGPT's ``model.py`` writes it: every
-piece is one of PyTorch's own kernels (``nn.Embedding``, ``nn.LayerNorm``, ``nn.Linear``,
-``F.scaled_dot_product_attention`` with ``is_causal=True``, ``F.gelu(approximate="tanh")``), and
-the query, key and value projections are one ``nn.Linear`` of width 3 D, as in nanoGPT and GPT-2.
+The same function as :class:`seqbook.gpt.GPT` with learned positions, biases, GPT-2's tanh GELU
+(nanoGPT's ``model.py`` uses the exact ``nn.GELU()``), a final LayerNorm and tied embeddings,
+written the way nanoGPT's ``model.py`` writes it: every piece is one of PyTorch's own kernels
+(``nn.Embedding``, ``nn.LayerNorm``, ``nn.Linear``, ``F.scaled_dot_product_attention`` with
+``is_causal=True``, ``F.gelu(approximate="tanh")``), and the query, key and value projections are
+one ``nn.Linear`` of width 3 D, as in nanoGPT and GPT-2.
 No dropout (the benchmark trains with none), no checks, no cache: nothing but the computation.
 :func:`copy_from_hf` gives it the weights of Hugging Face's ``GPT2LMHeadModel`` (whose names and
 layout are GPT-2's), as :meth:`seqbook.gpt.GPT.from_hf` does for seqbook's model, so that the three

@@ -132,9 +132,13 @@ def check_kv_memory(answer):
                     "the numbers per layer, sequence and position, then the bytes")
     if near(gqa, right_fp32 / 8):
         return
-    if gqa > right_fp32 / 8 and agrees(gqa, right_fp32 / 8, 1) and gqa == round(gqa, 1):
+    if gqa == round(gqa, 1) and abs(gqa - math.ceil(right_fp32 / 8 * 10) / 10) < 1e-9:
         raise Wrong("the grouped-query size is rounded up: to 2 significant digits, round to "
                     "the nearest")
+    if near(gqa, right_fp32 / 2 / 3):
+        raise Wrong("the grouped-query size keeps a third of the bf16 cache: one key-value head "
+                    "for every 4 query heads makes 12 / 4 = 3 key-value heads of the 12, a "
+                    "quarter of the keys and values")
     if near(gqa, right_fp32 / 2):
         raise Wrong("the grouped-query size is that of the full cache in bf16: with one "
                     "key-value head per 4 query heads, keys and values shrink too")

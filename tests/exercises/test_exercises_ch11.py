@@ -63,6 +63,10 @@ def test_kv_memory():
     assert check("ex-perf-kv-memory", (torch.tensor(GIB), torch.tensor(GIB / 8)))
     assert not check("ex-perf-kv-memory", (9.0, 1.2))  # a digit off
     assert not check("ex-perf-kv-memory", (8.9, 1.1))
+    assert "rounded up" in check("ex-perf-kv-memory", (9.0, 1.2)).message
+    # "4 key-value heads" of 12 instead of one per 4 query heads: a third, not rounding
+    slip = check("ex-perf-kv-memory", (9.0, 1.5))
+    assert not slip and "12 / 4 = 3" in slip.message
     assert verdict("ex-perf-kv-memory", ...)[0] == "not attempted"
     for answer, fragment in [((GIB / 2, GIB / 8), "half"),
                              ((GIB / 12, GIB / 8), "one layer"),
