@@ -180,7 +180,7 @@ def delta_rule_chunked(
     eye = torch.eye(C, dtype=solve, device=k.device)
     M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta).to(solve),
                                       upper=False).to(A.dtype)  # (B, H, n, C, C)
-    W = M @ (g.exp()[..., None] * k)                           # M K: (B, H, n, C, D_k)
+    W = M @ (g.exp()[..., None] * k)             # M diag(G) K: (B, H, n, C, D_k)
     U = M @ v                                                  # M V: (B, H, n, C, D_v)
     scores = (q @ k.transpose(-2, -1)) * decay                 # (B, H, n, C, C)
 
