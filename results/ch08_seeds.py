@@ -2,7 +2,7 @@
 
 Two sets of runs, each with exactly the recipe the chapter uses, one CPU thread:
 
-* ``page``: the chapter's own cells at their CPU settings (cell 4: n = 64, 120 steps of batch 128,
+* ``page``: the chapter's own cells at their CPU settings (cell 0319b9ed: n = 64, 120 steps of batch 128,
   held-out accuracy on 500 test images every 20 steps; molecules at n = 64, 300 steps of batch 64).
   The three 24-layer residual networks (binding skips with ``out_scale`` 0.25, no skips, binding
   skips with ``out_scale`` 1), the self- and cross-attention classifiers, and the two attention
@@ -59,7 +59,7 @@ from seqbook.vsa import bundle, similarity  # noqa: E402
 from seqbook.vsa_models import PAPER_ACCURACY, VSAAttentionClassifier, build_classifier  # noqa: E402
 
 OUT = ROOT / "results" / "ch08_seeds.json"
-# chapter 8, cell 4, CPU values
+# chapter 8, cell 0319b9ed, CPU values
 PAGE = dict(
     DIM=64, BATCH=128, RES_BLOCKS=12, RES_STEPS=120, ATT_STEPS=120, EVAL_EVERY=20, MOL_DIM=64, MOL_STEPS=300
 )
@@ -94,7 +94,7 @@ BUDGET_ARGS = [
 
 
 def page_runs(seed: int, train_set, test_set, mol) -> dict:
-    """The chapter's cells 35, 38, 55, 67, 69 with ``seed`` in place of 0."""
+    """The chapter's cells 09a73101, 738c17fb, b07e85a3, 00365e20, 3236ddf4 with ``seed`` for 0."""
     p, device = PAGE, torch.device("cpu")
     out = {}
     for name, skip, scale in RESNETS:
@@ -116,7 +116,7 @@ def page_runs(seed: int, train_set, test_set, mol) -> dict:
         out[name] = dict(
             test_accuracy=round(run.test_accuracy, 4), final_train_loss=round(run.history.final_loss, 4)
         )
-        if name == "no skips":  # cell 38: the loss of the constant output bundle(class symbols)
+        if name == "no skips":  # cell 738c17fb: the loss of the constant output bundle(class symbols)
             codes = model.codebook.codes.cpu()
             out["constant_loss"] = round(1 - similarity(bundle(codes), codes).mean().item(), 4)
     for kind in ["self", "cross"]:
@@ -310,7 +310,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     small_model_threads("cpu", 1)
 
-    # chapter 8, cell 71: the two molecule baselines (deterministic)
+    # chapter 8, cell e930bc3d: the two molecule baselines (deterministic)
     import numpy as np
     from rdkit import Chem
     from rdkit.Chem import rdFingerprintGenerator

@@ -476,9 +476,9 @@ class ResidualBlock(nn.Module):
     depends on the spread of the second layer's weights: the input of that layer is already bunched
     near angle 0, so its pre-activation is roughly ``1 + sum_j w_j``, a real Gaussian around 1 with
     standard deviation at most ``out_scale``. With ``out_scale=1`` (the authors' code; the paper
-    states no scale) up to 16% of the output angles (where it is negative) sit near +-1, a turn
-    by pi, and 12 such blocks in a row
-    forget their input. ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
+    states no scale) up to 16% of the output angles (where it is negative) lie beyond +-1/2, a
+    turn by more than pi/2, and 12 such blocks in a row forget their input.
+    ``out_scale=0.25`` (the default here, measured in chapter 8) keeps a deep
     stack near the identity; ``out_scale=0`` makes every block start as the exact identity.
 
     Shape:
