@@ -286,8 +286,8 @@ def summarise(result: dict) -> None:
         )
     pair = sorted(set(acc.get(sk, {})) & set(acc.get(sk1, {})))
     if len(pair) >= 3:
-        claims["n=64, 2000 steps: with skips the two scales end within 2 points at every seed"] = all(
-            abs(acc[sk][s] - acc[sk1][s]) < 0.02 for s in pair
+        claims["n=64, 2000 steps: with skips the two scales end within 3 points at every seed"] = all(
+            abs(acc[sk][s] - acc[sk1][s]) < 0.03 for s in pair
         )
         claims["n=64, 2000 steps: with skips out_scale 1 is 5+ points behind at step 100 at every seed"] = (
             all(early[sk1][s] < early[sk][s] - 0.05 for s in pair)
