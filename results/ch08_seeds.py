@@ -391,6 +391,7 @@ def main(argv=None) -> None:
         )
         print(f"kernel=default seed 0 no skips: {r['test_accuracy']:.4f}", flush=True)
         save()
+    summarise(result)  # also when every run was already in the JSON
     write_result(OUT, result)
 
 
