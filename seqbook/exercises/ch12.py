@@ -687,6 +687,21 @@ def _check_sampler(rank_batch):
             raise Wrong(f"seed {seed_a} at step {step_a} draws the same windows as seed {seed_b} "
                         f"at step {step_b}: one number made of the two makes distinct pairs "
                         "collide. Give the generator the pair itself, default_rng([seed, step])")
+    # any other multiplier up to 2**14: seed 1 at step 1 against seed 0 at step M + 1 and seed
+    # M + 1 at step 0, the collisions of M * seed + step and M * step + seed
+    def windows(seed: int, step: int) -> torch.Tensor:
+        return _indices(call(rank_batch, num_windows, 8, step, 0, 1, seed, what="rank_batch"),
+                        "rank_batch", 8, num_windows)
+
+    first = windows(1, 1)
+    with time_limit(20.0, _REPLAY.format("had not returned after 20 s of work up to step 16,385")):
+        for k in range(3, 2**14 + 2):
+            for seed, step in ((0, k), (k, 0)):
+                if torch.equal(windows(seed, step), first):
+                    raise Wrong(f"seed 1 at step 1 draws the same windows as seed {seed} at step "
+                                f"{step}: one number made of the two makes distinct pairs "
+                                "collide. Give the generator the pair itself, "
+                                "default_rng([seed, step])")
 
 
 # ---------------------------------------------------------------------------------------------
