@@ -675,7 +675,7 @@ def _check_sampler(rank_batch):
     # default_rng([1, 1]))
     multipliers = (10, 100, 1000, 10**4, 10**5, 10**6, 10**7, 10**8, 10**9, 10**9 + 7, 2**8,
                    2**16, 2**20, 2**31, 1009, 7919, 10007, 12345, 31337, 99991, 1_000_003)
-    pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1))]
+    pairs = [((1, 2), (2, 1)), ((0, 2), (1, 1)), ((1, 11), (11, 1))]  # the last: joined as text
     pairs += [pair for M in multipliers for pair in (((0, M + 1), (1, 1)), ((M + 1, 0), (1, 1)))]
     for (seed_a, step_a), (seed_b, step_b) in pairs:
         with time_limit(5.0, _REPLAY.format(
