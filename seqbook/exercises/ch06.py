@@ -284,14 +284,21 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None):
+def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None,
+                      drop_last=False, per_window=False):
     """The sliding-window perplexity of the exercise, and its typical slips: every prediction
     scored (``last_only=False``), the first window's every prediction scored too
-    (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids."""
+    (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids, the
+    last window left out (``drop_last``), the mean of the windows' perplexities
+    (``per_window``)."""
     windows = ids.unfold(0, block + 1 if width is None else width, stride)  # (N, block + 1)
+    if drop_last:
+        windows = windows[:-1]
     logits, _ = model(windows[:, :-1])
     losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
     scored = losses[:, -stride:] if last_only else losses
+    if per_window:
+        return scored.double().mean(-1).exp().mean().item()
     if first_all:
         scored = torch.cat([losses[0], losses[1:, -stride:].flatten()])
     return math.exp(scored.double().mean().item())
@@ -385,6 +392,16 @@ def check_sliding(fn):
         if math.isclose(out, narrow, rel_tol=1e-6):
             raise Wrong("the windows hold block ids, one too few: a window needs block + 1, "
                         "block inputs and the block next ids")
+        with torch.no_grad():
+            short = sliding_reference(model, ids, block, stride, drop_last=True)
+            averaged = sliding_reference(model, ids, block, stride, per_window=True)
+        if math.isclose(out, short, rel_tol=1e-6):
+            raise Wrong(f"the last window is missing (block={block}, stride={stride}, a text "
+                        f"of {length} ids): windows start at 0, stride, ... up to "
+                        "len(ids) - block - 1 included")
+        if math.isclose(out, averaged, rel_tol=1e-6):
+            raise Wrong("you average the windows' perplexities: the perplexity is exp of the "
+                        "mean loss over all scored predictions together")
         raise Wrong(f"the perplexity is wrong for block={block}, stride={stride} on a text of "
                     f"{length} ids")
 
@@ -965,12 +982,30 @@ def check_top_p_bug(fn):
         try:
             _top_p_diagnose(out.reshape(-1, v), logits.reshape(-1, v), p)
         except Wrong:
+            if _top_p_right_when_normalised(fn, logits, p):
+                raise Wrong(f"for p = {p} top_p_filter is right for log-probabilities but not "
+                            "for the same logits shifted by a constant, which the softmax "
+                            "ignores: are the numbers summed probabilities, softmax(logits), "
+                            "or exp(logits) without normalising?") from None
             if logits.dim() == 1 and _top_p_right_on_batch(fn, logits, p):
                 raise Wrong(f"top_p_filter is right for a batch of rows (B, V) but not for one "
                             f"row of shape ({v},): filter along the last axis, whatever the axes "
                             "before it (a loop over logits.shape[0] takes the entries of a "
                             "single row for rows)") from None
             raise
+
+
+def _top_p_right_when_normalised(fn, logits: torch.Tensor, p: float) -> bool:
+    """Whether ``fn`` keeps the right tokens once the logits are log-probabilities (a right
+    answer does the same for any shift; one that sums exp(logits) is right only then)."""
+    normalised = logits - logits.logsumexp(-1, keepdim=True)
+    try:
+        out = fn(normalised.clone(), p)
+        v = logits.shape[-1]
+        _top_p_diagnose(torch.as_tensor(out).reshape(-1, v), normalised.reshape(-1, v), p)
+    except Exception:
+        return False
+    return True
 
 
 def _top_p_right_on_batch(fn, row: torch.Tensor, p: float) -> bool:

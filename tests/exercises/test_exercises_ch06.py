@@ -262,7 +262,18 @@ def test_sliding():
     assert check(name, starter).status == "not attempted"
     assert "training mode" in check(name, in_training_mode).message
     assert "text of 521 ids" in check(name, one_batch_of_256).message
-    assert "perplexity is wrong" in check(name, mean_of_window_perplexities).message
+    assert "windows' perplexities" in check(name, mean_of_window_perplexities).message
+
+    def last_window_dropped(model, ids, block, stride):  # range stops one window early
+        model.eval()
+        losses = []
+        for start in range(0, len(ids) - block - 1, stride):
+            w = ids[start : start + block + 1]
+            logits, _ = model(w[None, :-1])
+            losses.append(F.cross_entropy(logits[0, -stride:], w[-stride:], reduction="none"))
+        return torch.cat(losses).mean().exp()
+
+    assert "last window is missing" in check(name, last_window_dropped).message
     assert "every prediction" in check(name, every_prediction).message
     assert "exponential" in check(name, mean_loss).message
 
@@ -846,6 +857,14 @@ def test_top_p_bug():
         return out.masked_fill(out.isinf(), -1e9)
 
     assert "one row of shape" in check(name, row_loop).message
+
+    def unnormalised(logits, p):  # exp where the softmax belongs
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.exp()
+        remove = probs.cumsum(dim=-1) - probs >= p
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    assert "without normalising" in check(name, unnormalised).message
     assert "large negative logit" in check(name, minus_1e9).message
 
 
