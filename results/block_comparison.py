@@ -1,17 +1,18 @@
 """GPT-2 block vs Llama block (MHA, GQA, MQA) on chapter 6's character-level language model.
 
-Every model is trained with exactly the recipe of ``chapters/06_transformer.ipynb`` (cells 4, 60,
-66 and 78): *The Time Machine* as ids, windows of ``block_size`` = 64 characters
+Every model is trained with exactly the recipe of ``chapters/06_transformer.ipynb`` (its config
+cell, id ``9e526653``, the ``train_gpt`` cell, id ``74b5fcd2``, and the rotary GPT of its section on
+rotary positions): *The Time Machine* as ids, windows of ``block_size`` = 64 characters
 (``lm_chunks(train_ids, 1, 64)``), AdamW(lr, weight_decay=0.01), ``warmup_schedule(..., kind="cosine",
 min_factor=0.1)``, ``fit`` for 400 steps of ``random_batches(..., batch_size=16)``, one CPU
-thread. The only change is the seed (0, 1, 2), which is passed to ``seed_everything`` before the
-model is built, to the batches' generator and to ``fit``. (The chapter runs seed 0 everywhere;
-with dropout 0 the training draws no random numbers from the global generator, so ``fit``'s
-re-seeding does not change anything.)
+thread. The only change is the seed (``--seeds``; the JSON holds 0 to 4), which is passed to
+``seed_everything`` before the model is built, to the batches' generator and to ``fit``. (The
+chapter runs seed 0 everywhere; with dropout 0 the training draws no random numbers from the global
+generator, so ``fit``'s re-seeding does not change anything.)
 
 The models:
 
-* ``gpt2_rope``: ``GPTConfig(..., positional="rope", block_size=256, fast=True)``, cell 78's RoPE GPT.
+* ``gpt2_rope``: ``GPTConfig(..., positional="rope", block_size=256, fast=True)``, the chapter's rotary GPT.
 * ``llama_mha``: ``LlamaConfig(n_kv_head=4, tie_weights=True, block_size=256)``, multi-head attention.
 * ``llama_gqa2``: the same with ``n_kv_head=2`` (grouped-query attention, groups of 2).
 * ``llama_mqa``: the same with ``n_kv_head=1`` (multi-query attention).
@@ -21,7 +22,7 @@ The models:
   blocks differ; this takes the one difference in initialisation out of the comparison.
 
 Reported per run: parameters, held-out perplexity at the training length 64
-(``evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)``, as cell 66),
+(``evaluate_perplexity(model, *lm_chunks(valid_ids, 16, 64), carry_state=False)``, as the ``train_gpt`` cell),
 and milliseconds per training step: the median over the run of the time between the starts of
 consecutive steps (taken by a ``time.perf_counter`` in the loss function, so forward, backward,
 clipping, optimiser and scheduler are all inside), and the mean (whole ``fit`` / steps).
@@ -60,7 +61,7 @@ from seqbook.lm import evaluate_perplexity  # noqa: E402
 from seqbook.train import fit, random_batches, warmup_schedule  # noqa: E402
 from seqbook.utils import count_parameters, seed_everything, small_model_threads  # noqa: E402
 
-# chapter 6, cell 4, CPU settings (the chapter's LM dict)
+# chapter 6's config cell (id 9e526653), CPU settings (the chapter's LM dict)
 LM = dict(
     block_size=64,
     n_layer=2,
@@ -81,7 +82,7 @@ KV_HEADS = {"llama_mha": 4, "llama_gqa2": 2, "llama_mqa": 1, "llama_mha_scaled":
 
 def make_model(name: str, vocab_size: int, **changes) -> torch.nn.Module:
     """The model ``name``; ``changes`` go to a Llama's config (``sliding_window=8``, say)."""
-    block_size = max(LM["long_contexts"])  # 256, as cell 78
+    block_size = max(LM["long_contexts"])  # 256, as the chapter's rotary GPT
     sizes = dict(
         vocab_size=vocab_size,
         block_size=block_size,
