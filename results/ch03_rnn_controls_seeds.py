@@ -18,6 +18,8 @@ The chapter reads the JSON beside the results of ``results/ch03_seeds.json`` (sa
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
     python results/ch03_rnn_controls_seeds.py [--seeds 0 1 2 3 4 5 6]
+
+(The committed file holds seeds 0 to 19: the first seven are ``results/ch03_seeds.json``'s.)
 """
 
 from __future__ import annotations
@@ -110,10 +112,13 @@ def main(argv=None) -> None:
         rnn_lm_slow=dict(min=min(slow), max=max(slow), values=slow),
     )
     unigram = base.unigram_perplexity(train_ids, valid_ids, len(vocab))
-    long_runs = acc(50) + acc(100)
+    def solved(t):  # runs above 0.9, the chapter's bar for a solved length
+        return sum(a > 0.9 for a in acc(t))
+
+    summary["wide_rnn_solved"] = {str(t): solved(t) for t in base.LENGTHS}
     claims = {
-        "wide RNN at T = 50 and 100: no run reaches 0.95": max(long_runs) < 0.95,
-        "wide RNN at T = 50 and 100: every run above 0.2 (chance is 0.125)": min(long_runs) > 0.2,
+        "wide RNN at T = 50 and 100: fewer than a third of the runs above 0.9 at each length":
+            max(solved(50), solved(100)) < len(runs) / 3,
         "wide RNN at T = 50 and 100: the mean of the runs above 0.3": bool(min(
             np.mean(acc(50)), np.mean(acc(100))) > 0.3),
         "RNN LM at lr 0.003: no run diverges (every one below 0.4 of the unigram perplexity)":
