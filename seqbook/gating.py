@@ -26,7 +26,6 @@ from functools import partial
 
 import torch
 
-from .attention import causal_mask
 from .checks import check_finite, check_float_tensor, check_number, check_tensor, checked, has_values
 from .rnn import GRU, LSTM
 
@@ -117,7 +116,8 @@ def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     log_keep = cum[:, :, None, :] - cum[:, None, :, :]  # (B, T, T, H)
     keep = log_keep.clamp_max(0.0).exp()
     T = z.shape[1]
-    causal = causal_mask(T, device=z.device)  # (T, T), True where k <= t
+    # (T, T), True where k <= t: a candidate from the future gets no weight
+    causal = torch.ones(T, T, dtype=torch.bool, device=z.device).tril()
     w = keep * (1 - zd)[:, None, :, :]       # (B, T, T, H)
     weights = torch.where(causal[None, :, :, None], w, 0.0)
     initial = cum.exp()                      # (B, T, H)

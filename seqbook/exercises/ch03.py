@@ -330,7 +330,8 @@ def check_sum_to_one(gru_weights):
     _check_weights_shape(w, w0, B, T, H, "gru_weights")
     expect(not torch.isnan(torch.as_tensor(w)).any(), "the weights contain NaN where a gate is "
            "exactly 0 (z = 0 writes the candidate over the whole state): a ratio of cumulative "
-           "products divides 0 by 0 there; multiply the gates of the steps after k instead")
+           "products (or a difference of cumulative log-gates) gives 0 / 0 or -inf + inf there; "
+           "multiply the gates of the steps after k instead")
     ref, ref0 = unrolled_weights(z)
     if close(w, ref, n=T) and close(w0, ref0, n=T):
         return
@@ -361,9 +362,13 @@ def check_lstm_unroll(lstm_weights):
     B, T, H = 2, 6, 3
     f = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
     i = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
+    f[0, 2, 1] = 0.0  # a unit that forgets everything at step 3
     out = call(lstm_weights, f.clone(), i.clone(), what="lstm_weights")
     w, w0 = returned_pair(out, "lstm_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "lstm_weights")
+    expect(not torch.isnan(torch.as_tensor(w)).any(), "the weights contain NaN where a forget "
+           "gate is exactly 0 (f = 0 forgets the whole cell): a ratio of cumulative products "
+           "divides 0 by 0 there; multiply the gates of the steps after k instead")
     ref, ref0 = _unrolled(i, f)
     if close(w, ref, n=T) and close(w0, ref0, n=T):
         return

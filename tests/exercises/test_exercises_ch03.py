@@ -259,14 +259,24 @@ def test_lstm_unroll():
     shifted = check(name, lambda f, i: (lstm_loop(f, i)[0], f.cumprod(1) * 0.5))
     assert "weights of c_0" in shifted.message and "h_0" not in shifted.message
 
-    def log_space(f, i):  # products as sums of logarithms, vectorised
-        logf = torch.log(f).cumsum(1)  # (B, T, H): sum_{j<=t} log f_j
+    def log_space(f, i, floor=0.0):  # products as sums of logarithms, vectorised
+        logf = torch.log(f.clamp_min(floor)).cumsum(1)  # (B, T, H): sum_{j<=t} log f_j
         t = torch.arange(f.shape[1])
         later = logf[:, :, None] - logf[:, None, :]  # [b, t, k]: sum_{k<j<=t} log f_j
         w = i[:, None] * torch.exp(later) * (t[None, :, None, None] >= t[None, None, :, None])
         return w, torch.exp(logf)
 
-    assert check(name, log_space)
+    assert check(name, lambda f, i: log_space(f, i, floor=1e-300))
+    # a forget gate of exactly 0 makes log(0) - log(0) = NaN, as a ratio of cumprods does
+    assert "NaN where a forget gate" in check(name, log_space).message
+
+    def cumprod_ratio(f, i):  # prod_{k<j<=t} f_j as P_t / P_k: 0 / 0 after a zero gate
+        P = f.cumprod(1)
+        t = torch.arange(f.shape[1])
+        w = i[:, None] * P[:, :, None] / P[:, None]
+        return w * (t[None, :, None, None] >= t[None, None, :, None]), P
+
+    assert "NaN where a forget gate" in check(name, cumprod_ratio).message
 
 
 def _one_line_fixed(x, h, w_ih, w_hh, b_ih, b_hh):  # the input's chunks fixed, the state's not
