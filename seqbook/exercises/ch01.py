@@ -421,7 +421,8 @@ def _pair_counts(words: dict, weighted: bool = True, overlap: bool = True) -> Co
 _OVERLAP = ("a run such as 'aaaaa' holds the pair (a, a) four times: eq. (1.2) counts every "
             "position where a follows a, overlapping pairs and repeats in a piece included")
 BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
-              "twice": "abab abab abab", "run": "aaa aaa", "overlap": "aaaaa bc bc bc"}
+              "twice": "abab abab abab", "run": "aaa aaa", "overlap": "aaaaa bc bc bc",
+              "punctuation": "x. x. x. x."}
 
 
 @lru_cache(maxsize=4)
@@ -496,12 +497,20 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """Five small texts: one whose first merge joins the two bytes of "é" (characters would
+    """Six small texts: one cut by the pre-tokenizer between a word and its full stop (a cut
+    that glues them merges (x, .)), one whose first merge joins the two bytes of "é" (characters would
     merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
     occurrence only leaves the second), one with a run of three equal bytes (merged from the
     right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
     frequent pair, and one that runs out of pairs before num_merges (the merges so far, then
     stop)."""
+    text = BPE_MERGES["punctuation"]
+    with _time_limit(0.5, "learn_merges"):
+        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
+    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b" ", b"x")],
+           f"learn_merges({text!r}, 1) must return [(b' ', b'x')]: pretokenize cuts the text "
+           "into 'x', '.', ' x', '.', ...; punctuation is a piece of its own, so no merge joins "
+           "a word to the full stop after it (cut the text with pretokenize(text))")
     text = BPE_MERGES["overlap"]
     with _time_limit(0.5, "learn_merges"):
         out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")

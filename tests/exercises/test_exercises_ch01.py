@@ -339,10 +339,13 @@ def greedy_merges(words, n, merge_pair):
     return out
 
 
-def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False, regex=False):
+def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=False, regex=False,
+          glued=False):
     spans = text.split() if split else pretokenize(text) if pieces else [text]
     if regex:
         spans = re.findall(r"\w+|[^\w\s]+", text)
+    if glued:  # the review's case: punctuation stays with the word before it
+        spans = re.findall(r"\s?\S+|\s+", text)
     words = Counter(tuple(bytes([b]) for b in p.encode("utf-8")) for p in spans)
     merges = []
 
@@ -379,6 +382,8 @@ def test_bpe_merges():
     regex = check(name, lambda t, n: learn(t, n, regex=True)).message
     assert "no merge joins a space to a word" in regex and "regular expression" in regex, regex
     assert "must return 40 merges" in check(name, lambda t, n: learn(t, n - 1)).message
+    glued = check(name, lambda t, n: learn(t, n, glued=True)).message
+    assert "punctuation is a piece of its own" in glued, glued
 
     def no_stop(text, n):  # runs past the last possible merge: max() of nothing
         merges = learn(text, n)
