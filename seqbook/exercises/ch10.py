@@ -83,6 +83,9 @@ def check_state_size(answer):
                                    ("the cache's count", "the state's count"))
     if cache == T * D:
         raise Wrong("the cache count holds one vector per token: a token leaves a key and a value")
+    if (cache, state) == (D * D + D, 2 * T * D):
+        raise Wrong("the two counts are right but swapped: the pair is (numbers in the cache, "
+                    "numbers in the state)")
     for name, value, right in (("cache", cache, 2 * T * D), ("state", state, D * D + D)):
         expect(value == right or abs(value - right) > 0.01 * right,
                f"the {name} count is near the right one but not equal to it: count again, the "
@@ -348,6 +351,7 @@ def check_causal_linear_attention(fn):
                                                                       out[:, :, :-1]),
            "changing the last value changes earlier outputs: position t must not see later "
            "tokens")
+    float32_work(out, right[0], "the output", n=T * Dk)  # e.g. a state made by torch.zeros
     raise Wrong("the outputs differ from causal linear attention: check the feature map, the "
                 "running sums and the division")
 
@@ -393,6 +397,7 @@ def check_zoh(fn):
     if close(A_bar, (1 + dA / 2) / (1 - dA / 2)):
         raise Wrong("A_bar follows the bilinear rule, S4's: this exercise discretises by the "
                     "zero-order hold, eq. (10.10), whose A_bar is an exponential")
+    float32_work(A_bar, ref_A, "A_bar")
     expect(close(A_bar, ref_A), "A_bar is not the decay of the state over one step of length "
            "Delta (one step per channel: delta is (E,))")
     if close(B_bar, delta[:, None] * B):
@@ -408,6 +413,7 @@ def check_zoh(fn):
     if close(B_bar, ref_B / delta[:, None]):
         raise Wrong("B_bar is divided by Delta: it must tend to Delta B as Delta goes to 0, "
                     "(A_bar - 1) / A B, with A itself in the denominator, not Delta A")
+    float32_work(B_bar, ref_B, "B_bar")
     expect(close(B_bar, ref_B), "B_bar is not the zero-order hold's input matrix")
 
 

@@ -29,6 +29,7 @@ def test_state_size():
     assert check("ex-ch10-state-size", ...).status == "not attempted"
     assert "a key and a value" in check("ex-ch10-state-size", (T * D, D * D + D)).message
     assert "count z too" in check("ex-ch10-state-size", (2 * T * D, D * D)).message
+    assert "swapped" in check("ex-ch10-state-size", (D * D + D, 2 * T * D)).message
     assert "does not grow with T" in check("ex-ch10-state-size", (2 * T * D, 2 * T * D)).message
     assert "must be a pair" in check("ex-ch10-state-size", 5).message
     assert "must be a number" in check("ex-ch10-state-size", ("many", 3)).message
@@ -190,6 +191,21 @@ def test_causal_linear_attention():
         return torch.einsum("bhtk,bhtkv->bhtv", q,
                             torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2))
 
+    def float32_state(q, k, v):  # the review's case: torch.zeros makes a float32 state
+        q, k = phi(q), phi(k)
+        S = torch.zeros(*q.shape[:2], q.shape[-1], v.shape[-1])
+        z = torch.zeros(*q.shape[:2], q.shape[-1])
+        out = []
+        for t in range(q.shape[2]):
+            S += k[:, :, t, :, None] * v[:, :, t, None, :]
+            z += k[:, :, t]
+            qt = q[:, :, t]
+            out.append((qt[..., :, None] * S).sum(-2) / (qt * z).sum(-1, keepdim=True))
+        return torch.stack(out, 2)
+
+    assert "float32's precision only" in check("ex-ch10-causal-linear-attention",
+                                               float32_state).message
+
     def not_causal(q, k, v):
         q, k = phi(q), phi(k)
         return (q @ (k.transpose(-2, -1) @ v)) / (q @ k.sum(2)[..., None])
@@ -268,6 +284,9 @@ def test_zoh():
         return A_bar, (A_bar - 1) / A * B
 
     assert check("ex-ch10-zoh", right)
+    f32 = check("ex-ch10-zoh", lambda A, B, d: [x.double() for x in right(A.float(), B.float(),
+                                                                          d.float())])
+    assert "float32's precision only" in f32.message
     assert check("ex-ch10-zoh", starter).status == "not attempted"
     assert "Euler" in check("ex-ch10-zoh", euler_B).message
     assert "off by a factor" in check("ex-ch10-zoh", no_division).message
