@@ -25,7 +25,7 @@ the delta rule come from results/ch10_seeds.json (same seeds, same data).
 
 Run from the repository root, one CPU thread::
 
-    python results/ch10_delta_seeds.py [--seeds 0 1 2 3 4 5 6 7 8 9]
+    python results/ch10_delta_seeds.py [--seeds 0 1 2 ... 11]
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def first_below_half(xs, acc):
 
 
 def main() -> None:
-    parser = script_parser(__file__, __doc__, seeds=tuple(range(10)))
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(12)))
     parser.add_argument("--rescore", action="store_true",
                         help="recompute the summary and claims from the runs already in --out "
                              "(their provenance kept), without training")
@@ -213,8 +213,8 @@ def score(runs, base):
         "MQAR: DeltaNet is below linear attention at 16, 32 and 64 pairs": every(
             lambda r: all(a < b for n, a, b in zip(ch10_seeds.MQAR_PAIRS, plain(r, "DeltaNet"),
                                                    plain(r, lin), strict=True) if n >= 16)),
-        "MQAR: DeltaNet does not beat linear attention by more than 0.05 at any n": every(
-            lambda r: all(a <= b + 0.05 for a, b in zip(plain(r, "DeltaNet"), plain(r, lin),
+        "MQAR: DeltaNet does not beat linear attention by more than 0.1 at any n": every(
+            lambda r: all(a <= b + 0.1 for a, b in zip(plain(r, "DeltaNet"), plain(r, lin),
                                                          strict=True))),
     }
     names = list(runs[0]["capacity"])

@@ -30,7 +30,7 @@ cells, to show it); the seed-0 run reproduces the notebook's printed accuracies 
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU thread::
 
-    python results/ch10_seeds.py [--seeds 0 1 ... 9] [--lm-seeds 0 1 2]
+    python results/ch10_seeds.py [--seeds 0 1 ... 11] [--lm-seeds 0 1 2 3 4]
 """
 
 from __future__ import annotations
@@ -318,8 +318,8 @@ def falls_below_half(acc):
 
 
 def main() -> None:
-    parser = script_parser(__file__, __doc__, seeds=tuple(range(10)))
-    parser.add_argument("--lm-seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(12)))
+    parser.add_argument("--lm-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     args = parser.parse_args()
     small_model_threads(DEVICE, 1)
     runs = []
@@ -376,8 +376,8 @@ def main() -> None:
         "MQAR: the N = 4 state falls below one half at fewer pairs than the N = 16 states":
             every(lambda r: falls_below_half(acc(r, g4))
                   < min(falls_below_half(acc(r, lin)), falls_below_half(acc(r, g16)))),
-        "MQAR: at equal key width (16) the gated recurrence is within 0.05 of linear attention":
-            every(lambda r: gap(r, g16, lin) <= 0.05),
+        "MQAR: at equal key width (16) the gated recurrence is within 0.1 of linear attention":
+            every(lambda r: gap(r, g16, lin) <= 0.1),
         "MQAR: the N = 4 recurrence with its gates fixed at 1 is within 0.02 of the trained gates":
             every(lambda r: gap(r, g4, g4_fixed) <= 0.02),
         "MQAR: the trained gates stay above 0.99 on average": every(
@@ -391,6 +391,8 @@ def main() -> None:
         "LM: Mamba below linear attention": every(
             lambda r: r["lm_perplexity"]["Mamba"] < r["lm_perplexity"]["linear attention"],
             "lm_perplexity"),
+        "LM: Mamba below the GRU": every(
+            lambda r: r["lm_perplexity"]["Mamba"] < r["lm_perplexity"]["GRU"], "lm_perplexity"),
         "LM: Mamba within 1.15 x the GRU": every(
             lambda r: r["lm_perplexity"]["Mamba"] < 1.15 * r["lm_perplexity"]["GRU"],
             "lm_perplexity"),
