@@ -15,6 +15,7 @@ Reported per seed:
   losses, the number of errors, whether every output has the form YYYY-MM-DD, how many wrong
   digits the errors have, for how many of the plain model's errors the model gives its own output
   a higher log-probability than the true date, and the exact match with beam widths 3 and 5;
+  the outputs that are not of the form YYYY-MM-DD are counted (and the first three kept);
 * alignment: the share of attention that each output field (year, month, day) puts on the same
   field of the source, over the test sources in the ``dd/mm/yyyy`` format (cell 41);
 * copy task: exact match by length (1..32) for both models; the mean over lengths 8..16 (cell 50),
@@ -22,7 +23,7 @@ Reported per seed:
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
-    python results/ch04_seeds.py [--out results/ch04_seeds.json] [--seeds 0 1 2 3 4 5 6]
+    python results/ch04_seeds.py [--out results/ch04_seeds.json] [--seeds 0 1 ... 11]
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def dates_run(dates, seed: int) -> dict:
             final_train_loss=round(history.final_loss, 5),
             errors=len(wrong),
             all_iso=all(iso.fullmatch(p) is not None for p in pred),
+            not_iso=sum(iso.fullmatch(p) is None for p in pred),
+            not_iso_examples=[[s, p] for s, p in zip(sources, pred, strict=True)
+                              if iso.fullmatch(p) is None][:3],
             errors_1_2_digits=sum(d is not None and 1 <= d <= 2 for d in digits_wrong),
         )
         if wrong:
@@ -171,7 +175,7 @@ def copy_run(copy, seed: int) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4, 5, 6))
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(12)))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
 
@@ -220,9 +224,8 @@ def main(argv=None) -> None:
         "attention model's final training loss lower at every seed": all(
             r["dates"][att]["final_train_loss"] < r["dates"][plain]["final_train_loss"] for r in runs
         ),
-        "every output has the form YYYY-MM-DD at every seed": all(
-            r["dates"][n]["all_iso"] for r in runs for n, _ in NAMES
-        ),
+        "at most 5 of the 1,000 outputs of either model not of the form YYYY-MM-DD at every seed":
+        all(r["dates"][n]["not_iso"] <= 5 for r in runs for n, _ in NAMES),
         "most plain-model errors are wrong in 1 or 2 digits at every seed": all(
             r["dates"][plain]["errors_1_2_digits"] > 0.5 * r["dates"][plain]["errors"] for r in runs
         ),
@@ -240,9 +243,9 @@ def main(argv=None) -> None:
             r["dates"][plain]["errors_beam5_also_greedy_errors"] > 0.8 * r["dates"][plain]["errors"]
             for r in runs
         ),
-        "each field puts more than half its attention on its source field at every seed": all(
+        "each field puts more than half its attention on its source field at most seeds": sum(
             min(r["dates"][att]["field_mass"].values()) > 0.5 for r in runs
-        ),
+        ) > len(runs) / 2,
         "copy mean over 8..16 with attention above 0.7 at every seed": min(col("copy", att, "mean_8_16"))
         > 0.7,
         "copy mean over 8..16 with attention above 0.8 at every seed": min(col("copy", att, "mean_8_16"))
