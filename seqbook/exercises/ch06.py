@@ -269,12 +269,21 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
     h = layer.norm1(x + a)  # PyTorch's post-LN, with this layer's weights
     expected = {"dropout1": (a, "the attention output"), "dropout2": (layer.ff(h), "the "
                 "feed-forward output")}
+
+    def applied_to(name, value):
+        return any(v.shape == value.shape and close(v, value, n=64) for v in seen[name])
+
+    expect(not (applied_to("dropout1", expected["dropout2"][0])
+                and applied_to("dropout2", a) and not applied_to("dropout1", a)),
+           "dropout1 and dropout2 are swapped. With equal rates the layer computes the same "
+           "function, but the check matches the layer's modules by name, as PyTorch's layer "
+           "uses them: dropout1 on the attention output, dropout2 on the feed-forward output")
     for name, (value, what) in expected.items():
         expect(seen[name], f"the module {name} is never called: keep the layer's dropouts where "
                f"the layer has them, layer.{name} on {what} before the residual sum (in eval "
                "mode a dropout does nothing, which is why the output still matches; the check "
                "follows the layer's dropout modules, so F.dropout with their rate is not seen)")
-        expect(any(v.shape == value.shape and close(v, value, n=64) for v in seen[name]),
+        expect(applied_to(name, value),
                f"{name} is applied to something else than {what}: it must act on {what} alone, "
                "before the residual sum and the LayerNorm")
 

@@ -172,6 +172,13 @@ def test_postln():
         return layer.norm2(x + layer.ff(x))
 
     assert "dropout1 is applied to something else" in check(name, dropout_on_sum).message
+
+    def dropouts_swapped(layer, x, key_padding_mask=None):  # same rates: the same function
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout2(a))
+        return layer.norm2(x + layer.dropout1(layer.ff(x)))
+
+    assert "dropout1 and dropout2 are swapped" in check(name, dropouts_swapped).message
     assert "the module dropout1 is never called" in check(name, no_dropout).message
 
     def ff_reads_input(layer, x, key_padding_mask=None):
