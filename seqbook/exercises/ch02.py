@@ -192,7 +192,11 @@ def check_temperature(entropy):
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 2, 10, generator=g, dtype=F64) * 2  # (..., V) with two batch dims
     for tau in (0.5, 1.0, 2.0):
-        out = returned_tensor(call(entropy, logits.clone(), tau, what="entropy"), "entropy")
+        given = logits.clone()
+        out = returned_tensor(call(entropy, given, tau, what="entropy"), "entropy")
+        expect(torch.equal(given, logits), "entropy changed its argument logits in place "
+               "(logits /= tau?): in a loop over tau the next call would get scaled logits. "
+               "Compute logits / tau in a new tensor")
         ref = _entropy(logits, tau)
         expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy "
                f"must have shape {tuple(ref.shape)}: one number per distribution, summed over "

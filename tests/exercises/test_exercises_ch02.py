@@ -168,6 +168,12 @@ def test_temperature():
 
     assert check(name, right)
     assert check(name, via_logsumexp)
+
+    def divides_in_place(logits, tau):  # right once, but the caller's logits are changed
+        logits /= tau
+        return right(logits, 1.0)
+
+    assert "in place" in check(name, divides_in_place).message
     assert check(name, lambda z, t: torch.distributions.Categorical(logits=z / t).entropy())
     assert check(name, lambda z, t: right(z.float(), t))  # float32
     assert check(name, lambda z, t: right(z, t).numpy())
