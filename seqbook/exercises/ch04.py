@@ -307,6 +307,10 @@ def check_luong(fn):
         scores = torch.einsum("bd,bsd->bs", s @ W, h)
         ref_w = _masked_softmax(scores, real)
         ref = (ref_w[..., None] * h).sum(1)
+        w = weights.detach().to(F64)
+        expect(bool(torch.isfinite(w).all()) and not bool((w < 0).any()),
+               "the weights have negative or infinite entries, so they are not a softmax: each "
+               "row must be a distribution over the source (are these the scores themselves?)")
         _padding_slips(weights, real, ". Mask the scores with -inf before the softmax",
                        large=case == 1, word="scores", later=case == 0)
         if close(weights, _masked_softmax(scores / h.shape[-1] ** 0.5, real), n=4):
@@ -384,11 +388,15 @@ def _loss(logits, tgt, ignore_pad: bool = True):
                            ignore_index=PAD_ID if ignore_pad else -100)
 
 
-def _exposure_case():
-    """A fresh model (the learner may change it) and a batch with <eos> and padding."""
+def _exposure_case(early_eos: bool = False):
+    """A fresh model (the learner may change it) and a batch with <eos> and padding; with
+    ``early_eos`` the model writes <eos> at every step, so that greedy decoding stops at once."""
     torch.manual_seed(46)  # the model's initial weights (the global state is restored by check)
     model = Seq2Seq(src_vocab_size=12, tgt_vocab_size=9, embed_dim=4, hidden_size=6).to(F64)
     model.eval()
+    if early_eos:
+        with torch.no_grad():
+            model.decoder.out.bias[EOS_ID] += 50.0
     g = torch.Generator().manual_seed(46)
     src = torch.randint(4, 12, (4, 6), generator=g)
     src_lengths = torch.tensor([6, 5, 3, 2])
@@ -399,11 +407,11 @@ def _exposure_case():
     return model, src, src_lengths, tgt
 
 
-@functools.lru_cache(maxsize=1)
-def _exposure_references() -> dict[str, torch.Tensor]:
+@functools.lru_cache(maxsize=2)
+def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
     """The losses of the right answer and of the typical slips, computed once on a model of
     their own (0-d tensors, which nothing modifies)."""
-    model, src, src_lengths, tgt = _exposure_case()
+    model, src, src_lengths, tgt = _exposure_case(early_eos)
     with torch.no_grad():
         memory = model.encode(src, src_lengths)
         logits = _free_running_logits(model, memory, tgt, pad_after_eos=False)
@@ -428,16 +436,26 @@ def _exposure_references() -> dict[str, torch.Tensor]:
     "that padding after <eos> does not count.",
 ])
 def check_exposure(fn):
-    model, src, src_lengths, tgt = _exposure_case()
+    for early_eos in (False, True):
+        _check_exposure_case(fn, early_eos)
+
+
+def _check_exposure_case(fn, early_eos: bool) -> None:
+    model, src, src_lengths, tgt = _exposure_case(early_eos)
     with torch.no_grad():
         out = _number(call(fn, model, src, src_lengths, tgt.clone(), what="free_running_loss"),
                       "free_running_loss")
-    ref = _exposure_references()
+    ref = _exposure_references(early_eos)
     n = tgt.shape[0] * tgt.shape[1]
     # after its own <eos> the decoder may read <pad> (as greedy_decode feeds it) or go on reading
     # its argmax: both are fair readings of the exercise
     if close(out, ref["free"], n=n) or close(out, ref["pad after eos"], n=n):
         return
+    if early_eos:
+        raise Wrong("right on a model that writes letters, wrong on one that writes <eos> at "
+                    "its first step: the loss must still score every true character of tgt, "
+                    "even after the decoder has written <eos> (greedy_decode stops there, so "
+                    "its output is shorter than the targets)")
     if close(out, ref["forced"], n=n):
         raise Wrong("that is the teacher-forced loss: at test time the decoder reads its own "
                     "previous prediction, not the true character")

@@ -198,6 +198,12 @@ def test_luong():
         return torch.bmm(w[:, None], h)[:, 0], w
 
     assert check(name, keys_first)
+
+    def scores_as_weights(s, h, mask, W):  # the masked scores returned, no softmax
+        e = torch.einsum("bd,bsd->bs", s @ W, h).masked_fill(~mask, -math.inf)
+        return (torch.softmax(e, -1)[..., None] * h).sum(1), e
+
+    assert "not a softmax" in check(name, scores_as_weights).message
     assert check(name, lambda *a: luong(*map(f32, a)))
     assert check(name, lambda *a: tuple(t.numpy() for t in luong(*a)))
 
@@ -284,6 +290,18 @@ def test_exposure():
     assert check(name, lambda *a: np.float64(free_running(*a).item()))
 
 
+def test_exposure_refuses_greedy_output_cut_short():
+    def greedy_unpadded(model, src, src_lengths, tgt):  # a reader's answer, wrong in general
+        T = tgt.shape[1] - 1
+        ys = greedy_decode(model, src, src_lengths, T)  # shorter if every row stops early
+        logits = model(src, src_lengths, torch.cat([tgt[:, :1], ys[:, :-1]], 1))
+        targets = tgt[:, 1 : ys.shape[1] + 1]
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
+
+    result = check("ex-ch4-exposure", greedy_unpadded)
+    assert result.status == "fail" and "writes <eos> at its first step" in result.message
+
+
 def test_exposure_meets_an_eos():
     from seqbook.exercises import EXERCISES
 
@@ -295,5 +313,5 @@ def test_exposure_meets_an_eos():
         return free_running(model, src, src_lengths, tgt)
 
     assert check("ex-ch4-exposure", spy) and EXERCISES
-    (after_eos_pad, after_eos_argmax), = seen
+    (after_eos_pad, after_eos_argmax), _ = seen  # the second case: <eos> at once
     assert abs(after_eos_pad - after_eos_argmax) > 1e-3
