@@ -145,8 +145,8 @@ def delta_rule_chunked(
         u_t = beta_t (v_t - G_t S_0^T k_t - sum_{j<t} (G_t / G_j) (k_j^T k_t) u_j),
 
     a lower-triangular system (I + A) U = diag(beta) (V - diag(G) K S_0) with
-    A_tj = beta_t (G_t / G_j) k_t^T k_j for j < t. Its solution U = U' - W S_0, with
-    U' = M V, W = M diag(G) K and M = (I + A)^-1 diag(beta), needs no S_0 (the WY
+    A_tj = beta_t (G_t / G_j) k_t^T k_j for j < t. Its solution U = MV - MK S_0, with
+    MV = M V, MK = M diag(G) K and M = (I + A)^-1 diag(beta), needs no S_0 (the WY
     representation; Yang et al. call the inverse the UT transform). Then
 
         out_t = G_t S_0^T q_t + sum_{j<=t} (G_t / G_j) (k_j^T q_t) u_j,
@@ -180,22 +180,22 @@ def delta_rule_chunked(
     eye = torch.eye(C, dtype=solve, device=k.device)
     M = torch.linalg.solve_triangular(eye + A, torch.diag_embed(beta).to(solve),
                                       upper=False).to(A.dtype)  # (B, H, n, C, C)
-    W = M @ (g.exp()[..., None] * k)             # M diag(G) K: (B, H, n, C, D_k)
-    U = M @ v                                                  # M V: (B, H, n, C, D_v)
+    MK = M @ (g.exp()[..., None] * k)            # M diag(G) K: (B, H, n, C, D_k)
+    MV = M @ v                                                 # M V: (B, H, n, C, D_v)
     scores = (q @ k.transpose(-2, -1)) * decay                 # (B, H, n, C, C)
 
     # the memory S: (B, H, D_k, D_v)
     S = k.new_zeros(B, H, D_k, v.shape[-1]) if state is None else state
     outputs = []
     # chunk i's slices by unbind: the backward pass stays linear in the number of chunks
-    per_chunk = (x.unbind(2) for x in (U, W, g, q, k, scores))
-    for U_i, W_i, g_i, q_i, k_i, scores_i in zip(*per_chunk, strict=True):
-        u = U_i - W_i @ S                                      # (B, H, C, D_v): errors
+    per_chunk = (x.unbind(2) for x in (MV, MK, g, q, k, scores))
+    for MV_i, MK_i, g_i, q_i, k_i, scores_i in zip(*per_chunk, strict=True):
+        U = MV_i - MK_i @ S                                    # (B, H, C, D_v): errors
         G = g_i.exp()[..., None]                               # (B, H, C, 1)
-        outputs.append(G * (q_i @ S) + scores_i @ u)           # (B, H, C, D_v)
+        outputs.append(G * (q_i @ S) + scores_i @ U)           # (B, H, C, D_v)
         last = g_i[..., -1:]                                   # (B, H, 1): log G_C
         k_decayed = (last - g_i).exp()[..., None] * k_i        # (B, H, C, D_k)
-        S = last.exp()[..., None] * S + k_decayed.transpose(-2, -1) @ u
+        S = last.exp()[..., None] * S + k_decayed.transpose(-2, -1) @ U
     return torch.cat(outputs, dim=2)[:, :, :T], S               # (B, H, T, D_v)
 
 

@@ -163,6 +163,9 @@ def check_hybrid_cache(answer):
     if second == attention_only + states / 2:
         raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
                     "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
+    if second in (attention_only + states * (16 + kept) / 16 for kept in (3, 4)):
+        raise Wrong("the recurrent states include the convolution's inputs: the exercise leaves "
+                    "them out, and counts each state as 2 * 4096 * 16 numbers")
     if second == attention_only + states * 2:
         raise Wrong("the recurrent states are twice what they should be: each is 2 * 4096 * 16 "
                     "numbers, stored in 16 bits as the cache is, 2 bytes a number")
@@ -1130,6 +1133,9 @@ def _ut_slips(k, v, beta):
            "errors u_j") for w in (v, b * v)),
         (rows(lambda t, read: beta[t] * v[t] - read),
          "beta_t scales v_t only: it scales the whole error, v_t minus what the memory returns"),
+        (rows(lambda t, read: v[t] - read),
+         "beta is missing: each row is beta_t times the error v_t minus what the memory returns "
+         "for k_t, so the first row is beta_1 v_1"),
         (_ut_reference(k / k.norm(dim=-1, keepdim=True), v, beta)[0],
          "the keys are normalised: the exercise's keys are not of unit length, and the memory's "
          "read-out uses the keys as they are"),
@@ -1154,8 +1160,8 @@ UT_CASES = ((7, 4, 3, F64, 30), (5, 3, 5, torch.float32, 31), (1, 2, 2, F64, 32)
     "Before step t the memory is S_(t-1) = sum over j < t of k_j u_j^T, so what it returns for "
     "k_t is the sum over j < t of (k_j^T k_t) u_j: the dot products of k_t with the earlier keys, "
     "k[:t] @ k[t], weight the earlier rows U[:t].",
-    "Start from U = torch.zeros_like(v) and set U[t] = beta[t] * (v[t] - (k[:t] @ k[t]) @ U[:t]) "
-    "for t = 0, ..., C - 1; at t = 0 the sum is empty.",
+    "Start from U = torch.zeros_like(v). For t = 0, ..., C - 1, take from v[t] what the memory "
+    "returns for k[t] (hint 2), and scale the difference by beta[t]; at t = 0 the sum is empty.",
 ])
 def check_ut(fn):
     for C, Dk, Dv, dtype, seed in UT_CASES:

@@ -88,6 +88,7 @@ def test_hybrid_cache():
         ((ALL_ATTENTION, HYBRID_ATTENTION + STATES + 1), "exact count"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + 27 * 2 * 4096 * 16 * 2), "not the hybrid's"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + 32 * 2 * 4096 * 16 * 2), "all 32 layers"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 2 * 4096 * (16 + 3) * 2), "convolution's inputs"),
         ((ALL_ATTENTION + 2 * 4096 * 2, HYBRID_ATTENTION + STATES), "exact count"),
         (5, "must be a pair"),
         (("many", 3), "must be a number"),
@@ -984,6 +985,10 @@ def _beta_of_j(k, v, b):  # beta_j inside the sum instead of beta_t outside
     return _rows(k, v, lambda t, U, read: b[t] * v[t] - (b[:t] * (k[:t] @ k[t])) @ U[:t])
 
 
+def _no_beta(k, v, b):  # beta forgotten altogether
+    return _rows(k, v, lambda t, U, read: v[t] - (k[:t] @ k[t]) @ U[:t])
+
+
 def _wrong_dim(k, v, b):
     return _rows(k, v, lambda t, U, read: b[t] * (v[t] - (k[:t] * k[t]).sum(0) @ U[:t]))
 
@@ -997,6 +1002,7 @@ UT_SLIPS = {
     "plus": (_plus, "instead of taking it away"),
     "values-not-errors": (_values_not_errors, "runs over the values v_j"),
     "beta-on-v-only": (_beta_on_v_only, "scales v_t only"),
+    "no-beta": (_no_beta, "beta is missing"),
     "loop-from-1": (_loop_from_1, "the first row U[0] is already wrong"),
     "loop-stops-early": (_loop_stops_early, "U[0] to U[5] are right and U[6] is not"),
     "misses-last-step": (_misses_last_step, "U[0] is right and U[1] is not"),
