@@ -11,7 +11,10 @@ stop once a block's mean loss is below 0.02, the gates started with ``init_keep_
 * ``coupled``: the solution's ``CoupledLSTM``, the same LSTM with its input gate tied to the
   forget gate, :math:`i_t = 1 - f_t` (the coupled input and forget gate of Greff et al., 2017);
 * ``no_output_gate``: the untied LSTM with :math:`o_t = 1`, :math:`h_t = \\tanh(c_t)`, the other
-  suspect the solution names.
+  suspect the solution names;
+* ``input_bias_0`` and ``forget_bias_1``: the untied LSTM with other starting biases, to rule out
+  the input gate's start of -3: its input-gate bias at 0 (forget-gate bias 3), and Jozefowicz et
+  al.'s (2015) forget-gate bias 1 with the input-gate bias at 0.
 
 For ``lstm`` and ``coupled`` it also records, every 20 steps of the first 120, on 200 test
 sequences: the mean forget gate over steps 2..100, and the largest (over the units) mean weight of
@@ -102,6 +105,13 @@ class NoOutputGateLSTM(LSTM):
 def build(variant: str, seed: int):
     # as the solution does: the chapter's model, its recurrent layer replaced
     model = memory_model("lstm", seed=seed)
+    if variant in ("input_bias_0", "forget_bias_1"):  # rows stacked (i, f, g, o)
+        H = MEM_HIDDEN
+        with torch.no_grad():
+            for cell in model.rnn.cells:
+                cell.bias_ih[:H].fill_(0.0)  # the input gate starts at 1/2
+                if variant == "forget_bias_1":
+                    cell.bias_ih[H:2 * H].fill_(1.0)
     if variant == "coupled":
         model.rnn = init_keep_bias(CoupledLSTM(MEM_EMBED, MEM_HIDDEN), KEEP_BIAS)
     elif variant == "no_output_gate":
@@ -167,6 +177,8 @@ def main(argv=None) -> None:
             lstm=run("lstm", seed, (MEM_STEPS, LONG_STEPS), traced=True),
             coupled=run("coupled", seed, (MEM_STEPS,), traced=True),
             no_output_gate=run("no_output_gate", seed, (MEM_STEPS,), traced=False),
+            input_bias_0=run("input_bias_0", seed, (MEM_STEPS,), traced=False),
+            forget_bias_1=run("forget_bias_1", seed, (MEM_STEPS,), traced=False),
         )
         row["seconds"] = round(time.perf_counter() - start, 1)
         runs.append(row)
@@ -191,6 +203,8 @@ def main(argv=None) -> None:
         coupled=final("coupled"),
         coupled_steps=coupled_steps,
         no_output_gate=final("no_output_gate"),
+        input_bias_0=final("input_bias_0"),
+        forget_bias_1=final("forget_bias_1"),
     )
 
     def traced(variant, step, key):
@@ -213,6 +227,10 @@ def main(argv=None) -> None:
         "LSTM: every run below 0.3 after 250 steps": max(summary["lstm"]) < 0.3,
         "LSTM: every run still below 0.3 after 1,000 steps": max(lstm_long) < 0.3,
         "LSTM without output gate: every run below 0.3 after 250 steps": max(summary["no_output_gate"]) < 0.3,
+        "LSTM with its input-gate bias at 0: every run below 0.3 after 250 steps":
+            max(summary["input_bias_0"]) < 0.3,
+        "LSTM with forget-gate bias 1 and input-gate bias 0: every run below 0.3 after 250 steps":
+            max(summary["forget_bias_1"]) < 0.3,
         "LSTM: the mean forget gate over steps 2..100 falls in the first 60 steps, every seed": max(
             ratios("lstm", "f_later")
         ) < 1,
