@@ -504,46 +504,38 @@ def _check_early_stop(learn_merges) -> None:
     right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
     frequent pair, and one that runs out of pairs before num_merges (the merges so far, then
     stop)."""
+    def merges(text, n):  # the learner's first n merges of text, as a list of pairs
+        with _time_limit(0.5, "learn_merges"):
+            out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
+        return [tuple(p) for p in out] if isinstance(out, (list, tuple)) else out
+
     text = BPE_MERGES["punctuation"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b" ", b"x")],
+    expect(merges(text, 1) == [(b" ", b"x")],
            f"learn_merges({text!r}, 1) must return [(b' ', b'x')]: pretokenize cuts the text "
            "into 'x', '.', ' x', '.', ...; punctuation is a piece of its own, so no merge joins "
            "a word to the full stop after it (cut the text with pretokenize(text))")
     text = BPE_MERGES["overlap"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"a", b"a")],
+    expect(merges(text, 1) == [(b"a", b"a")],
            f"learn_merges({text!r}, 1) must return [(b'a', b'a')]: {_OVERLAP}, which makes "
            "four, more than the three (b, c)")
     text = BPE_MERGES["bytes"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 1, what=f"learn_merges({text!r}, 1)")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == [(b"\xc3", b"\xa9")],
+    expect(merges(text, 1) == [(b"\xc3", b"\xa9")],
            f"learn_merges({text!r}, 1) must return [(b'\\xc3', b'\\xa9')]: in UTF-8 'é' is "
            "two bytes, and merges start from bytes, not characters (work on "
            "piece.encode('utf-8'))")
     text = BPE_MERGES["twice"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 2, what=f"learn_merges({text!r}, 2)")
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out]
-           == list(_trained_merges(text, 2)),
+    expect(merges(text, 2) == list(_trained_merges(text, 2)),
            f"learn_merges({text!r}, 2) does not join the two b'ab' of a piece in its second "
            "merge: a merge replaces every occurrence of its pair in a piece, not only the first")
     text = BPE_MERGES["run"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, 2, what=f"learn_merges({text!r}, 2)")
     right = list(_trained_merges(text, 2))  # [(b'a', b'a'), (b'aa', b'a')]
-    expect(isinstance(out, (list, tuple)) and [tuple(p) for p in out] == right,
+    expect(merges(text, 2) == right,
            f"learn_merges({text!r}, 2) must return {right}: in a run of equal bytes, 'aaa', a "
            "merge joins the pairs from the left, as a scan of the piece from its start finds "
            "them, which leaves (b'aa', b'a')")
     text, n = BPE_MERGES["short"]
-    with _time_limit(0.5, "learn_merges"):
-        out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")
     right = list(_trained_merges(text, n))
-    out = [tuple(p) for p in out] if isinstance(out, (list, tuple)) else out
+    out = merges(text, n)
     if isinstance(out, list) and len(out) < len(right) and out == right[:len(out)]:
         raise Wrong(f"learn_merges({text!r}, {n}) stops after {len(out)} merge(s), while a pair "
                     "is still left (a pair that occurs once is still the most frequent one): stop "
