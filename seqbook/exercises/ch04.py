@@ -437,10 +437,10 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
 ])
 def check_exposure(fn):
     for early_eos in (False, True):
-        _check_exposure_case(fn, early_eos)
+        _exposure_case_verdict(fn, early_eos)
 
 
-def _check_exposure_case(fn, early_eos: bool) -> None:
+def _exposure_case_verdict(fn, early_eos: bool) -> None:
     model, src, src_lengths, tgt = _exposure_case(early_eos)
     with torch.no_grad():
         out = _number(call(fn, model, src, src_lengths, tgt.clone(), what="free_running_loss"),
