@@ -392,7 +392,7 @@ def _bptt_problem(seed: int, m: int = 4, d: int = 3, n: int = 2, T: int = 6):
 
 
 def _bptt_variant(W_ih, W_hh, W_y, xs, ys, derivative="state", carry=True, average=True,
-                  previous=True, transpose=True):
+                  previous=True, transpose=True, slope_on_carry=True, carry_da=True):
     """Reverse-mode BPTT with one of the typical mistakes switched on."""
     T, m = xs.shape[0], W_hh.shape[0]
     hs, pre = [torch.zeros(m, dtype=F64)], []
@@ -408,10 +408,10 @@ def _bptt_variant(W_ih, W_hh, W_y, xs, ys, derivative="state", carry=True, avera
         dh = W_y.T @ err + (delta_next if carry else 0)
         slope = {"state": 1 - hs[t] ** 2, "pre": 1 - pre[t - 1] ** 2,
                  "none": torch.ones(m, dtype=F64)}[derivative]
-        da = slope * dh
+        da = slope * dh if slope_on_carry else slope * (W_y.T @ err) + delta_next
         dW_ih += torch.outer(da, xs[t - 1])
         dW_hh += torch.outer(da, hs[t - 1] if previous else hs[t])
-        delta_next = (W_hh.T if transpose else W_hh) @ da
+        delta_next = (W_hh.T if transpose else W_hh) @ (da if carry_da else dh)
     return dW_ih, dW_hh, dW_y
 
 
@@ -427,6 +427,10 @@ _BPTT_MISTAKES = [
     ({"previous": False}, "dW_hh pairs the error at step t with h_t; W_hh multiplies h_(t-1)"),
     ({"transpose": False}, "what step t sends back to h_(t-1) is multiplied by W_hh: the chain "
      "rule multiplies by its transpose, W_hh^T (dL/dh_(t-1) = W_hh^T dL/da_t)"),
+    ({"slope_on_carry": False}, "tanh' multiplies only the output's term: dL/da_t = "
+     "diag(1 - h_t^2) (W_y^T e_t + what step t + 1 sends back), both terms"),
+    ({"carry_da": False}, "what step t sends back is W_hh^T dL/dh_t: it must be W_hh^T dL/da_t, "
+     "after the multiplication by tanh'(a_t) = 1 - h_t^2"),
 ]
 
 

@@ -329,7 +329,7 @@ def test_bound():
 
 
 def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previous=True,
-         transpose=True):
+         transpose=True, slope_on_carry=True, carry_da=True):
     T, m = xs.shape[0], W_hh.shape[0]
     hs, pre = [torch.zeros(m, dtype=xs.dtype)], []
     for t in range(T):
@@ -341,10 +341,11 @@ def bptt(W_ih, W_hh, W_y, xs, ys, slope="state", carry=True, average=True, previ
         e = (W_y @ hs[t] - ys[t - 1]) / (T if average else 1)
         dW_y += torch.outer(e, hs[t])
         dh = W_y.T @ e + (delta if carry else 0)
-        da = {"state": 1 - hs[t] ** 2, "pre": 1 - pre[t - 1] ** 2, "none": 1.0}[slope] * dh
+        d = {"state": 1 - hs[t] ** 2, "pre": 1 - pre[t - 1] ** 2, "none": 1.0}[slope]
+        da = d * dh if slope_on_carry else d * (W_y.T @ e) + delta
         dW_ih += torch.outer(da, xs[t - 1])
         dW_hh += torch.outer(da, hs[t - 1] if previous else hs[t])
-        delta = (W_hh.T if transpose else W_hh) @ da
+        delta = (W_hh.T if transpose else W_hh) @ (da if carry_da else dh)
     return dW_ih, dW_hh, dW_y
 
 
@@ -426,6 +427,9 @@ def test_bptt():
     assert "factor T" in check(name, lambda *a: bptt(*a, average=False)).message
     assert "h_(t-1)" in check(name, lambda *a: bptt(*a, previous=False)).message
     assert "W_hh^T" in check(name, lambda *a: bptt(*a, transpose=False)).message
+    only_output = check(name, lambda *a: bptt(*a, slope_on_carry=False))
+    assert "only the output's term" in only_output.message
+    assert "W_hh^T dL/dh_t" in check(name, lambda *a: bptt(*a, carry_da=False)).message
     assert "three tensors" in check(name, lambda *a: bptt(*a)[:2]).message
 
     def wrong_y(*a):
