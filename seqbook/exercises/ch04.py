@@ -85,8 +85,10 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
                                           n=weights.shape[0]):
             raise Wrong("the weights sum to one over the batch (dim 0), not over the source "
                         "positions: the softmax runs over the wrong dimension")
-        raise Wrong("the weights of a padded source do not sum to one: zeroing them after the "
-                    "softmax leaves the real positions with too little weight")
+        raise Wrong("the weights of a padded source do not sum to one: each row must be a "
+                    "softmax over the real positions (zeroing them after the softmax leaves the "
+                    "real positions with too little weight; exponentials not divided by their "
+                    "sum are not normalised at all)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -311,7 +311,10 @@ def check_perfect_recall(stable_probabilities):
 def check_zscore(centre, to_common_norm):
     g = torch.Generator().manual_seed(2)
     x = torch.rand(7, 20, generator=g, dtype=F64) * torch.rand(7, 1, generator=g, dtype=F64) * 3
-    c = returned_tensor(call(centre, x.clone(), what="centre"), "centre")
+    given = x.clone()
+    c = returned_tensor(call(centre, given, what="centre"), "centre")
+    expect(torch.equal(given, x), "centre changed the images it was given (x -= ...?): return a "
+           "new tensor, or the notebook's raw images are centred for every later use")
     expect(c.shape == x.shape, f"centre must keep the shape {tuple(x.shape)}, got {tuple(c.shape)}")
     if close(c, x - x.mean(0, keepdim=True)):
         raise Wrong("centre subtracts the mean image, over the patterns: subtract each image's own "
@@ -323,7 +326,10 @@ def check_zscore(centre, to_common_norm):
     expect(close(c, x - x.mean(-1, keepdim=True), n=20), "centre does not subtract each row's "
            "mean: every row of the result must have mean 0 and differ from the input by a "
            "constant")
-    s = returned_tensor(call(to_common_norm, x.clone(), what="to_common_norm"), "to_common_norm")
+    given = x.clone()
+    s = returned_tensor(call(to_common_norm, given, what="to_common_norm"), "to_common_norm")
+    expect(torch.equal(given, x), "to_common_norm changed the images it was given (x /= ...?): "
+           "return a new tensor")
     expect(s.shape == x.shape, f"to_common_norm must keep the shape {tuple(x.shape)}, got "
            f"{tuple(s.shape)}")
     norms = s.norm(dim=-1)

@@ -204,6 +204,12 @@ def test_luong():
         return (torch.softmax(e, -1)[..., None] * h).sum(1), e
 
     assert "not a softmax" in check(name, scores_as_weights).message
+
+    def exp_as_weights(s, h, mask, W):  # positive, but not normalised
+        e = torch.einsum("bd,bsd->bs", s @ W, h).masked_fill(~mask, -math.inf)
+        return (torch.softmax(e, -1)[..., None] * h).sum(1), e.exp()
+
+    assert "not divided by their sum" in check(name, exp_as_weights).message
     assert check(name, lambda *a: luong(*map(f32, a)))
     assert check(name, lambda *a: tuple(t.numpy() for t in luong(*a)))
 

@@ -298,6 +298,12 @@ def test_zscore():
 
     name = "ex-ch7-zscore"
     assert check(name, centre, to_common_norm)
+
+    def centre_in_place(x):  # right values, but the caller's images are changed
+        x -= x.mean(-1, keepdim=True)
+        return x
+
+    assert "changed the images" in check(name, centre_in_place, to_common_norm).message
     assert check(name, lambda x: x - x.mean(dim=1, keepdim=True), to_common_norm_float32)
     assert check(name, lambda x: (x - x.mean(-1, keepdim=True)).numpy(), to_common_norm)
     # one function where the exercise takes two: a verdict that says so, not a traceback
