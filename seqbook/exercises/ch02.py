@@ -194,9 +194,12 @@ def check_temperature(entropy):
     for tau in (0.5, 1.0, 2.0):
         given = logits.clone()
         out = returned_tensor(call(entropy, given, tau, what="entropy"), "entropy")
-        expect(torch.equal(given, logits), "entropy changed its argument logits in place "
-               "(logits /= tau?): in a loop over tau the next call would get scaled logits. "
-               "Compute logits / tau in a new tensor")
+        if not torch.equal(given, logits):
+            scaled = torch.allclose(given, logits / tau) and tau != 1.0
+            raise Wrong("entropy changed its argument logits in place"
+                        + (" (it divided them by tau: logits /= tau)" if scaled else "")
+                        + ": in a loop over tau the next call would get changed logits. "
+                        "Compute on a new tensor (logits / tau makes one)")
         ref = _entropy(logits, tau)
         expect(out.shape == ref.shape, f"for logits of shape {tuple(logits.shape)} the entropy "
                f"must have shape {tuple(ref.shape)}: one number per distribution, summed over "

@@ -1133,6 +1133,9 @@ def _ut_slips(k, v, beta):
            "errors u_j") for w in (v, b * v)),
         (rows(lambda t, read: beta[t] * v[t] - read),
          "beta_t scales v_t only: it scales the whole error, v_t minus what the memory returns"),
+        (rows(lambda t, read: v[t] - beta[t] * read),
+         "beta_t scales only what the memory returns: it scales the whole error, v_t minus that "
+         "read-out, so the first row is beta_1 v_1"),
         (rows(lambda t, read: v[t] - read),
          "beta is missing: each row is beta_t times the error v_t minus what the memory returns "
          "for k_t, so the first row is beta_1 v_1"),
@@ -1203,7 +1206,7 @@ def check_ut(fn):
             raise Wrong(f"with C = {C}, U is not the errors of the chunk's steps")
         if first == 0:
             raise Wrong(f"with C = {C}, the first row U[0] is already wrong: before the first step "
-                        "the memory is empty")
+                        "the memory is empty, so U[0] = beta_1 v_1")
         right = "U[0] is" if first == 1 else f"U[0] to U[{first - 1}] are"
         raise Wrong(f"with C = {C}, {right} right and U[{first}] is not: what the memory returns "
                     "for k_t sums over all the earlier steps j < t, each error u_j weighted by "

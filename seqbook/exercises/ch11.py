@@ -193,6 +193,12 @@ def check_mfu(answer):
          "the tokens per second count one token per sequence: each sequence has 1024"),
         (mfu(6 * n + attention, peak=989.4e12), "that is the H200's peak, the GPU of the "
          "section's run: the A100's dense bf16 peak is 312 TFLOP/s"),
+        (mfu(6 * n + attention, peak=624e12), "624 TFLOP/s is the A100's peak with 2:4 "
+                                              "structured sparsity: its dense bf16 peak is 312"),
+        (mfu(6 * (n - m["D"] * 50_304) + attention),
+         "N leaves out the token embedding, as Kaplan et al.'s non-embedding count does: here "
+         "it is tied to the output layer, a 768 x 50 304 matrix product every token pays for, "
+         "so it counts in N (only the position table is left out)"),
         (mfu(6 * n + attention, peak=312), "the peak is 312e12 FLOP/s, not 312: TFLOP/s are "
                                            "10**12 FLOP/s"),
         (mfu(6 * n + attention, peak=312 * 2**40), "a TFLOP/s is 10**12 FLOP/s, not 2**40"),
@@ -257,6 +263,8 @@ def check_ridge(answer):
         name_slip(ridge, [
             (1 / right[0], "the ridge point is the peak over the bandwidth, not its inverse"),
             (peak / 4.8, "4.8 TB/s is the H200's bandwidth: the H100 SXM moves 3.35 TB/s"),
+            (1979 / bandwidth, "1 979 TFLOP/s is NVIDIA's peak with 2:4 structured sparsity: the "
+                           "dense bf16 peak is 989.4"),
             (right[0] * 1e12, "the peak and the bandwidth are both in units of 10**12: their "
                               "ratio is in FLOP/byte as it stands"),
             (right[0] / 1e12, "the peak is in TFLOP/s and the bandwidth in bytes/s: put both "
@@ -314,7 +322,7 @@ DECODE = {"n_layer": 12, "width": 768, "weights": 123_568_128, "context": 2048,
 
 def _decode_answer(bytes_=2, kv=2, layers=DECODE["n_layer"], context=DECODE["context"],
                    memory=DECODE["memory"], weights_in_memory=True, weights_read=True,
-                   weights_flops=True, attention=True, weight_bytes=2,
+                   weights_flops=True, attention=1.0, weight_bytes=2,
                    bandwidth=DECODE["bandwidth"], flops_per_product=2, add=False):
     """(batch whose caches equal the weights, largest batch that fits, tokens per second at the
     floor, reading's floor over computing's) of the exercise, with optional slips."""
@@ -352,10 +360,12 @@ def check_decode_batch(answer):
         name_slip(equal, [
             (1 / right[0], "the first number is inverted: the weights' bytes over one "
                            "sequence's cache"),
-            (_decode_answer(kv=1)[0], "the first number counts keys only: the cache holds a key "
-                                      "and a value per layer and token"),
-            (_decode_answer(layers=1)[0], "the first number counts one layer's cache: every "
-                                          "layer keeps its own keys and values"),
+            (_decode_answer(kv=1)[0], "the first number is twice the right one: the weights "
+                                      "are in bf16 (2 N bytes), and a cache holds a key and a "
+                                      "value per layer and token"),
+            (_decode_answer(layers=1)[0], "the first number counts one layer's (or one head's) "
+                                          "cache: every layer keeps its own keys and values, "
+                                          "all D = 768 numbers of them a token"),
             (_decode_answer(bytes_=4)[0], "the first number is half the right one: a cache of "
                                           "2048 tokens, in bf16 like the weights (2 bytes a "
                                           "number)"),
@@ -395,8 +405,12 @@ def check_decode_batch(answer):
                                               "3.35 TB/s"),
         (_decode_answer(flops_per_product=1)[3], "a multiply and an add are two FLOPs: 2 N per "
                                                  "sequence and 4 L t D for attention"),
-        (_decode_answer(attention=False)[3], "the arithmetic leaves out attention: the step "
-                                             "also does 4 L B t D FLOPs with the caches"),
+        (_decode_answer(attention=0)[3], "the arithmetic leaves out attention: the step "
+                                         "also does 4 L B t D FLOPs with the caches"),
+        (_decode_answer(attention=0.5)[3], "attention does 4 L B t D FLOPs, not 2 L B t D: two "
+                                           "products with the caches (the scores with the "
+                                           "keys, the mix of the values), each a multiply and "
+                                           "an add per number read"),
         (_decode_answer(weights_flops=False)[3], "the arithmetic leaves out the matrix "
                                                  "products: 2 N FLOPs a sequence"),
     ], 2)

@@ -173,7 +173,14 @@ def test_temperature():
         logits /= tau
         return right(logits, 1.0)
 
-    assert "in place" in check(name, divides_in_place).message
+    assert "logits /= tau" in check(name, divides_in_place).message
+
+    def shifts_in_place(logits, tau):  # the max subtracted in place: right, but changed
+        logits -= logits.amax(-1, keepdim=True)
+        return right(logits, tau)
+
+    message = check(name, shifts_in_place).message
+    assert "in place" in message and "/= tau" not in message
     assert check(name, lambda z, t: torch.distributions.Categorical(logits=z / t).entropy())
     assert check(name, lambda z, t: right(z.float(), t))  # float32
     assert check(name, lambda z, t: right(z, t).numpy())

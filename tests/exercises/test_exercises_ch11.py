@@ -110,6 +110,9 @@ def test_mfu():
                              (MFU * 312, "model's TFLOP/s"),
                              ((6 * n + attention / 2) * rate / 312e12, "whole T x T"),
                              ((6 * (n + 768 * 50_304) + attention) * rate / 312e12, "once"),
+                             ((6 * (n - 768 * 50_304) + attention) * rate / 312e12,
+                              "non-embedding"),
+                             (MFU / 2, "2:4 structured sparsity"),
                              (0.36, "2 significant digits"),
                              ((6 * n + 12 * 12 * 32 * 1024 * 768) * rate / 312e12, "above 1"),
                              (MFU * 1.1, "not right to 3 significant digits"),
@@ -138,6 +141,7 @@ def test_ridge():
     for answer, fragment in [
         ((1 / ridge, intensity, ceiling), "inverse"),
         ((989.4 / 4.8, intensity, ceiling), "H200's bandwidth"),
+        ((1979 / 3.35, intensity, ceiling), "2:4 structured sparsity"),
         ((ridge * 1e12, intensity, ceiling), "units of 10**12"),
         ((ridge * 1.01, intensity, ceiling), "ridge point is not right"),
         ((intensity, ridge, ceiling), "another order"),
@@ -190,8 +194,8 @@ def test_decode_batch():
     assert verdict(name, ...)[0] == "not attempted"
     for answer, fragment in [
         ((1 / equal, fits, rate, ratio), "inverted"),
-        ((2 * equal, fits, rate, ratio), "keys only"),
-        ((12 * equal, fits, rate, ratio), "one layer's cache"),
+        ((2 * equal, fits, rate, ratio), "weights are in bf16"),
+        ((12 * equal, fits, rate, ratio), "one layer's (or one head's) cache"),
         ((equal / 2, fits, rate, ratio), "half the right one"),
         ((equal * 1.05, fits, rate, ratio), "not right to 3 significant digits"),
         ((equal, 1057, rate, ratio), "1057 sequences do not fit"),
@@ -220,6 +224,7 @@ def test_decode_batch():
         ((equal, fits, rate, 1 / ratio), "inverted"),
         ((equal, fits, rate, 90.5), "attention"),
         ((equal, fits, rate, 296.3), "matrix products"),
+        ((equal, fits, rate, 78.51), "not 2 L B t D"),
         ((equal, fits, rate, 60), "ratio of the floors is not right"),
         ((equal, "many", rate, ratio), "must be a number"),
         (torch.tensor(DECODE, dtype=torch.float16), "half precision"),
