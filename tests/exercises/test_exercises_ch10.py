@@ -989,6 +989,10 @@ def _no_beta(k, v, b):  # beta forgotten altogether
     return _rows(k, v, lambda t, U, read: v[t] - (k[:t] @ k[t]) @ U[:t])
 
 
+def _beta_on_read_only(k, v, b):  # beta scales what the memory returns, not v_t
+    return _rows(k, v, lambda t, U, read: v[t] - b[t] * (k[:t] @ k[t]) @ U[:t])
+
+
 def _wrong_dim(k, v, b):
     return _rows(k, v, lambda t, U, read: b[t] * (v[t] - (k[:t] * k[t]).sum(0) @ U[:t]))
 
@@ -1003,6 +1007,7 @@ UT_SLIPS = {
     "values-not-errors": (_values_not_errors, "runs over the values v_j"),
     "beta-on-v-only": (_beta_on_v_only, "scales v_t only"),
     "no-beta": (_no_beta, "beta is missing"),
+    "beta-on-read-only": (_beta_on_read_only, "scales only what the memory returns"),
     "loop-from-1": (_loop_from_1, "the first row U[0] is already wrong"),
     "loop-stops-early": (_loop_stops_early, "U[0] to U[5] are right and U[6] is not"),
     "misses-last-step": (_misses_last_step, "U[0] is right and U[1] is not"),
