@@ -161,6 +161,7 @@ def one_seed(seed, x_train, y_train, x_test, y_test, steps=STEPS) -> dict:
             low_label=F.one_hot(y_test, 10).bool()[probs <= 1 / N_BINS].float().mean().item(),
             **classwise_parts(probs, y_test),
             nll=cross_entropy(logits, y_test).item(),
+            brier=((probs - F.one_hot(y_test, 10).to(probs.dtype)) ** 2).sum(1).mean().item(),
             final_margin=history.eval_loss[-1],
             margin_curve=[round(v, 3) for v in history.eval_loss],
             margin_correct_only=to_max[correct].mean().item(),
@@ -240,6 +241,9 @@ def main(argv=None) -> None:
         if not isinstance(rs[0][k], list)
     }
     summary["m_star"] = round(M_STAR, 4)
+    summary["seeds where the Brier score ranks the smoothed network below the focal one"] = [
+        r["seed"] for r in runs if r["smooth"]["brier"] < r["focal"]["brier"]
+    ]
     pairs = list(zip(P, S, strict=True))
     claims = {
         "both networks above 78% test accuracy at every seed": all(
@@ -275,6 +279,11 @@ def main(argv=None) -> None:
         ),
         f"with {CONTROL_TRAIN} training images the smoothed ECE is the larger at every control seed": all(
             r["smooth"]["ece"] > r["plain"]["ece"] for r in control
+        ),
+        "proper scores: NLL and Brier score of the smoothed network below the unsmoothed at every "
+        "seed": all(s["nll"] < p["nll"] and s["brier"] < p["brier"] for p, s in pairs),
+        "proper scores: the focal network's NLL below the smoothed one's at every seed": all(
+            f["nll"] < s["nll"] for s, f in zip(S, FOC, strict=True)
         ),
         "focal loss: ECE less than half the unsmoothed at every seed": all(
             f["ece"] < p["ece"] / 2 for p, f in zip(P, FOC, strict=True)
