@@ -265,7 +265,7 @@ def async_sweep(W: torch.Tensor, state: torch.Tensor, order: list[int]) -> torch
     state = state.clone()
     for i in order:
         h = (W[..., i, :] * state).sum(-1)  # (...) local field of neuron i
-        state[..., i] = sign_keep(h, state[..., i])
+        state[..., i] = sign_keep(h, state[..., i])  # sign(h); h = 0 keeps the bit
     return state
 
 

@@ -26,9 +26,10 @@ and after the last tile, ``out = o / l`` (:func:`tiled_attention`). Each factor
 tile every term is ``exp(s - m_N)`` and ``o / l`` is exactly softmax(S) V.
 
 The memory argument. Plain attention materialises the scores and weights, a
-(T, S) matrix per head: for T = S = 32k tokens in float32 that is 4 GiB per head.
-The loop here holds one (T, tile) block of scores and the running state m, l: (T, 1)
-and o: (T, D_v), so its memory grows as T (tile + D_v), linearly in the length.
+(L, S) matrix per head (L queries, S keys): for L = S = 32k tokens in float32 that is
+4 GiB per head. The loop here holds one (L, tile) block of scores and the running state
+m, l: (L, 1) and o: (L, D_v), so its memory grows as L (tile + D_v), linearly in the
+length.
 FlashAttention also tiles the queries, keeps each block in the GPU's on-chip memory
 (SRAM) and fuses the loop into one kernel, so the scores never reach the GPU's main
 memory either; its backward pass recomputes the scores from Q, K and the saved
@@ -136,7 +137,7 @@ def tiled_attention(
     """Softmax attention over tiles of keys with an online softmax (FlashAttention).
 
     Computes ``softmax(scale q k^T) v`` (eq. 5.2 of the book; Dao et al., 2022)
-    without the (T, S) score matrix: the keys and values are taken ``tile_size`` at
+    without the (L, S) score matrix: the keys and values are taken ``tile_size`` at
     a time, and a running maximum m, a running sum l and an output accumulator o are
     rescaled at each tile (the module docstring gives the equations). The result
     equals ``seqbook.attention.scaled_dot_product_attention(q, k, v,
@@ -153,29 +154,29 @@ def tiled_attention(
         scale: multiplier of the scores, ``1 / sqrt(D)`` by default.
 
     Shape:
-        q: (..., T, D), k: (..., S, D), v: (..., S, D_v); returns (..., T, D_v).
-        Scores exist one (..., T, tile_size) block at a time.
+        q: (..., L, D), k: (..., S, D), v: (..., S, D_v); returns (..., L, D_v).
+        Scores exist one (..., L, tile_size) block at a time.
     """
-    T, S = q.shape[-2], k.shape[-2]
+    L, S = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    m = q.new_full((*batch, T, 1), -math.inf)  # (..., T, 1) running max of the scores
-    l = q.new_zeros((*batch, T, 1))  # (..., T, 1) running sum of exp(s - m)
-    o = q.new_zeros((*batch, T, v.shape[-1]))  # (..., T, D_v) sum of exp(s - m) v
-    rows = torch.arange(T, device=q.device)[:, None]  # (T, 1) query positions
+    m = q.new_full((*batch, L, 1), -math.inf)  # (..., L, 1) running max of the scores
+    l = q.new_zeros((*batch, L, 1))  # (..., L, 1) running sum of exp(s - m)
+    o = q.new_zeros((*batch, L, v.shape[-1]))  # (..., L, D_v) sum of exp(s - m) v
+    rows = torch.arange(L, device=q.device)[:, None]  # (L, 1) query positions
     for start in range(0, S, tile_size):
-        if causal and start >= T:  # every query comes before this tile and the rest
+        if causal and start >= L:  # every query comes before this tile and the rest
             break
         stop = min(start + tile_size, S)
         k_t, v_t = k[..., start:stop, :], v[..., start:stop, :]  # (..., tile, D|D_v)
-        s = scale * (q @ k_t.transpose(-2, -1))  # (..., T, tile) scores of this tile
+        s = scale * (q @ k_t.transpose(-2, -1))  # (..., L, tile) scores of this tile
         if causal:
             cols = torch.arange(start, stop, device=q.device)  # (tile,) key positions
             s = s.masked_fill(cols > rows, -math.inf)  # key after query: blocked
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., T, 1)
-        p = torch.exp(s - m_new)  # (..., T, tile)
-        alpha = torch.exp(m - m_new)  # (..., T, 1) brings old sums to the new max
-        l = alpha * l + p.sum(dim=-1, keepdim=True)  # (..., T, 1)
-        o = alpha * o + p @ v_t  # (..., T, D_v)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., L, 1)
+        p = torch.exp(s - m_new)  # (..., L, tile)
+        alpha = torch.exp(m - m_new)  # (..., L, 1) brings old sums to the new max
+        l = alpha * l + p.sum(dim=-1, keepdim=True)  # (..., L, 1)
+        o = alpha * o + p @ v_t  # (..., L, D_v)
         m = m_new
-    return o / l  # (..., T, D_v)
+    return o / l  # (..., L, D_v)
