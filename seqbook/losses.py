@@ -131,7 +131,8 @@ def log_softmax(z: torch.Tensor) -> torch.Tensor:
         z: (..., C) -> (..., C)
     """
     m = z.max(dim=-1, keepdim=True).values.detach()  # (..., 1), a constant shift
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all -inf rows: no NaN
+    # all -inf rows: shift by 0, not by -inf (the result is still NaN, see above)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     shifted = z - m  # (..., C), every entry <= 0
     return shifted - torch.log(torch.exp(shifted).sum(dim=-1, keepdim=True))
 

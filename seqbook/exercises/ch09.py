@@ -266,6 +266,11 @@ def _name_margin_slip(m, prior, y, eps):
     if agrees(m, math.log(target[y] / target.max()), 5):
         raise Wrong(f"{case} the margin is 0 or less: the maximum includes the true class "
                     "itself; the margin is over the largest wrong logit")
+    top = int(prior.argmax())  # the largest prior over all classes, y included
+    if top == y and agrees(m, math.log(target[y] / (eps * prior[top])), 5):
+        raise Wrong(f"{case} the largest wrong class is taken as the class with the largest "
+                    "prior, but that is y itself here: take the largest prior among the other "
+                    "classes")
     top_two = target.sort(descending=True).values[:2]
     if target[y] < wrong.max() and agrees(m, math.log(top_two[0] / top_two[1]), 5):
         raise Wrong(f"{case} the margin is the gap between the two largest logits, but here a "
@@ -343,6 +348,7 @@ def _smoothing_variants(z, y, eps, ignore_index):
         "no mask": ((1 - eps) * nll + eps * uniform).mean(),
         "per sequence": (masked.sum(-1) / keep.sum(-1)).mean(),
         "eps over wrong classes": (((1 - eps) * nll + eps * others) * keep).sum() / keep.sum(),
+        "ids <= 0 as pads": ((1 - eps) * nll + eps * uniform).mul(y > 0).sum() / (y > 0).sum(),
     }
 
 
@@ -420,6 +426,8 @@ def _name_smoothing_slip(out, z, y, eps, pad):
             "eps over wrong classes": "eps is spread over the C - 1 wrong classes: PyTorch's "
                                       "label smoothing, and the book's, spread it over all C "
                                       "classes, the true one included (eps / C each)",
+            "ids <= 0 as pads": f"the pads are the positions equal to the padding id ({pad}), "
+                                "not the ids <= 0: with PyTorch's -100, class 0 is a real token",
         }[slip])
     raise Wrong(f"with label_smoothing={eps} and padding id {pad} the loss differs from the "
                 "masked, smoothed cross-entropy")
@@ -645,6 +653,12 @@ def check_infonce(fn):
     if close(out, (cross_entropy(raw, target) + cross_entropy(raw.T, target)) / 2, n=N * D):
         raise Wrong("the similarities are plain dot products: normalise the rows to unit length "
                     "first (cosine similarity)")
+    for wrong_norm in (F.normalize(x, dim=0) @ F.normalize(y, dim=0).T,
+                       x @ y.T / (x.norm() * y.norm())):
+        if close(out, (cross_entropy(wrong_norm / tau, target)
+                       + cross_entropy(wrong_norm.T / tau, target)) / 2, n=N * D):
+            raise Wrong("the vectors are not normalised row by row: each row of x and of y "
+                        "is one vector, divided by its own length (dim=-1)")
     if close(out, (cross_entropy(s * tau, target) + cross_entropy(s.T * tau, target)) / 2,
              n=N * D):
         raise Wrong("the similarities are multiplied by the temperature: divide by it, so that a "

@@ -172,6 +172,11 @@ def test_margin():
 
     assert "its share of the prior" in check(name, no_share).message
 
+    def argmax_of_all(prior, y, eps):  # the largest prior over all classes, y included
+        return math.log((1 - eps + eps * prior[y]) / (eps * prior.max()))
+
+    assert "that is y itself here" in check(name, argmax_of_all).message
+
     def with_true(prior, y, eps):
         target = eps * prior
         target[y] += 1 - eps
@@ -293,7 +298,7 @@ def test_smoothing_bug():
         return (loss * real).sum() / real.sum()
 
     message = check(name, pads_are_nonpositive).message
-    assert "padding id -100 the loss differs" in message, message
+    assert "not the ids <= 0" in message, message
     # a loss is for training: a 0-d array, or a loss whose smoothing term is detached, is refused
     assert "a loss is for training" in check(
         name, lambda z, y, e, i: right(z, y, e, i).detach().numpy()).message
@@ -485,6 +490,13 @@ def test_infonce():
         return F.cross_entropy(sim, torch.arange(2 * len(x)).roll(len(x)))
 
     assert "SimCLR's NT-Xent" in check(name, nt_xent).message
+
+    def columns_normalised(x, y, temperature):  # dim=0: each feature, not each vector
+        s = F.normalize(x, dim=0) @ F.normalize(y, dim=0).T / temperature
+        target = torch.arange(len(x))
+        return (F.cross_entropy(s, target) + F.cross_entropy(s.T, target)) / 2
+
+    assert "row by row" in check(name, columns_normalised).message
 
     def by_logsumexp(x, y, temperature):  # another right answer
         s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / temperature
