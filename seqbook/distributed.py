@@ -195,7 +195,8 @@ def _mixed_seed(*numbers: int) -> int:
 
 
 def _torch_seed(*numbers: int) -> int:
-    """:func:`_mixed_seed` cut to the 63 bits that ``torch.manual_seed`` accepts."""
+    """:func:`_mixed_seed` cut to 63 bits, a non-negative int64 (``torch.manual_seed`` takes up to
+    64; its CPU generator uses only the low 32)."""
     return _mixed_seed(*numbers) >> 193
 
 

@@ -459,6 +459,7 @@ def test_sampler():
         (merged_seed(lambda seed, step: 7777 * seed + step), "as seed 0 at step 7778"),
         (merged_seed(lambda seed, step: 4321 * step + seed), "as seed 4322 at step 0"),
         (merged_seed(lambda seed, step: int(f"{seed}{step}")), "seed 1 at step 11 draws"),
+        (merged_seed(lambda seed, step: 123457 * seed + step), "seeds 1 and 1 + 2**32"),
         (global_reseed, "global random state"),
         (numpy_reseed, "global random state"),
         (lambda n, b, s, r, w, seed=0: fixed(n, b, 1, r, w, seed), "every step draws the same"),
