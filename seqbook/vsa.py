@@ -381,8 +381,8 @@ class PhasorLinear(nn.Module):
     cloud to 1 + 0i and the output angles start concentrated around 0 (figure 1 of the paper), which
     is what lets a binding skip connection start near the identity.
 
-    Weights are drawn from N(0, init_scale^2 / in_features) (variance scaling, as in the paper's code
-    for ``init_scale=1``).
+    Weights are drawn from N(0, init_scale^2 / in_features): for ``init_scale=1`` the variance of
+    the paper's code, which truncates the normal (variance scaling).
 
     ``init_scale=0`` is allowed: all weights start at 0, so the output starts at the bias's angle.
     The forward pass checks shapes and dtypes but reads no values (a NaN input gives NaN angles).

@@ -381,6 +381,8 @@ def _score_variants(q, k, mask):
     variants = [
         ("there is no 1/sqrt(d) scaling in VSA attention: the scores are the similarities "
          "themselves", products.real / D / math.sqrt(D)),
+        ("the sum of the cosines is divided by sqrt(D), as softmax attention scales its dot "
+         "products: the similarity is their mean, so divide by D", products.real / math.sqrt(D)),
         ("the scores are D times the similarities: the similarity is the mean of the cosines, "
          "so divide the sum by D", products.real),
         ("the keys' phasors must be conjugated: Re(zq zk^H) / D is the mean of cos(pi (q - k)); "

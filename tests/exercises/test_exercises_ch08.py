@@ -255,6 +255,8 @@ def test_attention():
                                  ).message
     assert "no 1/sqrt(d)" in check(name, lambda q, k, v, m: attention(
         q, k, v, m, scale=1 / math.sqrt(q.shape[-1]))).message
+    assert "divided by sqrt(D)" in check(name, lambda q, k, v, m: attention(  # chapter 5's habit
+        q, k, v, m, scale=math.sqrt(q.shape[-1]))).message
     assert "phasors" in check(name, lambda q, k, v, m: attention(q, k, v, m, angles=True)).message
     assert "mask is reversed" in check(name, lambda q, k, v, m: attention(q, k, v, m, flip=True)
                                        ).message
