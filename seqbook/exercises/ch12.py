@@ -109,39 +109,43 @@ def _zero_bytes(params: float, N: int) -> tuple[float, float, float]:
 @exercise("ex-dist-zero", hints=[
     "Count the 16 bytes of a parameter by kind: bf16 weights (2), bf16 gradients (2), and the "
     "optimiser's states, the float32 master copy and Adam's two moments (4 + 4 + 4).",
-    "Stage 1 divides the 12 bytes of optimiser states by N, stage 2 also the 2 bytes of gradients, "
-    "stage 3 all 16; multiply by the parameters and divide by 2**30 for GiB.",
+    "Stage 1 divides the 12 bytes of optimiser states by N, stage 2 also the gradients, stage 3 "
+    "all 16; multiply by the parameters and divide by 2**30 for GiB. With float32 gradients a "
+    "parameter has 18 bytes, and stage 2 divides the gradients' 4 of them.",
 ])
 def check_zero(answer):
-    got = _numbers(answer, 3, ("the stage-1 size", "the stage-2 size", "the stage-3 size"),
-                   "a triple (GiB per GPU with ZeRO stage 1, stage 2, stage 3)")
+    got = _numbers(answer, 4, ("the stage-1 size", "the stage-2 size", "the stage-3 size",
+                               "the stage-2 size with float32 gradients"),
+                   "a 4-tuple (GiB per GPU with ZeRO stage 1, stage 2, stage 3, and stage 2 "
+                   "with float32 gradients)")
     P, N = ZERO["parameters"], ZERO["devices"]
-    right = [b / 2**30 for b in _zero_bytes(P, N)]
-    for value, r, stage in zip(got, right, (1, 2, 3), strict=True):
+    right = [b / 2**30 for b in _zero_bytes(P, N)] + [(2 * P + 16 * P / N) / 2**30]
+    for value, r, stage in zip(got, right, ("stage-1", "stage-2", "stage-3",
+                                            "float32-gradient stage-2"), strict=True):
         for factor, unit in ((2**10, "MiB (2**20 bytes)"), (2**30, "bytes"),
                              (2**30 / 1e6, "MB (10**6 bytes)")):
             if _near(value, r * factor):
-                raise Wrong(f"the stage-{stage} size is in {unit}: give it in GiB (2**30 bytes)")
+                raise Wrong(f"the {stage} size is in {unit}: give it in GiB (2**30 bytes)")
         if _near(value, r * 2**30 / 1e9):
             # bytes / 10**9, which is also the GiB of 1.5 * 2**30 parameters
-            raise Wrong(f"the stage-{stage} size is either in GB (10**9 bytes) or for "
+            raise Wrong(f"the {stage} size is either in GB (10**9 bytes) or for "
                         "1.5 * 2**30 parameters: give GiB (2**30 bytes) of 1.5 * 10**9 "
                         "parameters")
     autocast = ((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, 16 * P / N / 2**30)
-    if all(_near(v, a) for v, a in zip(got, autocast, strict=True)):
+    if all(_near(v, a) for v, a in zip(got[:3], autocast, strict=True)):
         raise Wrong("that is autocast's split, float32 weights and gradients (4 + 4 bytes whole "
                     "in stage 1, 4 in stage 2): the exercise asks for ZeRO's, bf16 weights and "
                     "gradients (2 + 2 bytes) beside the float32 master copy and moments")
     if _near(got[0], (4 * P + 8 * P / N) / 2**30):
         raise Wrong("the stage-1 size leaves out the float32 master copy of the weights, which the "
                     "optimiser keeps beside Adam's two moments")
-    if any(_near(v, 16 * P / 2**30) for v in got):
+    if any(_near(v, 16 * P / 2**30) for v in got[:3]):
         raise Wrong("one size is a whole copy of the model states (16 bytes a parameter): every "
                     "stage divides something by the number of GPUs")
-    if got == sorted(got) and got != right:
+    if got[:3] == sorted(got[:3]) and got[:3] != right[:3]:
         raise Wrong("the sizes grow from stage 1 to stage 3: each stage shards more, so each "
                     "needs less memory per GPU")
-    for value, r, stage, kept in zip(got, right, (1, 2, 3),
+    for value, r, stage, kept in zip(got[:3], right[:3], (1, 2, 3),
                                      ("the weights and gradients stay whole",
                                       "the weights stay whole", "nothing stays whole"),
                                      strict=True):
@@ -150,6 +154,26 @@ def check_zero(answer):
                         "check the sizes)")
         expect(_near(value, r), f"the stage-{stage} size is not right: {kept}, and the rest of the "
                "16 bytes a parameter is divided among the GPUs")
+    fp32 = got[3]
+    if _near(fp32, (4 * P + 14 * P / N) / 2**30):
+        raise Wrong("the float32-gradient stage-2 size keeps the 4 bytes of gradients whole and "
+                    "divides the weights' 2: stage 2 shards the gradients and keeps the bf16 "
+                    "weights whole")
+    if _near(fp32, right[1]):
+        raise Wrong("the fourth size is stage 2 with bf16 gradients again: with float32 "
+                    "gradients a parameter has 18 bytes, 4 of them gradients")
+    if _near(fp32, (6 * P + 12 * P / N) / 2**30):
+        raise Wrong("the fourth size keeps the float32 gradients whole, as stage 1 does: stage 2 "
+                    "divides them among the GPUs too")
+    if _near(fp32, 18 * P / N / 2**30):
+        raise Wrong("the fourth size divides all 18 bytes, as stage 3 does: stage 2 keeps the "
+                    "bf16 weights whole")
+    if not _near(fp32, right[3]) and _near(fp32, right[3], rel=1e-2):
+        raise Wrong("the float32-gradient stage-2 size is close, but not within 0.1 %: round "
+                    "less (or check the size)")
+    expect(_near(fp32, right[3]), "the float32-gradient stage-2 size is not right: the 2 bytes "
+           "of bf16 weights stay whole, and the 4 bytes of gradients and 12 of optimiser states "
+           "are divided among the GPUs")
 
 
 # ---------------------------------------------------------------------------------------------

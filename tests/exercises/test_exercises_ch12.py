@@ -71,7 +71,8 @@ def test_ring():
 # --- ex-dist-zero ---------------------------------------------------------------------------------
 
 P, N = 1.5e9, 16
-ZERO = ((4 * P + 12 * P / N) / 2**30, (2 * P + 14 * P / N) / 2**30, 16 * P / N / 2**30)
+ZERO = ((4 * P + 12 * P / N) / 2**30, (2 * P + 14 * P / N) / 2**30, 16 * P / N / 2**30,
+        (2 * P + 16 * P / N) / 2**30)
 
 
 def test_zero():
@@ -79,24 +80,39 @@ def test_zero():
     assert check("ex-dist-zero", list(ZERO))
     assert check("ex-dist-zero", np.array(ZERO))
     assert check("ex-dist-zero", torch.tensor(ZERO, dtype=torch.float64))
+    # written another way: bytes by kind, weights + gradients + optimiser states
+    w, g, g32, o = 2 * P, 2 * P, 4 * P, 12 * P
+    other = tuple(b / 1024**3 for b in (w + g + o / N, w + (g + o) / N, (w + g + o) / N,
+                                         w + (g32 + o) / N))
+    assert check("ex-dist-zero", other)
     assert verdict("ex-dist-zero", ...)[0] == "not attempted"
     gb = tuple(v * 2**30 / 1e9 for v in ZERO)
+    three = ZERO[:3]
     for answer, fragment in [
         (gb, "or for 1.5 * 2**30 parameters"),
         (tuple(v * 2**10 for v in ZERO), "in MiB"),
         (tuple(v * 2**30 for v in ZERO), "in bytes"),
         (tuple(v * 2**30 / 1e6 for v in ZERO), "in MB"),
-        (((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, ZERO[2]), "autocast's split"),
+        ((*three, ZERO[3] * 2**10), "float32-gradient stage-2 size is in MiB"),
+        (((8 * P + 8 * P / N) / 2**30, (4 * P + 12 * P / N) / 2**30, ZERO[2], ZERO[3]),
+         "autocast's split"),
         (((4 * P + 8 * P / N) / 2**30, *ZERO[1:]), "master copy"),
         ((16 * P / 2**30, *ZERO[1:]), "whole copy"),
-        (tuple(reversed(ZERO)), "grow from stage 1 to stage 3"),
-        ((ZERO[1], ZERO[1], ZERO[2]), "stage-1 size is not right"),
-        ((ZERO[0], ZERO[0] * 0.9, ZERO[2]), "stage-2 size is not right"),
-        ((ZERO[0], ZERO[1], ZERO[2] * 2), "stage-3 size is not right"),
+        ((*reversed(three), ZERO[3]), "grow from stage 1 to stage 3"),
+        ((ZERO[1], ZERO[1], *ZERO[2:]), "stage-1 size is not right"),
+        ((ZERO[0], ZERO[0] * 0.9, *ZERO[2:]), "stage-2 size is not right"),
+        ((*ZERO[:2], ZERO[2] * 2, ZERO[3]), "stage-3 size is not right"),
         (tuple(round(v, 2) for v in ZERO), "close, but not within 0.1 %"),
-        (ZERO[:2], "triple"),
-        (np.array(ZERO[:2]), "triple"),
-        (np.array([ZERO]), "triple"),
+        ((*three, ZERO[3] * 1.005), "float32-gradient stage-2 size is close"),
+        # the stages' order mixed up: the weights sharded and the gradients kept whole
+        ((*three, (4 * P + 14 * P / N) / 2**30), "stage 2 shards the gradients"),
+        ((*three, ZERO[1]), "with bf16 gradients again"),
+        ((*three, (6 * P + 12 * P / N) / 2**30), "as stage 1 does"),
+        ((*three, 18 * P / N / 2**30), "as stage 3 does"),
+        ((*three, ZERO[3] * 1.5), "float32-gradient stage-2 size is not right"),
+        (three, "4-tuple"),
+        (np.array(three), "4-tuple"),
+        (np.array([ZERO]), "4-tuple"),
     ]:
         status, message = verdict("ex-dist-zero", answer)
         assert status == "fail" and fragment in message, (answer, message)
