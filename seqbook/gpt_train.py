@@ -36,7 +36,10 @@ folder ``DIR/step_00000042`` with ``tensors.safetensors`` (model, AdamW state, e
 states) and ``state.json`` (everything else, and the tensor file's SHA-256): no pickle, and they load
 on any number of processes. ``--resume`` continues from the newest one in DIR (``--resume PATH``: from
 that folder); the model, data and run settings must match, the number of processes, ``--parallel``
-and ``--accumulate`` may differ. ``--stop-after S`` ends the run at step S, as a preempted job.
+and ``--accumulate`` may differ. ``--resume auto`` continues from the newest one if DIR has one and
+starts at step 0 if not, so that one command line serves a job's first start and every restart
+(``torchrun --max-restarts N`` starts the processes again after one fails). ``--stop-after S``
+ends the run at step S, as a preempted job.
 
 ``--bf16`` runs the forward pass under bfloat16 autocast on GPUs; on a CPU it is refused (an error,
 not silently ignored). ``--dtype float64`` trains in double precision (for the proofs).
@@ -154,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps between checkpoints (0: at the end only)")
     g.add_argument("--keep", type=count, default=0, help="keep the newest N checkpoints (0: all)")
     g.add_argument("--resume", nargs="?", const="latest", default=None, metavar="PATH",
-                   help="continue from the newest checkpoint in --checkpoint-dir, or from PATH")
+                   help="continue from the newest checkpoint in --checkpoint-dir, or from PATH; "
+                        "'--resume auto': from the newest if there is one, else from step 0")
     g.add_argument("--stop-after", type=positive, default=None, metavar="S",
                    help="end this invocation after step S (a checkpoint is written)")
     g.add_argument("--eval-every", type=count, default=0, help="steps between evaluations (0: last only)")
@@ -229,17 +233,20 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--device cuda: torch sees no GPU")
     if args.bf16 and not cuda:
         parser.error("--bf16 needs a GPU (bfloat16 autocast is refused on CPUs, where it is slow)")
-    if (args.checkpoint_every or args.keep or args.stop_after or args.resume == "latest"
+    if (args.checkpoint_every or args.keep or args.stop_after or args.resume in ("latest", "auto")
             ) and args.checkpoint_dir is None:
-        parser.error("--checkpoint-every, --keep, --stop-after and --resume without a PATH need "
-                     "--checkpoint-dir")
+        parser.error("--checkpoint-every, --keep, --stop-after and --resume without a PATH or "
+                     "with auto need --checkpoint-dir")
     resume = None
     if args.resume is not None and os.environ.get("RANK", "0") != "0":
         resume = Path(args.resume)  # only rank 0 reads checkpoints (its machine has them)
-    elif args.resume == "latest":
+    elif args.resume in ("latest", "auto"):
         resume = latest_checkpoint(args.checkpoint_dir)
-        if resume is None:
+        if resume is None and args.resume == "latest":
             parser.error(f"--resume: no checkpoint in {args.checkpoint_dir}")
+        if resume is None and not args.quiet:
+            print(f"--resume auto: no checkpoint in {args.checkpoint_dir} yet; starting at step 0",
+                  file=sys.stderr)
     elif args.resume is not None:
         resume = Path(args.resume)
         if not (resume / "state.json").is_file():
@@ -258,6 +265,10 @@ def main(argv: list[str] | None = None) -> dict:
                       min_lr_factor=args.min_lr_factor, clip=args.clip, seed=args.seed, dtype=args.dtype)
     d = init_distributed(args.device)
     try:
+        if args.resume == "auto" and d.grouped:  # the others follow rank 0, which found one or not
+            box = [None if resume is None else str(resume)]
+            torch.distributed.broadcast_object_list(box, src=0)
+            resume = box[0]
         device_name = (torch.cuda.get_device_name(d.device) if d.device.type == "cuda"
                        else f"{cpu_name()} ({os.cpu_count()} cores)")
         extra = {"command": ["python", "-m", "seqbook.gpt_train", *(sys.argv[1:] if argv is None else argv)],

@@ -119,6 +119,12 @@ class Runs:
         if name == "stopped_resumed":  # stop at step 3, then go on from the newest checkpoint
             main(TINY + files + ["--stop-after", "3"])
             return main(TINY + files + ["--resume"])
+        if name == "auto_resumed":  # the same with one command line, --resume auto
+            first = main(TINY + files + ["--resume", "auto", "--stop-after", "3"])
+            assert first["resumed_from"] is None and first["stopped_at"] == 3
+            return main(TINY + files + ["--resume", "auto"])
+        if name == "restarted":  # a failed job that torchrun starts again
+            return self._restarted(files)
         extra = {
             "single": lambda: [],
             "accumulate": lambda: ["--accumulate", "2"],
@@ -126,6 +132,32 @@ class Runs:
             "ddp_to_one": lambda: ["--resume", self._step3_of("ddp")],
         }[name]()
         return main(TINY + extra + files)
+
+    def _restarted(self, files: list[str]) -> dict:
+        """Two processes under ``torchrun --max-restarts 1`` with one command line and
+        ``--resume auto``: the first attempt finds no checkpoint, starts at step 0 and fails after
+        its checkpoint at step 3 (as a process that died would); torchrun starts both processes
+        again, and they go on from that checkpoint."""
+        script = self.root / "fails_once.py"
+        script.write_text(
+            "import os, sys\n"
+            "from seqbook.gpt_train import main\n"
+            "if os.environ['TORCHELASTIC_RESTART_COUNT'] == '0':\n"
+            "    assert main(sys.argv[1:] + ['--stop-after', '3'])['resumed_from'] is None\n"
+            "    sys.exit(1)\n"
+            "main(sys.argv[1:])\n")
+        # torchrun's agent keeps one store for all attempts, and the restarted processes may read
+        # the first attempt's addresses from it and fail to connect (gloo, torch 2.13: 2 of 6
+        # restarts here); with this variable every attempt gets a store of its own
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", "CUDA_VISIBLE_DEVICES": "",
+               "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "--max-restarts", "1", str(script),
+               *TINY, "--parallel", "ddp", "--resume", "auto", *files]
+        done = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True,
+                              timeout=2 * TIMEOUT)
+        assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr[-3000:]}"
+        return json.loads((self.root / "restarted.json").read_text())
 
     def _step3_of(self, name: str) -> str:
         self.log(name)
@@ -182,6 +214,14 @@ def test_stopped_and_resumed_equals_the_run_that_never_stopped_bit_for_bit(runs)
         assert resumed[key] == whole[key], key
     a, b = runs.tensors("single"), runs.tensors("stopped_resumed")
     assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("name", ["auto_resumed", "restarted"])
+def test_resume_auto_starts_at_step_0_then_goes_on_from_the_newest_checkpoint(runs, name):
+    log = runs.log(name)
+    assert log["resumed_from"]["step"] == 3 and log["resumed_from"]["rng_restored"]
+    assert log["world_size"] == (1 if name == "auto_resumed" else 2)
+    assert_same_run(runs.log("single"), log, 1e-12)
 
 
 def test_two_processes_resume_bit_for_bit(runs):
@@ -308,6 +348,7 @@ def test_any_utf8_file(tmp_path, tokenizer):
     (["--accumulate", "0"], "--accumulate: must be an int >= 1, got 0"),
     (["--batch-size", "6", "--accumulate", "4"], "--batch-size 6 must be divisible by processes x"),
     (["--resume"], "need --checkpoint-dir"),
+    (["--resume", "auto"], "with auto need --checkpoint-dir"),
     (["--stop-after", "2"], "need --checkpoint-dir"),
     (["--data", "no/such/file.txt"], "--data no/such/file.txt: no such file"),
     (["--bf16", "--dtype", "float32"], "--bf16 needs a GPU"),
