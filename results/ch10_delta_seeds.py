@@ -130,7 +130,8 @@ def main() -> None:
     if args.rescore:
         old = json.loads(Path(args.out).read_text())
         summary, claims = score(old["runs"], base)
-        old.update(summary=summary, claims=claims)
+        old.update(summary=summary, claims=claims,
+                   rescored={k: v for k, v in provenance().items() if k != "machine"})
         write_result(args.out, old)
         return
     runs = []
@@ -199,11 +200,10 @@ def score(runs, base):
             lambda r: all(a > b for a, b in zip(upd(r, g16), upd(r, lin), strict=True))),
         "updates: DeltaNet is above linear attention at every n": every(
             lambda r: all(a > b for a, b in zip(upd(r, "DeltaNet"), upd(r, lin), strict=True))),
-        "updates: DeltaNet is >= 0.1 above linear attention with 8 writes": every(
-            lambda r: upd(r, "DeltaNet")[0] >= upd(r, lin)[0] + 0.1),
-        "updates: gated DeltaNet is above linear attention at every n": every(
-            lambda r: all(a > b for a, b in zip(upd(r, "gated DeltaNet"), upd(r, lin),
-                                                strict=True))),
+        # (a reader's seeds 12 and 13 put DeltaNet only 0.096 above linear attention with 8
+        # writes, and gated DeltaNet below it with 16: the claims say no more than "above")
+        "updates: gated DeltaNet is above linear attention with 8 writes": every(
+            lambda r: upd(r, "gated DeltaNet")[0] > upd(r, lin)[0]),
         "updates: DeltaNet is above softmax attention with 8 writes": every(
             lambda r: upd(r, "DeltaNet")[0] > upd(r, soft)[0]),
         "updates: with 32 writes no fixed state is above 0.55": every(
@@ -232,10 +232,10 @@ def score(runs, base):
             k: [[min(upd(r, k)[i] for r in runs), max(upd(r, k)[i] for r in runs)]
                 for i in range(len(UPDATE_WRITES))] for k in UPDATE_MODELS},
         # on how many seeds each delta-rule layer beat the gated recurrence (a forget gate, no
-        # delta rule), and softmax attention, at each number of writes
+        # delta rule), softmax attention and linear attention, at each number of writes
         "updates_seeds_above": {
             k: {other: [sum(upd(r, k)[i] > upd(r, other)[i] for r in runs)
-                        for i in range(len(UPDATE_WRITES))] for other in (g16, soft)}
+                        for i in range(len(UPDATE_WRITES))] for other in (g16, soft, lin)}
             for k in DELTA_MODELS},
         "mean_seconds_per_seed": statistics.mean(r["seconds"] for r in runs),
     }
