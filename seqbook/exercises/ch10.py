@@ -1050,6 +1050,8 @@ SOLVERS = {
     "numpy.linalg.pinv": np.linalg.pinv, "numpy.linalg.lstsq": np.linalg.lstsq,
     "numpy.linalg.tensorinv": np.linalg.tensorinv,
     "numpy.linalg.tensorsolve": np.linalg.tensorsolve,
+    "torch.linalg.det": torch.linalg.det, "torch.det": torch.det,
+    "torch.linalg.slogdet": torch.linalg.slogdet, "numpy.linalg.det": np.linalg.det,
     "seqbook.delta_rule.delta_rule_recurrent": delta_rule_recurrent,
     "seqbook.delta_rule.delta_rule_chunked": delta_rule_chunked,
     "seqbook.delta_rule.DeltaNet.forward": DeltaNet.forward,
@@ -1062,7 +1064,7 @@ ATEN_SOLVERS = {op: f"torch.ops.aten.{op}" for op in (
     "linalg_inv_ex", "_linalg_solve_ex", "linalg_solve_triangular", "triangular_solve",
     "linalg_pinv", "linalg_lstsq", "linalg_lu_solve", "lu_solve", "cholesky_solve",
     "cholesky_inverse", "_linalg_svd", "linalg_ldl_factor_ex", "linalg_ldl_solve", "_linalg_eigh",
-    "linalg_eig")}
+    "linalg_eig", "_linalg_det", "_linalg_slogdet")}  # determinants: Cramer's rule solves too
 
 
 def _importing(frame) -> bool:

@@ -1057,6 +1057,18 @@ def inverts_by_svd(k, v, beta):
     return Vh.T @ ((U.T @ (beta[:, None] * v)) / S[:, None])
 
 
+def solves_by_cramer(k, v, beta):  # determinants solve a linear system too
+    M = torch.eye(len(k), dtype=k.dtype) + (beta[:, None] * (k @ k.T)).tril(-1)
+    b = beta[:, None] * v
+    out = torch.empty_like(b)
+    for i in range(len(k)):
+        for j in range(b.shape[1]):
+            Mi = M.clone()
+            Mi[:, i] = b[:, j]
+            out[i, j] = torch.linalg.det(Mi) / torch.linalg.det(M)
+    return out
+
+
 def solves_numpy(k, v, beta):
     A = (beta[:, None] * (k @ k.T)).tril(-1)
     return torch.from_numpy(np.linalg.solve((torch.eye(len(k), dtype=k.dtype) + A).numpy(),
@@ -1108,11 +1120,12 @@ def test_ut_refuses_slips(name):
     (inverts_by_operator, "torch.ops.aten.linalg_inv_ex"),
     (inverts_by_power, "torch.ops.aten.linalg_inv_ex"),
     (inverts_by_svd, "torch.ops.aten._linalg_svd"),
+    (solves_by_cramer, "torch.linalg.det"),
     (reads_the_states, "seqbook.delta_rule.delta_rule_recurrent"),
     (lambda k, v, b: delta_rule_chunked(*(x[None, None] for x in (k, k, v, b)))[0][0, 0],
      "seqbook.delta_rule.delta_rule_chunked"),
 ], ids=["solve_triangular", "imported-name", "Tensor.inverse", "linalg.inv", "numpy",
-        "aten-operator", "matrix-power", "svd", "package", "package-chunked"])
+        "aten-operator", "matrix-power", "svd", "cramer", "package", "package-chunked"])
 def test_ut_sees_the_method(fn, called):
     result = check("ex-ch10-ut", fn)
     assert result.status == "fail" and f"calls {called}" in result.message, result
