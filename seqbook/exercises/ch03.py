@@ -363,10 +363,15 @@ def check_lstm_unroll(lstm_weights):
     f = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
     i = 0.05 + 0.9 * torch.rand(B, T, H, generator=g, dtype=F64)
     f[0, 2, 1] = 0.0  # a unit that forgets everything at step 3
+    f[1, 3, 0] = 1.0  # and one that keeps everything at step 4
     out = call(lstm_weights, f.clone(), i.clone(), what="lstm_weights")
     w, w0 = returned_pair(out, "lstm_weights", "(weights, initial)")
     _check_weights_shape(w, w0, B, T, H, "lstm_weights")
-    expect(not torch.isnan(torch.as_tensor(w)).any(), "the weights contain NaN where a forget "
+    nan = torch.isnan(torch.as_tensor(w))
+    expect(not nan[1].any() or nan[0].any(), "the weights contain NaN where a forget gate is "
+           "exactly 1 (f = 1 keeps the whole cell): an answer that divides by 1 - f (the GRU's "
+           "weights rescaled) divides 0 by 0 there; write i_k in directly")
+    expect(not nan.any(), "the weights contain NaN where a forget "
            "gate is exactly 0 (f = 0 forgets the whole cell): a ratio of cumulative products "
            "divides 0 by 0 there; multiply the gates of the steps after k instead")
     ref, ref0 = _unrolled(i, f)

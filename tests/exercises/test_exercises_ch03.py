@@ -278,6 +278,12 @@ def test_lstm_unroll():
 
     assert "NaN where a forget gate" in check(name, cumprod_ratio).message
 
+    def rescaled_gru(f, i):  # the GRU's weights times i_k / (1 - f_k): 0 / 0 where f_k = 1
+        w, w0 = lstm_loop(f, i, gru_like=True)
+        return w * (i / (1 - f))[:, None], w0
+
+    assert "exactly 1" in check(name, rescaled_gru).message
+
 
 def _one_line_fixed(x, h, w_ih, w_hh, b_ih, b_hh):  # the input's chunks fixed, the state's not
     r_i, z_i, n_i = (x @ w_ih.T + b_ih).chunk(3, dim=-1)
