@@ -94,7 +94,7 @@ def check_linear_embedding(embedding_as_linear):
     if lin.weight.dtype in (torch.float16, torch.bfloat16):
         raise Wrong(f"the layer holds {str(lin.weight.dtype).removeprefix('torch.')}, which rounds "
                     "the table's numbers to about three significant digits: a lookup copies its "
-                    "rows exactly, so keep the embedding's dtype")
+                    "rows exactly, so keep at least float32 (the embedding's own dtype is best)")
     ids = torch.arange(V)  # every row of the table
     one_hot = F.one_hot(ids, V).to(lin.weight.dtype)
     with torch.no_grad():
