@@ -115,6 +115,9 @@ def check_params(fn):
         true_dec = count_parameters(DecoderLayer(d, heads, d_ff))
         if enc == true_enc and dec == true_dec:
             continue
+        if (enc, dec) == (true_dec, true_enc):
+            raise Wrong("the two counts are swapped: layer_params returns (encoder layer, "
+                        "decoder layer)")
         if enc == true_enc - 4 * d - d_ff - d:
             raise Wrong("the encoder count has no biases: every linear map has one")
         if enc == true_enc - 4 * d:
@@ -963,9 +966,13 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
     if bool((mass < p).any()):
         raise Wrong(f"for p = {p} the kept tokens' probability sums to less than p: the nucleus "
                     "is too small")
+    cut = sp.gather(-1, smallest[:, None] - 1) == sp.gather(-1, smallest[:, None].clamp(
+        max=sp.shape[-1] - 1))
+    tied = (" Here tokens of equal probability straddle the cut: keep just enough of them, or, "
+            "as the chapter's top_p does, all of them, not some." if bool(cut.any()) else "")
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p (a prefix that sums to exactly p is "
-                "already enough)")
+                f"already enough).{tied}")
 
 
 @exercise("ex-ch6-top-p-bug", hints=[

@@ -77,6 +77,7 @@ def test_params():
     assert "output projection W^O" in no_out_proj.message
     ff_no_bias = check(name, lambda d, f: (right(d, f)[0] - f - d, right(d, f)[1]))
     assert "feed-forward network's two linear maps have biases" in ff_no_bias.message
+    assert "swapped" in check(name, lambda d, f: right(d, f)[::-1]).message
 
 
 def test_postln():
@@ -853,6 +854,16 @@ def test_top_p_bug():
     assert "sorted order" in check(name, sorted_result).message
     assert "larger than needed" in check(name, too_large).message
     assert "larger than needed" in check(name, strictly_more).message
+
+    def shift_right(logits, p):  # the classic fix of cum > p: a token more where a prefix is p
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) > p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = False
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    ties = check(name, shift_right).message  # the exact case has four tied tokens at the cut
+    assert "larger than needed" in ties and "equal probability straddle the cut" in ties
     assert "IndexError" in check(name, rows_only).message or not check(name, rows_only)
     assert "must return a tensor" in check(name, lambda z, p: z.tolist()).message
 
