@@ -1182,8 +1182,8 @@ def check_ut(fn):
                 out = None
         if watch.used:
             raise Wrong(f"chunk_errors calls {watch.used[0]}: solve the system by forward "
-                        "substitution, one row after another, without a solver, an inverse or "
-                        "seqbook.delta_rule")
+                        "substitution, one row after another, without a solver, an inverse, a "
+                        "determinant (Cramer's rule) or seqbook.delta_rule")
         if isinstance(out, np.ndarray):
             out = torch.from_numpy(out)
         out = returned_tensor(out, "chunk_errors").detach()
