@@ -38,8 +38,9 @@ on any number of processes. ``--resume`` continues from the newest one in DIR (`
 that folder); the model, data and run settings must match, the number of processes, ``--parallel``
 and ``--accumulate`` may differ. ``--resume auto`` continues from the newest one if DIR has one and
 starts at step 0 if not, so that one command line serves a job's first start and every restart
-(``torchrun --max-restarts N`` starts the processes again after one fails). ``--stop-after S``
-ends the run at step S, as a preempted job.
+(``torchrun --max-restarts N`` starts the processes again after one fails; rank 0 decides, so on
+several machines DIR must be on storage they all see). ``--stop-after S`` ends the run at step S,
+as a preempted job.
 
 ``--bf16`` runs the forward pass under bfloat16 autocast on GPUs; on a CPU it is refused (an error,
 not silently ignored). ``--dtype float64`` trains in double precision (for the proofs).
