@@ -21,7 +21,12 @@ Both experiments use exactly the chapter's code (cells 48, 53, 59 and 60 of
 
 Run from the repository root::
 
-    python results/ch07_seeds.py [--seeds 0 1 2 ... 11]
+    python results/ch07_seeds.py [--seeds 0 1 2 ... 31]
+
+At some seeds Hopfield pooling never leaves chance (its loss stays at ln 2 for all 400 steps), on the
+chapter's bags as on redrawn ones (a reader's seeds 12 to 27 found one such seed, 25, and one at 89 %,
+12): the claims about Hopfield pooling hold where its loss left chance, and the summary counts the
+seeds where it did not.
 """
 
 from __future__ import annotations
@@ -206,7 +211,7 @@ def spread(rows: list[dict]) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(12)))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(32)))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
     readout10 = round(label_readout(10), 4)
@@ -224,6 +229,9 @@ def main(argv=None) -> None:
     over_means = [r["learned (from random)"] - r["class means, fixed"] for r in lk]
     max_minus_hopfield = [r["max accuracy"] - r["hopfield accuracy"] for r in redrawn]
     hopfield_stuck = [r["seed"] for r in runs if at_chance(r["mil, bags redrawn"])]
+    fixed_stuck = [r["seed"] for r in runs if at_chance(r["mil"])]
+    learned_mil = [m for m in mil if not at_chance(m)]  # the chapter's bags, where it learned
+    fixed_gap = [r["max accuracy"] - r["hopfield accuracy"] for r in learned_mil]
     summary = {
         "label readout, beta 10 (untrained)": readout10,
         **{f"lookup {k}": v for k, v in spread(lk).items()},
@@ -231,6 +239,11 @@ def main(argv=None) -> None:
             min=round(min(over_means), 4), max=round(max(over_means), 4)
         ),
         **{f"mil {k}": v for k, v in spread(mil).items()},
+        "mil, seeds where Hopfield pooling stays at chance": fixed_stuck,
+        "mil, where Hopfield pooling learned": spread(learned_mil),
+        "mil, where Hopfield pooling learned, max minus hopfield accuracy": dict(
+            min=round(min(fixed_gap), 4), max=round(max(fixed_gap), 4)
+        ),
         **{f"mil, bags redrawn, {k}": v for k, v in spread(redrawn).items()},
         "mil, bags redrawn, seeds where Hopfield pooling stays at chance": hopfield_stuck,
         "mil, bags redrawn, max minus hopfield accuracy": dict(
@@ -245,19 +258,21 @@ def main(argv=None) -> None:
         "learned memory below the beta-10 label readout, by less than 8 points, at every seed": all(
             0 < readout10 - a < 0.08 for a in learned
         ),
-        "Hopfield pooling above 90% at every seed": all(r["hopfield accuracy"] > 0.9 for r in mil),
-        "Hopfield pooling more than 10 points above mean pooling at every seed": all(
-            r["hopfield accuracy"] > r["mean accuracy"] + 0.1 for r in mil
+        "Hopfield pooling above 85% at every seed where its loss left chance": all(
+            r["hopfield accuracy"] > 0.85 for r in learned_mil
         ),
+        "Hopfield pooling stays at chance at fewer than one seed in ten": (
+            10 * len(fixed_stuck) < len(mil)
+        ),
+        "Hopfield pooling more than 10 points above mean pooling where its loss left chance": all(
+            r["hopfield accuracy"] > r["mean accuracy"] + 0.1 for r in learned_mil
+        ),
+        "max pooling above 90% at every seed": all(r["max accuracy"] > 0.9 for r in mil),
         "max pooling more than 10 points above mean pooling at every seed": all(
             r["max accuracy"] > r["mean accuracy"] + 0.1 for r in mil
         ),
-        "max pooling within 2 points of Hopfield pooling at every seed": all(
-            abs(r["max accuracy"] - r["hopfield accuracy"]) < 0.02 for r in mil
-        ),
-        "largest pooling weight on the needle in more than 90% of positive bags at every seed": all(
-            r["needle found"] > 0.9 for r in mil
-        ),
+        "largest pooling weight on the needle in more than 85% of positive bags where Hopfield "
+        "pooling learned": all(r["needle found"] > 0.85 for r in learned_mil),
         "bags redrawn: max pooling above 90% at every draw": all(r["max accuracy"] > 0.9 for r in redrawn),
         "bags redrawn: max pooling more than 10 points above mean pooling at every draw": all(
             r["max accuracy"] > r["mean accuracy"] + 0.1 for r in redrawn
