@@ -87,13 +87,22 @@ def test_clip():
             p.grad.mul_(max_norm / norm)
         return norm
 
-    def exact(params, max_norm):  # eq. (2.12) without PyTorch's 1e-6: right too
+    def exact(params, max_norm):  # eq. (clip) without PyTorch's 1e-6: right too
         grads = [p.grad for p in params if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
         if norm > max_norm:
             for g in grads:
                 g.mul_(max_norm / norm)
         return norm.item()
+
+    def float32_tensor_norm(params, max_norm):  # a .float() copy, the norm kept as a tensor
+        params = [p for p in params if p.grad is not None]
+        norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params))
+        for p in params:
+            p.grad.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
+        return norm
+
+    assert check("ex-ch2-clip", float32_tensor_norm)  # right, as the Python-float form below
 
     def two_passes(params, max_norm):  # the review's case: the second loop finds nothing
         norm = torch.sqrt(sum((p.grad**2).sum() for p in params if p.grad is not None))
