@@ -277,8 +277,11 @@ def main(argv=None) -> None:
         "bags redrawn: max pooling more than 10 points above mean pooling at every draw": all(
             r["max accuracy"] > r["mean accuracy"] + 0.1 for r in redrawn
         ),
-        "bags redrawn: Hopfield pooling above 95% at every draw where its loss left chance": all(
-            r["hopfield accuracy"] > 0.95 for r in redrawn if not at_chance(r)
+        "bags redrawn: Hopfield pooling above 80% at every draw where its loss left chance": all(
+            r["hopfield accuracy"] > 0.8 for r in redrawn if not at_chance(r)
+        ),
+        "bags redrawn: Hopfield pooling stays at chance at fewer than one draw in ten": (
+            10 * len(hopfield_stuck) < len(redrawn)
         ),
     }
     result = dict(
