@@ -488,7 +488,8 @@ def dense_update_async(
     order: torch.Tensor | list[int] | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """One asynchronous sweep of Demircigil et al.'s rule (7.7), one neuron at a time:
+    """One asynchronous sweep of rule (7.7) (Krotov and Hopfield's; Demircigil et al. take F = exp),
+    one neuron at a time:
 
         xi_new[l] = sgn[ -E(xi^(l+)) + E(xi^(l-)) ],
 

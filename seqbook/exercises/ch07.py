@@ -413,6 +413,18 @@ def _dense_exp_cases():
     return [(p, s, o, dense_update_async(p, s, "exp", order=o)) for p, s, o in cases]
 
 
+def _dense_exp_far_case():
+    """(patterns, state, order, reference) of N = 1000 with a state near a stored pattern beside a
+    random one, far from every pattern: its overlaps are tens, the near state's about 880, so a
+    shift by N or by one maximum for the whole batch makes exp of the far state's underflow."""
+    g = torch.Generator().manual_seed(5)
+    patterns = _spins((20, 1000), g)
+    near = torch.where(torch.arange(1000) < 60, -patterns[0], patterns[0])
+    state = torch.stack([near, _spins((1000,), g)])
+    order = list(range(60))
+    return patterns, state, order, dense_update_async(patterns, state, "exp", order=order)
+
+
 @lru_cache(maxsize=1)
 def _dense_exp_slips():
     """(message, result) of the typical slips: on the small case of `_dense_exp_cases`, and the
@@ -491,6 +503,18 @@ def check_dense_exp(dense_exp_sweep):
     expect(ok and torch.equal(out, ref),
            "with N = 1000 neurons the overlaps reach about 880 and exp(880) overflows even float64: "
            "compare logarithms of the sums (torch.logsumexp) instead of the sums")
+    # a random state beside one near a stored pattern: a fixed shift underflows in the far row
+    patterns, state, order, ref = _dense_exp_far_case()
+    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
+                               what="dense_exp_sweep"), "dense_exp_sweep")
+    ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
+    if ok and torch.equal(out[1], state[1]) and not torch.equal(ref[1], state[1]):
+        raise Wrong("a random state, far from every stored pattern, is left unchanged: a fixed "
+                    "shift before exp (by N, or by one maximum for the whole batch) lets its "
+                    "exponentials underflow to 0; subtract each sum's own maximum, as "
+                    "torch.logsumexp does")
+    expect(ok and torch.equal(out, ref), "with N = 1000, a random state beside one near a stored "
+           "pattern, the sweep does not give the states of rule (7.7)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ is wrong in each typical wrong answer."""
 import math
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -416,6 +417,26 @@ def test_dense_exp():
                                        ).message
     assert "a maximum, not a log-sum-exp" in check(
         name, lambda p, s, o: dense_exp_slips(p, s, o, amax=True)).message
+
+
+def _shifted(patterns, state, order, batch_max=False):
+    """exp after a fixed shift, by N or by one maximum over the batch: right where the overlaps
+    are near the shift, 0 = 0 (a tie) where exp underflows."""
+    state = state.clone()
+    for i in order:
+        plus, minus = state.clone(), state.clone()
+        plus[:, i], minus[:, i] = 1.0, -1.0
+        op, om = plus @ patterns.T, minus @ patterns.T
+        shift = max(op.max(), om.max()) if batch_max else patterns.shape[1]
+        diff = (op - shift).exp().sum(-1) - (om - shift).exp().sum(-1)
+        state[:, i] = sign_keep(diff, state[:, i])
+    return state
+
+
+@pytest.mark.parametrize("batch_max", [False, True])
+def test_dense_exp_refuses_a_fixed_shift(batch_max):
+    message = check("ex-ch7-dense-exp", lambda p, s, o: _shifted(p, s, o, batch_max)).message
+    assert "far from every stored pattern, is left unchanged" in message
 
 
 def test_dense_exp_names_maxima_on_both_sides():
