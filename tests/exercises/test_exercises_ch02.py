@@ -95,14 +95,14 @@ def test_clip():
                 g.mul_(max_norm / norm)
         return norm.item()
 
-    def float32_tensor_norm(params, max_norm):  # a .float() copy, the norm kept as a tensor
+    def float32_norm_as_float64(params, max_norm):  # summed in float32, returned as float64
         params = [p for p in params if p.grad is not None]
-        norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params))
+        norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params)).double()
         for p in params:
             p.grad.mul_(min(1.0, max_norm / (norm.item() + 1e-6)))
         return norm
 
-    assert check("ex-ch2-clip", float32_tensor_norm)  # right, as the Python-float form below
+    assert check("ex-ch2-clip", float32_norm_as_float64)  # right, as the Python-float form below
 
     def two_passes(params, max_norm):  # the review's case: the second loop finds nothing
         norm = torch.sqrt(sum((p.grad**2).sum() for p in params if p.grad is not None))
