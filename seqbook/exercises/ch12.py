@@ -101,9 +101,14 @@ def check_ring(answer):
 ZERO = {"parameters": 1.5e9, "devices": 16}
 
 
-def _zero_bytes(params: float, N: int) -> tuple[float, float, float]:
-    """Bytes per GPU of ZeRO stages 1, 2, 3 with AdamW in mixed precision (16 bytes a parameter)."""
-    return (4 * params + 12 * params / N, 2 * params + 14 * params / N, 16 * params / N)
+def _zero_bytes(params: float, N: int, grad: int = 2) -> tuple[float, float, float]:
+    """Bytes per GPU of ZeRO stages 1, 2, 3 with AdamW in mixed precision: 2 bytes of bf16
+    weights, ``grad`` bytes of gradients (2 in bf16, 4 in float32) and 12 of optimiser states a
+    parameter."""
+    weights, states = 2 * params, 12 * params
+    grads = grad * params
+    return (weights + grads + states / N, weights + (grads + states) / N,
+            (weights + grads + states) / N)
 
 
 @exercise("ex-dist-zero", hints=[
@@ -119,7 +124,8 @@ def check_zero(answer):
                    "a 4-tuple (GiB per GPU with ZeRO stage 1, stage 2, stage 3, and stage 2 "
                    "with float32 gradients)")
     P, N = ZERO["parameters"], ZERO["devices"]
-    right = [b / 2**30 for b in _zero_bytes(P, N)] + [(2 * P + 16 * P / N) / 2**30]
+    fp32 = [b / 2**30 for b in _zero_bytes(P, N, grad=4)]  # the three stages, float32 gradients
+    right = [b / 2**30 for b in _zero_bytes(P, N)] + [fp32[1]]
     for value, r, stage in zip(got, right, ("stage-1", "stage-2", "stage-3",
                                             "float32-gradient stage-2"), strict=True):
         for factor, unit in ((2**10, "MiB (2**20 bytes)"), (2**30, "bytes"),
@@ -154,24 +160,24 @@ def check_zero(answer):
                         "check the sizes)")
         expect(_near(value, r), f"the stage-{stage} size is not right: {kept}, and the rest of the "
                "16 bytes a parameter is divided among the GPUs")
-    fp32 = got[3]
-    if _near(fp32, (4 * P + 14 * P / N) / 2**30):
+    got_fp32 = got[3]
+    if _near(got_fp32, (4 * P + 14 * P / N) / 2**30):
         raise Wrong("the float32-gradient stage-2 size keeps the 4 bytes of gradients whole and "
                     "divides the weights' 2: stage 2 shards the gradients and keeps the bf16 "
                     "weights whole")
-    if _near(fp32, right[1]):
+    if _near(got_fp32, right[1]):
         raise Wrong("the fourth size is stage 2 with bf16 gradients again: with float32 "
                     "gradients a parameter has 18 bytes, 4 of them gradients")
-    if _near(fp32, (6 * P + 12 * P / N) / 2**30):
+    if _near(got_fp32, fp32[0]):
         raise Wrong("the fourth size keeps the float32 gradients whole, as stage 1 does: stage 2 "
                     "divides them among the GPUs too")
-    if _near(fp32, 18 * P / N / 2**30):
+    if _near(got_fp32, fp32[2]):
         raise Wrong("the fourth size divides all 18 bytes, as stage 3 does: stage 2 keeps the "
                     "bf16 weights whole")
-    if not _near(fp32, right[3]) and _near(fp32, right[3], rel=1e-2):
+    if not _near(got_fp32, right[3]) and _near(got_fp32, right[3], rel=1e-2):
         raise Wrong("the float32-gradient stage-2 size is close, but not within 0.1 %: round "
                     "less (or check the size)")
-    expect(_near(fp32, right[3]), "the float32-gradient stage-2 size is not right: the 2 bytes "
+    expect(_near(got_fp32, right[3]), "the float32-gradient stage-2 size is not right: the 2 bytes "
            "of bf16 weights stay whole, and the 4 bytes of gradients and 12 of optimiser states "
            "are divided among the GPUs")
 
