@@ -484,10 +484,16 @@ def check_dense_exp(dense_exp_sweep):
             if torch.equal(out, wrong):
                 raise Wrong(message)
         raise Wrong("the sweep does not give the states of rule (7.7) with F = exp")
+    def sweep(case):  # the learner's sweep of one more case, on copies of its inputs
+        patterns, state, order, _ = case
+        return returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
+                                    what="dense_exp_sweep"), "dense_exp_sweep")
+
+    def is_state(out, state):  # the input's shape, every entry -1 or +1
+        return out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
+
     # exact ties: a difference of exactly 0 keeps the old value
-    patterns, state, order, ref = ties
-    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
-                               what="dense_exp_sweep"), "dense_exp_sweep")
+    out, ref = sweep(ties), ties[3]
     for message, wrong in tie_slips:
         if out.shape == wrong.shape and torch.equal(out, wrong):
             raise Wrong(message)
@@ -496,18 +502,14 @@ def check_dense_exp(dense_exp_sweep):
     expect(torch.equal(out, ref), "with two stored patterns that differ in 5 bits, the sweep "
            "does not give the states of rule (7.7)")
     # N = 1000 near a stored pattern: the overlaps are near 1000 and exp(1000) overflows float64
-    patterns, state, order, ref = large
-    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
-                               what="dense_exp_sweep"), "dense_exp_sweep")
-    ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
-    expect(ok and torch.equal(out, ref),
+    out, state, ref = sweep(large), large[1], large[3]
+    expect(is_state(out, state) and torch.equal(out, ref),
            "with N = 1000 neurons the overlaps reach about 880 and exp(880) overflows even float64: "
            "compare logarithms of the sums (torch.logsumexp) instead of the sums")
     # a random state beside one near a stored pattern: a fixed shift underflows in the far row
-    patterns, state, order, ref = _dense_exp_far_case()
-    out = returned_tensor(call(dense_exp_sweep, patterns.clone(), state.clone(), list(order),
-                               what="dense_exp_sweep"), "dense_exp_sweep")
-    ok = out.shape == state.shape and bool(((out == 1) | (out == -1)).all())
+    far = _dense_exp_far_case()
+    out, state, ref = sweep(far), far[1], far[3]
+    ok = is_state(out, state)
     if ok and torch.equal(out[1], state[1]) and not torch.equal(ref[1], state[1]):
         raise Wrong("a random state, far from every stored pattern, is left unchanged: a fixed "
                     "shift before exp (by N, or by one maximum for the whole batch) lets its "
