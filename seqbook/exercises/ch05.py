@@ -255,6 +255,13 @@ def check_heads_loop(fn):
         raise Wrong("the weights are one (T, T) map per sequence: keep one map per head, "
                     "shape (B, h, T, T)")
     expect_shape(w, ref_w.shape, "the weights (one map per head)")
+    if not close(w, ref_w, n=4):
+        q, k = ((x @ p.weight.T + p.bias).view(2, 3, 5, 4) for p in (mha.q_proj, mha.k_proj))
+        if close(w, torch.softmax(q @ k.transpose(-1, -2) / 2.0, dim=-1), n=4):
+            raise Wrong("each head holds pieces of different tokens: a view straight to "
+                        "(B, h, T, d_h) has the right shape but cuts the rows in the wrong "
+                        "place; split the last axis, view(B, T, h, d_h), then swap the axes "
+                        "with transpose(1, 2)")
     expect(close(w, ref_w, n=4), "the weights of the heads differ from MultiHeadAttention's: "
            "check which rows of q_proj and k_proj make head i, their biases, and the scaling by "
            "1/sqrt(d_h)")

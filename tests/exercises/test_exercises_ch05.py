@@ -187,6 +187,19 @@ case("heads-loop: heads stacked, then reshaped (interleaved)", H,
            for p in (m.q_proj, m.k_proj, m.v_proj)))[0] for i in range(3)], -1).reshape(2, 5, 12)),
          loop(m, x)[1]), "interleaves the heads")
 case("heads-loop: heads made of interleaved rows", H, interleaved, "which rows of q_proj")
+
+
+def viewed_straight(mha, x):  # (B, T, E) viewed straight to (B, h, T, d_h): scrambled heads
+    q, k, v = (p(x).view(2, mha.num_heads, 5, mha.head_dim)
+               for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+    pairs = [scaled_dot_product_attention(q[:, i], k[:, i], v[:, i]) for i in range(3)]
+    heads = torch.stack([out for out, _ in pairs], 1)  # (B, h, T, d_h)
+    return mha.out_proj(heads.transpose(1, 2).reshape(2, 5, 12)), torch.stack(
+        [w for _, w in pairs], 1)
+
+
+case("heads-loop: a view straight to (B, h, T, d_h)", H, viewed_straight,
+     "pieces of different tokens")
 case("heads-loop: the module called instead of a loop", H,
      lambda m, x: m(x, x, x, average_attn_weights=False), "runs MultiHeadAttention.forward")
 case("heads-loop: the module's forward called by hand", H,
