@@ -11,7 +11,7 @@ each sequence's memory units are set to zero after every step, when as many of i
 
 Run from the repository root::
 
-    python results/ch03_ablation_seeds.py [--out results/ch03_ablation_seeds.json] [--seeds 0 1 2 3 4 5 6]
+    python results/ch03_ablation_seeds.py [--out results/ch03_ablation_seeds.json] [--seeds 0 1 ... 9]
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def ablation(model) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4, 5, 6))
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(10)))
     args = parser.parse_args(argv)
     small_model_threads(DEVICE, 1)
     runs = []
@@ -119,12 +119,11 @@ def main(argv=None) -> None:
         "every seed's GRU solves T = 100 (test accuracy above 0.95)": all(
             r["accuracy_intact"] > 0.95 for r in runs
         ),
-        "memory units zeroed after every step: below 0.5 on the sequences that have one": all(
-            r["accuracy_memory_zeroed_with_units"] < 0.5 for r in runs
+        "memory units zeroed after every step: below every draw of as many other units": all(
+            r["accuracy_memory_zeroed"] < min(r["accuracy_others_zeroed"]) for r in runs
         ),
-        "as many other units zeroed: less than 0.05 lost, every draw": all(
-            min(r["accuracy_others_zeroed"]) > r["accuracy_intact"] - 0.05 for r in runs
-        ),
+        "memory units zeroed after every step: more than 0.3 lost on the sequences that have one":
+        all(r["accuracy_memory_zeroed_with_units"] < r["accuracy_intact"] - 0.3 for r in runs),
         "memory units zeroed in the final state only: above zeroing them after every step": all(
             r["accuracy_memory_zeroed_at_end_only"] > r["accuracy_memory_zeroed"] for r in runs
         ),
