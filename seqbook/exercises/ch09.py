@@ -282,6 +282,10 @@ def _name_margin_slip(m, prior, y, eps):
     if agrees(m, float(torch.log(target[y]) - torch.log(wrong).mean()), 5):
         raise Wrong(f"{case} that is the margin over the mean of the wrong logits; the question "
                     "asks for the largest one")
+    right = math.log(target[y] / wrong.max())
+    if right < 0 and (agrees(m, -right, 5) or abs(float(m)) < 1e-9):
+        raise Wrong(f"{case} a wrong class ends up above the true one, so the margin, z_y minus "
+                    "the largest wrong logit, is negative here: keep its sign")
     raise Wrong(f"{case} the margin is wrong: at the minimum of the loss the gradient q - p' is "
                 "zero")
 
@@ -649,6 +653,10 @@ def check_infonce(fn):
     if close(out, 2 * info_nce_reference(x, y, tau), n=N * D):
         raise Wrong("the two directions are added: average them (divide their sum by 2), so that "
                     "the loss stays on the scale of one cross-entropy")
+    if any(close(out, k * N * info_nce_reference(x, y, tau), n=N * D) for k in (1, 2)):
+        raise Wrong("the losses of the rows are summed: average them over the N pairs "
+                    "(reduction='mean', cross_entropy's default), so that the loss does not grow "
+                    "with the batch")
     raw = x @ y.T / tau
     if close(out, (cross_entropy(raw, target) + cross_entropy(raw.T, target)) / 2, n=N * D):
         raise Wrong("the similarities are plain dot products: normalise the rows to unit length "

@@ -197,6 +197,10 @@ def test_margin():
         return (target[y].log() - target[torch.arange(len(prior)) != y].log().mean()).item()
 
     assert "mean of the wrong logits" in check(name, to_mean).message
+    # the sign dropped, or the margin clipped at 0, where a wrong class ends above the true one
+    for no_sign in (lambda p, y, e: abs(m_star_prior(p, y, e)),
+                    lambda p, y, e: max(m_star_prior(p, y, e), 0.0)):
+        assert "ends up above the true one" in check(name, no_sign).message
 
     def neighbours(prior, y, eps):  # the true class's neighbour left out of the maximum
         target = eps * prior
@@ -461,6 +465,8 @@ def test_infonce():
     assert "multiplied by the temperature" in check(
         name, lambda x, y, t: info_nce(x, y, t, divide=False)).message
     assert "symmetric InfoNCE" in check(name, lambda x, y, t: info_nce(x, y, t) + 0.1).message
+    summed = lambda x, y, t: len(x) * info_nce(x, y, t)  # noqa: E731  reduction='sum'
+    assert "summed" in check(name, summed).message
     assert "scalar" in check(name, lambda x, y, t: x).message
 
     def without_match(x, y, temperature):  # the positive left out of the denominator
