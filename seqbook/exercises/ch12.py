@@ -648,6 +648,21 @@ def _expect_time_flat_in_step(rank_batch, num_windows: int) -> None:
         f"takes {late / early:,.0f} times as long at step 1,000,000 as at step 1"))
 
 
+def _expect_every_window(rank_batch) -> None:
+    """A :class:`Wrong` if some window can never be drawn (an upper bound of num_windows - 1 in
+    integers, whose upper bound is excluded): with 8 windows, 40 batches of 8 draw each of them
+    (a window is missed with probability below 10**-17; without replacement, every batch)."""
+    drawn = set()
+    for step in range(40):
+        out = call(rank_batch, 8, 8, step, 0, 1, 5, what="rank_batch")
+        drawn |= set(_indices(out, "rank_batch", 8, 8).tolist())
+    missing = sorted(set(range(8)) - drawn)
+    if missing:
+        raise Wrong(f"with num_windows = 8, window {missing[0]} is never drawn in 40 batches of "
+                    "8: draw every index from 0 to num_windows - 1 (integers(num_windows, ...) "
+                    "excludes its upper bound)")
+
+
 def _check_sampler(rank_batch):
     num_windows = 1000
     by_seed = {}
@@ -698,6 +713,7 @@ def _check_sampler(rank_batch):
            "would train on the same data in the same order")
     _expect_fresh_stream_per_step(rank_batch)
     _expect_time_flat_in_step(rank_batch, num_windows)
+    _expect_every_window(rank_batch)
     # (seed, step) pairs that one number made of the two merges: seed + step, seed ^ step or
     # seed * step for the first; M * seed + step and M * step + seed, for the usual multipliers
     # M, for the others (all below 2**32: NumPy's SeedSequence splits a larger int into 32-bit
@@ -724,6 +740,14 @@ def _check_sampler(rank_batch):
                         "rank_batch", 8, num_windows)
 
     first = windows(1, 1)
+    # the same seed, far apart: a step cut to fewer bits (step % 1000, step & 0xFFFF) repeats
+    for k in (1000, 1024, 4096, 10**4, 2**16, 10**5, 10**6, 2**24):
+        with time_limit(5.0, _REPLAY.format(f"had not returned after 5 s of work at step {1 + k:,}")):
+            again = windows(1, 1 + k)
+        if torch.equal(again, first):
+            raise Wrong(f"seed 1 draws the same windows at step 1 and at step {1 + k:,}: the "
+                        f"batches repeat (is the step cut, as in step % {k}?). Give the generator "
+                        "the whole pair, default_rng([seed, step])")
     with time_limit(20.0, _REPLAY.format("had not returned after 20 s of work up to step 16,385")):
         for k in range(3, 2**14 + 2):
             for seed, step in ((0, k), (k, 0)):

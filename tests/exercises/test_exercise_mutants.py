@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import time
 from pathlib import Path
 
 import mutation
@@ -68,14 +69,18 @@ def test_the_check_refuses_every_mutant(path, sol, record_property):
     mutation.namespace(path)  # the chapter's imports once (a first import may draw numbers)
     torch.manual_seed(1234)
     before = random_state()
-    reference = mutation.run(sol, sol.source, path)
+    # the reference gets time to spare on a loaded machine; a mutant gets three times what the
+    # reference took (at least 3 s), so that a slow check's equivalent mutants are not cut off
+    start = time.perf_counter()
+    reference = mutation.run(sol, sol.source, path, timeout=30.0)
+    limit = max(3.0, 3 * (time.perf_counter() - start))
     assert not isinstance(reference, str) and reference, f"the reference solution: {reference}"
     assert same_state(before, random_state()), "the check changed the global random state"
     survivors, moved, errors = [], [], []
     everything = mutation.mutants(sol)
     for mutant in everything:
         before = random_state()
-        result = mutation.run(sol, mutant.source, path)
+        result = mutation.run(sol, mutant.source, path, timeout=limit)
         if isinstance(result, str) and result.startswith("check raised"):
             errors.append(f"{mutant.name}: {result}")
         elif not isinstance(result, str) and not same_state(before, random_state()):

@@ -443,6 +443,24 @@ def test_sampler_replaying_the_stream():
     assert check("ex-dist-sampler-bug", jumped)  # a jump of constant cost is another right answer
 
 
+def test_sampler_cut_step_and_missing_window():
+    """Batches that repeat because the step is cut to fewer bits, and a window never drawn."""
+    for cut, period in [(lambda step: step % 1000, "1,001"), (lambda step: step & 0xFFFF, "65,537")]:
+        def repeating(num_windows, batch_size, step, rank, world_size, seed=0, cut=cut):
+            return fixed(num_windows, batch_size, cut(step), rank, world_size, seed)
+
+        status, message = verdict("ex-dist-sampler-bug", repeating)
+        assert status == "fail" and f"at step 1 and at step {period}" in message, message
+
+    def never_last(num_windows, batch_size, step, rank, world_size, seed=0):
+        batch = generator_for(seed, step).integers(num_windows - 1, size=batch_size)
+        share = batch_size // world_size
+        return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+    status, message = verdict("ex-dist-sampler-bug", never_last)
+    assert status == "fail" and "window 7 is never drawn" in message, message
+
+
 def test_sampler():
     assert check("ex-dist-sampler-bug", fixed)
     assert check("ex-dist-sampler-bug", strided)
