@@ -7,7 +7,9 @@ functions this script imports), one CPU thread. On the chapter's 200 test sequen
 each sequence's memory units (cell ``f27dc33b``: units whose final state draws more than half its
 weight from the candidate written at step 1) and runs cell ``ch3-ablation``: the test accuracy when
 each sequence's memory units are set to zero after every step, when as many of its other units are
-(five random draws), and when the memory units are zeroed in the final state only.
+(five random draws), and when the memory units (or every unit that holds more than 1 % of the first
+candidate) are zeroed in the final state only; and which symbols the model with its memory units
+zeroed answers.
 
 Run from the repository root::
 
@@ -67,7 +69,8 @@ def ablation(model) -> dict:
         states, _, gates = model.rnn(x, return_gates=True)
     z = gates["z"][0].cpu()
     kept = torch.cat([z[:, 1:].flip(1).cumprod(1).flip(1), torch.ones_like(z[:, :1])], 1)
-    memory = ((1 - z) * kept)[:, 0, :] > 0.5  # (B, H)
+    share_first = ((1 - z) * kept)[:, 0, :]  # (B, H): w_{T,1}
+    memory = share_first > 0.5
     cell = model.rnn.cells[0]
 
     def right_without(drop):
@@ -88,18 +91,37 @@ def ablation(model) -> dict:
     g = torch.Generator().manual_seed(0)
     has_units = memory.any(1)
     right_no_memory = right_without(memory)
-    others = [right_without(as_many_others(g)).float().mean().item() for _ in range(5)]
+    others = [right_without(as_many_others(g)) for _ in range(5)]
+
+    def right_at_end(drop):
+        with torch.no_grad():
+            h_final = states[:, -1].masked_fill(drop.to(DEVICE), 0.0)
+            return model.head(h_final).argmax(-1).cpu() == target
+
+    # the symbols that no memory unit keeps, in any test sequence, and what the ablated model
+    # answers on the sequences that have memory units
+    kept_by_none = [c for c in range(8) if not memory[target == c].any()]
     with torch.no_grad():
-        h_final = states[:, -1].masked_fill(memory.to(DEVICE), 0.0)
-        at_end = (model.head(h_final).argmax(-1).cpu() == target).float().mean().item()
+        h = x.new_zeros(len(x), recipe.MEM_HIDDEN)
+        for t in range(T):
+            h = cell(x[:, t], h).masked_fill(memory.to(DEVICE), 0.0)
+        answer = model.head(h).argmax(-1).cpu()[has_units]
+    unkept = torch.isin(answer, torch.tensor(kept_by_none, dtype=answer.dtype))
     return dict(
         memory_units=round(memory.sum(1).float().mean().item(), 3),
         with_memory_units=round(has_units.float().mean().item(), 4),
         accuracy_intact=round(right_without(torch.zeros_like(memory)).float().mean().item(), 4),
         accuracy_memory_zeroed=round(right_no_memory.float().mean().item(), 4),
         accuracy_memory_zeroed_with_units=round(right_no_memory[has_units].float().mean().item(), 4),
-        accuracy_others_zeroed=[round(a, 4) for a in others],
-        accuracy_memory_zeroed_at_end_only=round(at_end, 4),
+        accuracy_others_zeroed=[round(r.float().mean().item(), 4) for r in others],
+        accuracy_others_zeroed_with_units=[round(r[has_units].float().mean().item(), 4)
+                                           for r in others],
+        accuracy_memory_zeroed_at_end_only=round(right_at_end(memory).float().mean().item(), 4),
+        # every unit that holds more than 1 % of the first candidate, zeroed in the final state
+        accuracy_holders_zeroed_at_end_only=round(
+            right_at_end(share_first > 0.01).float().mean().item(), 4),
+        symbols_kept_by_no_memory_unit=kept_by_none,
+        ablated_answers_symbol_kept_by_none=round(unkept.float().mean().item(), 4),
     )
 
 
@@ -121,6 +143,10 @@ def main(argv=None) -> None:
         ),
         "memory units zeroed after every step: below every draw of as many other units": all(
             r["accuracy_memory_zeroed"] < min(r["accuracy_others_zeroed"]) for r in runs
+        ),
+        "the same on the sequences that have memory units": all(
+            r["accuracy_memory_zeroed_with_units"] < min(r["accuracy_others_zeroed_with_units"])
+            for r in runs
         ),
         "memory units zeroed after every step: more than 0.3 lost on the sequences that have one":
         all(r["accuracy_memory_zeroed_with_units"] < r["accuracy_intact"] - 0.3 for r in runs),
