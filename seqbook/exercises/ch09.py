@@ -283,6 +283,9 @@ def _name_margin_slip(m, prior, y, eps):
         raise Wrong(f"{case} that is the margin over the mean of the wrong logits; the question "
                     "asks for the largest one")
     right = math.log(target[y] / wrong.max())
+    if right > 0 and agrees(m, -right, 5):
+        raise Wrong(f"{case} your margin has the opposite sign: it is z_y minus the largest wrong "
+                    "logit, not the other way round")
     if right < 0 and (agrees(m, -right, 5) or abs(float(m)) < 1e-9):
         raise Wrong(f"{case} a wrong class ends up above the true one, so the margin, z_y minus "
                     "the largest wrong logit, is negative here: keep its sign")
@@ -661,6 +664,11 @@ def check_infonce(fn):
     if close(out, (cross_entropy(raw, target) + cross_entropy(raw.T, target)) / 2, n=N * D):
         raise Wrong("the similarities are plain dot products: normalise the rows to unit length "
                     "first (cosine similarity)")
+    for one_side in (F.normalize(x, dim=-1) @ y.T, x @ F.normalize(y, dim=-1).T):
+        if close(out, (cross_entropy(one_side / tau, target)
+                       + cross_entropy(one_side.T / tau, target)) / 2, n=N * D):
+            raise Wrong("only one of x and y is normalised: divide the rows of both by their "
+                        "lengths, so that every similarity is a cosine")
     for wrong_norm in (F.normalize(x, dim=0) @ F.normalize(y, dim=0).T,
                        x @ y.T / (x.norm() * y.norm())):
         if close(out, (cross_entropy(wrong_norm / tau, target)

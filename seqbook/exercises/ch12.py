@@ -658,9 +658,10 @@ def _expect_every_window(rank_batch) -> None:
         drawn |= set(_indices(out, "rank_batch", 8, 8).tolist())
     missing = sorted(set(range(8)) - drawn)
     if missing:
+        why = {0: " (the draw starts above 0: integers(num_windows, ...) starts at 0)",
+               7: " (integers(num_windows, ...) excludes its upper bound already)"}
         raise Wrong(f"with num_windows = 8, window {missing[0]} is never drawn in 40 batches of "
-                    "8: draw every index from 0 to num_windows - 1 (integers(num_windows, ...) "
-                    "excludes its upper bound)")
+                    f"8: draw every index from 0 to num_windows - 1{why.get(missing[0], '')}")
 
 
 def _check_sampler(rank_batch):

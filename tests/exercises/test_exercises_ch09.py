@@ -201,6 +201,8 @@ def test_margin():
     for no_sign in (lambda p, y, e: abs(m_star_prior(p, y, e)),
                     lambda p, y, e: max(m_star_prior(p, y, e), 0.0)):
         assert "ends up above the true one" in check(name, no_sign).message
+    flipped = lambda p, y, e: -m_star_prior(p, y, e)  # noqa: E731  the wrong way round
+    assert "opposite sign" in check(name, flipped).message
 
     def neighbours(prior, y, eps):  # the true class's neighbour left out of the maximum
         target = eps * prior
@@ -466,6 +468,13 @@ def test_infonce():
         name, lambda x, y, t: info_nce(x, y, t, divide=False)).message
     assert "symmetric InfoNCE" in check(name, lambda x, y, t: info_nce(x, y, t) + 0.1).message
     summed = lambda x, y, t: len(x) * info_nce(x, y, t)  # noqa: E731  reduction='sum'
+
+    def x_only(x, y, temperature):  # only one side normalised
+        s = F.normalize(x, dim=-1) @ y.T / temperature
+        target = torch.arange(len(x))
+        return (F.cross_entropy(s, target) + F.cross_entropy(s.T, target)) / 2
+
+    assert "only one of x and y" in check(name, x_only).message
     assert "summed" in check(name, summed).message
     assert "scalar" in check(name, lambda x, y, t: x).message
 

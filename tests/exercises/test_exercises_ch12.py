@@ -459,6 +459,16 @@ def test_sampler_cut_step_and_missing_window():
 
     status, message = verdict("ex-dist-sampler-bug", never_last)
     assert status == "fail" and "window 7 is never drawn" in message, message
+    assert "excludes its upper bound" in message
+
+    def never_first(num_windows, batch_size, step, rank, world_size, seed=0):
+        batch = generator_for(seed, step).integers(1, num_windows, size=batch_size)
+        share = batch_size // world_size
+        return torch.from_numpy(batch[rank * share:(rank + 1) * share])
+
+    status, message = verdict("ex-dist-sampler-bug", never_first)
+    assert status == "fail" and "window 0 is never drawn" in message, message
+    assert "starts above 0" in message
 
 
 def test_sampler():
