@@ -73,12 +73,15 @@ def ablation(model) -> dict:
     memory = share_first > 0.5
     cell = model.rnn.cells[0]
 
-    def right_without(drop):
+    def answers_without(drop):
         with torch.no_grad():
             h = x.new_zeros(len(x), recipe.MEM_HIDDEN)
             for t in range(T):
                 h = cell(x[:, t], h).masked_fill(drop.to(DEVICE), 0.0)
-            return model.head(h).argmax(-1).cpu() == target
+            return model.head(h).argmax(-1).cpu()
+
+    def right_without(drop):
+        return answers_without(drop) == target
 
     def as_many_others(g):
         drop = torch.zeros_like(memory)
@@ -90,7 +93,8 @@ def ablation(model) -> dict:
 
     g = torch.Generator().manual_seed(0)
     has_units = memory.any(1)
-    right_no_memory = right_without(memory)
+    answers_no_memory = answers_without(memory)
+    right_no_memory = answers_no_memory == target
     others = [right_without(as_many_others(g)) for _ in range(5)]
 
     def right_at_end(drop):
@@ -101,11 +105,7 @@ def ablation(model) -> dict:
     # the symbols that no memory unit keeps, in any test sequence, and what the ablated model
     # answers on the sequences that have memory units
     kept_by_none = [c for c in range(8) if not memory[target == c].any()]
-    with torch.no_grad():
-        h = x.new_zeros(len(x), recipe.MEM_HIDDEN)
-        for t in range(T):
-            h = cell(x[:, t], h).masked_fill(memory.to(DEVICE), 0.0)
-        answer = model.head(h).argmax(-1).cpu()[has_units]
+    answer = answers_no_memory[has_units]
     unkept = torch.isin(answer, torch.tensor(kept_by_none, dtype=answer.dtype))
     return dict(
         memory_units=round(memory.sum(1).float().mean().item(), 3),
