@@ -56,6 +56,7 @@ __all__ = [
     "check_probability",
     "check_tensor",
     "check_float_tensor",
+    "check_gates",
     "check_features",
     "check_vectors",
     "check_ids",
@@ -296,6 +297,15 @@ def check_float_tensor(name: str, x, **kwargs) -> torch.Tensor:
     check_tensor(name, x, **kwargs)
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    return x
+
+
+def check_gates(name: str, x, **kwargs) -> torch.Tensor:
+    """``check_float_tensor`` plus: every value is a gate in [0, 1] (NaN refused). Reads the values
+    (a GPU sync) where :func:`has_values`."""
+    check_float_tensor(name, x, **kwargs)
+    if has_values(x) and not bool(((x >= 0) & (x <= 1)).all()):  # also refuses NaN
+        raise ValueError(f"{name} must hold gate values in [0, 1], found a value outside (or NaN)")
     return x
 
 

@@ -26,7 +26,7 @@ from functools import partial
 
 import torch
 
-from .checks import check_finite, check_float_tensor, check_number, check_tensor, checked, has_values
+from .checks import check_finite, check_float_tensor, check_gates, check_number, check_tensor, checked
 from .rnn import GRU, LSTM
 
 __all__ = [
@@ -83,12 +83,7 @@ def init_keep_bias(layer: GRU | LSTM, bias: float = 3.0) -> GRU | LSTM:
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_unrolled_weights(z: torch.Tensor) -> None:
-    if has_values(z) and not bool(((z >= 0) & (z <= 1)).all()):  # also refuses NaN
-        raise ValueError("z must hold gate values in [0, 1], found a value outside (or NaN)")
-
-
-@checked(_check_unrolled_weights, z=partial(check_float_tensor, shape=(None, None, None), names="(B, T, H)"))
+@checked(z=partial(check_gates, shape=(None, None, None), names="(B, T, H)"))
 def unrolled_weights(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The weights of the unrolled GRU update, from its update gates.
 

@@ -9,7 +9,8 @@ finite losses. Reading order:
    with its label-smoothing and ``ignore_index`` conventions; ``focal_loss``: cross-entropy
    weighted by (1 - q_y)^gamma; ``chunked_cross_entropy``: the same
    mean for an output layer's logits ``h @ weight.T``, a chunk of rows at a time, never holding them
-   all.
+   all; ``AdaptiveSoftmax``: an output layer whose exact distribution costs little for frequent
+   classes.
 3. ``entropy``, ``kl_divergence``, ``cross_entropy_dist``, ``perplexity``: the quantities of
    eqs. (9.1)-(9.2) of the book, on probability vectors.
 4. ``expected_calibration_error``, ``calibration_bins``: calibration (drawn by
@@ -32,6 +33,7 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .checks import (
@@ -42,6 +44,7 @@ from .checks import (
     check_float_tensor,
     check_ids,
     check_int,
+    check_like,
     check_number,
     check_positive_int,
     check_tensor,
@@ -53,7 +56,7 @@ from .checks import (
 
 __all__ = [
     "logsumexp", "free_energy", "log_softmax", "smooth_labels", "cross_entropy",
-    "focal_loss", "chunked_cross_entropy", "entropy",
+    "focal_loss", "chunked_cross_entropy", "AdaptiveSoftmax", "entropy",
     "kl_divergence", "cross_entropy_dist", "perplexity", "calibration_bins",
     "expected_calibration_error", "macro_auroc",
 ]
@@ -360,6 +363,106 @@ def chunked_cross_entropy(
         total = total + checkpoint(chunk_nll, h_c, weight, y_c, use_reentrant=False)
     kept = target.numel() if ignore_index is None else (target != ignore_index).sum()
     return total / kept
+
+
+class AdaptiveSoftmax(nn.Module):
+    r"""Adaptive softmax (Grave et al., 2017): an exact distribution over V classes that
+    costs little for the frequent ones.
+
+    The classes are numbered by falling frequency and cut at ``cutoffs``
+    c_1 < ... < c_k < V into a shortlist [0, c_1) and k clusters [c_i, c_{i+1})
+    (c_{k+1} = V). The head scores the shortlist and one entry per cluster; cluster i
+    scores its own classes from h projected to D_i = D // div_value^i dimensions:
+
+    .. math:: \log p(y \mid h) = \begin{cases}
+              \log p_0(y \mid h) & y < c_1 \\
+              \log p_0(c_1 + i - 1 \mid h) + \log p_i(y - c_i \mid h)
+              & c_i \le y < c_{i+1}
+              \end{cases}
+
+    with p_0 = softmax(W_0 h) over the c_1 + k head entries and p_i = softmax(B_i A_i h)
+    over cluster i (A_i: D_i x D, B_i: (c_{i+1} - c_i) x D_i). The probabilities of
+    all V classes sum to 1. Same weights and layout as
+    ``nn.AdaptiveLogSoftmaxWithLoss(..., head_bias=False)``: ``head`` is its ``head``,
+    ``tail[i]`` its ``tail[i]``.
+
+    Args:
+        in_features: D, the size of the hidden state.
+        num_classes: V, the classes, numbered by falling frequency.
+        cutoffs: c_1 < ... < c_k, the first class of each cluster.
+        div_value: each cluster's projection is div_value times narrower than the last.
+
+    Shape:
+        forward: h (N, D), target (N,) ids in [0, V) -> the mean negative
+        log-likelihood (scalar); log_prob: h (N, D) -> (N, V).
+    """
+
+    def __init__(self, in_features: int, num_classes: int, cutoffs: list[int],
+                 div_value: float = 4.0):
+        super().__init__()
+        D = check_positive_int("in_features", in_features)
+        V = check_positive_int("num_classes", num_classes, minimum=2)
+        div_value = check_number("div_value", div_value, low=1.0)
+        if not isinstance(cutoffs, (list, tuple)):
+            raise TypeError(f"cutoffs must be a list of ints, got {type(cutoffs).__name__}")
+        if not cutoffs:
+            raise ValueError("cutoffs must hold at least one int, got []")
+        for i, c in enumerate(cutoffs):
+            check_int(f"cutoffs[{i}]", c)
+        if list(cutoffs) != sorted(set(cutoffs)) or cutoffs[-1] >= V:
+            raise ValueError(f"cutoffs must be increasing ints in [1, num_classes - 1 = "
+                             f"{V - 1}], got {list(cutoffs)}")
+        if D // div_value ** len(cutoffs) < 1:
+            raise ValueError(f"in_features // div_value**{len(cutoffs)} must be >= 1 (the last "
+                             f"cluster's width), got {D} // {div_value}**{len(cutoffs)} "
+                             f"= {D // div_value ** len(cutoffs):g}")
+        self.in_features, self.num_classes = D, V
+        self.cutoffs = [int(c) for c in cutoffs] + [V]
+        k = len(cutoffs)
+        self.head = nn.Linear(D, self.cutoffs[0] + k, bias=False)
+        self.tail = nn.ModuleList(
+            nn.Sequential(
+                nn.Linear(D, int(D // div_value ** (i + 1)), bias=False),  # A_i
+                nn.Linear(int(D // div_value ** (i + 1)),
+                          self.cutoffs[i + 1] - self.cutoffs[i], bias=False),  # B_i
+            )
+            for i in range(k)
+        )
+
+    def _check_forward(self, h, target=None) -> None:  # forward's and log_prob's
+        D = self.in_features
+        check_float_tensor("h", h, shape=(None, D), names=f"(N, {D})")
+        check_like("h", h, self.head.weight)
+        if target is not None:
+            N = h.shape[0]
+            check_ids("target", target, self.num_classes, shape=(N,),
+                      names=f"(N,) with N = {N}, as h's")
+
+    @checked(_check_forward)
+    def forward(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        shortlist = self.cutoffs[0]
+        head_logp = F.log_softmax(self.head(h), dim=-1)  # (N, c_1 + k)
+        logp = h.new_zeros(target.shape)  # (N,): log p(y | h) of each row
+        in_head = target < shortlist
+        logp[in_head] = head_logp[in_head, target[in_head]]
+        for i, tail in enumerate(self.tail):  # only the rows whose class is in cluster i
+            lo, hi = self.cutoffs[i], self.cutoffs[i + 1]
+            rows = (lo <= target) & (target < hi)
+            tail_logp = F.log_softmax(tail(h[rows]), dim=-1)  # (n_i, c_{i+1} - c_i)
+            in_tail = tail_logp.gather(1, (target[rows] - lo)[:, None]).squeeze(1)
+            logp[rows] = head_logp[rows, shortlist + i] + in_tail
+        return -logp.mean()
+
+    @checked(_check_forward)
+    def log_prob(self, h: torch.Tensor) -> torch.Tensor:
+        """The log-probabilities of all V classes, (N, V): every cluster is scored."""
+        shortlist = self.cutoffs[0]
+        head_logp = F.log_softmax(self.head(h), dim=-1)  # (N, c_1 + k)
+        parts = [head_logp[:, :shortlist]]
+        for i, tail in enumerate(self.tail):
+            cluster = head_logp[:, shortlist + i, None]  # (N, 1)
+            parts.append(cluster + F.log_softmax(tail(h), dim=-1))
+        return torch.cat(parts, dim=-1)  # (N, V)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -306,6 +306,11 @@ call("losses.cross_entropy", None, logits=floats(5, 3), target=ints(0, 2, 1, 1, 
 call("losses.focal_loss", None, logits=floats(5, 3), target=ints(0, 2, 1, 1, 0))
 call("losses.chunked_cross_entropy", None, h=floats(5, 3), weight=floats(4, 3), target=ints(0, 2, 1, 3, 0),
      chunk_size=2)
+call("losses.AdaptiveSoftmax", None, in_features=4, num_classes=5, cutoffs=[2], div_value=2.0)
+method("losses.AdaptiveSoftmax.forward", lambda: public("losses.AdaptiveSoftmax")(4, 5, [2], 2.0),
+       h=floats(5, 4), target=ints(0, 2, 1, 4, 0))
+method("losses.AdaptiveSoftmax.log_prob", lambda: public("losses.AdaptiveSoftmax")(4, 5, [2], 2.0),
+       h=floats(5, 4))
 call("losses.calibration_bins", None, probs=PROBS, target=ints(0, 2, 1, 1, 0), n_bins=3)
 call("losses.expected_calibration_error", None, probs=PROBS, target=ints(0, 2, 1, 1, 0), n_bins=3)
 call("losses.macro_auroc", None, similarities=floats(6, 3), labels=ints(0, 1, 2, 0, 1, 2))
@@ -692,6 +697,7 @@ IDS_BEYOND = {  # (callable, parameter): (the call's arguments with an id too la
     ("losses.smooth_labels", "target"): ({"target": ints(0, 3, 1)}, 3),
     ("losses.cross_entropy", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.focal_loss", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
+    ("losses.AdaptiveSoftmax.forward", "target"): ({"target": ints(0, 2, 5, 1, 0)}, 5),
     ("losses.calibration_bins", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.expected_calibration_error", "target"): ({"target": ints(0, 3, 1, 1, 0)}, 3),
     ("losses.macro_auroc", "labels"): ({"labels": ints(0, 1, 2, 0, 1, 3)}, 3),

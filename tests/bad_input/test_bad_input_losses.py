@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 270 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
+# Cases: 287 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -288,6 +288,34 @@ case("chunked_cross_entropy-chunk_size-float", lambda: cce(H, W, Y, chunk_size=2
      "float")
 case("chunked_cross_entropy-ignore_index-float", lambda: cce(H, W, Y, ignore_index=-1.0), "ignore_index",
      "int", "float")
+
+# ------------------------------------------------------------------ AdaptiveSoftmax
+
+ASM = L.AdaptiveSoftmax(3, 5, [2], div_value=2.0)
+case("AdaptiveSoftmax-in_features-0", lambda: L.AdaptiveSoftmax(0, 5, [2], div_value=2.0), "in_features",
+     ">= 1", "0")
+case("AdaptiveSoftmax-num_classes-1", lambda: L.AdaptiveSoftmax(3, 1, [2], div_value=2.0), "num_classes",
+     ">= 2", "1")
+case("AdaptiveSoftmax-cutoffs-int", lambda: L.AdaptiveSoftmax(3, 5, 2), "cutoffs", "list", "int")
+case("AdaptiveSoftmax-cutoffs-empty", lambda: L.AdaptiveSoftmax(3, 5, []), "cutoffs", "at least one", "[]")
+case("AdaptiveSoftmax-cutoffs-float", lambda: L.AdaptiveSoftmax(3, 5, [2.0]), "cutoffs[0]", "int", "float")
+case("AdaptiveSoftmax-cutoffs-0", lambda: L.AdaptiveSoftmax(3, 5, [0]), "cutoffs[0]", ">= 1", "0")
+case("AdaptiveSoftmax-cutoffs-order", lambda: L.AdaptiveSoftmax(8, 9, [4, 2]), "cutoffs", "increasing",
+     "[4, 2]")
+case("AdaptiveSoftmax-cutoffs-V", lambda: L.AdaptiveSoftmax(3, 5, [5]), "cutoffs", "num_classes - 1 = 4",
+     "[5]")
+case("AdaptiveSoftmax-div_value-small", lambda: L.AdaptiveSoftmax(3, 5, [2], div_value=0.5), "div_value",
+     ">= 1.0", "0.5")
+case("AdaptiveSoftmax-too-narrow", lambda: L.AdaptiveSoftmax(3, 9, [2, 4], div_value=2.0),
+     "in_features // div_value**2", ">= 1", "3 // 2.0**2")
+case("AdaptiveSoftmax-h-rank3", lambda: ASM(H[None], Y), "h", "(N, 3)", "(1, 4, 3)")
+case("AdaptiveSoftmax-h-int", lambda: ASM(H.long(), Y), "h", "floating-point", "torch.int64")
+case("AdaptiveSoftmax-h-dtype", lambda: ASM(H.double(), Y), "h", "torch.float32", "torch.float64")
+case("AdaptiveSoftmax-target-float", lambda: ASM(H, Y.float()), "target", "integer", "torch.float32")
+case("AdaptiveSoftmax-target-N", lambda: ASM(H, Y[:3]), "target", "(N,) with N = 4", "(3,)")
+case("AdaptiveSoftmax-target-too-large", lambda: ASM(H, torch.tensor([0, 1, 5, 2])), "target", "[0, 4]",
+     "5")
+case("AdaptiveSoftmax-log_prob-h", lambda: ASM.log_prob(H[:, :2]), "h", "(N, 3)", "(4, 2)")
 
 
 @pytest.mark.parametrize(("fn", "words"), ERRORS)

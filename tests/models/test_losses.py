@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from tolerance import approx, assert_close, assert_same_math, tol
 
 from seqbook.losses import (
+    AdaptiveSoftmax,
     calibration_bins,
     chunked_cross_entropy,
     cross_entropy,
@@ -296,6 +297,45 @@ def test_chunked_cross_entropy_scores_half_precision_in_float32():
     want = F.cross_entropy((h.bfloat16() @ w.bfloat16().T).float(), y)
     torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)  # bfloat16 products, any blocking
     assert torch.isnan(chunked_cross_entropy(h, w, torch.full((20,), -1), ignore_index=-1))  # 0 / 0
+
+
+# --- the adaptive softmax ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("D", "V", "cutoffs", "div_value"),
+                         [(16, 100, [10, 40], 4.0), (8, 20, [3], 2.0), (32, 50, [5, 10, 30], 2.0),
+                          (12, 30, [29], 3.0)])
+def test_adaptive_softmax_equals_torch(device, D, V, cutoffs, div_value):
+    torch.manual_seed(V)
+    ours = AdaptiveSoftmax(D, V, cutoffs, div_value).double().to(device)
+    ref = torch.nn.AdaptiveLogSoftmaxWithLoss(D, V, cutoffs, div_value=div_value).double().to(device)
+    ref.load_state_dict(ours.state_dict())  # the same names and shapes
+    h = torch.randn(200, D, dtype=torch.float64, device=device, requires_grad=True)
+    y = torch.randint(0, V, (200,), device=device)
+    y[:3] = torch.tensor([0, V - 1, cutoffs[0]])  # both ends, and the first class of a cluster
+    loss, want = ours(h, y), ref(h, y).loss
+    assert_same_math(loss, want, n=V)
+    for a, b in zip(torch.autograd.grad(loss, (h, *ours.parameters())),
+                    torch.autograd.grad(want, (h, *ref.parameters())), strict=True):
+        assert_same_math(a, b, n=V)
+    logp = ours.log_prob(h)
+    assert logp.shape == (200, V)
+    assert_same_math(logp, ref.log_prob(h), n=V)
+    assert_same_math(logp.exp().sum(-1), torch.ones(200, dtype=torch.float64, device=device), n=V)
+    # the loss is the mean of the rows' log-probabilities of their targets
+    assert_same_math(loss, -logp.gather(1, y[:, None]).mean(), n=V)
+
+
+def test_adaptive_softmax_scores_a_cluster_only_for_its_rows():
+    ours = AdaptiveSoftmax(16, 30, [5, 15])
+    seen = []
+    for i, tail in enumerate(ours.tail):
+        tail.register_forward_hook(lambda m, inp, out, i=i: seen.append((i, inp[0].shape[0])))
+    y = torch.tensor([0, 1, 6, 7, 8, 2])  # three rows in cluster 0, none in cluster 1
+    ours(torch.randn(6, 16), y).backward()
+    assert seen == [(0, 3), (1, 0)]
+    assert all(p.grad is not None for p in ours.head.parameters())
+    assert torch.count_nonzero(ours.tail[1][1].weight.grad) == 0  # no row: no gradient
 
 
 # --- entropy, KL, cross-entropy between distributions, perplexity --------------------------------
