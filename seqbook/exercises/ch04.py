@@ -434,7 +434,7 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
     "at every step.",
     "What the decoder reads at the next step is its own most probable character, "
     "logits.argmax(-1), not tgt[:, i + 1].",
-    "Stack the logits of all steps and use F.cross_entropy with ignore_index=PAD_ID (0), so "
+    "Stack the logits of all steps and use F.cross_entropy with ignore_index=Vocab.pad_id (0), so "
     "that padding after <eos> does not count.",
 ])
 def check_exposure(fn):

@@ -556,6 +556,12 @@ def check_kv_memory(answer):
         (right / 2**20, "that is in mebibytes: give the number of bytes"),
     )
     name_slip(answer, slips, digits=3)
+    if agrees(answer, right, digits=2):  # the count is right, its third digit is not
+        if float(answer) == float(f"{float(answer):.2g}"):
+            raise Wrong("the count is close, but has only two significant digits: give (at "
+                        "least) three")
+        raise Wrong("the count is close, but not right to 3 significant digits: round it to "
+                    "the nearest rather than cut it off, or give it exactly")
     raise Wrong("the number of bytes is wrong (to 3 significant digits): count keys and values, "
                 "layers, sequences, positions, width and bytes per number")
 

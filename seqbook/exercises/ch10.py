@@ -542,11 +542,10 @@ class _ExpOverflow(TorchFunctionMode):
     "function returns, entry by entry.",
     "Above the diagonal, j > i, step j has not happened yet when output i is computed. What does "
     "exp(A_i - A_j) give there, and what should L hold?",
-    "Keep the entries with j <= i and make the others zero by masking the exponent before exp: "
-    "fill A_i - A_j with -inf where j > i (masked_fill with the complement of a lower-triangular "
-    "boolean mask, torch.ones(T, T, dtype=torch.bool).tril()), since exp(-inf) = 0. Zeros put in "
-    "after exp come too late: on a long sequence those entries overflow to inf first, a 0/1 mask "
-    "then gives 0 * inf = NaN, and even an entry replaced by 0 has a NaN gradient.",
+    "Keep the entries with j <= i and make the others zero by masking the exponent before exp, "
+    "since exp(-inf) = 0. Zeros put in after exp come too late: on a long sequence those entries "
+    "overflow to inf first, a 0/1 mask then gives 0 * inf = NaN, and even an entry replaced by 0 "
+    "has a NaN gradient.",
 ])
 def check_decay_mask(fn):
     g = torch.Generator().manual_seed(3)
@@ -996,9 +995,8 @@ def _delta_symptom(fn) -> str:
     "for k, then read S^T k back. What should come out, and what does?",
     "The delta rule does not write v_t itself: compare the code with the equation in the "
     "docstring, term by term.",
-    "What the memory returns for k_t before the write, S_(t-1)^T k_t, is never computed: compute "
-    "it for every memory of the batch, torch.einsum(\"bkv,bk->bv\", S, k), and write beta_t k_t "
-    "times the difference v_t minus that read-out.",
+    "What the memory returns for k_t before the write, S_(t-1)^T k_t, is never computed. The "
+    "delta rule writes the error of that read-out, not the value.",
 ])
 def check_delta_bug(fn):
     for B, Dk, Dv, seed in DELTA_CASES:

@@ -10,12 +10,13 @@ def test_the_readme_s_notebook_times_match_the_recorded_run():
     readme = " ".join((ROOT / "README.md").read_text().split())
     record = json.loads((ROOT / "perf" / "notebooks.json").read_text())
     seconds = {r["notebook"]: r["wall_s"] for r in record["notebooks"]}
-    longest, together = max(seconds.values()), record["total_wall_s"]  # two at a time
-    assert (f"most took under two minutes each and the longest, chapter 10, about "
-            f"{round(longest / 60)} minutes; all {len(seconds)} took about "
+    together = record["total_wall_s"]  # two at a time
+    *rest, second, first = sorted(seconds, key=seconds.get)  # the two longest last
+    words = {10: "ten", 11: "eleven", 9: "nine"}
+    assert (f"{words[len(rest)]} took at most {round(seconds[rest[-1]])} s each, the longest, "
+            f"chapters {int(first[:2])} and {int(second[:2])}, {round(seconds[first])} s and "
+            f"{round(seconds[second])} s; all {len(seconds)} took about "
             f"{round(together / 60)} minutes together." in readme)
-    assert sum(s < 120 for s in seconds.values()) > len(seconds) / 2
-    assert max(seconds, key=seconds.get).startswith("10_")
 
 
 def test_the_recorded_run_has_the_reference_workload_the_readme_offers():

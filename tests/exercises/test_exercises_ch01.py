@@ -116,9 +116,12 @@ def test_cost():
     assert "only two significant digits" in two_digits and "cut off" not in two_digits
     assert check(name, ...).status == "not attempted"
     # exact numbers from a wrong size (V = 50,000: GPT-2's merges; T = 1000) are not a rounding
-    for v, t in ((50_000, T), (V, 1000)):
+    for v, t, words in ((50_000, T, "vocabulary of 50,000 tokens"), (V, 1000, "check the sizes")):
         exact = (B * t * v * 4, B * t * v * d, B * t * d)
-        assert "check the sizes" in check(name, exact).message
+        assert words in check(name, exact).message
+    # V = 50,000 rounded to three digits: the memory looks like the right one cut off, but the
+    # multiply-adds show that V is the slip
+    assert "vocabulary of 50,000" in check(name, (1.64e9, 3.15e11, 6.29e6)).message
     # exact counts with GPT-2's table padded to 50,304 rows agree to three digits: refused
     padded = (B * T * 50_304 * 4, B * T * 50_304 * d, B * T * d)
     assert "vocabulary of 50,304 tokens" in check(name, padded).message

@@ -146,7 +146,7 @@ def test_clip():
         "ex-ch2-clip", lambda params, m: torch.nn.utils.clip_grad_norm_(list(params), m)).message
     assert check("ex-ch2-clip", starter).status == "not attempted"
     assert "generator" in check("ex-ch2-clip", two_passes).message
-    assert "NoneType" in check("ex-ch2-clip", grad_none_kept).message
+    assert ".grad is None" in check("ex-ch2-clip", grad_none_kept).message
     assert "before clipping" in check("ex-ch2-clip", after).message
     assert "clipped on its own" in check("ex-ch2-clip", per_parameter).message
     assert "must stay unchanged" in check("ex-ch2-clip", always).message
