@@ -437,6 +437,9 @@ class AdaptiveSoftmax(nn.Module):
             N = h.shape[0]
             check_ids("target", target, self.num_classes, shape=(N,),
                       names=f"(N,) with N = {N}, as h's")
+            if target.dtype == torch.uint8:  # indexing would read it as a mask
+                raise TypeError("target must hold int64 or int32 ids (torch.uint8 indexes as a "
+                                "mask), got torch.uint8")
 
     @checked(_check_forward)
     def forward(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

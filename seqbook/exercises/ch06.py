@@ -560,8 +560,12 @@ def check_kv_memory(answer):
         if float(answer) == float(f"{float(answer):.2g}"):
             raise Wrong("the count is close, but has only two significant digits: give (at "
                         "least) three")
-        raise Wrong("the count is close, but not right to 3 significant digits: round it to "
-                    "the nearest rather than cut it off, or give it exactly")
+        unit = 10.0 ** (math.floor(math.log10(right)) - 2)  # of the third digit
+        if math.isclose(float(answer), math.floor(right / unit) * unit, rel_tol=1e-9):  # cut off
+            raise Wrong("the count is close, but not right to 3 significant digits: round it to "
+                        "the nearest rather than cut it off, or give it exactly")
+        raise Wrong("the count is close, but its third digit is off: recount, or give the "
+                    "exact count")
     raise Wrong("the number of bytes is wrong (to 3 significant digits): count keys and values, "
                 "layers, sequences, positions, width and bytes per number")
 

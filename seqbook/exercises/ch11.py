@@ -206,6 +206,8 @@ def check_mfu(answer):
     ]
     name_slip(got, slips, 3)
     if agrees(got, right, 2):
+        if float(got) == float(f"{float(got):.2g}"):
+            raise Wrong("right to 2 significant digits: give 3, as the exercise asks")
         if any(agrees(got, mfu(6 * rounded + attention), 3)
                for rounded in (124e6, 124e6 - m["positions"])):
             raise Wrong("right to 2 significant digits only: the third is off because the "

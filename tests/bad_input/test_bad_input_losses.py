@@ -5,7 +5,7 @@ words listed (the argument's name and the expected or actual value, shape or dty
 inputs below them (masked and ignored rows, extreme logits, dtypes) are checked for their result.
 """
 
-# Cases: 287 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
+# Cases: 288 bad inputs, every one a clear error; plus 12 tests (17 with their parameters) of legal
 # edge inputs: ignored and masked rows with their gradients, dtypes, NumPy numbers, empty batches, meta.
 
 import math
@@ -312,6 +312,7 @@ case("AdaptiveSoftmax-h-rank3", lambda: ASM(H[None], Y), "h", "(N, 3)", "(1, 4, 
 case("AdaptiveSoftmax-h-int", lambda: ASM(H.long(), Y), "h", "floating-point", "torch.int64")
 case("AdaptiveSoftmax-h-dtype", lambda: ASM(H.double(), Y), "h", "torch.float32", "torch.float64")
 case("AdaptiveSoftmax-target-float", lambda: ASM(H, Y.float()), "target", "integer", "torch.float32")
+case("AdaptiveSoftmax-target-uint8", lambda: ASM(H, Y.to(torch.uint8)), "target", "int64", "torch.uint8")
 case("AdaptiveSoftmax-target-N", lambda: ASM(H, Y[:3]), "target", "(N,) with N = 4", "(3,)")
 case("AdaptiveSoftmax-target-too-large", lambda: ASM(H, torch.tensor([0, 1, 5, 2])), "target", "[0, 4]",
      "5")
