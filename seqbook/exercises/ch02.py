@@ -343,6 +343,11 @@ def check_detach(tbptt_pass):
     if all(close(p, q, n=64) for p, q in zip(params, _tbptt_reference(False), strict=True)):
         raise Wrong("the state is reset at every chunk: row b of chunk k + 1 continues row b of "
                     "chunk k, so start each chunk from the (detached) final state of the last one")
+    start = [p.detach() for p in _tbptt_setup()[0].parameters()]
+    if all(torch.equal(p, q) for p, q in zip(params, start, strict=True)):
+        raise Wrong("the parameters never moved: each step found no gradient. Is zero_grad "
+                    "called between backward and step, or is the loss cut from the graph "
+                    "(logits detached)? Zero the gradients before backward, then step")
     raise Wrong("the parameters after the pass differ from truncated BPTT's: visit the chunks in "
                 "order, take one optimiser step per chunk, and carry the detached state from each "
                 "chunk to the next")

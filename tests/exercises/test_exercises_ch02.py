@@ -221,14 +221,17 @@ def test_temperature():
 # --- find the bug: truncated BPTT ----------------------------------------------------------------
 
 
-def make_pass(carry=True, detach=True, assign=True, retain=False):
+def make_pass(carry=True, detach=True, assign=True, retain=False, zero_late=False):
     def tbptt_pass(model, inputs, targets, optimizer):
         state, losses = None, []
         for x, y in zip(inputs, targets, strict=True):
             logits, state = model(x, state)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            optimizer.zero_grad()
+            if not zero_late:
+                optimizer.zero_grad()
             loss.backward(retain_graph=retain)
+            if zero_late:  # the slip: the step then finds no gradient
+                optimizer.zero_grad()
             optimizer.step()
             losses.append(loss.item())
             if not carry:
@@ -252,6 +255,7 @@ def test_detach():
     assert check(name, make_pass(assign=False)).message == bug.message
     assert "retain_graph=True" in check(name, make_pass(detach=False, retain=True)).message
     assert "reset at every chunk" in check(name, make_pass(carry=False)).message
+    assert "never moved" in check(name, make_pass(zero_late=True)).message
     assert "list of the 4 chunks' losses" in check(name, lambda *a: make_pass()(*a)[:1]).message
 
     def shuffled(model, inputs, targets, optimizer):
