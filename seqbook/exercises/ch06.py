@@ -982,7 +982,8 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
             "as the chapter's top_p does, all of them, not some." if bool(cut.any()) else "")
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p (a prefix that sums to exactly p is "
-                f"already enough).{tied}")
+                "already enough: a token goes once the tokens before it hold p or more, >= p, "
+                f"not > p).{tied}")
 
 
 @exercise("ex-ch6-top-p-bug", hints=[
