@@ -18,8 +18,12 @@ def _number(value, what: str) -> float:
     half = (torch.float16, torch.bfloat16)
     if isinstance(value, torch.Tensor) and value.dtype in half or isinstance(
             value, np.float16 | np.ndarray) and np.asarray(value).dtype == np.float16:
-        raise Wrong(f"{what} was computed in half precision, which keeps about 3 significant "
-                    "digits: compute it in float64 (a Python float)")
+        single = np.asarray(value.float() if isinstance(value, torch.Tensor) else value)
+        # a short number such as 1.125 is exact in half precision too: that is the answer given
+        if single.size != 1 or float(f"{single.item():.4g}") != single.item():
+            raise Wrong(f"{what} was computed in half precision, which keeps about 3 "
+                        "significant digits: compute it in float64 (a Python float)")
+        value = single.item()
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, np.ndarray) and value.size == 1:

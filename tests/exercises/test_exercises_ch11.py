@@ -61,6 +61,9 @@ def test_kv_memory():
     assert check("ex-perf-kv-memory", (9, 1.13))
     assert check("ex-perf-kv-memory", np.array([GIB, GIB / 8], dtype=np.float32))
     assert check("ex-perf-kv-memory", (torch.tensor(GIB), torch.tensor(GIB / 8)))
+    # exact in bfloat16 too (9 and 1.125 are short numbers): right, whatever the dtype
+    assert check("ex-perf-kv-memory", torch.tensor([GIB, GIB / 8], dtype=torch.bfloat16))
+    assert check("ex-perf-kv-memory", np.array([[GIB], [GIB / 8]]))  # any shape of two numbers
     assert not check("ex-perf-kv-memory", (9.0, 1.2))  # a digit off
     assert not check("ex-perf-kv-memory", (8.9, 1.1))
     assert "rounded up" in check("ex-perf-kv-memory", (9.0, 1.2)).message
