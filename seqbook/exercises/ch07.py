@@ -562,6 +562,10 @@ def check_separation(separation):
         if close(delta, G.diagonal() - G.max(-1).values):
             raise Wrong("the maximum includes the pattern itself (j = i): it must run over the "
                         "other patterns, j != i")
+        if close(delta, -G.masked_fill(eye, 0.0).max(-1).values):
+            raise Wrong("the diagonal was zeroed in place (fill_diagonal_(0) or masked_fill_) "
+                        "before it was read: G.diagonal() is a view, so x_i . x_i reads 0 too. "
+                        "Take a copy first (G.diagonal().clone()), or mask a copy of G")
         if close(delta, G.diagonal() - G.masked_fill(eye, 0.0).max(-1).values):
             raise Wrong("the pattern itself still takes part in the maximum, as an overlap of 0: "
                         "when all the other overlaps of a pattern are negative, the maximum over "

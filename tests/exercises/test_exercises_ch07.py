@@ -461,6 +461,12 @@ def test_separation_names_a_diagonal_filled_in_place():  # the second-largest: t
 
     assert "filled with -inf in place" in check("ex-ch7-separation", filled_in_place).message
 
+    def zeroed_in_place(patterns):  # the view reads 0 after the fill
+        G = patterns @ patterns.T
+        return G.diagonal() - G.fill_diagonal_(0).max(-1).values
+
+    assert "zeroed in place" in check("ex-ch7-separation", zeroed_in_place).message
+
 
 def test_dense_exp_cases_make_every_slip_matter():
     from seqbook.exercises.ch07 import _dense_exp_cases, _orders
