@@ -476,6 +476,12 @@ def _diagnose_bptt(out, problem) -> None:
                     "target, e_t = W_y h_t - y_t")
     wrong = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
              if not close(o, r, n=64)]
+    transposed = [name for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True)
+                  if name in wrong and o.shape == r.T.shape and close(o, r.T, n=64)]
+    if transposed and len(transposed) == len(wrong):  # a_t h_(t-1)^T written the other way round
+        raise Wrong(f"{' and '.join(transposed)} {'is' if len(transposed) == 1 else 'are'} the "
+                    "transpose of the gradient: the gradient of W in W h is the outer product "
+                    "(error at the output) times h^T, in that order")
     right = [name for name in ("dW_ih", "dW_hh", "dW_y") if name not in wrong]
     near = all(torch.allclose(o.to(F64), r, rtol=1e-4, atol=1e-7)
                for o, r in zip(out, ref, strict=True))

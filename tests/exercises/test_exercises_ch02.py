@@ -459,6 +459,12 @@ def test_bptt():
     message = check(name, wrong_y).message
     assert message == "dW_y is not the gradient of the loss (dW_ih and dW_hh are right)", message
 
+    def transposed(*a):  # h_(t-1) a_t^T for a_t h_(t-1)^T
+        dW_ih, dW_hh, dW_y = bptt(*a)
+        return dW_ih, dW_hh.T, dW_y
+
+    assert "dW_hh is the transpose" in check(name, transposed).message
+
     def finite_differences(W_ih, W_hh, W_y, xs, ys, eps=1e-5):  # right to ~1e-9, not exact
         def loss(Ws):
             h, total = torch.zeros(Ws[1].shape[0], dtype=xs.dtype), 0.0
