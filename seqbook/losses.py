@@ -419,12 +419,12 @@ class AdaptiveSoftmax(nn.Module):
         self.in_features, self.num_classes = D, V
         self.cutoffs = [int(c) for c in cutoffs] + [V]
         k = len(cutoffs)
+        widths = [int(D // div_value ** (i + 1)) for i in range(k)]  # D_1, ..., D_k
         self.head = nn.Linear(D, self.cutoffs[0] + k, bias=False)
         self.tail = nn.ModuleList(
             nn.Sequential(
-                nn.Linear(D, int(D // div_value ** (i + 1)), bias=False),  # A_i
-                nn.Linear(int(D // div_value ** (i + 1)),
-                          self.cutoffs[i + 1] - self.cutoffs[i], bias=False),  # B_i
+                nn.Linear(D, widths[i], bias=False),  # A_i
+                nn.Linear(widths[i], self.cutoffs[i + 1] - self.cutoffs[i], bias=False),  # B_i
             )
             for i in range(k)
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from functools import lru_cache
 
@@ -12,7 +11,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..bpe import merge_piece, pretokenize, train_bpe
-from .core import Wrong, agrees, as_tensor, call, close, exercise, expect, time_limit
+from .core import (
+    Wrong,
+    agrees,
+    as_tensor,
+    at_most_digits,
+    call,
+    close,
+    cut_off,
+    exercise,
+    expect,
+    time_limit,
+)
 
 F64 = torch.float64
 
@@ -138,13 +148,10 @@ def check_cost(answer):
                                (macs, B * T * V * d, "the number of multiply-adds"),
                                (copies, B * T * d, "the number of copies")):
         if not agrees(value, right) and agrees(value, right, digits=2):
-            v = float(value)
-            unit = 10.0 ** (math.floor(math.log10(right)) - 2)  # of the third digit
-            cut = math.floor(right / unit) * unit  # the right value cut off after 3 digits
-            if math.isclose(v, cut, rel_tol=1e-9):
+            if cut_off(value, right):
                 raise Wrong(f"{what} is close, but not right to three significant digits: round "
                             "to the nearest rather than cut off")
-            if v == float(f"{v:.2g}"):
+            if at_most_digits(value, 2):
                 raise Wrong(f"{what} is close, but has only two significant digits: give (at "
                             "least) three")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "

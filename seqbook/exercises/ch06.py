@@ -24,8 +24,10 @@ from .core import (
     CallWatch,
     Wrong,
     agrees,
+    at_most_digits,
     call,
     close,
+    cut_off,
     exercise,
     expect,
     name_slip,
@@ -557,11 +559,10 @@ def check_kv_memory(answer):
     )
     name_slip(answer, slips, digits=3)
     if agrees(answer, right, digits=2):  # the count is right, its third digit is not
-        if float(answer) == float(f"{float(answer):.2g}"):
+        if at_most_digits(answer, 2):
             raise Wrong("the count is close, but has only two significant digits: give (at "
                         "least) three")
-        unit = 10.0 ** (math.floor(math.log10(right)) - 2)  # of the third digit
-        if math.isclose(float(answer), math.floor(right / unit) * unit, rel_tol=1e-9):  # cut off
+        if cut_off(answer, right):
             raise Wrong("the count is close, but not right to 3 significant digits: round it to "
                         "the nearest rather than cut it off, or give it exactly")
         raise Wrong("the count is close, but its third digit is off: recount, or give the "

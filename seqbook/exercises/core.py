@@ -29,7 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
     "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "float32_work",
-    "hint", "name_slip", "time_limit", "tolerance", "untouched_random_state",
+    "hint", "name_slip", "time_limit", "tolerance", "untouched_random_state", "cut_off",
+    "at_most_digits",
 ]
 
 
@@ -396,6 +397,19 @@ def agrees(value, expected: float, digits: int = 3) -> bool:
         return abs(value) <= 0.5 * 10.0 ** (1 - digits)
     unit = 10.0 ** (math.floor(math.log10(abs(expected))) - digits + 1)
     return abs(value - expected) <= 0.5 * unit * (1 + 1e-9) + 1e-12 * abs(expected)
+
+
+def cut_off(value, expected: float, digits: int = 3) -> bool:
+    """Whether the number ``value`` is ``expected`` cut off after ``digits`` significant digits
+    (6.03e8 for 603 979 776), where rounding was asked for."""
+    unit = 10.0 ** (math.floor(math.log10(abs(expected))) - digits + 1)
+    return math.isclose(float(value), math.floor(expected / unit) * unit, rel_tol=1e-9)
+
+
+def at_most_digits(value, digits: int) -> bool:
+    """Whether the number ``value`` is written with at most ``digits`` significant digits (6.0e8
+    has two)."""
+    return float(value) == float(f"{float(value):.{digits}g}")
 
 
 def name_slip(value, slips, digits: int = 3) -> None:
