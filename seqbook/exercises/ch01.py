@@ -293,6 +293,14 @@ def _longest_match(piece: bytes, merges) -> list[bytes]:
 
 TINY = ((b"e", b"r"), (b"h", b"e"), (b"t", b"h"), (b"th", b"er"))
 MADE = ((b"a", b"b"), (b"ab", b"c"), (b"c", b"d"))
+LONGER = ((b"a", b"b"), (b"x", b"y"), (b"ab", b"xy"), (b"xy", b"d"))  # abxy before xyd
+
+
+def _by_length(piece: bytes, merges) -> list[bytes]:
+    """A slip: the pair that makes the shortest token goes first (ties by the order learned),
+    as if shorter tokens were always learned before longer ones."""
+    order = sorted(range(len(merges)), key=lambda r: (len(merges[r][0] + merges[r][1]), r))
+    return _by_rank(piece, [merges[r] for r in order])
 
 
 def _in_rounds(piece: bytes, merges) -> list[bytes]:
@@ -316,6 +324,7 @@ def _bug_cases() -> tuple:
     cases = [(p, TINY) for p in (b"her", b"ther", b"the", b"other")]
     cases += [(p, runs) for p in (b"aaa", b"aaaaa", b"baaab")]
     cases += [(b"abcd", MADE)]  # (ab, c), made by the first merge, outranks (c, d)
+    cases += [(b"abxyd", LONGER)]  # (ab, xy), the longer token, was learned before (xy, d)
     tok = train_bpe(SAMPLE, 256 + 60)
     merges = tuple(tok.merges)
     pieces = sorted(set(pretokenize(SAMPLE))) + [" weather", " theory", " gathered", " 🙂"]
@@ -363,6 +372,11 @@ def check_bpe_bug(encode_piece):
                     f"learned, but a merge can make a pair learned earlier than the rest: with "
                     f"the merges {list(MADE)}, b'abcd' comes out as [b'ab', b'cd'] instead of "
                     "[b'abc', b'd']; after every merge, look again for the earliest learned pair")
+    if every(_by_length):
+        raise Wrong("the pair that makes the shortest token is merged first, but training "
+                    "did not learn the short tokens first: with the merges "
+                    f"{list(LONGER)}, b'abxyd' comes out as [b'ab', b'xyd'] instead of "
+                    "[b'abxy', b'd']; merge the pair learned earliest, whatever its length")
     if every(lambda piece, merges: _by_rank(piece, merges, rightmost=True)):
         piece, _, out = next((m for m in mismatched if m[0] == b"aaa"), mismatched[0])
         raise Wrong(f"of two equal pairs the right one is merged first ({piece!r} comes out "

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from seqbook.attention import lengths_to_mask
 from seqbook.bpe import pretokenize
 from seqbook.exercises import check
-from seqbook.exercises.ch01 import _in_rounds
+from seqbook.exercises.ch01 import _by_length, _in_rounds
 from seqbook.exercises.ch07 import _exp_sweep
 
 
@@ -138,6 +138,7 @@ def _bptt(W_ih, W_hh, W_y, xs, ys, sign=1.0):
 
 SLIPS = {
     "bpe merged in rounds": ("ex-ch1-bpe-bug", (_in_rounds,), "each round merges the pairs"),
+    "bpe merged shortest token first": ("ex-ch1-bpe-bug", (_by_length,), "the shortest token"),
     "bpe pairs counted without overlaps": (
         "ex-ch1-bpe-merges", (lambda t, n: _learn_merges(t, n, _runs_once),),
         "holds the pair (a, a) four times"),
