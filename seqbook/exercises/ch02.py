@@ -76,6 +76,9 @@ def check_next_step(answer):
     if close(y.reshape(1), W_y @ (from_x + from_h)):
         raise Wrong("y_(t+1) reads the state before ReLU: the output is W_y h_(t+1), with "
                     "h_(t+1) after ReLU")
+    if close(y.reshape(1), -(W_y @ h_ref)):
+        raise Wrong("the state is right but y_(t+1) has the wrong sign: W_y = (1, 0, -1) takes "
+                    "the third entry of h_(t+1) from the first")
     expect(close(y.reshape(1), W_y @ h_ref),
            "the state is right but y_(t+1) is not: y_(t+1) = W_y h_(t+1)")
 

@@ -34,7 +34,8 @@ def test_next_step():
     assert "transposed" in check(name, ([0.0, 2.0, 1.0], -1.0)).message
     assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 1.0], -1.0)).message
     assert "leaves out the input term" in check(name, ([0.0, 0.0, 1.0], -1.0)).message
-    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 2.0], 2.0)).message
+    assert "wrong sign" in check(name, ([0.0, 1.0, 2.0], 2.0)).message
+    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 2.0], 3.0)).message
     assert "reads the old state" in check(name, ([0.0, 1.0, 2.0], 1.0)).message
     assert "before ReLU" in check(name, ([0.0, 1.0, 2.0], -3.0)).message
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
