@@ -199,6 +199,18 @@ def _sync_cycle_slip(sweep) -> str | None:
     for tie in (1.0, -1.0):
         if torch.equal(out, _tie_sweep(W, state, order, tie)):
             return f"a neuron whose field is exactly 0 becomes {tie:+.0f}: it must keep its value"
+    once = async_sweep(W, state, order)
+    if torch.equal(out, async_sweep(W, once, order)):
+        return ("the answer runs the sweep twice: one sweep goes through `order` once, each "
+                "listed neuron updated once per appearance")
+    settled = once
+    for _ in range(100):  # sweeps until nothing changes
+        settled, previous = async_sweep(W, settled, order), settled
+        if torch.equal(settled, previous):
+            break
+    if torch.equal(out, settled):
+        return ("the answer sweeps until the state stops changing: one sweep goes through "
+                "`order` once and returns, settled or not")
     return ("the sweep does not give the states of the asynchronous rule: update the neurons of "
             "`order` one at a time, each from the field of the current state")
 

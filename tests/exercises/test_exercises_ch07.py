@@ -143,6 +143,15 @@ def test_sync_cycle():
     def float32(W, state, order):
         return right(W.float(), state.float(), order)
 
+    def twice(W, state, order):
+        return right(W, right(W, state, order), order)
+
+    def until_settled(W, state, order):
+        new = right(W, state, order)
+        while not torch.equal(new, state):
+            state, new = new, right(W, new, order)
+        return new
+
     name = "ex-ch7-sync-cycle"
     assert check(name, right)
     assert check(name, rowwise)
@@ -166,6 +175,8 @@ def test_sync_cycle():
     # in the two-neuron network these two look like the reversed order: the larger one names them
     assert "first entry of `order` is never used" in check(name, skips_first).message
     assert "last entry of `order` is never used" in check(name, skips_last).message
+    assert "runs the sweep twice" in check(name, twice).message
+    assert "until the state stops changing" in check(name, until_settled).message
 
 
 def test_sync_cycle_case_makes_every_slip_matter():
@@ -177,6 +188,9 @@ def test_sync_cycle_case_makes_every_slip_matter():
     outs = [ref, update_sync(W, state)]
     outs += [async_sweep(W, state, other) for other in _orders(order).values()]
     outs += [_tie_sweep(W, state, order, tie) for tie in (1.0, -1.0)]
+    outs.append(async_sweep(W, outs[0], order))  # two sweeps; and sweeps until settled:
+    outs.append(async_sweep(W, async_sweep(W, outs[-1], order), order))
+    assert torch.equal(outs[-1], async_sweep(W, outs[-1], order))
     # each slip ends in a state of its own, so the first one matched is the one made
     assert all(not torch.equal(a, b) for i, a in enumerate(outs) for b in outs[:i])
     assert torch.equal(W, W.round())  # integer weights: exact fields, exact ties
