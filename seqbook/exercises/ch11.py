@@ -84,6 +84,14 @@ def check_slopes(exponent):
         if agrees(got, every, 3) and not agrees(every, ref, 3):
             raise Wrong("the fit uses every length: take the three longest only, where the "
                         "fixed costs no longer hide the growth")
+        for n in range(2, len(lengths)):  # another number of the longest, or the shortest
+            for where, part in (("longest", slice(-n, None)), ("shortest", slice(None, n))):
+                fit = float(np.polyfit(np.log(lengths[part]), np.log(ms[part]), 1)[0])
+                if (n != 3 or where == "shortest") and agrees(got, fit, 3) and not agrees(
+                        fit, ref, 3):
+                    raise Wrong(f"the fit uses the {n} {where} lengths of a series of "
+                                f"{len(lengths)}: take the three longest, where the fixed "
+                                "costs no longer hide the growth")
         ends = math.log(ms[-1] / ms[-3]) / math.log(lengths[-1] / lengths[-3])
         if agrees(got, ends, 3) and not agrees(ends, ref, 3):
             raise Wrong("that is the slope between the first and the last of the three points: "

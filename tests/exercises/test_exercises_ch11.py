@@ -39,7 +39,12 @@ def test_slopes():
     # "the three longest" written as a fixed slice of six lengths
     status, message = verdict("ex-perf-slopes",
                               lambda n, t: np.polyfit(np.log(n[3:]), np.log(t[3:]), 1)[0])
-    assert status == "fail" and "series of 7 lengths" in message
+    assert status == "fail" and "the 4 longest lengths of a series of 7" in message
+    for part, named in ((slice(-4, None), "4 longest"), (slice(-2, None), "2 longest"),
+                        (slice(None, 3), "3 shortest")):
+        status, message = verdict("ex-perf-slopes", lambda n, t, part=part: np.polyfit(
+            np.log(n[part]), np.log(t[part]), 1)[0])
+        assert status == "fail" and f"the {named} lengths" in message, message
 
     def closed_form(lengths, ms):  # another right answer: least squares by hand, as a tensor
         x, y = torch.log(torch.tensor(lengths[-3:])), torch.log(torch.tensor(ms[-3:]))
