@@ -360,6 +360,16 @@ def check_year(fn):
     if agrees(answer, share(slice(0, 2), -2, 0), 4):
         raise Wrong("only the first two year digits are counted: the year has four outputs, "
                     "rows 0 to 3")
+    if agrees(answer, share(slice(0, T_out), -2, 0), 4):
+        raise Wrong("every output row is averaged: the year is the first four outputs, rows 0 "
+                    "to 3")
+    if agrees(answer, share(slice(0, 4), -3, -1), 4):
+        raise Wrong("the positions are one too early: the source's last two characters are at "
+                    "n - 2 and n - 1 (0-based), for a source of n characters")
+    first = sum(w[k, 0:4, 0:2].sum(-1).mean().item() for k in range(N)) / N
+    if agrees(answer, first, 4):
+        raise Wrong("that is the weight on the first two source characters: the year's two "
+                    "digits are the last two characters of each source")
     expect(agrees(answer, share(slice(0, 4), -2, 0), 4),
            "the share differs from the mean weight of the four year outputs on the last two "
            "source characters (to 4 significant digits)")
@@ -425,6 +435,8 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
             "forced": model.loss(src, src_lengths, tgt),
             "with padding": _loss(logits, tgt, ignore_pad=False),
             "per sequence": (each.sum(1) / (tgt[:, 1:] != PAD_ID).sum(1)).mean(),
+            "summed": each.sum(),
+            "shifted": F.cross_entropy(logits.transpose(1, 2), tgt[:, :-1], ignore_index=PAD_ID),
         }
 
 
@@ -467,5 +479,11 @@ def _exposure_case_verdict(fn, early_eos: bool) -> None:
     if close(out, ref["per sequence"], n=n):
         raise Wrong("that is the mean over the sequences of each sequence's mean loss: the loss "
                     "is the mean over all real target characters of the batch, as in model.loss")
+    if close(out, ref["summed"], n=n):
+        raise Wrong("that is the sum of the losses: the loss is their mean over the real target "
+                    "characters, as in model.loss")
+    if close(out, ref["shifted"], n=n):
+        raise Wrong("step i's logits are scored against the character the decoder read at step "
+                    "i: they predict the next one, tgt[:, i + 1]")
     raise Wrong("the loss differs from the mean cross-entropy of the true characters when the "
                 "decoder reads its own greedy predictions")

@@ -231,7 +231,11 @@ def test_year():
     assert "[0, 1]" in check(name, lambda w, s: 4 * share(w, s)).message
     assert "percentage" in check(name, lambda w, s: 100 * share(w, s)).message
     assert "percentage" in check(name, lambda w, s: round(100 * share(w, s))).message
-    assert "differs" in check(name, lambda w, s: share(w, s, 4, -3, -1)).message
+    assert "one too early" in check(name, lambda w, s: share(w, s, 4, -3, -1)).message
+    assert "every output row" in check(name, lambda w, s: share(w, s, 11)).message
+    first_two = check(name, lambda w, s: w[:, :4, :2].sum(-1).mean().item())
+    assert "first two source characters" in first_two.message
+    assert "differs" in check(name, lambda w, s: share(w, s, 4, -4, -2)).message
     assert "a number" in check(name, lambda w, s: "70%").message
     # a 0-d tensor, NumPy numbers, float32 weights, and the precision the exercise states
     assert check(name, lambda w, s: torch.tensor(share(w, s)))
@@ -253,7 +257,8 @@ def test_year():
 # --- exposure bias: the loss without a teacher ----------------------------------------------------
 
 
-def free_running(model, src, src_lengths, tgt, teacher=False, ignore=0, per_sequence=False):
+def free_running(model, src, src_lengths, tgt, teacher=False, ignore=0, per_sequence=False,
+                 reduction="mean", shift=1):
     memory = model.encode(src, src_lengths)
     state, prev, logits = None, tgt[:, 0], []
     for i in range(tgt.shape[1] - 1):
@@ -265,7 +270,9 @@ def free_running(model, src, src_lengths, tgt, teacher=False, ignore=0, per_sequ
         each = F.cross_entropy(logits.transpose(1, 2), tgt[:, 1:], ignore_index=ignore,
                                reduction="none")
         return (each.sum(1) / (tgt[:, 1:] != ignore).sum(1)).mean()
-    return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=ignore)
+    targets = tgt[:, 1:] if shift else tgt[:, :-1]
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore,
+                           reduction=reduction)
 
 
 def greedy_then_forced(model, src, src_lengths, tgt):
@@ -287,6 +294,9 @@ def test_exposure():
     assert "padding after <eos>" in check(name, lambda *a: free_running(*a, ignore=-100)).message
     per_sequence = check(name, lambda *a: free_running(*a, per_sequence=True))
     assert "each sequence's mean" in per_sequence.message
+    summed = check(name, lambda *a: free_running(*a, reduction="sum"))
+    assert "sum of the losses" in summed.message
+    assert "predict the next one" in check(name, lambda *a: free_running(*a, shift=0)).message
     assert "a number" in check(name, lambda *a: [1.0]).message
     # <pad> after the decoder's own <eos> (greedy_decode's convention) is right too, and the check
     # does meet an <eos> (the two conventions give different losses on its batch)
