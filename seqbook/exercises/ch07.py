@@ -58,8 +58,8 @@ def check_hebb(hebb):
     off = ~torch.eye(N, dtype=torch.bool)
     if close(W, x.T @ x):  # the starter: the symptom only (the bugs are for the hints)
         raise Wrong(f"for P = {P} patterns of N = {N} neurons, hebb(patterns) is not the weight "
-                    "matrix of eq. (7.2): compute a few of its entries by hand, the diagonal "
-                    "among them, and compare")
+                    "matrix of eq. (7.2): compute a few of its entries by hand from the "
+                    "equation and compare")
     if not bool((W.diagonal().abs() < 1e-12).all()):
         raise Wrong("the diagonal is not zero: every pattern adds x_i x_i = 1 to W_ii, so each "
                     "neuron would excite itself; set W_ii = 0")

@@ -59,8 +59,8 @@ def test_hebb():
     assert check(name, starter).status == "not attempted"
     # the starter (both bugs): what the learner sees, not what to change
     message = check(name, buggy).message
-    assert "is not the weight matrix of eq. (7.2)" in message and "the diagonal among" in message
-    assert "set" not in message and "divide" not in message
+    assert "is not the weight matrix of eq. (7.2)" in message and "by hand" in message
+    assert "diagonal" not in message and "set" not in message and "divide" not in message
     assert "diagonal is not zero" in check(name, no_diagonal_zero).message
     assert "N times too large" in check(name, no_factor).message
     assert "divided by P" in check(name, over_P).message
