@@ -217,9 +217,9 @@ def check_bandwidth(kernel):
                         "cos(pi beta d u), so the sine has a pi in it (torch.sinc includes it)")
         if bool(((out.double() - ref.double()).abs() < 1e-3).all()):
             raise Wrong(f"for beta = {beta} the kernel is close to the expected similarity (within "
-                        "1e-3) but not exact: an estimate, such as a numerical integral or an "
-                        "average over random codes? The expectation has a closed form: which "
-                        "function of beta d is it?")
+                        "1e-3) but not equal to it to float64's precision: a numerical estimate, "
+                        "such as a quadrature or an average over random codes? The expectation "
+                        "has a closed form: which function of beta d is it?")
         raise Wrong(f"the kernel is wrong for beta = {beta}: it must be the expected similarity "
                     "of the codes of two numbers d apart")
     # the prediction agrees with a measurement
@@ -369,6 +369,13 @@ def _attention_variants(q, k, v, mask):
         (no_pi, read(radians)),
         (no_pi, torch.atan2(im_r, re_r) / math.pi),
         (no_pi, torch.atan2(im_r, re_r)),
+        ("a masked key's score is a large negative number, as in softmax's mask; with no softmax "
+         "it outweighs every real score: a masked key's score is 0",
+         read(scores.masked_fill(~keep, -1e9))),
+        ("each row of scores is divided by its sum, as linear attention normalises: where a row "
+         "sums to a negative number that turns the output by pi. The angle ignores a positive "
+         "factor, so no normaliser is needed",
+         read(masked / masked.sum(-1, keepdim=True))),
     ]
 
 
