@@ -296,11 +296,21 @@ MADE = ((b"a", b"b"), (b"ab", b"c"), (b"c", b"d"))
 LONGER = ((b"a", b"b"), (b"x", b"y"), (b"ab", b"xy"), (b"xy", b"d"))  # abxy before xyd
 
 
-def _by_length(piece: bytes, merges) -> list[bytes]:
-    """A slip: the pair that makes the shortest token goes first (ties by the order learned),
-    as if shorter tokens were always learned before longer ones."""
-    order = sorted(range(len(merges)), key=lambda r: (len(merges[r][0] + merges[r][1]), r))
-    return _by_rank(piece, [merges[r] for r in order])
+def _by_length(piece: bytes, merges, leftmost: bool = False) -> list[bytes]:
+    """A slip: the pair that makes the shortest token goes first, as if shorter tokens were
+    always learned before longer ones; ties by the order learned or (``leftmost``) by position."""
+    if not leftmost:
+        order = sorted(range(len(merges)), key=lambda r: (len(merges[r][0] + merges[r][1]), r))
+        return _by_rank(piece, [merges[r] for r in order])
+    known = set(merges)
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while True:
+        pairs = [(len(a + b), i) for i, (a, b) in enumerate(zip(parts, parts[1:], strict=False))
+                 if (a, b) in known]
+        if not pairs:
+            return parts
+        _, i = min(pairs)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
 
 
 def _in_rounds(piece: bytes, merges) -> list[bytes]:
@@ -372,7 +382,7 @@ def check_bpe_bug(encode_piece):
                     f"learned, but a merge can make a pair learned earlier than the rest: with "
                     f"the merges {list(MADE)}, b'abcd' comes out as [b'ab', b'cd'] instead of "
                     "[b'abc', b'd']; after every merge, look again for the earliest learned pair")
-    if every(_by_length):
+    if every(_by_length) or every(lambda piece, merges: _by_length(piece, merges, leftmost=True)):
         raise Wrong("the pair that makes the shortest token is merged first, but training "
                     "did not learn the short tokens first: with the merges "
                     f"{list(LONGER)}, b'abxyd' comes out as [b'ab', b'xyd'] instead of "

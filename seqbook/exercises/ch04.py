@@ -366,6 +366,11 @@ def check_year(fn):
     if agrees(answer, share(slice(0, 4), -3, -1), 4):
         raise Wrong("the positions are one too early: the source's last two characters are at "
                     "n - 2 and n - 1 (0-based), for a source of n characters")
+    padded = w[:, 0:4, -2:].sum(-1).mean().item()
+    if agrees(answer, padded, 4) and not agrees(padded, share(slice(0, 4), -2, 0), 4):
+        raise Wrong("those are the last two columns of the padded weights, which are <eos> or "
+                    "padding for the shorter sources: take each source's own positions n - 2 and "
+                    "n - 1")
     first = sum(w[k, 0:4, 0:2].sum(-1).mean().item() for k in range(N)) / N
     if agrees(answer, first, 4):
         raise Wrong("that is the weight on the first two source characters: the year's two "
@@ -483,7 +488,7 @@ def _exposure_case_verdict(fn, early_eos: bool) -> None:
         raise Wrong("that is the sum of the losses: the loss is their mean over the real target "
                     "characters, as in model.loss")
     if close(out, ref["shifted"], n=n):
-        raise Wrong("step i's logits are scored against the character the decoder read at step "
-                    "i: they predict the next one, tgt[:, i + 1]")
+        raise Wrong("step i's logits are scored against tgt[:, i], the true character at the "
+                    "position the decoder has just read: they predict the next one, tgt[:, i + 1]")
     raise Wrong("the loss differs from the mean cross-entropy of the true characters when the "
                 "decoder reads its own greedy predictions")

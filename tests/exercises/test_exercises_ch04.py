@@ -236,6 +236,8 @@ def test_year():
     first_two = check(name, lambda w, s: w[:, :4, :2].sum(-1).mean().item())
     assert "first two source characters" in first_two.message
     assert "differs" in check(name, lambda w, s: share(w, s, 4, -4, -2)).message
+    padded = check(name, lambda w, s: w[:, :4, -2:].sum(-1).mean().item())
+    assert "last two columns of the padded weights" in padded.message
     assert "a number" in check(name, lambda w, s: "70%").message
     # a 0-d tensor, NumPy numbers, float32 weights, and the precision the exercise states
     assert check(name, lambda w, s: torch.tensor(share(w, s)))

@@ -147,6 +147,14 @@ def test_bandwidth():
 
     assert "a numerical estimate" in check(name, integral).message
 
+    def measured(d, beta):  # the mean similarity of random fractional power codes: noisy
+        base = vsa.random_symbols(1, 8192, generator=torch.Generator().manual_seed(1),
+                                  dtype=d.dtype)[0]
+        codes = vsa.fractional_power(base, beta * d)
+        return torch.cos(math.pi * codes).mean(-1)  # similarity to the code of 0, all angles 0
+
+    assert "a measurement over random codes" in check(name, measured).message
+
 
 # --- the capacity of a record ---------------------------------------------------------------------
 
@@ -277,8 +285,17 @@ def test_attention():
         w = scores / scores.sum(-1, keepdim=True) if by_sum else scores
         return torch.angle(w.to(zv.dtype) @ zv) / math.pi, scores
 
-    assert "a masked key's score is 0" in check(name, lambda q, k, v, m: normalised(
-        q, k, v, m, fill=-1e9)).message
+    for fill in (-1e4, -1e9, -1e30):  # any large negative fill, not only softmax's -1e9
+        assert "a masked key's score is 0" in check(name, lambda q, k, v, m, f=fill: normalised(
+            q, k, v, m, fill=f)).message
+
+    def empty_half(q, k, v, mask=None):  # right, but a query with no key gets 0.5, not 0
+        out, scores = normalised(q, k, v, mask)
+        if mask is not None:
+            out = torch.where(mask.any(-1, keepdim=True), out, torch.full_like(out, 0.5))
+        return out, scores
+
+    assert "differs from VSA attention with a mask" in check(name, empty_half).message
     assert "turns the output by pi" in check(name, lambda q, k, v, m: normalised(
         q, k, v, m, by_sum=True)).message
     assert check(name, lambda q, k, v, m: normalised(q, k, v, m))

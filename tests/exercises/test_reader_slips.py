@@ -139,6 +139,8 @@ def _bptt(W_ih, W_hh, W_y, xs, ys, sign=1.0):
 SLIPS = {
     "bpe merged in rounds": ("ex-ch1-bpe-bug", (_in_rounds,), "each round merges the pairs"),
     "bpe merged shortest token first": ("ex-ch1-bpe-bug", (_by_length,), "the shortest token"),
+    "bpe merged shortest token first, ties leftmost": (
+        "ex-ch1-bpe-bug", (lambda p, m: _by_length(p, m, leftmost=True),), "the shortest token"),
     "bpe pairs counted without overlaps": (
         "ex-ch1-bpe-merges", (lambda t, n: _learn_merges(t, n, _runs_once),),
         "holds the pair (a, a) four times"),
