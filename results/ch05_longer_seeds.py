@@ -24,17 +24,15 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ch05_seeds import BATCH, LR, MAX_LEN, THREADS, NameClassifier, accuracy, name_data  # noqa: E402
+from ch05_seeds import BATCH, LR, MAX_LEN, THREADS, accuracy, name_data, train_classifier  # noqa: E402
 from runinfo import provenance, script_parser, write_result  # noqa: E402
 
-from seqbook.train import fit, random_batches  # noqa: E402
-from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
+from seqbook.utils import small_model_threads  # noqa: E402
 
 BUDGETS = {"names": 656, "steps": 1500}  # chapter 2's names seen (656 x 64), its steps
 
@@ -52,12 +50,8 @@ def main(argv=None) -> None:
     for seed in tqdm(args.seeds, desc="chapter 5, longer"):
         run = dict(seed=seed)
         for budget, steps in BUDGETS.items():
-            seed_everything(seed)
-            model = NameClassifier(len(vocab), len(languages), positions=True)
-            batches = random_batches(X_train, y_train, batch_size=BATCH,
-                                     generator=torch.Generator().manual_seed(seed))
-            fit(model, lambda m, b: F.cross_entropy(m(b[0]), b[1]), batches, steps=steps,
-                lr=LR, device=device, seed=seed, progress=False)
+            model = train_classifier(seed, steps, True, len(vocab), len(languages),
+                                     X_train, y_train)
             run[budget] = dict(steps=steps, train=accuracy(model, X_train, y_train),
                                test=accuracy(model, X_test, y_test))
         runs.append(run)

@@ -106,6 +106,18 @@ def accuracy(model, X, y) -> float:
         return (model(X).argmax(-1) == y).float().mean().item()
 
 
+def train_classifier(seed: int, steps: int, positions: bool, n_symbols: int, n_classes: int,
+                     X_train, y_train) -> NameClassifier:
+    """The chapter's recipe on the CPU: the model and the batches drawn from ``seed``."""
+    seed_everything(seed)
+    model = NameClassifier(n_symbols, n_classes, positions=positions)
+    batches = random_batches(X_train, y_train, batch_size=BATCH,
+                             generator=torch.Generator().manual_seed(seed))
+    fit(model, lambda m, b: F.cross_entropy(m(b[0]), b[1]), batches, steps=steps, lr=LR,
+        device=torch.device("cpu"), seed=seed, progress=False)
+    return model
+
+
 def main(argv=None) -> None:
     parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
     args = parser.parse_args(argv)
@@ -118,12 +130,8 @@ def main(argv=None) -> None:
     for seed in tqdm(args.seeds, desc="chapter 5 seeds"):
         run = dict(seed=seed)
         for positions in (False, True):
-            seed_everything(seed)
-            model = NameClassifier(len(vocab), len(languages), positions=positions)
-            batches = random_batches(X_train, y_train, batch_size=BATCH,
-                                     generator=torch.Generator().manual_seed(seed))
-            fit(model, lambda m, b: F.cross_entropy(m(b[0]), b[1]), batches, steps=STEPS,
-                lr=LR, device=device, seed=seed, progress=False)
+            model = train_classifier(seed, STEPS, positions, len(vocab), len(languages),
+                                     X_train, y_train)
             key = "with_positions" if positions else "without_positions"
             run[key] = dict(train=accuracy(model, X_train, y_train),
                             test=accuracy(model, X_test, y_test))

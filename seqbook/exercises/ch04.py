@@ -459,6 +459,21 @@ def check_exposure(fn):
         _exposure_case_verdict(fn, early_eos)
 
 
+#: the loss of each typical slip (a key of _exposure_references) and what to say about it
+_EXPOSURE_SLIPS = {
+    "forced": "that is the teacher-forced loss: at test time the decoder reads its own previous "
+              "prediction, not the true character",
+    "with padding": "the padding after <eos> is counted in the loss: ignore the <pad> targets as "
+                    "model.loss does",
+    "per sequence": "that is the mean over the sequences of each sequence's mean loss: the loss is "
+                    "the mean over all real target characters of the batch, as in model.loss",
+    "summed": "that is the sum of the losses: the loss is their mean over the real target "
+              "characters, as in model.loss",
+    "shifted": "step i's logits are scored against tgt[:, i], the true character at the position "
+               "the decoder has just read: they predict the next one, tgt[:, i + 1]",
+}
+
+
 def _exposure_case_verdict(fn, early_eos: bool) -> None:
     model, src, src_lengths, tgt = _exposure_case(early_eos)
     with torch.no_grad():
@@ -475,20 +490,8 @@ def _exposure_case_verdict(fn, early_eos: bool) -> None:
                     "its first step: the loss must still score every true character of tgt, "
                     "even after the decoder has written <eos> (greedy_decode stops there, so "
                     "its output is shorter than the targets)")
-    if close(out, ref["forced"], n=n):
-        raise Wrong("that is the teacher-forced loss: at test time the decoder reads its own "
-                    "previous prediction, not the true character")
-    if close(out, ref["with padding"], n=n):
-        raise Wrong("the padding after <eos> is counted in the loss: ignore the <pad> targets "
-                    "as model.loss does")
-    if close(out, ref["per sequence"], n=n):
-        raise Wrong("that is the mean over the sequences of each sequence's mean loss: the loss "
-                    "is the mean over all real target characters of the batch, as in model.loss")
-    if close(out, ref["summed"], n=n):
-        raise Wrong("that is the sum of the losses: the loss is their mean over the real target "
-                    "characters, as in model.loss")
-    if close(out, ref["shifted"], n=n):
-        raise Wrong("step i's logits are scored against tgt[:, i], the true character at the "
-                    "position the decoder has just read: they predict the next one, tgt[:, i + 1]")
+    for key, message in _EXPOSURE_SLIPS.items():
+        if close(out, ref[key], n=n):
+            raise Wrong(message)
     raise Wrong("the loss differs from the mean cross-entropy of the true characters when the "
                 "decoder reads its own greedy predictions")
