@@ -552,6 +552,9 @@ def dpo_loss(pc, pr, rc, rr, beta, swap=False, ref=True, beta_inside=True, reduc
 def test_dpo():
     name = "ex-ch9-dpo"
     assert check(name, response_logprob, dpo_loss)
+    # right, with the last step upcast to float64 (a reader's answer): judged at the inputs' precision
+    assert check(name, response_logprob, lambda pc, pr, rc, rr, b: -F.logsigmoid(
+        (b * ((pc - rc) - (pr - rr))).double()).mean())
     assert check(name, starter, starter).status == "not attempted"
     assert check(name, response_logprob, starter).status == "not attempted"
 
