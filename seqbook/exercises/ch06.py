@@ -979,8 +979,9 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
                     "is too small")
     cut = sp.gather(-1, smallest[:, None] - 1) == sp.gather(-1, smallest[:, None].clamp(
         max=sp.shape[-1] - 1))
-    tied = (" Here tokens of equal probability straddle the cut: keep just enough of them, or, "
-            "as the chapter's top_p does, all of them, not some." if bool(cut.any()) else "")
+    tied = (" (At this cut several tokens have the same probability: keep either just enough "
+            "of them or, as the chapter's top_p does, all of them, but not some in between.)"
+            if bool(cut.any()) else "")
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p (a prefix that sums to exactly p is "
                 "already enough: a token goes once the tokens before it hold p or more, >= p, "
@@ -1085,7 +1086,7 @@ def _spec_slips(alpha: float, k: int, c: float) -> list[tuple[float, str]]:
 @exercise("ex-ch6-spec-speedup", hints=[
     "Measure time in passes of the model. Without a draft a token takes one pass. A round of "
     "speculative decoding takes k draft steps, k c passes, plus one pass of the model.",
-    "A round emits 1 + alpha + ... + alpha^k tokens on average, eq. (tokens); the speed-up is "
+    "A round emits 1 + alpha + ... + alpha^k tokens on average, eq. (6.24); the speed-up is "
     "the tokens per round divided by the time per round. At alpha = 1 every guess is kept.",
 ])
 def check_spec_speedup(fn):
@@ -1123,7 +1124,9 @@ def _streaming_slips(T: int, window: int, sinks: int) -> list[tuple[torch.Tensor
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     causal, recent, first = j <= i, j > i - window, j < sinks
     return [
-        (~(causal & (recent | first)), "the polarity is flipped: in this book True = may attend"),
+        (~(causal & (recent | first)), "the polarity is flipped: streaming_mask returns True "
+                                        "where a query may attend (as the exercise asks), not where "
+                                        "it is blocked"),
         (causal & recent, "the sinks are missing: every query may also read the first `sinks` "
                           "positions"),
         (recent & causal | first, "a query reads a sink that comes after it: the sinks are "

@@ -71,6 +71,9 @@ def check_hebb(hebb):
     if close(W, ref * N / P):
         raise Wrong("W is divided by P, the number of patterns: the rule divides by N, the number "
                     "of neurons")
+    if close(W[off], torch.floor(x.T @ x / N)[off]):
+        raise Wrong("the weights are whole numbers: // is floor division, which rounds the sum "
+                    "over N down; divide with /")
     expect(close(W[off], ref[off], n=P), "the off-diagonal weights are not (1/N) sum_mu x_i x_j: "
            "check the outer products")
     expect(close(W, ref, n=P), "W is not the Hebbian weight matrix of eq. (7.2)")
@@ -605,13 +608,16 @@ CACHE_GRID = [(12, 4, 5, 0.7, 3), (10, 3, 4, 1.3, 1), (9, 4, 6, 0.4, 20), (1, 3,
               (8, 3, 4, 0.6, 0)]  # size 0: an empty cache, every row zeros
 
 
-def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1):
+def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1, shifted=False):
     """The cache's distribution (and its typical slips): row t from the last ``size`` positions
-    before t (``before=False``: up to t itself), scored by ``theta h_t . h_i`` (``closest``: by
-    ``-theta ||h_t - h_i||^2``), the softmax over ``dim``; a row with no position is zero."""
+    before t (``before=False``: up to t itself; ``shifted``: the last ``size`` up to t itself),
+    scored by ``theta h_t . h_i`` (``closest``: by ``-theta ||h_t - h_i||^2``), the softmax over
+    ``dim``; a row with no position is zero."""
     T = h.shape[0]
     t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
     kept = ((i < t) if before else (i <= t)) & (i >= t - size)
+    if shifted:
+        kept = (i <= t) & (i > t - size)
     scores = -theta * torch.cdist(h, h) ** 2 if closest else theta * h @ h.T
     weights = torch.softmax(scores.masked_fill(~kept, -math.inf), dim=dim).nan_to_num(0.0)
     return weights @ torch.nn.functional.one_hot(next_tokens, V).to(h.dtype)
@@ -629,6 +635,10 @@ def _cache_slips(h, next_tokens, V, theta, size):
         (_cache(h, next_tokens, V, theta, size, before=False),
          "row t also reads position t itself, whose next token is the very token row t must "
          "predict: the cache may hold only the positions before t (i < t)"),
+        (_cache(h, next_tokens, V, theta, size, shifted=True),
+         "row t reads the last size positions up to and including t itself, whose next token is "
+         "the very token row t must predict: the cache holds the size positions before t "
+         "(t - size <= i < t)"),
         (_cache(h, next_tokens, V, theta, size + 1),
          f"each row keeps size + 1 = {size + 1} earlier positions: the cache holds the last "
          f"size = {size} (t - size <= i < t)"),

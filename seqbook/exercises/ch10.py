@@ -346,6 +346,10 @@ def check_causal_linear_attention(fn):
                                  "z_(t-1): the sums must include step t's own key and value, as "
                                  "softmax attention lets a position attend to itself",
             }[slip])
+    if out.is_floating_point() and bool(out.isnan().any()):
+        raise Wrong("the output has NaN entries: a normaliser phi(q_t)^T z_t of 0 divides 0 by "
+                    "0, as happens with a feature map that can be 0 (relu); phi(x) = elu(x) + 1 "
+                    "is positive everywhere")
     later = v.clone()
     later[:, :, -1] += 1.0
     changed = returned_tensor(call(fn, q.clone(), k.clone(), later, what="causal_linear_attention"),

@@ -240,7 +240,7 @@ def check_tensor_parallel(answer):
                                   "micro-batch has 16 sequences, and every all-reduce carries all "
                                   "of them."),
         (right / L, "the MB are the traffic of one block: the model has 12 blocks."),
-        (right / ring, "the MB send each buffer once: a ring all-reduce makes each GPU send "
+        (right / ring, "the MB count each buffer once: a ring all-reduce makes each GPU send "
                        "2 (N - 1) / N times the buffer."),
         (right / (N - 1), "the MB take the ring's factor as 2 / N: it is 2 (N - 1) / N."),
         (right * N / (N - 1), "the MB send twice the buffer, the limit for very many GPUs: keep "
@@ -493,7 +493,8 @@ def _hook_time(end_ms, right_e):
     "In bfloat16 every bucket carries 2 bytes a gradient instead of 4: the other buckets and the "
     "last bucket are both halved. The compute does not change.",
     "One GPU computes 1024 tokens at 500 000 tokens/s; take the ring's bandwidth term at "
-    "400 GB/s, and count the step with eq. (overlap), M and M_last in bfloat16. The other "
+    "400 GB/s, and count the step with the bound of the section on overlapping the all-reduce "
+    "(t_step >= t_c / 3 + max(...) + t_last), M and M_last in bfloat16. The other "
     "buckets' all-reduce starts when the output layer's backward ends; does it end before the "
     "backward pass?",
 ])
@@ -540,7 +541,7 @@ def check_bf16_hook(answer):
                                           "bucket's all-reduce"),
         (_hook_efficiency(bytes_=4, head=0), "the efficiency is that of float32 gradients, and "
                                              "without the output layer's backward before the "
-                                             "other buckets: count the step with eq. (overlap), "
+                                             "other buckets: count the step with the overlap bound, "
                                              "every bucket in bfloat16"),
     ]
     for value, message in slips:

@@ -376,7 +376,10 @@ def close(actual, expected: torch.Tensor, n: int = 1) -> bool:
     if dtype in _HALF:  # never looser than float32: half precision's tolerance lets slips through
         dtype = torch.float32
 
-    scale = float(expected.abs().max()) if expected.numel() else 1.0
+    # the scale of the finite entries (a NaN or an infinity, in a learner's tensor compared as
+    # `expected`, is simply not close; it must not make the tolerance NaN)
+    finite = expected.abs()[torch.isfinite(expected)] if expected.numel() else expected
+    scale = float(finite.max()) if finite.numel() else 1.0
     high = expected.dtype if expected.is_floating_point() or expected.is_complex() \
         else torch.float64
     return torch.allclose(actual.to(expected.device, high), expected.to(high),
@@ -440,7 +443,9 @@ def returned_tensor(out, what: str) -> torch.Tensor:
 def returned_pair(out, what: str, names: str = "(a, b)") -> tuple[torch.Tensor, torch.Tensor]:
     """The learner's result as a pair of tensors (``names`` says which), or a :class:`Wrong`."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise Wrong(f"{what} must return a pair {names} of tensors, got {type(out).__name__}")
+        got = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list))
+               else type(out).__name__)
+        raise Wrong(f"{what} must return a pair {names} of tensors, got {got}")
     return returned_tensor(out[0], what), returned_tensor(out[1], what)
 
 

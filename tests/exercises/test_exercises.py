@@ -55,6 +55,13 @@ def test_close_follows_the_tolerance_policy():
     assert close(x.float(), x.float()) and not close("text", x)
     # never looser than float32: at bfloat16's tolerance, a slip of a few percent would pass
     assert not close((x * 1.03).bfloat16(), x) and not close((x * 1.03).half(), x, n=36)
+    # a NaN or an infinity where a value is expected is not close, and breaks nothing (a
+    # learner's tensor compared as the expected one made the tolerance NaN and the check crash)
+    y = x.clone()
+    y[3] = float("nan")
+    assert not close(x, y) and not close(y, x)
+    y[3] = float("inf")
+    assert not close(x, y) and not close(x * 1e6, y)  # an infinity did make every value close
 
 
 def test_a_half_precision_answer_is_refused_with_its_reason():

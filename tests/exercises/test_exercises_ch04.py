@@ -91,6 +91,10 @@ def attention(s_prev, h, mask, W_a, U_a, b, v_a, how="right"):
         e = torch.where(mask, e, torch.finfo(e.dtype).min)
     elif how == "inverted":
         e = e.masked_fill(mask, float("-inf"))
+    elif how == "zero":
+        e = e.masked_fill(~mask, 0.0)
+    elif how == "times":
+        e = e * mask
     alpha = torch.softmax(e, dim=-1)
     if how in ("after", "renormalise"):
         alpha = alpha * mask
@@ -113,6 +117,9 @@ def test_padding_bug():
         soft = check(name, lambda *a, how=how: attention(*a, how=how))
         assert soft.status == "fail" and "finite fill" in soft.message, (how, soft)
     assert "gets weight" in check(name, lambda *a: attention(*a, how="inverted")).message
+    for how in ("zero", "times"):  # a fix tried: the padding's energies 0, not -inf
+        assert "set to 0, not removed" in check(name, lambda *a, how=how: attention(*a, how=how)
+                                                ).message
     zeroed = check(name, lambda s, h, m, *w: attention(s, h * m[..., None], m, *w, how="none"))
     assert "gets weight" in zeroed.message
     # other right answers: a huge negative number, the smallest float, renormalising after the

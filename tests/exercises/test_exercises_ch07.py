@@ -52,6 +52,8 @@ def test_hebb():
 
     name = "ex-ch7-hebb"
     assert check(name, right)
+    floored = check(name, lambda p: (p.T @ p // p.shape[1]).fill_diagonal_(0))
+    assert "floor division" in floored.message
     assert check(name, hebbian_weights)
     assert check(name, float32_buffer)
     assert check(name, einsum_masked)
@@ -637,6 +639,8 @@ def test_cache():
     name = "ex-ch7-cache"
     assert check(name, right)
     assert check(name, looped)
+    assert "up to and including t itself" in check(name, lambda *a: with_mask(
+        *a, before=False, bias=-1)).message
     assert check(name, lambda *a: right(*a).numpy())
     assert check(name, starter).status == "not attempted"
     assert "very token row t must predict" in check(

@@ -207,6 +207,13 @@ def test_causal_linear_attention():
     assert "float32's precision only" in check("ex-ch10-causal-linear-attention",
                                                float32_state).message
 
+    def relu_features(q, k, v):  # a feature map that can be 0: some normalisers are 0
+        q, k = torch.relu(q), torch.relu(k)
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / (q * k.cumsum(2)).sum(-1, keepdim=True)
+
+    assert "NaN entries" in check("ex-ch10-causal-linear-attention", relu_features).message
+
     def not_causal(q, k, v):
         q, k = phi(q), phi(k)
         return (q @ (k.transpose(-2, -1) @ v)) / (q @ k.sum(2)[..., None])
