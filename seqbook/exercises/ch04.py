@@ -452,8 +452,8 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
 
 @exercise("ex-ch4-exposure", hints=[
     "Start as model.loss does, from <sos> (tgt[:, 0]) and the encoder's memory, and call "
-    "model.decode_step once per target position. Compute the loss of the true next character "
-    "at every step.",
+    "model.decode_step once per target position (its state is None at the first step). "
+    "Compute the loss of the true next character at every step.",
     "What the decoder reads at the next step is its own most probable character, "
     "logits.argmax(-1), not tgt[:, i + 1].",
     "Stack the logits of all steps and use F.cross_entropy with ignore_index=Vocab.pad_id (0), so "

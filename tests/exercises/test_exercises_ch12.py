@@ -604,6 +604,11 @@ def forwards_first(model, x, y, k):  # k backward passes, but after all the forw
         torch.autograd.backward(loss)
 
 
+def over_batch(model, x, y, k):  # each micro-batch's mean loss divided by the whole batch's size
+    for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
+        (F.cross_entropy(model(xs), ys) / len(x)).backward()
+
+
 def test_accumulate():
     assert check("ex-dist-accumulate", accumulate_gradients)
     assert check("ex-dist-accumulate", through_forward)
@@ -653,7 +658,8 @@ def test_accumulate():
         (running_sum_zeroed, "graphs 6 times, not once each"),
         (whole_batch, "micro-batches of B / k"),
         (sum_reduction, "differ from the gradient"),
-        (per_example, "divided by its number of examples"),
+        (per_example, "or by the micro-batch's size"),  # at k = 1 the two slips are one
+        (over_batch, "divided again, by B"),
         (extra_backward, "a loss run backward twice"),
         (sum_then_backward, "graph (its activations) stays in memory"),
         (cat_then_backward, "graph (its activations) stays in memory"),
