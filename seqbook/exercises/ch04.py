@@ -80,6 +80,9 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
                     f"padding's weight must be exactly 0 whatever the {word} (fill with -inf, "
                     f"or a number far below any real one)")
     sums = weights.sum(-1)
+    if bool((weights == 0).all()):
+        raise Wrong("every weight is 0: each row must be a distribution over the source's real "
+                    "positions, summing to one")
     if not close(sums, torch.ones(sums.shape, dtype=F64), n=weights.shape[-1]):
         if weights.shape[0] > 1 and close(weights.sum(0), torch.ones(weights.shape[-1]),
                                           n=weights.shape[0]):

@@ -259,6 +259,15 @@ def check_postln(fn):
                         "x + sublayer(x), residual included")
         if close(out, _post_ln_with(ours, x, None, ours.norm1, ours.norm2), n=64):
             raise Wrong("the padding mask is missing: pass key_padding_mask to self_attn")
+        if close(out, _post_ln_with(ours, x, ~pad, ours.norm1, ours.norm2), n=64):
+            raise Wrong("the padding mask is inverted: key_padding_mask is True at the padding, "
+                        "as the layer receives it; pass it on as it is")
+        no_residual = ours.norm1(a)
+        for out_no_residual in (ours.norm2(ours.ff(no_residual)),
+                                ours.norm2(no_residual + ours.ff(no_residual))):
+            if close(out, out_no_residual, n=64):
+                raise Wrong("the first residual is missing: post-LN normalises the sum "
+                            "x + attention(x), the sublayer's input added back")
         if close(out, ours.norm2(h + ours.ff(x)), n=64):
             raise Wrong("the feed-forward network reads the layer's input x: it reads the "
                         "output of the first sublayer, norm1(x + attention)")
@@ -299,13 +308,15 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 
 
 def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None,
-                      drop_last=False, per_window=False):
+                      drop_last=False, per_window=False, per_token=False, step=None):
     """The sliding-window perplexity of the exercise, and its typical slips: every prediction
     scored (``last_only=False``), the first window's every prediction scored too
     (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids, the
     last window left out (``drop_last``), the mean of the windows' perplexities
-    (``per_window``)."""
-    windows = ids.unfold(0, block + 1 if width is None else width, stride)  # (N, block + 1)
+    (``per_window``), the mean of the tokens' perplexities (``per_token``), windows that start
+    ``step`` ids apart instead of ``stride``."""
+    windows = ids.unfold(0, block + 1 if width is None else width,
+                         stride if step is None else step)  # (N, block + 1)
     if drop_last:
         windows = windows[:-1]
     logits, _ = model(windows[:, :-1])
@@ -313,6 +324,8 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
     scored = losses[:, -stride:] if last_only else losses
     if per_window:
         return scored.double().mean(-1).exp().mean().item()
+    if per_token:
+        return scored.double().exp().mean().item()
     if first_all:
         scored = torch.cat([losses[0], losses[1:, -stride:].flatten()])
     return math.exp(scored.double().mean().item())
@@ -416,6 +429,16 @@ def check_sliding(fn):
         if math.isclose(out, averaged, rel_tol=1e-6):
             raise Wrong("you average the windows' perplexities: the perplexity is exp of the "
                         "mean loss over all scored predictions together")
+        with torch.no_grad():
+            tokens = sliding_reference(model, ids, block, stride, per_token=True)
+            by_block = sliding_reference(model, ids, block, stride, step=block)
+        if math.isclose(out, tokens, rel_tol=1e-6):
+            raise Wrong("you average the tokens' perplexities, exp of each loss: the perplexity "
+                        "is exp of the mean loss over all scored predictions")
+        if stride < block and math.isclose(out, by_block, rel_tol=1e-6):
+            raise Wrong(f"the windows start block = {block} ids apart: they start stride = "
+                        f"{stride} apart, so that consecutive windows overlap and each scores "
+                        "only its last stride predictions")
         raise Wrong(f"the perplexity is wrong for block={block}, stride={stride} on a text of "
                     f"{length} ids")
 

@@ -72,6 +72,8 @@ def test_uniform():
     assert check("ex-ch4-uniform", cast_up)
     assert "1/(n + 1)" in check("ex-ch4-uniform", eos_counted).message
     assert "S the padded length" in check("ex-ch4-uniform", over_padded_length).message
+    zeros = check("ex-ch4-uniform", lambda h, n: (h[:, 0] * 0, torch.zeros(h.shape[:2])))
+    assert "every weight is 0" in zeros.message
 
 
 # --- find the bug: padding in the softmax ------------------------------------------------------

@@ -145,6 +145,16 @@ def test_postln():
     assert "not normalised" in check(name, one_norm).message
     assert "on the branches" in check(name, on_the_branch).message
     assert "padding mask" in check(name, no_mask).message
+    inverted = check(name, lambda layer, x, key_padding_mask=None: right(
+        layer, x, ~key_padding_mask))
+    assert "inverted" in inverted.message
+
+    def no_residual(layer, x, key_padding_mask=None):
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        h = layer.norm1(a)
+        return layer.norm2(h + layer.ff(h))
+
+    assert "first residual is missing" in check(name, no_residual).message
     assert "switched the layer's norm_first" in check(name, flag).message
 
     def flag_restored(layer, x, key_padding_mask=None):  # switched back: still no parts used
@@ -253,6 +263,18 @@ def test_sliding():
     assert "Hugging Face's perplexity guide" in check("ex-ch6-sliding",
                                                        first_window_whole).message
     assert "one too few" in check("ex-ch6-sliding", windows_of_block).message
+
+    def scored(model, ids, block, step, stride):  # the last stride losses of windows step apart
+        model.eval()
+        windows = ids.unfold(0, block + 1, step)
+        logits, _ = model(windows[:, :-1])
+        return F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")[
+            :, -stride:]
+
+    per_token = check("ex-ch6-sliding", lambda m, i, b, s: scored(m, i, b, s, s).exp().mean())
+    assert "the tokens' perplexities" in per_token.message
+    by_block = check("ex-ch6-sliding", lambda m, i, b, s: scored(m, i, b, b, s).mean().exp())
+    assert "start block = 16 ids apart" in by_block.message
 
     def one_batch_of_256(model, ids, block, stride):  # drops the windows after the first 256
         return right(model, ids[: 256 * stride + block], block, stride)
