@@ -85,6 +85,10 @@ def check_dot(fn):
                             abs_tol=1e-4):
                 raise Wrong("the frequencies are 10000^(-i / d_model): pair i turns at "
                             "w_i = 10000^(-2i / d_model), as positional_frequencies gives them")
+            w_all = 10000.0 ** (-2 * torch.arange(d, dtype=F64) / d)
+            if math.isclose(out, torch.cos(w_all * k).sum().item(), rel_tol=1e-4, abs_tol=1e-4):
+                raise Wrong("the sum runs over d_model frequencies, i = 0 .. d_model - 1: there "
+                            "are d_model / 2 column pairs, one frequency each")
             raise Wrong(f"the dot product is wrong at offset k = {k} (d_model = {d}): it is a sum "
                         "of cos(w_i k) over the d_model / 2 column pairs, with the w_i of "
                         "positional_frequencies")
@@ -134,6 +138,9 @@ def check_params(fn):
         if heads > 1 and enc in (true_enc + (heads - 1) * 4 * d * d,
                                  true_enc + (heads - 1) * (4 * d * d + 4 * d)):
             raise Wrong("the heads split d, they do not multiply the projections")
+        if enc in (true_enc - d, true_enc - d_ff):
+            raise Wrong("one bias of the feed-forward network is missing: its first linear map "
+                        "has d_ff of them, its second d")
         if enc == true_enc - 4 * d + 4:
             raise Wrong("the LayerNorms' gain and shift are counted as one number each: they are "
                         "vectors of d numbers, one per feature")
@@ -579,6 +586,7 @@ def check_kv_memory(answer):
         (right / 2**30, "that is in gibibytes: give the number of bytes"),
         (right / 1e6, "that is in megabytes: give the number of bytes"),
         (right / 2**20, "that is in mebibytes: give the number of bytes"),
+        (right * 8, "that is in bits: give the number of bytes (8 bits each)"),
     )
     name_slip(answer, slips, digits=3)
     if agrees(answer, right, digits=2):  # the count is right, its third digit is not

@@ -43,6 +43,9 @@ def test_dot():
         return [math.fsum(math.cos(w * k) for w in positional_frequencies(d_model).tolist())]
 
     name = "ex-ch6-dot"
+    every_index = check(name, lambda k, d: torch.cos(
+        10000.0 ** (-2 * torch.arange(d, dtype=torch.float64) / d) * k).sum())
+    assert "d_model frequencies" in every_index.message
     for answer in (right, from_the_table, in_float32, in_numpy, as_list):
         assert check(name, answer), answer.__name__
     assert check(name, starter).status == "not attempted"
@@ -77,6 +80,8 @@ def test_params():
     assert "output projection W^O" in no_out_proj.message
     ff_no_bias = check(name, lambda d, f: (right(d, f)[0] - f - d, right(d, f)[1]))
     assert "feed-forward network's two linear maps have biases" in ff_no_bias.message
+    ff_out_bias = check(name, lambda d, f: (right(d, f)[0] - d, right(d, f)[1]))
+    assert "one bias of the feed-forward network" in ff_out_bias.message
     assert "swapped" in check(name, lambda d, f: right(d, f)[::-1]).message
 
 
@@ -400,6 +405,7 @@ def test_kv_memory():
     assert "gigabytes" in check(name, 0.604).message
     assert "gibibytes" in check(name, 0.5625).message
     assert "megabytes" in check(name, 604).message
+    assert "in bits" in check(name, right * 8).message
     assert "keys and the values" in check(name, 3.02e8).message
     assert "keys and the values" in check(name, right // 2).message
     assert "multiply by the bytes" in check(name, 2 * 12 * 8 * 1024 * 768).message
