@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from functools import lru_cache
 
@@ -251,15 +252,16 @@ def check_patch_size(answer):
 # ---------------------------------------------------------------------------------------------
 
 
-def _by_rank(piece: bytes, merges, rightmost: bool = False) -> list[bytes]:
+def _by_rank(piece: bytes, merges, rightmost: bool = False, rank=None) -> list[bytes]:
     """Sennrich et al.'s encoder: the earliest learned pair first (the leftmost of equal pairs,
-    as training merged them; the rightmost is a slip), until none applies."""
-    rank = {pair: r for r, pair in enumerate(merges)}
+    as training merged them; the rightmost is a slip), until none applies. ``rank``: another
+    order of the merges, a number for each (equal numbers tie, settled by position)."""
+    rank = rank or {pair: r for r, pair in enumerate(merges)}
     parts = [piece[i : i + 1] for i in range(len(piece))]
     while len(parts) > 1:
-        r, i = min((rank.get(pair, len(rank)), -i if rightmost else i) for i, pair in enumerate(
+        r, i = min((rank.get(pair, math.inf), -i if rightmost else i) for i, pair in enumerate(
             zip(parts, parts[1:], strict=False)))
-        if r == len(rank):
+        if r == math.inf:
             break
         i = abs(i)
         parts[i : i + 2] = [parts[i] + parts[i + 1]]
@@ -299,18 +301,9 @@ LONGER = ((b"a", b"b"), (b"x", b"y"), (b"ab", b"xy"), (b"xy", b"d"))  # abxy bef
 def _by_length(piece: bytes, merges, leftmost: bool = False) -> list[bytes]:
     """A slip: the pair that makes the shortest token goes first, as if shorter tokens were
     always learned before longer ones; ties by the order learned or (``leftmost``) by position."""
-    if not leftmost:
-        order = sorted(range(len(merges)), key=lambda r: (len(merges[r][0] + merges[r][1]), r))
-        return _by_rank(piece, [merges[r] for r in order])
-    known = set(merges)
-    parts = [piece[i : i + 1] for i in range(len(piece))]
-    while True:
-        pairs = [(len(a + b), i) for i, (a, b) in enumerate(zip(parts, parts[1:], strict=False))
-                 if (a, b) in known]
-        if not pairs:
-            return parts
-        _, i = min(pairs)
-        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    by_length = {(a, b): len(a + b) * len(merges) + (0 if leftmost else r)
+                 for r, (a, b) in enumerate(merges)}  # the token's length first, then r
+    return _by_rank(piece, merges, rank=by_length)
 
 
 def _in_rounds(piece: bytes, merges) -> list[bytes]:

@@ -184,10 +184,14 @@ def _additive_cases():
     return [(s, h, real, W_a, U_a, b, v_a) for s, h, W_a, U_a, b, v_a in (usual, large)]
 
 
+def _energies(s_prev, h, W_a, U_a, b, v_a):
+    """Eq. (4.8): the energies of every source position, (B, S)."""
+    return torch.tanh((s_prev @ W_a.T)[:, None] + h @ U_a.T + b) @ v_a
+
+
 def _additive(s_prev, h, real, W_a, U_a, b, v_a):
     """Eqs. (4.6)-(4.8), the reference: (context, weights)."""
-    e = torch.tanh((s_prev @ W_a.T)[:, None] + h @ U_a.T + b) @ v_a  # (B, S)
-    alpha = _masked_softmax(e, real)
+    alpha = _masked_softmax(_energies(s_prev, h, W_a, U_a, b, v_a), real)
     return (alpha[..., None] * h).sum(1), alpha
 
 
@@ -209,7 +213,7 @@ def check_padding_bug(fn):
         expect_shape(weights, real.shape, "the weights")
         expect_shape(context, ref.shape, "the context")
         s_prev, h, _, W_a, U_a, b, v_a = args
-        e = torch.tanh((s_prev @ W_a.T)[:, None] + h @ U_a.T + b) @ v_a  # (B, S)
+        e = _energies(s_prev, h, W_a, U_a, b, v_a)  # (B, S)
         if close(weights, torch.softmax(e.masked_fill(~real, 0.0), -1), n=5):  # a fix tried
             raise Wrong("the padding's energies are set to 0, not removed: the softmax still "
                         "gives each padded position the weight e^0 / Z; fill them with -inf")
@@ -379,7 +383,7 @@ def check_year(fn):
         raise Wrong("those are the last two columns of the padded weights, which are <eos> or "
                     "padding for the shorter sources: take each source's own positions n - 2 and "
                     "n - 1")
-    first = sum(w[k, 0:4, 0:2].sum(-1).mean().item() for k in range(N)) / N
+    first = w[:, 0:4, 0:2].sum(-1).mean().item()
     if agrees(answer, first, 4):
         raise Wrong("that is the weight on the first two source characters: the year's two "
                     "digits are the last two characters of each source")

@@ -608,16 +608,13 @@ CACHE_GRID = [(12, 4, 5, 0.7, 3), (10, 3, 4, 1.3, 1), (9, 4, 6, 0.4, 20), (1, 3,
               (8, 3, 4, 0.6, 0)]  # size 0: an empty cache, every row zeros
 
 
-def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1, shifted=False):
+def _cache(h, next_tokens, V, theta, size, before=True, closest=False, dim=-1):
     """The cache's distribution (and its typical slips): row t from the last ``size`` positions
-    before t (``before=False``: up to t itself; ``shifted``: the last ``size`` up to t itself),
-    scored by ``theta h_t . h_i`` (``closest``: by ``-theta ||h_t - h_i||^2``), the softmax over
-    ``dim``; a row with no position is zero."""
+    before t (``before=False``: up to t itself), scored by ``theta h_t . h_i`` (``closest``: by
+    ``-theta ||h_t - h_i||^2``), the softmax over ``dim``; a row with no position is zero."""
     T = h.shape[0]
     t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
     kept = ((i < t) if before else (i <= t)) & (i >= t - size)
-    if shifted:
-        kept = (i <= t) & (i > t - size)
     scores = -theta * torch.cdist(h, h) ** 2 if closest else theta * h @ h.T
     weights = torch.softmax(scores.masked_fill(~kept, -math.inf), dim=dim).nan_to_num(0.0)
     return weights @ torch.nn.functional.one_hot(next_tokens, V).to(h.dtype)
@@ -635,7 +632,7 @@ def _cache_slips(h, next_tokens, V, theta, size):
         (_cache(h, next_tokens, V, theta, size, before=False),
          "row t also reads position t itself, whose next token is the very token row t must "
          "predict: the cache may hold only the positions before t (i < t)"),
-        (_cache(h, next_tokens, V, theta, size, shifted=True),
+        (_cache(h, next_tokens, V, theta, size - 1, before=False),  # the last size up to t
          "row t reads the last size positions up to and including t itself, whose next token is "
          "the very token row t must predict: the cache holds the size positions before t "
          "(t - size <= i < t)"),

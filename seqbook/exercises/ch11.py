@@ -20,7 +20,7 @@ def _number(value, what: str) -> float:
             value, np.float16 | np.ndarray) and np.asarray(value).dtype == np.float16:
         single = np.asarray(value.float() if isinstance(value, torch.Tensor) else value)
         # a short number such as 1.125 is exact in half precision too: that is the answer given
-        if single.size != 1 or float(f"{single.item():.4g}") != single.item():
+        if single.size != 1 or not at_most_digits(single.item(), 4):
             raise Wrong(f"{what} was computed in half precision, which keeps about 3 "
                         "significant digits: compute it in float64 (a Python float)")
         value = single.item()

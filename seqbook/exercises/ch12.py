@@ -858,12 +858,12 @@ def check_accumulate(accumulate_gradients):
         if k > 1 and all(close(g, k * w) for g, w in zip(got, want, strict=True)):
             raise Wrong(f"with k = {k} the gradients are k times the whole batch's: each "
                         "micro-batch's mean loss counts fully")
-        if k == 1 and all(close(g, w / batch) for g, w in zip(got, want, strict=True)):
-            raise Wrong(f"with B = {batch} and k = 1 the gradients are 1 / B times the batch's: "
-                        "the loss, already a mean over the examples, was divided again, by B (or "
-                        "by the micro-batch's size, the same at k = 1); divide each micro-batch's "
-                        "loss by k only")
         if all(close(g, k / batch * w) for g, w in zip(got, want, strict=True)):
+            if k == 1:
+                raise Wrong(f"with B = {batch} and k = 1 the gradients are 1 / B times the "
+                            "batch's: the loss, already a mean over the examples, was divided "
+                            "again, by B (or by the micro-batch's size, the same at k = 1); "
+                            "divide each micro-batch's loss by k only")
             raise Wrong(f"with B = {batch} and k = {k} the gradients are k / B times the whole "
                         "batch's: each micro-batch's mean loss was divided by the whole batch's "
                         "size B; it is already a mean over its examples: divide it by k")
