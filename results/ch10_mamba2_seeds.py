@@ -10,10 +10,14 @@ of width 88 and, as a control for the width, Mamba-2 of Mamba's width 80 (about 
 parameters than Mamba), each from ``seed_everything(seed)`` with batches from ``Generator(seed)``
 (the chapter: seed 0), so all three are compared on the same batches.
 
+Twenty seeds by default: at five, the narrow Mamba-2 was lower than Mamba at every seed by a
+margin as small as 0.05, and a reader's seed 32 reversed it, so the file counts the seeds at which
+each Mamba-2 is lower instead of claiming every seed for the narrow one.
+
 Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU thread (about
 a minute a seed)::
 
-    python results/ch10_mamba2_seeds.py [--seeds 0 1 2 3 4]
+    python results/ch10_mamba2_seeds.py [--seeds 0 1 ... 19]
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ def build(name, V):
 
 
 def main() -> None:
-    parser = script_parser(__file__, __doc__, seeds=(0, 1, 2, 3, 4))
+    parser = script_parser(__file__, __doc__, seeds=tuple(range(20)))
     args = parser.parse_args()
     small_model_threads(ch10_seeds.DEVICE, 1)
     vocab, train_ids, valid_ids = time_machine_ids()
@@ -85,20 +89,26 @@ def main() -> None:
     def ppl(name):
         return [r["perplexity"][name] for r in runs]
 
+    def lower(name):
+        """The number of seeds at which ``name`` ends below Mamba."""
+        return sum(a < b for a, b in zip(ppl(name), ppl("Mamba"), strict=True))
+
     claims = {
         "Mamba-2 reaches a lower held-out perplexity than Mamba at every seed": all(
             r["perplexity"]["Mamba-2"] < r["perplexity"]["Mamba"] for r in runs),
         "Mamba and Mamba-2 have parameter counts within 10 % of each other": all(
             abs(r["parameters"]["Mamba-2"] - r["parameters"]["Mamba"])
             <= 0.1 * r["parameters"]["Mamba"] for r in runs),
-        "at Mamba's width, with fewer parameters, Mamba-2 is also lower at every seed": all(
-            r["perplexity"]["Mamba-2, Mamba's width"] < r["perplexity"]["Mamba"]
-            and r["parameters"]["Mamba-2, Mamba's width"] < r["parameters"]["Mamba"]
-            for r in runs),
+        "at Mamba's width, Mamba-2 has fewer parameters than Mamba": all(
+            r["parameters"]["Mamba-2, Mamba's width"] < r["parameters"]["Mamba"] for r in runs),
     }
     summary = {
         "perplexity_range": {name: [min(ppl(name)), max(ppl(name))] for name in WIDTHS},
         "smallest_gap": min(a - b for a, b in zip(ppl("Mamba"), ppl("Mamba-2"), strict=True)),
+        "seeds_lower": {name: lower(name) for name in WIDTHS if name != "Mamba"},
+        "mean_gap": {name: statistics.mean(a - b for a, b in zip(ppl("Mamba"), ppl(name),
+                                                                  strict=True))
+                     for name in WIDTHS if name != "Mamba"},
         "smallest_gap_at_mamba_width": min(
             a - b for a, b in zip(ppl("Mamba"), ppl("Mamba-2, Mamba's width"), strict=True)),
         "parameters": runs[0]["parameters"],
