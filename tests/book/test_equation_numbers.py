@@ -121,8 +121,8 @@ def test_the_table_still_holds():
 
 
 def test_every_number_written_out_is_in_the_table():
-    # the appendices are not numbered: their equations count on from one page to the next in the
-    # book and restart in JupyterLab, so no number can name them; name them in words
+    # the appendices are not numbered: each counts its equations from (1), in the book
+    # (_ext/appendix_numbers.py) as in JupyterLab, so "(1)" could be either; name them in words
     appendix = [(where, n) for where, n in written() if int(n.split(".")[0]) > len(CHAPTERS) - 2]
     assert not appendix, f"numbers written out for the appendices' equations: {appendix}"
     unknown = [(where, number) for where, number in written() if number not in MEANS]
@@ -137,8 +137,8 @@ def test_the_reference_pattern_finds_them():
 
 def test_no_label_written_as_a_number():
     """A hint or a page that writes "eq. (overlap)" shows the reader a label, not a number; the
-    pages cite with {eq}`label`, the package with the number (chapters 11 and 12, whose numbers
-    differ between the book and JupyterLab, by naming the equation in words)."""
+    pages cite with {eq}`label`, the package with the number (chapters 11 and 12, whose
+    equations are numbered from (1) on each page, by naming the equation in words)."""
     from seqbook.exercises import EXERCISES
 
     named = re.compile(r"eqs?\. \([a-z]")

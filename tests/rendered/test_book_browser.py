@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -391,6 +392,18 @@ def test_every_chapter_is_a_page_of_the_table_of_contents():
     assert PAGES[0] == "intro" and "bibliography" in PAGES and CHAPTER in PAGES, PAGES
     assert sorted(p for p in PAGES if p.startswith("chapters/")) == chapters, PAGES
     assert all((ROOT / f"{p}.ipynb").is_file() or (ROOT / f"{p}.md").is_file() for p in PAGES), PAGES
+
+
+def test_each_appendix_numbers_its_equations_figures_and_exercises_from_one(site):
+    """The appendices are unnumbered pages, which Sphinx numbers on from one page to the next
+    (chapter 12's first equation was (3)); ``_ext/appendix_numbers.py`` restarts each at 1, as
+    JupyterLab does."""
+    for name in ("11_performance", "12_distributed"):
+        html = urllib.request.urlopen(f"{site}/chapters/{name}.html").read().decode()
+        for first in ('class="eqno">(1)', 'caption-number">Fig. 1 ',
+                      'caption-number">Exercise 1 '):
+            assert first in html, (name, first)
+        assert 'class="eqno">(10.1)' not in html
 
 
 def test_mathjax_is_served_locally(page, site):
