@@ -454,7 +454,7 @@ _OVERLAP = ("a run such as 'aaaaa' holds the pair (a, a) four times: eq. (1.2) c
             "position where a follows a, overlapping pairs and repeats in a piece included")
 BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé ééé",
               "twice": "abab abab abab", "run": "aaa aaa", "overlap": "aaaaa bc bc bc",
-              "punctuation": "x. x. x. x."}
+              "punctuation": "x. x. x. x.", "newline": "a\nb a\nb a\nb", "digits": "x 1 x 1 x 1"}
 
 
 @lru_cache(maxsize=4)
@@ -529,8 +529,9 @@ def check_bpe_merges(learn_merges):
 
 
 def _check_early_stop(learn_merges) -> None:
-    """Six small texts: one cut by the pre-tokenizer between a word and its full stop (a cut
-    that glues them merges (x, .)), one whose first merge joins the two bytes of "é" (characters would
+    """Eight small texts: one cut by the pre-tokenizer between a word and its full stop (a cut
+    that glues them merges (x, .)), two that only this pre-tokenizer cuts as it does (a line break
+    apart from the next word, a number without its leading space), one whose first merge joins the two bytes of "é" (characters would
     merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
     occurrence only leaves the second), one with a run of three equal bytes (merged from the
     right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
@@ -546,6 +547,15 @@ def _check_early_stop(learn_merges) -> None:
            f"learn_merges({text!r}, 1) must return [(b' ', b'x')]: pretokenize cuts the text "
            "into 'x', '.', ' x', '.', ...; punctuation is a piece of its own, so no merge joins "
            "a word to the full stop after it (cut the text with pretokenize(text))")
+    for key, cut in (("newline", "a line break is a piece of its own, apart from the word "
+                                 "after it"),
+                     ("digits", "a number takes no leading space, so the space before it is a "
+                                "piece of its own")):
+        text = BPE_MERGES[key]
+        right = list(_trained_merges(text, 1))
+        expect(merges(text, 1) == right,
+               f"learn_merges({text!r}, 1) must return {right}: cut the text with "
+               f"pretokenize(text), in which {cut} (another pattern cuts it otherwise)")
     text = BPE_MERGES["overlap"]
     expect(merges(text, 1) == [(b"a", b"a")],
            f"learn_merges({text!r}, 1) must return [(b'a', b'a')]: {_OVERLAP}, which makes "

@@ -651,6 +651,9 @@ def _cache_slips(h, next_tokens, V, theta, size):
         (_cache(h, next_tokens, V, theta, size, closest=True),
          "the scores are negative squared distances: the cache scores by dot products, "
          "theta h_t . h_i"),
+        (_cache(torch.nn.functional.normalize(h, dim=-1), next_tokens, V, theta, size),
+         "the scores are cosines (h_t and h_i normalised to length 1): the cache scores by plain "
+         "dot products, theta h_t . h_i"),
         (_cache(h, next_tokens, V, theta, size, dim=0),
          "the softmax runs over the queries (dim 0): each row t must sum over its keys i"),
     ]
@@ -700,7 +703,7 @@ def check_cache(cache_probs):
                         "with -inf before the softmax (not the weights after it), and keep only "
                         "the positions t - size <= i < t")
         row = next(t for t in range(T) if not close(out[t], right[t], n=T * d))
-        raise Wrong(f"{what}: row {row} is {[round(v, 4) for v in out[row].tolist()]}, expected "
-                    f"{[round(v, 4) for v in right[row].tolist()]}: the softmax over "
-                    f"theta h_t . h_i of the positions t - size <= i < t, with each weight added "
-                    f"to the entry of that position's next token")
+        raise Wrong(f"{what}: row {row} is {[round(v, 4) for v in out[row].tolist()]}, which is "
+                    "not the softmax over theta h_t . h_i (plain dot products) of the positions "
+                    "t - size <= i < t with each weight added to the entry of that position's "
+                    "next token")
