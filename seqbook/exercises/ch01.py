@@ -530,13 +530,13 @@ def check_bpe_merges(learn_merges):
 
 def _check_early_stop(learn_merges) -> None:
     """Eight small texts: one cut by the pre-tokenizer between a word and its full stop (a cut
-    that glues them merges (x, .)), two that only this pre-tokenizer cuts as it does (a line break
-    apart from the next word, a number without its leading space), one whose first merge joins the two bytes of "é" (characters would
-    merge "é" with "é"), one whose second merge occurs twice in a piece (a merge of the first
-    occurrence only leaves the second), one with a run of three equal bytes (merged from the
-    right, "aaa" leaves (a, aa)), one in which only overlapping counts make (a, a) the most
-    frequent pair, and one that runs out of pairs before num_merges (the merges so far, then
-    stop)."""
+    that glues them merges (x, .)), two that only this pre-tokenizer cuts as it does (a line
+    break apart from the next word, a number without its leading space), one whose first merge
+    joins the two bytes of "é" (characters would merge "é" with "é"), one whose second merge
+    occurs twice in a piece (a merge of the first occurrence only leaves the second), one with a
+    run of three equal bytes (merged from the right, "aaa" leaves (a, aa)), one in which only
+    overlapping counts make (a, a) the most frequent pair, and one that runs out of pairs before
+    num_merges (the merges so far, then stop)."""
     def merges(text, n):  # the learner's first n merges of text, as a list of pairs
         with _time_limit(0.5, "learn_merges"):
             out = call(learn_merges, text, n, what=f"learn_merges({text!r}, {n})")

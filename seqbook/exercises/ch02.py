@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from functools import lru_cache
 
 import torch
@@ -314,6 +315,14 @@ def _tbptt_reference(carry: bool) -> tuple[torch.Tensor, ...]:
     return tuple(p.detach().clone() for p in model.parameters())
 
 
+def _source(fn) -> str:
+    """The source of the learner's function, or "" where Python cannot find it."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+
+
 @exercise("ex-ch2-tbptt-bug", hints=[
     "The loss of the second chunk depends on the parameters through the second chunk's graph, "
     "and through one tensor also on the first chunk's graph, which the first backward pass has "
@@ -330,8 +339,12 @@ def check_detach(tbptt_pass):
     except Wrong as err:
         cause = str(err.__cause__)
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
+            detached = ".detach()" in _source(tbptt_pass)  # called, its result dropped?
             raise Wrong("the backward pass of a later chunk fails with RuntimeError: Trying "
-                        "to backward through the graph a second time") from None
+                        "to backward through the graph a second time" + (
+                            ", although the code calls .detach(): detach returns a new tensor "
+                            "and leaves the one it is called on unchanged; is its result used?"
+                            if detached else "")) from None
         if "modified by an inplace operation" in cause:
             raise Wrong("the backward pass of a later chunk runs on into an earlier chunk's "
                         "graph (kept with retain_graph=True?), and there it meets weights that "
@@ -486,6 +499,9 @@ def _diagnose_bptt(out, problem) -> None:
                     "transpose of the gradient: the gradient of W in W h is the outer product "
                     "(error at the output) times h^T, in that order")
     right = [name for name in ("dW_ih", "dW_hh", "dW_y") if name not in wrong]
+    for o, r, name in zip(out, ref, ("dW_ih", "dW_hh", "dW_y"), strict=True):
+        if name in wrong and o.shape == r.shape:  # the sweep, run in float32 in part
+            float32_work(o, r, name, n=64)
     near = all(torch.allclose(o.to(F64), r, rtol=1e-4, atol=1e-7)
                for o, r in zip(out, ref, strict=True))
     if near:  # an estimate, such as finite differences: right to a few digits, not to rounding

@@ -52,13 +52,15 @@ def _number(out, what: str) -> torch.Tensor:
 
 
 def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
-                   large: bool = False, word: str = "energies", later: bool = False) -> None:
+                   large: bool = False, word: str = "energies", later: bool = False) -> bool:
     """Name the typical mistakes with padding: weight on it, a finite fill value (-40) in place of
     -inf, a softmax over the wrong axis, rows that no longer sum to one. ``fix`` is added to the
     first message (not for a find-the-bug exercise, whose first message states the symptom only).
     ``large``: the case whose real energies are far below 0, where a finite fill value leaks.
     ``word``: what the exercise calls the numbers under the softmax (energies, scores).
-    ``later``: a ``large`` case follows, which judges a tiny but nonzero weight on the padding."""
+    ``later``: a ``large`` case follows, which judges a tiny but nonzero weight on the padding.
+    Returns True when it left that judgement to the ``large`` case (the caller then skips this
+    case's remaining comparisons, which the tiny weight would fail for another reason)."""
     on_padding = weights.masked_fill(real, 0).abs()
     if (on_padding > 1e-12).any() and not large:
         b, j = (int(t) for t in (on_padding > 1e-12).nonzero()[0])
@@ -67,8 +69,8 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
                     f"source changes with the padding of its batch{fix}")
     tiny = bool((on_padding != 0).any()) and float(on_padding.max()) < 1e-12
     if tiny and later:  # a finite fill far below energies of order 1: judged on `large`
-        on_padding = on_padding.new_zeros(())
-    elif tiny:
+        return True
+    if tiny:
         raise Wrong(f"the padding's weight is tiny ({float(on_padding.max()):.0e}) but not exactly "
                     f"0: a finite fill hides the padding only while all the real {word} stay "
                     "far above it; fill with -inf, or the most negative float, so that the "
@@ -92,6 +94,7 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
                     "softmax over the real positions (zeroing them after the softmax leaves the "
                     "real positions with too little weight; exponentials not divided by their "
                     "sum are not normalised at all)")
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +220,8 @@ def check_padding_bug(fn):
         if close(weights, torch.softmax(e.masked_fill(~real, 0.0), -1), n=5):  # a fix tried
             raise Wrong("the padding's energies are set to 0, not removed: the softmax still "
                         "gives each padded position the weight e^0 / Z; fill them with -inf")
-        _padding_slips(weights, real, large=case == 1, later=case == 0)  # the symptom only
+        if _padding_slips(weights, real, large=case == 1, later=case == 0):  # the symptom only
+            continue
         expect(close(weights, ref_w, n=5), "the weights differ from eqs. (4.7)-(4.8) on the "
                "real positions")
         expect(close(context, ref, n=6), "the weights are right but the context is not their "
@@ -325,8 +329,9 @@ def check_luong(fn):
         expect(bool(torch.isfinite(w).all()) and not bool((w < 0).any()),
                "the weights have negative or infinite entries, so they are not a softmax: each "
                "row must be a distribution over the source (are these the scores themselves?)")
-        _padding_slips(weights, real, ". Mask the scores with -inf before the softmax",
-                       large=case == 1, word="scores", later=case == 0)
+        if _padding_slips(weights, real, ". Mask the scores with -inf before the softmax",
+                          large=case == 1, word="scores", later=case == 0):
+            continue
         if close(weights, _masked_softmax(scores / h.shape[-1] ** 0.5, real), n=4):
             raise Wrong("the scores are divided by sqrt(d): that is the transformer's scaled dot "
                         "product; Luong's general score is s^T W h_j as it is")

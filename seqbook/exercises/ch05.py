@@ -375,7 +375,7 @@ def check_jacobian(fn):
     eye = torch.eye(6, dtype=F64)
     ref = eye - p[..., None, :]
     if close(J, ref):
-        return
+        return _check_jacobian_saturated(fn)
     if close(J, eye - p[..., :, None]):
         raise Wrong("J[i, j] holds d log p_j / d s_i, the transpose: row i must be the "
                     "derivatives of log p_i, J[i, j] = d log p_i / d s_j")
@@ -393,6 +393,20 @@ def check_jacobian(fn):
         raise Wrong("the softmax runs over the wrong axis: the scores of one vector are on the "
                     "last axis")
     raise Wrong("the Jacobian differs from the one autograd computes for log_softmax")
+
+
+def _check_jacobian_saturated(fn) -> None:
+    """A saturated softmax: scores hundreds apart, so that some p_j is 0 in float64."""
+    s = torch.tensor([[0.0, -800.0, 3.0, -900.0]], dtype=F64)
+    p = torch.softmax(s, dim=-1)  # p_1 = p_3 = 0 exactly
+    J = returned_tensor(call(fn, s.clone(), what="log_softmax_jacobian"), "log_softmax_jacobian")
+    expect(bool(torch.isfinite(J).all()),
+           "at scores hundreds apart, where the softmax saturates and some p_j is exactly 0 in "
+           "float64, the Jacobian has NaN or infinite entries (a division by p?): write it with "
+           "p itself, which stays finite however small p_j is")
+    expect(close(J, torch.eye(4, dtype=F64) - p[..., None, :]),
+           "at scores hundreds apart, where the softmax saturates, the Jacobian differs from the "
+           "one autograd computes for log_softmax")
 
 
 # ---------------------------------------------------------------------------------------------

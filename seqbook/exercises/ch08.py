@@ -193,6 +193,13 @@ def check_bandwidth(kernel):
         bad = ~torch.isfinite(out)
         if bool(bad.any()):
             if bool(bad[d == 0].any()):
+                nz = d != 0
+                if bool(torch.isfinite(out[nz]).all()) and close(
+                        out[nz], torch.sin(beta * d[nz]) / (beta * d[nz]), n=4):
+                    raise Wrong("kernel returns NaN at d = 0, where it must be 1, and elsewhere it "
+                                "is sin(beta d) / (beta d), whose first zero is at pi / beta: the "
+                                "similarity averages cos(pi beta d u), so the sine has a pi in it. "
+                                "torch.sinc(t) = sin(pi t) / (pi t) includes both the pi and d = 0")
                 raise Wrong("kernel returns NaN or infinity at d = 0, where it must be 1 (a code "
                             "is identical to itself), which torch.sinc handles")
             # a distance where sinc (of d or of beta d) is clearly negative, away from its zeros

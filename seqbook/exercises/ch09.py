@@ -171,9 +171,11 @@ def check_overflow(fn):
         raise Wrong("the loss is nan for confident predictions (logits near 200, in float32), "
                     "while for ordinary logits it is right")
     if math.isinf(loss):
-        raise Wrong("the loss is inf for logits near 200: either the probability of the true "
-                    "class underflows to 0 before the log (compute log q_y as z_y - lse(z)), or "
-                    "an exponent overflows (shift by the maximum, so that no exponent is above 0)")
+        raise Wrong("the loss is inf for logits near 200: the probability of the true class "
+                    "underflows to 0 before the log, which a shift by the maximum does not "
+                    "prevent (exp(-200) is 0 in float32): compute log q_y as z_y - lse(z), never "
+                    "as the log of a probability (unless an exponent overflows instead: then "
+                    "shift by the maximum, so that no exponent is above 0)")
     expect(abs(loss - cross_entropy(big, y).item()) < 1e-3 * max(1.0, abs(loss)),
            "for logits near 200 the loss is finite but wrong: it must equal lse(z) - z_y, "
            "averaged over the batch")
