@@ -2,45 +2,49 @@
 generator, and the clipping experiment.
 
 Every model is trained with exactly the recipe of ``chapters/02_rnn.ipynb`` (the configuration of
-cell 4; cells 25, 34, 37, 40, 48, 56, 59, 73, 77 and 84), one CPU thread. The data are the
-chapter's (*The Time Machine*; the surnames split 80/20 with ``random.Random(0)``). The seed sets
-the initial weights (``seed_everything(seed)`` before each model is built, as the chapter does
-with 0), is passed to ``fit``/``train_lm``, and sets the order of the surname batches
-(``shuffled_forever(..., seed)``).
-The samples of the generator are drawn as in cell 59, with ``torch.Generator().manual_seed(0)``.
+cell ``28c1b9dd``; the cells named below), one CPU thread. The data are the chapter's (*The Time
+Machine*; the surnames split 80/20 with ``random.Random(0)``). The seed sets the initial weights
+(``seed_everything(seed)`` before each model is built, as the chapter does with 0), is passed to
+``fit``/``train_lm``, and sets the order of the surname batches (``shuffled_forever(..., seed)``).
+The samples of the generator are drawn as in cell ``522836b7``, with
+``torch.Generator().manual_seed(0)``.
 
 Reported per seed:
 
-* language model (cell 25): held-out perplexity of the RNN of 256 units after 600 steps, and its
-  held-out loss at step 100, beside the unigram baseline;
-* inside the state (cells 34, 37, 40 and 42): for the trained model and for the same network at its
-  initial weights, the unit most correlated with the position in the word over the letters of the
-  held-out text (the spaces left out), its mean at positions 0 to 10 in standard deviations (times
-  the sign of r), and the number of units with |r| > 0.5; the R^2 on the held-out text of linear
-  probes (least squares, fitted on the first 20,000 training characters) for the position and for
-  the letters still to come in the word, from the current character, the last 6 characters (one-hot),
-  the untrained state and the trained state; after how many characters each network, run from a
-  zero and from a random state, agrees with itself to 1e-6;
-* the gradient through time (cell 73): for both networks, the spectral radius and the largest
-  singular value of W_hh, the mean tanh' over the held-out text, and the spectral norm of
-  dh_N/dh_(N-k) at the end of its first N = 128 characters, k = 1, 10, 20, 40 and 63 steps back;
-* surnames (cells 48, 56, 84): test accuracy of the unidirectional classifier and of the
-  bidirectional mean-pooled one, the recall of every language, the two languages most German
-  names that are missed are taken for;
-* generator (cell 59): of the 48 samples, how many end by themselves, how many are names of the
-  data set, and how many of the 6 Czech samples share their most common first two letters;
-* clipping (cell 77): whether the ReLU RNN trained with SGD at lr 1 diverges without clipping (at
-  most seeds; where it does not, the spike of its raw gradient norm is only about 45 high), its
-  final loss with clipping at 1, the largest raw gradient norm and the step where it peaks. The
-  clipping experiment alone also runs at the seeds ``--clip-seeds`` (``clipping_more``): there the
-  unclipped run diverges after spikes far lower too, so the height of the spike does not decide.
+* language model (cell ``0abfbd62``): held-out perplexity of the RNN of 256 units after 600 steps,
+  and its held-out loss at step 100, beside the unigram baseline;
+* inside the state (cells ``units-corr``, ``units-rise``, ``units-probe`` and ``units-forget``): for
+  the trained model and for the same network at its initial weights, the unit most correlated with
+  the position in the word over the letters of the held-out text (the spaces left out), its mean at
+  positions 0 to 10 in standard deviations (times the sign of r), and the number of units with |r| >
+  0.5; the R^2 on the held-out text of linear probes (least squares, fitted on the first 20,000
+  training characters) for the position and for the letters still to come in the word, from the
+  current character, the last 6 characters (one-hot), the untrained state and the trained state;
+  after how many characters each network, run from a zero and from a random state, agrees with
+  itself to 1e-6;
+* the gradient through time (cell ``ch2-trained-jacobian``): for both networks, the spectral radius
+  and the largest singular value of W_hh, the mean tanh' over the held-out text, and the spectral
+  norm of dh_N/dh_(N-k) at the end of its first N = 128 characters, k = 1, 10, 20, 40 and 63 steps
+  back;
+* surnames (cells ``31c46199``, ``57bb30e4``, ``1cf4a42b``): test accuracy of the unidirectional
+  classifier and of the bidirectional mean-pooled one, the recall of every language, the two
+  languages most German names that are missed are taken for;
+* generator (cell ``522836b7``): of the 48 samples, how many end by themselves, how many are names
+  of the data set, and how many of the 6 Czech samples share their most common first two letters;
+* clipping (cell ``9c48fbc5``): whether the ReLU RNN trained with SGD at lr 1 diverges without
+  clipping (at most seeds; where it does not, the spike of its raw gradient norm is only about 45
+  high), its final loss with clipping at 1, the largest raw gradient norm and the step where it
+  peaks. The clipping experiment alone also runs at the seeds ``--clip-seeds`` (``clipping_more``):
+  there the unclipped run diverges after spikes far lower too, so the height of the spike does not
+  decide.
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
     python results/ch02_seeds.py [--out results/ch02_seeds.json] [--seeds 0 1 2 3 4 5 6]
         [--clip-seeds 9 10 ... 20]
 
-Cell numbers count the chapter's cells from 0, leaving out the hidden front-matter cell at its top.
+Cells are named by their ids in the notebook (its JSON's ``id`` fields), which do not move when
+cells are inserted above them.
 
 """
 
@@ -77,7 +81,7 @@ from seqbook.train import fit, train_lm  # noqa: E402
 from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
 from seqbook.vocab import Vocab  # noqa: E402
 
-# chapter 2, cell 4
+# chapter 2, cell 28c1b9dd
 LM_HIDDEN, LM_BATCH, LM_SEQ, LM_STEPS = 256, 32, 64, 600
 NAMES_HIDDEN, NAMES_STEPS = 128, 1500
 GEN_HIDDEN, GEN_STEPS = 128, 1500
@@ -135,7 +139,7 @@ def hidden_states(model, ids):
 
 def rise(unit: dict) -> float:
     """How much a unit's mean value, in standard deviations, grows from the first letters of a word
-    (positions 1-2) to its later letters (positions 5-8), as cell 37 measures it."""
+    (positions 1-2) to its later letters (positions 5-8), as cell units-rise measures it."""
     means = unit["mean_by_position"]
     return sum(means[5:9]) / 4 - sum(means[1:3]) / 2
 

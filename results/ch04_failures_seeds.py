@@ -42,7 +42,7 @@ COPY_LENGTHS = range(16, 25)
 
 
 def shape(source: str) -> str:
-    """A source's format: a year -> #, other numbers -> 9, words -> a (the chapter's cell 38)."""
+    """A source's format: a year -> #, other numbers -> 9, words -> a (the chapter's cell 4b2b176e)."""
     source = re.sub(r"\d{4}", "#", source)
     return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "9", source))
 
