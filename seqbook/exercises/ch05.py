@@ -375,7 +375,7 @@ def check_jacobian(fn):
     eye = torch.eye(6, dtype=F64)
     ref = eye - p[..., None, :]
     if close(J, ref):
-        return _check_jacobian_saturated(fn)
+        return _saturated_jacobian(fn)
     if close(J, eye - p[..., :, None]):
         raise Wrong("J[i, j] holds d log p_j / d s_i, the transpose: row i must be the "
                     "derivatives of log p_i, J[i, j] = d log p_i / d s_j")
@@ -395,7 +395,7 @@ def check_jacobian(fn):
     raise Wrong("the Jacobian differs from the one autograd computes for log_softmax")
 
 
-def _check_jacobian_saturated(fn) -> None:
+def _saturated_jacobian(fn) -> None:
     """A saturated softmax: scores hundreds apart, so that some p_j is 0 in float64."""
     s = torch.tensor([[0.0, -800.0, 3.0, -900.0]], dtype=F64)
     p = torch.softmax(s, dim=-1)  # p_1 = p_3 = 0 exactly

@@ -552,6 +552,10 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if close(out, weighted(weight, factor, len(target)), n=n):
         raise Wrong("the weighted sum is divided by the number of examples: divide it by the sum "
                     "of their weights alpha[target], as F.cross_entropy(..., weight=alpha) does")
+    if close(out, weighted(weight, factor, alpha.sum()), n=n):
+        raise Wrong("the weighted sum is divided by alpha.sum(), the sum of the C class weights: "
+                    "divide it by the sum of the examples' weights alpha[target], one term per "
+                    "example, as F.cross_entropy(..., weight=alpha) does")
     if close(out, weighted(1, factor, len(target)), n=n):
         raise Wrong("the class weights alpha are not applied: weigh each example's loss by "
                     "alpha[y], the weight of its true class")

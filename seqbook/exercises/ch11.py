@@ -92,6 +92,15 @@ def check_slopes(exponent):
                     raise Wrong(f"the fit uses the {n} {where} lengths of a series of "
                                 f"{len(lengths)}: take the three longest, where the fixed "
                                 "costs no longer hide the growth")
+        line = np.polyfit(last[0], last[1], 1)  # (slope, intercept) of log t against log T
+        if agrees(got, float(line[1]), 3) and not agrees(float(line[1]), ref, 3):
+            raise Wrong("that is the intercept of the fitted line: the exponent is its slope, "
+                        "the first number np.polyfit returns")
+        linear = float(np.polyfit(lengths[-3:], ms[-3:], 1)[0])  # ms per unit of T
+        if agrees(got, linear, 3) and not agrees(linear, ref, 3):
+            raise Wrong("the fit is of the times against the lengths themselves: on a linear "
+                        "scale the slope is milliseconds per position; take the logarithms of "
+                        "both first, so that T^k becomes a line of slope k")
         ends = math.log(ms[-1] / ms[-3]) / math.log(lengths[-1] / lengths[-3])
         if agrees(got, ends, 3) and not agrees(ends, ref, 3):
             raise Wrong("that is the slope between the first and the last of the three points: "

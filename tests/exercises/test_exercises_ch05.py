@@ -365,7 +365,8 @@ def softmax_jacobian(s):
 J = "ex-ch5-jacobian"
 case("jacobian: I - 1 p^T", J, log_softmax_jacobian)
 case("jacobian: autograd, row by row", J, by_autograd)
-case("jacobian: the softmax Jacobian divided by p", J, via_softmax_jacobian)
+# right on ordinary scores, NaN where the softmax saturates, which the exercise is about
+case("jacobian: the softmax Jacobian divided by p", J, via_softmax_jacobian, "NaN or infinite")
 case("jacobian: computed after s.float()", J, after_float)
 case("jacobian: NumPy", J, lambda s: np.eye(s.shape[-1]) - torch.softmax(s, -1).numpy()[
     ..., None, :])
