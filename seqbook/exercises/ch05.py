@@ -397,13 +397,16 @@ def check_jacobian(fn):
 
 def _saturated_jacobian(fn) -> None:
     """A saturated softmax: scores hundreds apart, so that some p_j is 0 in float64."""
-    s = torch.tensor([[0.0, -800.0, 3.0, -900.0]], dtype=F64)
-    p = torch.softmax(s, dim=-1)  # p_1 = p_3 = 0 exactly
+    # scores hundreds below the largest, and hundreds above 0 (exp overflows unless shifted)
+    s = torch.tensor([[0.0, -800.0, 3.0, -900.0], [800.0, 0.0, 803.0, -100.0]], dtype=F64)
+    p = torch.softmax(s, dim=-1)  # some p_j = 0 exactly
     J = returned_tensor(call(fn, s.clone(), what="log_softmax_jacobian"), "log_softmax_jacobian")
     expect(bool(torch.isfinite(J).all()),
            "at scores hundreds apart, where the softmax saturates and some p_j is exactly 0 in "
-           "float64, the Jacobian has NaN or infinite entries (a division by p?): write it with "
-           "p itself, which stays finite however small p_j is")
+           "float64, or scores of several hundred, whose exponentials overflow unless shifted by "
+           "their maximum, the Jacobian has NaN or infinite entries (a division by p, or exp of "
+           "the raw scores?): write it with a softmax that subtracts the maximum (torch.softmax "
+           "does), which stays finite however small p_j is")
     expect(close(J, torch.eye(4, dtype=F64) - p[..., None, :]),
            "at scores hundreds apart, where the softmax saturates, the Jacobian differs from the "
            "one autograd computes for log_softmax")

@@ -170,12 +170,18 @@ def check_overflow(fn):
     if math.isnan(loss):  # the starter's symptom, said without its cure
         raise Wrong("the loss is nan for confident predictions (logits near 200, in float32), "
                     "while for ordinary logits it is right")
+    sure = z.clone()
+    sure[torch.arange(len(y)), y] += 200.0  # confident and right: no q_y near 0 to underflow
+    if math.isinf(loss) and not math.isfinite(run(sure, y.clone())):
+        raise Wrong("the loss is inf for logits near 200, even where the true class has them "
+                    "and its probability is nearly 1: an exponent overflows (exp(200) is inf in "
+                    "float32); shift by the maximum inside the log-sum-exp, so that no exponent "
+                    "is above 0")
     if math.isinf(loss):
         raise Wrong("the loss is inf for logits near 200: the probability of the true class "
                     "underflows to 0 before the log, which a shift by the maximum does not "
                     "prevent (exp(-200) is 0 in float32): compute log q_y as z_y - lse(z), never "
-                    "as the log of a probability (unless an exponent overflows instead: then "
-                    "shift by the maximum, so that no exponent is above 0)")
+                    "as the log of a probability")
     expect(abs(loss - cross_entropy(big, y).item()) < 1e-3 * max(1.0, abs(loss)),
            "for logits near 200 the loss is finite but wrong: it must equal lse(z) - z_y, "
            "averaged over the batch")
