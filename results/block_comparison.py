@@ -104,7 +104,7 @@ def make_model(name: str, vocab_size: int, **changes) -> torch.nn.Module:
 
 def train(name: str, seed: int, vocab_size: int, x_win, y_win, device, **changes
           ) -> tuple[torch.nn.Module, dict]:
-    """Cell 66's ``train_gpt`` with ``seed`` instead of 0; returns the model and its timings."""
+    """Cell ``74b5fcd2``'s ``train_gpt`` with ``seed`` instead of 0; returns the model and its timings."""
     seed_everything(seed)
     model = make_model(name, vocab_size, **changes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LM["lr"], weight_decay=0.01)

@@ -89,7 +89,7 @@ DEVICE = torch.device("cpu")
 
 
 def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid, train_ids, valid_ids) -> dict:
-    """Cell 25."""
+    """Cell ``0abfbd62``."""
     seed_everything(seed)
     lm = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
     history = train_lm(
@@ -116,7 +116,7 @@ def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid, train_ids, valid_ids
 
 
 def word_positions(ids, space_id):
-    """Cell 34: 0 at a space, k at the k-th letter of a word."""
+    """Cell ``units-corr``: 0 at a space, k at the k-th letter of a word."""
     positions, k = [], 0
     for token in ids.tolist():
         k = 0 if token == space_id else k + 1
@@ -125,13 +125,14 @@ def word_positions(ids, space_id):
 
 
 def letters_left(ids, space_id):
-    """Cell 40: the letters still to come in the word (0 at a space and at a word's last letter)."""
+    """Cell ``units-probe``: the letters still to come in the word (0 at a space and at a word's
+    last letter)."""
     return (word_positions(ids.flip(0), space_id).flip(0) - 1).clamp(min=0)
 
 
 @torch.no_grad()
 def hidden_states(model, ids):
-    """Cell 34: the state after every character of one sequence read from a zero state, (N, H)."""
+    """Cell ``units-corr``: the state after every character of one sequence read from a zero state, (N, H)."""
     model.eval()
     states, _ = model.rnn(model.embed(ids[None]))
     return states[0]
@@ -145,15 +146,15 @@ def rise(unit: dict) -> float:
 
 
 def last_characters(ids, vocab_size, k=6):
-    """Cell 40: the one-hot vectors of the last k characters side by side, (N, k V)."""
+    """Cell ``units-probe``: the one-hot vectors of the last k characters side by side, (N, k V)."""
     one_hot = F.one_hot(ids, vocab_size).float()
     return F.pad(one_hot, (0, 0, k - 1, 0)).unfold(0, k, 1).flatten(1)
 
 
 @torch.no_grad()
 def forgets_after(model, ids, seed=0):
-    """Cell 42: after how many characters the states read from a zero state and from a random one
-    agree to 1e-6 (None: not within ids)."""
+    """Cell ``units-forget``: after how many characters the states read from a zero state and from a
+    random one agree to 1e-6 (None: not within ids)."""
     gen = torch.Generator().manual_seed(seed)
     h_random = torch.rand(1, 1, LM_HIDDEN, generator=gen) * 2 - 1
     from_zero, _ = model.rnn(model.embed(ids[None]))
@@ -164,9 +165,10 @@ def forgets_after(model, ids, seed=0):
 
 @torch.no_grad()
 def gradient_run(model, ids, spans=(1, 10, 20, 40, 63)) -> dict:
-    """Cell 73: the spectral radius and largest singular value of W_hh, the mean tanh' over the
-    states of ``ids`` (the held-out text) read from a zero state, and ||dh_N / dh_(N-k)||_2 for
-    the k of ``spans``, N = 128, the first 128 characters of ``ids``, as the chapter measures it."""
+    """Cell ``ch2-trained-jacobian``: the spectral radius and largest singular value of W_hh, the
+    mean tanh' over the states of ``ids`` (the held-out text) read from a zero state, and
+    ||dh_N / dh_(N-k)||_2 for the k of ``spans``, N = 128, the first 128 characters of ``ids``, as
+    the chapter measures it."""
     W = model.rnn.cells[0].weight_hh.double()  # (H, H)
     derivs = 1 - hidden_states(model, ids).double() ** 2  # tanh'(a_t) = 1 - h_t^2, (N, H)
     N = 128
@@ -184,9 +186,10 @@ def gradient_run(model, ids, spans=(1, 10, 20, 40, 63)) -> dict:
 
 
 def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
-    """Cells 34, 37, 40 and 42: the units' correlation with the position in the word over the letters of
-    the held-out text, the R^2 of linear probes fitted on the first 20,000 training characters, and
-    how soon each network forgets its initial state."""
+    """Cells ``units-corr``, ``units-rise``, ``units-probe`` and ``units-forget``: the units'
+    correlation with the position in the word over the letters of the held-out text, the R^2 of
+    linear probes fitted on the first 20,000 training characters, and how soon each network forgets
+    its initial state."""
     space_id = vocab[" "]
     position = word_positions(valid_ids, space_id)
     letters = position > 0  # the correlation is taken over the letters, not the spaces
@@ -227,7 +230,7 @@ def units_run(lm, lm_init, vocab, train_ids, valid_ids) -> dict:
 
 
 def clip_run(seed, vocab, x_train, y_train) -> dict:
-    """Cell 77."""
+    """Cell ``9c48fbc5``."""
     out = {}
     for clip in (None, 1.0):
         seed_everything(seed)
@@ -260,7 +263,8 @@ def clip_run(seed, vocab, x_train, y_train) -> dict:
 
 
 def names_data():
-    """Cells 45, 47, 58: the split, the batches by length, the generator's batches."""
+    """Cells ``cc41fc07``, ``2a1a5447``, ``5eb62f4b``: the split, the batches by length, the
+    generator's batches."""
     pairs = load_names()
     languages = sorted({lang for _, lang in pairs})
     rng = random.Random(0)

@@ -137,7 +137,7 @@ def dates_run(dates, seed: int) -> dict:
 
 @torch.no_grad()
 def field_mass(model, dates, sources, max_len) -> dict:
-    """Cell 41: the attention each output field puts on the same source field (dd/mm/yyyy)."""
+    """Cell ``9f67b10d``: the attention each output field puts on the same source field (dd/mm/yyyy)."""
     src, src_lengths, _ = dates.tensors("test")
     numeric = [i for i, s in enumerate(sources) if re.fullmatch(r"\d{2}/\d{2}/\d{4}", s)]
     _, w = greedy_decode(model, src[numeric], src_lengths[numeric], max_len, return_attention=True)

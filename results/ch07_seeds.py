@@ -1,7 +1,7 @@
 """Chapter 7's trained results over several seeds: the learned ten-entry memory and Hopfield pooling.
 
-Both experiments use exactly the chapter's code (cells 48, 53, 59 and 60 of
-``chapters/07_hopfield.ipynb``), one CPU thread:
+Both experiments use exactly the chapter's code (cells ``label-readout``, ``5a8ccad8``,
+``185f7759`` and ``e7196166`` of ``chapters/07_hopfield.ipynb``), one CPU thread:
 
 * ``lookup``: scikit-learn's digits, centred and scaled to unit length, split 1000 stored / 797 new
   by ``torch.randperm(..., generator=manual_seed(0))`` (the data, fixed). A ``HopfieldLayer`` with
@@ -58,7 +58,7 @@ DEVICE = torch.device("cpu")
 digits = load_digits()
 digit_labels = torch.tensor(digits.target)
 
-# ---- cell 47: the digits as unit vectors, 1000 stored and 797 new ----
+# ---- cell label-readout: the digits as unit vectors, 1000 stored and 797 new ----
 x_digits = torch.tensor(digits.data, dtype=torch.float64)
 x_digits = F.normalize(x_digits - x_digits.mean(0), dim=1)
 y_digits = digit_labels
@@ -72,7 +72,7 @@ def label_readout(beta: float) -> float:
     return ((weights @ stored_labels).argmax(1) == y_digits[new]).double().mean().item()
 
 
-# ---- cell 52 ----
+# ---- cell 5a8ccad8 ----
 def train_lookup(memory, learn_memory, seed, steps=1000):
     torch.manual_seed(seed)
     layer = HopfieldLayer(input_dim=64, num_stored=len(memory), key_dim=64, value_dim=10, beta=10.0)
@@ -114,7 +114,7 @@ def lookup_runs(seed: int) -> dict:
     return {k: round(v, 4) for k, v in out.items()}
 
 
-# ---- cell 56: the bags (the chapter's draw: generator seeds 10 and 11) ----
+# ---- cell 185f7759: the bags (the chapter's draw: generator seeds 10 and 11) ----
 digit_x = torch.tensor(digits.data, dtype=torch.float32) / 16
 NEEDLE, MIN_LEN, MAX_LEN = 2, 30, 100
 
@@ -167,7 +167,7 @@ def bag_loss(model, batch):
     return F.binary_cross_entropy_with_logits(model(x, mask), y)
 
 
-# ---- cells 59-60 ----
+# ---- cells e7196166-30ce3056 ----
 def mil_runs(seed: int, bags=None) -> dict:
     train_bags, (test_x, test_mask, test_y, test_where, test_needle) = bags or draw_bags(10, 11)
     out = {}
@@ -287,8 +287,8 @@ def main(argv=None) -> None:
     result = dict(
         **provenance(),
         recipe=dict(
-            lookup="cell 52: 1000 steps, Adam lr 1e-2, batch 64, beta 10",
-            mil=f"cell 57: {MIL_STEPS} steps, lr 3e-3, batch 32, beta 2; hopfield, mean, max",
+            lookup="cell 5a8ccad8: 1000 steps, Adam lr 1e-2, batch 64, beta 10",
+            mil=f"cell e7196166: {MIL_STEPS} steps, lr 3e-3, batch 32, beta 2; hopfield, mean, max",
             mil_redrawn="the same, on bags drawn from generator seeds 100 + seed and 200 + seed",
         ),
         runs=runs,

@@ -1,6 +1,6 @@
 """Chapter 9's calibration experiment over several seeds: label smoothing, focal loss, margins, temperature.
 
-Exactly the recipe of ``chapters/09_losses.ipynb`` (cells 31-33 and the solution of the
+Exactly the recipe of ``chapters/09_losses.ipynb`` (cells ``696c6570``-``6a40c2c3`` and the solution of the
 temperature exercise), one CPU thread: Fashion-MNIST average-pooled to 14 x 14, the first 2000
 training images, an MLP 196-128-128-10 trained for 800 steps of batch 128 with ``fit`` (AdamW,
 lr 3e-3, weight decay 0.01, the gradient norm clipped at 1), once with label smoothing 0 and once

@@ -356,7 +356,7 @@ def main() -> None:
     )
     gap = lambda r, a, b: max(abs(x - y) for x, y in zip(acc(r, a), acc(r, b), strict=True))  # noqa: E731
     claims = {
-        # single-query recall (cells 18-21)
+        # single-query recall (cells ac9e9182-2c367daf)
         "single-query recall: softmax attention recalls >= 0.95 at every n": every(
             lambda r: min(r["recall"]["softmax"]) >= 0.95),
         "single-query recall: linear attention recalls >= 0.9 with 4 pairs": every(
@@ -366,7 +366,7 @@ def main() -> None:
         "single-query recall: width 32 at 32 pairs is >= 0.15 above width 16": every(
             lambda r: r["recall"]["linear, width 32, 32 pairs"]
             >= r["recall"]["linear"][-1] + 0.15),
-        # MQAR (cells 68-71)
+        # MQAR (cells f9d6eb97-a113e34f)
         "MQAR: softmax attention recalls >= 0.9 at 64 pairs": every(
             lambda r: acc(r, soft)[-1] >= 0.9),
         "MQAR: linear attention recalls >= 0.7 with 4 pairs": every(
@@ -384,7 +384,7 @@ def main() -> None:
             lambda r: min(r["mqar"][g4]["gate_mean"] + r["mqar"][g16]["gate_mean"]) > 0.99),
         "MQAR: N = 16 beats N = 4 at every n >= 8": every(
             lambda r: all(a > b for a, b in zip(acc(r, g16)[1:], acc(r, g4)[1:], strict=True))),
-        # language models (cells 58-60)
+        # language models (cells e9bc1562-fc33c473)
         "LM: every model below 0.75 x the unigram perplexity": every(
             lambda r: all(r["lm_perplexity"][k] < 0.75 * r["lm_perplexity"]["unigram"]
                           for k in LM_SIZES), "lm_perplexity"),
