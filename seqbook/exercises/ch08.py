@@ -186,16 +186,18 @@ def check_bundle(bundle_):
 ])
 def check_bandwidth(kernel):
     d = torch.arange(-30, 31, dtype=F64) / 10  # d = 0 included
+    nonzero = d != 0
     for beta in (0.5, 2.0, 1.0):
+        no_pi = torch.ones_like(d)  # sin(beta d) / (beta d): the kernel with its pi forgotten
+        no_pi[nonzero] = torch.sin(beta * d[nonzero]) / (beta * d[nonzero])
         out = returned_tensor(call(kernel, d.clone(), beta, what="kernel"), "kernel")
         expect(out.shape == d.shape, f"kernel must return one similarity per distance, shape "
                f"{tuple(d.shape)}, got {tuple(out.shape)}")
         bad = ~torch.isfinite(out)
         if bool(bad.any()):
             if bool(bad[d == 0].any()):
-                nz = d != 0
-                if bool(torch.isfinite(out[nz]).all()) and close(
-                        out[nz], torch.sin(beta * d[nz]) / (beta * d[nz]), n=4):
+                if bool(torch.isfinite(out[nonzero]).all()) and close(
+                        out[nonzero], no_pi[nonzero], n=4):
                     raise Wrong("kernel returns NaN at d = 0, where it must be 1, and elsewhere it "
                                 "is sin(beta d) / (beta d), whose first zero is at pi / beta: the "
                                 "similarity averages cos(pi beta d u), so the sine has a pi in it. "
@@ -216,9 +218,6 @@ def check_bandwidth(kernel):
         if close(out, torch.sinc(d / beta), n=4):
             raise Wrong("the kernel widens as beta grows: with b^(beta x) the angles turn beta "
                         "times faster, so the kernel must narrow")
-        nonzero = d != 0
-        no_pi = torch.ones_like(d)
-        no_pi[nonzero] = torch.sin(beta * d[nonzero]) / (beta * d[nonzero])
         if close(out, no_pi, n=4):
             raise Wrong("the first zero must be at d = 1/beta: the similarity averages "
                         "cos(pi beta d u), so the sine has a pi in it (torch.sinc includes it)")
