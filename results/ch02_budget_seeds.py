@@ -31,23 +31,12 @@ from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import lm_chunks  # noqa: E402
 from seqbook.data import time_machine_ids  # noqa: E402
-from seqbook.lm import CharLM, evaluate_perplexity  # noqa: E402
-from seqbook.train import train_lm  # noqa: E402
-from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
+from seqbook.lm import evaluate_perplexity  # noqa: E402
+from seqbook.utils import small_model_threads  # noqa: E402
 
 LONG_STEPS, EVAL_EVERY = 2400, 300
 CHUNKS = ((128, 16), (32, 64), (8, 256))  # (B, T): 2,048 characters a step each
 WITTEN_BELL = 4.07  # the chapter's best table (cell ch2-ngram-wb), for the claims below
-
-
-def train(seed, vocab, x_train, y_train, steps, eval_fn=None):
-    """``results/ch02_seeds.py``'s ``lm_run`` (the chapter's cell), for ``steps`` steps."""
-    seed_everything(seed)
-    lm = CharLM(len(vocab), hidden_size=base.LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
-    history = train_lm(lm, x_train, y_train, steps=steps, lr=3e-3, clip=1.0, device=base.DEVICE,
-                       seed=seed, eval_fn=eval_fn, eval_every=EVAL_EVERY if eval_fn else 0,
-                       progress=False)
-    return lm, history
 
 
 def main(argv=None) -> None:
@@ -56,19 +45,22 @@ def main(argv=None) -> None:
     small_model_threads(base.DEVICE, 1)
     vocab, train_ids, valid_ids = time_machine_ids()
     x_valid, y_valid = lm_chunks(valid_ids, 8, 128)
+    chunks = {(B, T): lm_chunks(train_ids, B, T) for B, T in CHUNKS}
     runs = []
     for seed in args.seeds:
-        x_train, y_train = lm_chunks(train_ids, base.LM_BATCH, base.LM_SEQ)
-        _, history = train(seed, vocab, x_train, y_train, LONG_STEPS,
-                           eval_fn=lambda m: math.log(evaluate_perplexity(m, x_valid, y_valid)))
+        _, history = base.train_rnn_lm(
+            seed, len(vocab), *chunks[base.LM_BATCH, base.LM_SEQ], steps=LONG_STEPS,
+            eval_fn=lambda m: math.log(evaluate_perplexity(m, x_valid, y_valid)),
+            eval_every=EVAL_EVERY)
         curve = {int(s): round(math.exp(v), 4)
                  for s, v in zip(history.eval_step, history.eval_loss, strict=True)}
         best = min(curve, key=curve.get)
-        truncation = {}
+        # the chapter's chunks, at its 600 steps, are the long run's evaluation at step 600
+        truncation = {str(base.LM_SEQ): curve[base.LM_STEPS]}
         for B, T in CHUNKS:
-            x, y = lm_chunks(train_ids, B, T)
-            lm, _ = train(seed, vocab, x, y, base.LM_STEPS)
-            truncation[str(T)] = round(evaluate_perplexity(lm, x_valid, y_valid), 4)
+            if (B, T) != (base.LM_BATCH, base.LM_SEQ):
+                lm, _ = base.train_rnn_lm(seed, len(vocab), *chunks[B, T])
+                truncation[str(T)] = round(evaluate_perplexity(lm, x_valid, y_valid), 4)
         runs.append(dict(seed=seed, longer=dict(curve=curve, best_step=best,
                                                 best=curve[best], last=curve[max(curve)]),
                          truncation=truncation))

@@ -88,23 +88,20 @@ GEN_HIDDEN, GEN_STEPS = 128, 1500
 DEVICE = torch.device("cpu")
 
 
+def train_rnn_lm(seed, vocab_size, x_train, y_train, steps=LM_STEPS, eval_fn=None, eval_every=0):
+    """Cell ``0abfbd62``'s language model, trained from ``seed_everything(seed)``: (model, history)."""
+    seed_everything(seed)
+    lm = CharLM(vocab_size, hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
+    history = train_lm(lm, x_train, y_train, steps=steps, lr=3e-3, clip=1.0, device=DEVICE,
+                       seed=seed, eval_fn=eval_fn, eval_every=eval_every, progress=False)
+    return lm, history
+
+
 def lm_run(seed, vocab, x_train, y_train, x_valid, y_valid, train_ids, valid_ids) -> dict:
     """Cell ``0abfbd62``."""
-    seed_everything(seed)
-    lm = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
-    history = train_lm(
-        lm,
-        x_train,
-        y_train,
-        steps=LM_STEPS,
-        lr=3e-3,
-        clip=1.0,
-        device=DEVICE,
-        seed=seed,
-        eval_fn=lambda m: math.log(evaluate_perplexity(m, x_valid, y_valid)),
-        eval_every=100,
-        progress=False,
-    )
+    lm, history = train_rnn_lm(
+        seed, len(vocab), x_train, y_train,
+        eval_fn=lambda m: math.log(evaluate_perplexity(m, x_valid, y_valid)), eval_every=100)
     seed_everything(seed)  # the same network at its initial weights
     lm_init = CharLM(len(vocab), hidden_size=LM_HIDDEN, cell="rnn", embed_dim=32, fast=True)
     return dict(
