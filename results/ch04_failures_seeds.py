@@ -34,7 +34,6 @@ from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.data import copy_dataset, date_dataset  # noqa: E402
 from seqbook.decoding import translate  # noqa: E402
-from seqbook.train import fit_seq2seq  # noqa: E402
 from seqbook.utils import small_model_threads  # noqa: E402
 
 YEAR_FIRST = "#/9/9"  # the shape of yyyy/mm/dd
@@ -54,9 +53,7 @@ def dates_by_format(dates, seed: int) -> dict:
     count = Counter(formats)
     out = {"year_first_test_dates": count[YEAR_FIRST]}
     for name, attention in base.NAMES:
-        model = base.make_model(dates, base.DATES_EMB, base.DATES_HIDDEN, attention, seed)
-        fit_seq2seq(model, dates, base.DATES_STEPS, base.BATCH, base.DATES_LR, seed=seed,
-                    device=base.DEVICE, progress=False, desc=name)
+        model, _ = base.trained(dates, "dates", attention, seed, name)
         pred = translate(model, sources, dates.src_vocab, dates.tgt_vocab, dates.max_target_len)
         wrong = Counter(f for f, t, p in zip(formats, targets, pred, strict=True) if p != t)
         rate = {f: wrong[f] / count[f] for f in count if count[f] >= 20}
@@ -74,17 +71,16 @@ def first_wrong(source: str, output: str) -> int:
 
 
 def copy_failures(copy, seed: int) -> dict:
-    model = base.make_model(copy, base.COPY_EMB, base.COPY_HIDDEN, True, seed)
-    fit_seq2seq(model, copy, base.COPY_STEPS, base.BATCH, base.COPY_LR, seed=seed,
-                device=base.DEVICE, progress=False, desc="attention")
+    model, _ = base.trained(copy, "copy", True, seed, "attention")
+    sources = [s for s, _ in copy.test if len(s) in COPY_LENGTHS]
+    pred = translate(model, sources, copy.src_vocab, copy.tgt_vocab, base.COPY_TEST_MAX_LEN + 1)
     out = {}
     for length in COPY_LENGTHS:
-        sources = [s for s, _ in copy.test if len(s) == length]
-        pred = translate(model, sources, copy.src_vocab, copy.tgt_vocab, base.COPY_TEST_MAX_LEN + 1)
-        wrong = [(s, p) for s, p in zip(sources, pred, strict=True) if p != s]
+        pairs = [(s, p) for s, p in zip(sources, pred, strict=True) if len(s) == length]
+        wrong = [(s, p) for s, p in pairs if p != s]
         positions = [first_wrong(s, p) for s, p in wrong]
         out[str(length)] = dict(
-            strings=len(sources), wrong=len(wrong),
+            strings=len(pairs), wrong=len(wrong),
             median_first_wrong=statistics.median(positions) if positions else None,
             first_wrong_by_half_length=sum(q <= length // 2 for q in positions),
             shorter=sum(len(p) < len(s) for s, p in wrong),

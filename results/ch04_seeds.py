@@ -79,6 +79,22 @@ def make_model(data, emb, hidden, attention, seed):
     ).to(DEVICE)
 
 
+RECIPES = {
+    "dates": (DATES_EMB, DATES_HIDDEN, DATES_STEPS, DATES_LR),
+    "copy": (COPY_EMB, COPY_HIDDEN, COPY_STEPS, COPY_LR),
+}
+
+
+def trained(data, task: str, attention: bool, seed: int, desc: str):
+    """The chapter's model for ``task`` ("dates" or "copy"), built and trained: (model, history)."""
+    emb, hidden, steps, lr = RECIPES[task]
+    model = make_model(data, emb, hidden, attention, seed)
+    history = fit_seq2seq(
+        model, data, steps, BATCH, lr, seed=seed, device=DEVICE, progress=False, desc=desc
+    )
+    return model, history
+
+
 @torch.no_grad()
 def sequence_logprob(model, pairs, data) -> torch.Tensor:
     """log p(target <eos> | source) under teacher forcing, one number per pair (padding left out)."""
@@ -96,10 +112,7 @@ def dates_run(dates, seed: int) -> dict:
     iso = re.compile(r"\d{4}-\d{2}-\d{2}")
     out = {}
     for name, attention in NAMES:
-        model = make_model(dates, DATES_EMB, DATES_HIDDEN, attention, seed)
-        history = fit_seq2seq(
-            model, dates, DATES_STEPS, BATCH, DATES_LR, seed=seed, device=DEVICE, progress=False, desc=name
-        )
+        model, history = trained(dates, "dates", attention, seed, name)
         pred = translate(model, sources, dates.src_vocab, dates.tgt_vocab, max_len)
         wrong = [(s, t, p) for s, t, p in zip(sources, targets, pred, strict=True) if p != t]
         # wrong characters of an error of the right length (None if the length differs)
@@ -153,10 +166,7 @@ def copy_run(copy, seed: int) -> dict:
     sources = [s for s, _ in copy.test]
     out = {}
     for name, attention in NAMES:
-        model = make_model(copy, COPY_EMB, COPY_HIDDEN, attention, seed)
-        history = fit_seq2seq(
-            model, copy, COPY_STEPS, BATCH, COPY_LR, seed=seed, device=DEVICE, progress=False, desc=name
-        )
+        model, history = trained(copy, "copy", attention, seed, name)
         pred = translate(model, sources, copy.src_vocab, copy.tgt_vocab, COPY_TEST_MAX_LEN + 1)
         n, acc, _ = exact_match_by_length(pred, copy.test)
         by_len = {int(k): round(float(a), 4) for k, a in zip(n, acc, strict=True)}
