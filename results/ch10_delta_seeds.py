@@ -127,6 +127,10 @@ def main() -> None:
     args = parser.parse_args()
     small_model_threads(torch.device("cpu"), 1)
     base = json.loads((ROOT / "results" / "ch10_seeds.json").read_text())
+    missing = sorted(set(args.seeds) - {r["seed"] for r in base["runs"]})
+    if missing:  # the plain-MQAR baselines of the other layers come from that file
+        parser.error(f"--seeds: {missing} not in results/ch10_seeds.json, whose plain-MQAR runs "
+                     "the claims compare with; run results/ch10_seeds.py at those seeds first")
     if args.rescore:
         old = json.loads(Path(args.out).read_text())
         summary, claims = score(old["runs"], base)

@@ -262,9 +262,14 @@ def _linear_attention_variants(q, k, v, eps):
     one_side = {"phi on the keys only": (q @ phi_k.transpose(-2, -1)).masked_fill(~causal, 0.0),
                 "phi on the queries only": (phi_q @ k.transpose(-2, -1)).masked_fill(~causal,
                                                                                       0.0)}
+    shifted = {  # a guard added to the features instead of the normaliser
+        c: ((phi_q + c) @ (phi_k + c).transpose(-2, -1)).masked_fill(~causal, 0.0)
+        for c in (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)}
     return {
         "no normaliser": scores @ v,
         "no feature map": (raw @ v) / (raw.sum(-1, keepdim=True) + eps),
+        **{("constant in phi", c): (w @ v) / (w.sum(-1, keepdim=True) + eps)
+           for c, w in shifted.items()},
         **{slip: (w @ v) / (w.sum(-1, keepdim=True) + eps) for slip, w in one_side.items()},
         "not causal": linear_attention(q, k, v, causal=False, eps=eps),
         "sums before t": (before @ v) / (before.sum(-1, keepdim=True) + eps),
@@ -331,6 +336,11 @@ def check_causal_linear_attention(fn):
         # the sums before t are empty at the first position: compared from the second on
         start = 1 if slip == "sums before t" else 0
         if out.is_floating_point() and close(out[:, :, start:], wrong[:, :, start:], n=T * Dk):
+            if slip[0] == "constant in phi":
+                raise Wrong(f"a constant ({slip[1]:.0e}) is added to the feature map: that changes "
+                            "every similarity phi(q)^T phi(k); phi(x) = elu(x) + 1 is already "
+                            "positive, and a guard against a division by zero, if any, belongs "
+                            "to the normaliser")
             raise Wrong({
                 "no normaliser": "the outputs are not normalised: divide each one by the sum of "
                                  "its weights, phi(q_t)^T z_t",
@@ -491,7 +501,7 @@ def _s4d_slips(A, B, C, delta, length) -> dict[str, torch.Tensor]:
     "The kernel of one complex state is C_n A_bar_n^k B_bar_n for k = 0, 1, ..., length - 1. "
     "Its conjugate partner gives the complex conjugate, so the pair together gives twice the real "
     "part.",
-    "Sum over the H states, then take 2 * (...).real: K must be a real tensor of shape "
+    "Sum over the M states, then take 2 * (...).real: K must be a real tensor of shape "
     "(length,).",
 ])
 def check_s4d(fn):
@@ -988,7 +998,7 @@ def _delta_symptom(fn) -> str:
                 return ("after writing (k, v) with beta = 1 and a unit key into an empty memory, "
                         "the memory does not return v for k")
             return ("after writing (k, v) with beta = 1 and a unit key, the memory does not "
-                    "return v for k unless it was empty before")
+                    "return v for k")
     return ("with beta = 1 and unit keys the memory returns v for k after the write, but for "
             "random memories, keys of other lengths and beta < 1 the new state is not one step "
             "of the delta rule")
