@@ -109,7 +109,8 @@ def check_dot(fn):
     "attentions (self and cross) and three LayerNorms.",
 ])
 def check_params(fn):
-    for d, d_ff, heads in ((64, 256, 4), (12, 20, 3), (8, 8, 1)):
+    # the first case tells the slips apart: d, 4d, d_ff and d^2 + d all differ there
+    for d, d_ff, heads in ((12, 20, 3), (64, 256, 4), (8, 8, 1)):
         out = call(fn, d, d_ff, what="layer_params")
         if isinstance(out, torch.Tensor | np.ndarray) and out.size == 2 or (
                 isinstance(out, torch.Tensor) and out.numel() == 2):
@@ -138,9 +139,12 @@ def check_params(fn):
         if heads > 1 and enc in (true_enc + (heads - 1) * 4 * d * d,
                                  true_enc + (heads - 1) * (4 * d * d + 4 * d)):
             raise Wrong("the heads split d, they do not multiply the projections")
-        if enc in (true_enc - d, true_enc - d_ff):
+        if enc == true_enc - d:
+            raise Wrong("one bias vector of d numbers is missing: each of the attention's four "
+                        "projections has one, and so does the feed-forward network's second map")
+        if enc == true_enc - d_ff:
             raise Wrong("one bias of the feed-forward network is missing: its first linear map "
-                        "has d_ff of them, its second d")
+                        "has d_ff of them")
         if enc == true_enc - 4 * d + 4:
             raise Wrong("the LayerNorms' gain and shift are counted as one number each: they are "
                         "vectors of d numbers, one per feature")
@@ -278,6 +282,10 @@ def check_postln(fn):
         if close(out, ours.norm2(h + ours.ff(x)), n=64):
             raise Wrong("the feed-forward network reads the layer's input x: it reads the "
                         "output of the first sublayer, norm1(x + attention)")
+        if close(out, ours.norm2(x + ours.ff(h)), n=64):
+            raise Wrong("the second residual adds the layer's input x: each sublayer adds its "
+                        "output to its own input, and the second sublayer's input is "
+                        "norm1(x + attention)")
         if close(out, ours.norm2(h + x + ours.ff(h)), n=64):
             raise Wrong("the input x is added twice: each sublayer adds its output to its own "
                         "input, and the second sublayer's input is norm1(x + attention)")
@@ -315,13 +323,15 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 
 
 def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None,
-                      drop_last=False, per_window=False, per_token=False, step=None):
+                      drop_last=False, per_window=False, per_token=False, step=None, tail=None):
     """The sliding-window perplexity of the exercise, and its typical slips: every prediction
     scored (``last_only=False``), the first window's every prediction scored too
     (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids, the
     last window left out (``drop_last``), the mean of the windows' perplexities
     (``per_window``), the mean of the tokens' perplexities (``per_token``), windows that start
-    ``step`` ids apart instead of ``stride``."""
+    ``step`` ids apart instead of ``stride``, and one more window that ends at the text's end
+    (``tail``): scoring its last stride predictions (``"window"``) or only the predictions no
+    other window scored (``"new"``)."""
     windows = ids.unfold(0, block + 1 if width is None else width,
                          stride if step is None else step)  # (N, block + 1)
     if drop_last:
@@ -335,6 +345,13 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
         return scored.double().exp().mean().item()
     if first_all:
         scored = torch.cat([losses[0], losses[1:, -stride:].flatten()])
+    if tail is not None:
+        end = ids[-(block + 1):]
+        end_logits, _ = model(end[None, :-1])
+        end_losses = F.cross_entropy(end_logits[0], end[1:], reduction="none")
+        unscored = len(ids) - 1 - ((len(ids) - block - 1) // stride * stride + block)
+        extra = end_losses[-stride:] if tail == "window" else end_losses[block - unscored:]
+        scored = torch.cat([scored.flatten(), extra])
     return math.exp(scored.double().mean().item())
 
 
@@ -355,7 +372,8 @@ def _small_gpt(positional="learned", block_size=16, seed=0, dropout=0.0) -> GPT:
 
 #: (block, stride, length of the text): the last two make 257 and 256 windows, so that a
 #: solution that runs the windows in batches of 256 has one window over, and none over.
-SLIDING_CASES = ((16, 4, 161), (8, 2, 521), (8, 8, 2049))
+# the first three texts end where a window ends; the last leaves two ids that no window scores
+SLIDING_CASES = ((16, 4, 161), (8, 2, 521), (8, 8, 2049), (16, 4, 163))
 
 
 @functools.cache
@@ -412,7 +430,7 @@ def check_sliding(fn):
             every = sliding_reference(model, ids, block, stride, last_only=False)
         if stride < block and math.isclose(out, every, rel_tol=1e-6):
             raise Wrong("you score every prediction of each window: only the last stride "
-                        "predictions have at least block - stride characters of context")
+                        "predictions have at least block - stride + 1 characters of context")
         if math.isclose(out, math.log(ref), rel_tol=1e-6):
             raise Wrong("you return the mean loss: the perplexity is its exponential")
         with torch.no_grad():
@@ -422,7 +440,7 @@ def check_sliding(fn):
             raise Wrong("you score every prediction of the first window (as Hugging Face's "
                         "perplexity guide does): here only the last stride predictions of each "
                         "window count, the first window's too, so that every scored prediction "
-                        "has at least block - stride characters of context")
+                        "has at least block - stride + 1 characters of context")
         if math.isclose(out, narrow, rel_tol=1e-6):
             raise Wrong("the windows hold block ids, one too few: a window needs block + 1, "
                         "block inputs and the block next ids")
@@ -442,6 +460,13 @@ def check_sliding(fn):
         if math.isclose(out, tokens, rel_tol=1e-6):
             raise Wrong("you average the tokens' perplexities, exp of each loss: the perplexity "
                         "is exp of the mean loss over all scored predictions")
+        with torch.no_grad():
+            ends = [sliding_reference(model, ids, block, stride, tail=t) for t in ("window", "new")]
+        if any(math.isclose(out, e, rel_tol=1e-6) for e in ends):
+            raise Wrong(f"the text's last ids are scored by one more window that ends at the "
+                        f"text's end (block={block}, stride={stride}, a text of {length} ids): "
+                        "windows start at 0, stride, ... only while block + 1 ids fit, and the "
+                        "ids after the last such window are not scored")
         if stride < block and math.isclose(out, by_block, rel_tol=1e-6):
             raise Wrong(f"the windows start block = {block} ids apart: they start stride = "
                         f"{stride} apart, so that consecutive windows overlap and each scores "

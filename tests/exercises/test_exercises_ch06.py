@@ -80,8 +80,10 @@ def test_params():
     assert "output projection W^O" in no_out_proj.message
     ff_no_bias = check(name, lambda d, f: (right(d, f)[0] - f - d, right(d, f)[1]))
     assert "feed-forward network's two linear maps have biases" in ff_no_bias.message
-    ff_out_bias = check(name, lambda d, f: (right(d, f)[0] - d, right(d, f)[1]))
-    assert "one bias of the feed-forward network" in ff_out_bias.message
+    one_bias = check(name, lambda d, f: (right(d, f)[0] - d, right(d, f)[1]))
+    assert "one bias vector of d numbers" in one_bias.message
+    ff_in_bias = check(name, lambda d, f: (right(d, f)[0] - f, right(d, f)[1]))
+    assert "its first linear map has d_ff" in ff_in_bias.message
     assert "swapped" in check(name, lambda d, f: right(d, f)[::-1]).message
 
 
@@ -208,7 +210,13 @@ def test_postln():
         return layer.norm2(x + h + layer.dropout2(layer.ff(h)))
 
     assert "reads the layer's input x" in check(name, ff_reads_input).message
+    def second_residual_from_input(layer, x, key_padding_mask=None):
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        h = layer.norm1(x + layer.dropout1(a))
+        return layer.norm2(x + layer.dropout2(layer.ff(h)))
+
     assert "added twice" in check(name, input_twice).message
+    assert "second residual adds" in check(name, second_residual_from_input).message
 
 
 def test_sliding():
@@ -309,6 +317,24 @@ def test_sliding():
         return torch.cat(losses).mean().exp()
 
     assert "last window is missing" in check(name, last_window_dropped).message
+
+    def end_aligned(model, ids, block, stride, new_only=False):  # one more window at the end
+        model.eval()
+        starts = list(range(0, len(ids) - block, stride))
+        losses = [F.cross_entropy(model(ids[None, s : s + block])[0][0, -stride:],
+                                  ids[s + block - stride + 1 : s + block + 1], reduction="none")
+                  for s in starts]
+        covered = starts[-1] + block  # the last id scored
+        if covered < len(ids) - 1:
+            end = ids[-(block + 1):]
+            tail = F.cross_entropy(model(end[None, :-1])[0][0], end[1:], reduction="none")
+            losses.append(tail[-(len(ids) - 1 - covered):] if new_only else tail[-stride:])
+        return torch.cat(losses).mean().exp()
+
+    for new_only in (False, True):
+        message = check(name, lambda m, i, b, s: end_aligned(m, i, b, s, new_only)).message
+        assert "one more window that ends at the text's end" in message
+        assert "a text of 163 ids" in message
     assert "every prediction" in check(name, every_prediction).message
     assert "exponential" in check(name, mean_loss).message
 
