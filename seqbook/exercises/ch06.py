@@ -140,8 +140,14 @@ def check_params(fn):
                                  true_enc + (heads - 1) * (4 * d * d + 4 * d)):
             raise Wrong("the heads split d, they do not multiply the projections")
         if enc == true_enc - d:
-            raise Wrong("one bias vector of d numbers is missing: each of the attention's four "
-                        "projections has one, and so does the feed-forward network's second map")
+            raise Wrong("one vector of d numbers is missing: each of the attention's four "
+                        "projections has a bias, so does the feed-forward network's second map, "
+                        "and each LayerNorm has a gain and a shift")
+        if enc == true_enc - 2 * d:
+            raise Wrong("the two LayerNorms are counted with their gain only: each also has a "
+                        "shift, d numbers more")
+        if enc == true_enc - 2 * d * (d_ff - 4 * d) - (d_ff - 4 * d):
+            raise Wrong("the feed-forward network is 4d wide in this count: its width is d_ff")
         if enc == true_enc - d_ff:
             raise Wrong("one bias of the feed-forward network is missing: its first linear map "
                         "has d_ff of them")
@@ -463,10 +469,13 @@ def check_sliding(fn):
         with torch.no_grad():
             ends = [sliding_reference(model, ids, block, stride, tail=t) for t in ("window", "new")]
         if any(math.isclose(out, e, rel_tol=1e-6) for e in ends):
-            raise Wrong(f"the text's last ids are scored by one more window that ends at the "
-                        f"text's end (block={block}, stride={stride}, a text of {length} ids): "
-                        "windows start at 0, stride, ... only while block + 1 ids fit, and the "
-                        "ids after the last such window are not scored")
+            tiles = (length - block - 1) % stride == 0  # the last window ends on the last id
+            raise Wrong(f"one more window that ends at the text's end is scored (block={block}, "
+                        f"stride={stride}, a text of {length} ids): windows start at 0, stride, "
+                        "... only while block + 1 ids fit, and "
+                        + ("here the last of them already ends at the text's end, so the extra "
+                           "window scores its predictions twice" if tiles else
+                           "the ids after the last such window are not scored"))
         if stride < block and math.isclose(out, by_block, rel_tol=1e-6):
             raise Wrong(f"the windows start block = {block} ids apart: they start stride = "
                         f"{stride} apart, so that consecutive windows overlap and each scores "

@@ -236,6 +236,9 @@ def check_tensor_parallel(answer):
                     "their gradients are bf16, 2 bytes), or what each GPU receives as well as what "
                     "it sends, or each GPU sending its whole buffer to each of the other N - 1 GPUs "
                     "(a ring sends 2 (N - 1) / N of it)."),
+        (right * 1.5, "the MB give the backward all-reduces float32 gradients, as autocast with "
+                      "float32 weights would: the statement's model is in bf16, so both passes "
+                      "carry 2 bytes a number."),
         (right / TP["sequences"], "the MB are the traffic of one sequence's activations: the "
                                   "micro-batch has 16 sequences, and every all-reduce carries all "
                                   "of them."),

@@ -81,7 +81,11 @@ def test_params():
     ff_no_bias = check(name, lambda d, f: (right(d, f)[0] - f - d, right(d, f)[1]))
     assert "feed-forward network's two linear maps have biases" in ff_no_bias.message
     one_bias = check(name, lambda d, f: (right(d, f)[0] - d, right(d, f)[1]))
-    assert "one bias vector of d numbers" in one_bias.message
+    assert "one vector of d numbers" in one_bias.message
+    gain_only = check(name, lambda d, f: (right(d, f)[0] - 2 * d, right(d, f)[1]))
+    assert "gain only" in gain_only.message
+    four_d = check(name, lambda d, f: (right(d, 4 * d)[0], right(d, f)[1]))
+    assert "4d wide" in four_d.message
     ff_in_bias = check(name, lambda d, f: (right(d, f)[0] - f, right(d, f)[1]))
     assert "its first linear map has d_ff" in ff_in_bias.message
     assert "swapped" in check(name, lambda d, f: right(d, f)[::-1]).message
@@ -332,9 +336,20 @@ def test_sliding():
         return torch.cat(losses).mean().exp()
 
     for new_only in (False, True):
-        message = check(name, lambda m, i, b, s: end_aligned(m, i, b, s, new_only)).message
+        message = check(name, lambda m, i, b, s, n=new_only: end_aligned(m, i, b, s, n)).message
         assert "one more window that ends at the text's end" in message
         assert "a text of 163 ids" in message
+
+    def always_end_aligned(model, ids, block, stride):  # the extra window even when it repeats
+        model.eval()
+        starts = list(range(0, len(ids) - block, stride)) + [len(ids) - block - 1]
+        losses = [F.cross_entropy(model(ids[None, s : s + block])[0][0, -stride:],
+                                  ids[s + block - stride + 1 : s + block + 1], reduction="none")
+                  for s in starts]
+        return torch.cat(losses).mean().exp()
+
+    twice = check(name, always_end_aligned).message
+    assert "a text of 161 ids" in twice and "scores its predictions twice" in twice
     assert "every prediction" in check(name, every_prediction).message
     assert "exponential" in check(name, mean_loss).message
 

@@ -213,7 +213,18 @@ def test_causal_linear_attention():
         return torch.einsum("bhtk,bhtkv->bhtv", q, S) / (q * k.cumsum(2)).sum(-1, keepdim=True)
 
     guarded = check("ex-ch10-causal-linear-attention", guarded_features).message
-    assert "constant (1e-06) is added to the feature map" in guarded
+    assert "constant of about 1e-06 is added to the features of the queries and keys" in guarded
+
+    def guarded_keys(q, k, v, c=1e-6):  # the guard on the keys' features only
+        q, k = phi(q), phi(k) + c
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / (q * k.cumsum(2)).sum(-1, keepdim=True)
+
+    keys_only = check("ex-ch10-causal-linear-attention", guarded_keys).message
+    assert "constant of about 1e-06 is added to the features of the keys" in keys_only
+    off_grid = check("ex-ch10-causal-linear-attention",
+                     lambda q, k, v: guarded_keys(q, k, v, 5e-6)).message
+    assert "about 5e-06" in off_grid
 
     def relu_features(q, k, v):  # a feature map that can be 0: some normalisers are 0
         q, k = torch.relu(q), torch.relu(k)
