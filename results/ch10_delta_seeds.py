@@ -127,22 +127,19 @@ def main() -> None:
     args = parser.parse_args()
     small_model_threads(torch.device("cpu"), 1)
     base = json.loads((ROOT / "results" / "ch10_seeds.json").read_text())
-    based = {r["seed"] for r in base["runs"]}  # the plain-MQAR baselines of the other layers
-    if args.rescore:
-        old = json.loads(Path(args.out).read_text())
-        missing = sorted({r["seed"] for r in old["runs"]} - based)
-        if missing:
-            parser.error(f"--rescore: the runs of {args.out} at seeds {missing} have no "
-                         "plain-MQAR baselines in results/ch10_seeds.json")
+    old = json.loads(Path(args.out).read_text()) if args.rescore else None
+    seeds = [r["seed"] for r in old["runs"]] if old else args.seeds
+    # the claims compare with the plain-MQAR runs of the other layers at the same seeds
+    missing = sorted(set(seeds) - {r["seed"] for r in base["runs"]})
+    if missing:
+        parser.error(f"seeds {missing} have no plain-MQAR runs in results/ch10_seeds.json; run "
+                     "results/ch10_seeds.py at those seeds first")
+    if old:
         summary, claims = score(old["runs"], base)
         old.update(summary=summary, claims=claims,
                    rescored={k: v for k, v in provenance().items() if k != "machine"})
         write_result(args.out, old)
         return
-    missing = sorted(set(args.seeds) - based)
-    if missing:
-        parser.error(f"--seeds: {missing} not in results/ch10_seeds.json, whose plain-MQAR runs "
-                     "the claims compare with; run results/ch10_seeds.py at those seeds first")
     runs = []
     for seed in args.seeds:
         start = time.perf_counter()

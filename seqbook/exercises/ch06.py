@@ -146,7 +146,7 @@ def check_params(fn):
         if enc == true_enc - 2 * d:
             raise Wrong("the two LayerNorms are counted with their gain only: each also has a "
                         "shift, d numbers more")
-        if enc == true_enc - 2 * d * (d_ff - 4 * d) - (d_ff - 4 * d):
+        if enc == true_enc - (2 * d + 1) * (d_ff - 4 * d):
             raise Wrong("the feed-forward network is 4d wide in this count: its width is d_ff")
         if enc == true_enc - d_ff:
             raise Wrong("one bias of the feed-forward network is missing: its first linear map "
@@ -355,7 +355,7 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
         end = ids[-(block + 1):]
         end_logits, _ = model(end[None, :-1])
         end_losses = F.cross_entropy(end_logits[0], end[1:], reduction="none")
-        unscored = len(ids) - 1 - ((len(ids) - block - 1) // stride * stride + block)
+        unscored = (len(ids) - block - 1) % stride  # the ids after the last window
         extra = end_losses[-stride:] if tail == "window" else end_losses[block - unscored:]
         scored = torch.cat([scored.flatten(), extra])
     return math.exp(scored.double().mean().item())
