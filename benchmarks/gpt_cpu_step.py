@@ -155,7 +155,7 @@ def step_of(model: nn.Module, loss_of, x: torch.Tensor, y: torch.Tensor):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--size", choices=sorted(SIZES), default="default")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--steps", type=int, default=None,

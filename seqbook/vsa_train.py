@@ -47,7 +47,8 @@ def _device_name(model: nn.Module) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=__doc__.split("\n")[0])
+    first_sentence = " ".join(__doc__.split(". ")[0].split()) + "."
+    parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=first_sentence)
     positive, count = int_at_least(1), int_at_least(0)
     parser.add_argument("--data", choices=["fashion-mnist", "solubility"], default="fashion-mnist")
     parser.add_argument("--model", choices=["self", "cross", "resnet"], default="self")

@@ -368,6 +368,14 @@ case("jacobian: autograd, row by row", J, by_autograd)
 # right on ordinary scores, NaN where the softmax saturates, which the exercise is about
 case("jacobian: the softmax Jacobian divided by p", J, via_softmax_jacobian, "NaN or infinite")
 case("jacobian: computed after s.float()", J, after_float)
+# hint 1's form: at scores of 800, s - logsumexp(s) rounds by their spacing, 1e-13
+case("jacobian: I - exp(s - logsumexp(s))", J, lambda s: torch.eye(s.shape[-1], dtype=s.dtype)
+     - (s - s.logsumexp(-1, keepdim=True)).exp()[..., None, :])
+case("jacobian: autograd of s - logsumexp(s)", J, lambda s: torch.func.vmap(torch.func.jacrev(
+    lambda t: t - t.logsumexp(-1, keepdim=True)))(s.reshape(-1, s.shape[-1])).reshape(
+    *s.shape, s.shape[-1]))
+case("jacobian: unshifted exp(s) / sum", J, lambda s: torch.eye(s.shape[-1], dtype=s.dtype)
+     - (s.exp() / s.exp().sum(-1, keepdim=True))[..., None, :], "NaN or infinite")
 case("jacobian: NumPy", J, lambda s: np.eye(s.shape[-1]) - torch.softmax(s, -1).numpy()[
     ..., None, :])
 case("jacobian: starter untouched", J, starter, "not attempted")
