@@ -1,6 +1,6 @@
 """Chapter 9's adaptive softmax against the full softmax over seeds: the same bigram model, the same steps.
 
-The recipe of ``chapters/09_losses.ipynb`` (section "An exact softmax that costs less"), one CPU
+The recipe of ``chapters/09_losses.ipynb`` (section "Cheaper classes: the adaptive softmax"), one CPU
 thread: *The Time Machine* normalised and split with ``split_text(text, 0.1)``; a byte-level BPE of
 4096 merges trained on the training part; the token ids renumbered by falling frequency in the
 training text. A bigram model, an embedding of 64 numbers for the previous token, followed either by

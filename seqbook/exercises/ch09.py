@@ -580,6 +580,13 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
         raise Wrong("(1 - q)^gamma uses the largest probability: use q_y, the probability of the "
                     "true class")
     weighted_q = (weight * logq_y).exp()  # exp(-alpha_y CE) = q_y^alpha_y
+    if close(out, weighted(weight, (1 - weighted_q) ** gamma, len(target)), n=n):
+        # the focal loss most often copied: ce = F.cross_entropy(..., weight=alpha,
+        # reduction='none'); pt = exp(-ce); ((1 - pt)**gamma * ce).mean()
+        raise Wrong("q_y is read off the weighted cross-entropy (exp(-alpha_y CE) is q_y to the "
+                    "power alpha_y), and the sum is divided by the number of examples: take q_y "
+                    "from the unweighted loss (or from the softmax), and divide by the sum of "
+                    "alpha[target]")
     if close(out, weighted(weight, (1 - weighted_q) ** gamma, weight.sum()), n=n):
         raise Wrong("q_y is read off the weighted cross-entropy: exp(-alpha_y CE) is q_y to the "
                     "power alpha_y; take q_y from the unweighted loss (or from the softmax)")
@@ -704,6 +711,12 @@ def check_infonce(fn):
         raise Wrong("that is SimCLR's NT-Xent, which also counts the other views of x (and of y) "
                     "as negatives: the exercise asks for CLIP's form, where row i of x is "
                     "compared with the N rows of y only, and the other way round")
+    signs = 2 * torch.eye(N, dtype=F64) - 1  # +1 for the matching pairs, -1 for the others
+    if any(close(out, -F.logsigmoid(signs * logits).sum() / divisor, n=N * D)
+           for logits in (s / tau, s) for divisor in (N * N, N)):
+        raise Wrong("that is SigLIP's pairwise sigmoid loss, one binary question per pair: "
+                    "InfoNCE is a softmax over the N candidates of each row, a cross-entropy "
+                    "with target i for row i, in both directions")
     expect(float(out) >= 0, "a cross-entropy cannot be negative: check the sign")
     raise Wrong("the loss differs from the symmetric InfoNCE loss: cross-entropy over cosine "
                 "similarities / temperature, target i for row i, averaged over both directions")

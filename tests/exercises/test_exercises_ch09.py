@@ -429,6 +429,13 @@ def test_focal_weights():
 
     assert "off the weighted cross-entropy" in check(name, q_from_weighted_loss).message
 
+    def copied_focal_loss(logits, target, alpha, gamma):  # the snippet most often copied
+        ce = F.cross_entropy(logits, target, weight=alpha, reduction="none")
+        return ((1 - torch.exp(-ce)) ** gamma * ce).mean()
+
+    message = check(name, copied_focal_loss).message
+    assert "off the weighted cross-entropy" in message and "number of examples" in message
+
     def per_example(logits, target, alpha, gamma, divisor="weights", at="target", focal=True,
                     q="true"):
         probs = logits.softmax(-1)
@@ -505,6 +512,14 @@ def test_infonce():
         return F.cross_entropy(sim, torch.arange(2 * len(x)).roll(len(x)))
 
     assert "SimCLR's NT-Xent" in check(name, nt_xent).message
+
+    def siglip(x, y, temperature):  # SigLIP's pairwise sigmoid loss, bias 0
+        s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / temperature
+        signs = 2 * torch.eye(len(x), dtype=s.dtype) - 1
+        return -F.logsigmoid(signs * s).sum() / len(x)
+
+    assert "SigLIP" in check(name, siglip).message
+    assert "SigLIP" in check(name, lambda x, y, t: siglip(x, y, t) * len(x) / len(x) ** 2).message
 
     def columns_normalised(x, y, temperature):  # dim=0: each feature, not each vector
         s = F.normalize(x, dim=0) @ F.normalize(y, dim=0).T / temperature
