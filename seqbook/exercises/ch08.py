@@ -44,9 +44,16 @@ def _in_range(out: torch.Tensor) -> bool:
     return bool(((out >= -1) & (out <= 1)).all())
 
 
+def _real(out: torch.Tensor, what: str) -> torch.Tensor:
+    """The learner's tensor, refused if it holds phasors (complex numbers) instead of angles."""
+    expect(not out.is_complex(), f"{what} returns complex numbers, phasors: a symbol holds their "
+           "angles divided by pi, real numbers in [-1, 1] (torch.angle(z) / pi)")
+    return out
+
+
 def _symbol(out, ref: torch.Tensor, what: str) -> torch.Tensor:
-    """The learner's symbol: a tensor of the reference's shape."""
-    out = returned_tensor(out, what)
+    """The learner's symbol: a real tensor of the reference's shape."""
+    out = _real(returned_tensor(out, what), what)
     expect(out.shape == ref.shape, f"{what} must return a tensor of shape {tuple(ref.shape)}, got "
            f"{tuple(out.shape)}")
     return out
@@ -86,6 +93,8 @@ def check_bind_invariance(bind_):
         expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them "
                "back, (x + 1) mod 2 - 1")
         return
+    if _same_angles(out / math.pi, ref, atol=1e-6):
+        raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
     raise Wrong("bind_ does not add the angles of a and b (modulo 2)")
 
 
@@ -117,6 +126,8 @@ def check_unbind(unbind_):
     if _same_angles(out, x + 1.0):
         raise Wrong("every angle is turned by pi (off by 1): add 1 before taking the remainder "
                     "modulo 2 and subtract it after")
+    if _same_angles(out / math.pi, x, atol=1e-6):
+        raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
     expect(_same_angles(out, x), "unbind_(bind(x, b), b) does not give x back")
     if close(out, torch.fmod(bound - b + 1.0, 2.0) - 1.0):
         raise Wrong("differences below -1 stay below -1: wrap them too (torch.fmod and % in C "
@@ -141,7 +152,8 @@ def check_bundle(bundle_):
     g = torch.Generator().manual_seed(2)
     symbols = random_symbols(5, 64, generator=g, dtype=F64)
     ref = fhrr_bundle(symbols, dim=0)
-    out = returned_tensor(call(bundle_, symbols.clone(), what="bundle_"), "bundle_")
+    out = _real(returned_tensor(call(bundle_, symbols.clone(), what="bundle_"), "bundle_"),
+                "bundle_")
     expect(out.shape == ref.shape, f"bundle_ of (K, D) = {tuple(symbols.shape)} symbols must "
            f"return one symbol of shape (D,) = {tuple(ref.shape)}, got {tuple(out.shape)}: the "
            "members run along dim 0")
@@ -181,8 +193,8 @@ def check_bundle(bundle_):
 @exercise("ex-ch8-bandwidth", hints=[
     "The code of x is b^(beta x): every angle b_i is multiplied by beta x. Redo the integral of "
     "eq. (8.7) with beta (x - y) in place of x - y.",
-    "The kernel is sinc(beta d), with torch.sinc(t) = sin(pi t) / (pi t); its first zero is at "
-    "d = 1 / beta.",
+    "With beta (x - y) in place of x - y, eq. (8.7) is a sinc of a scaled distance; "
+    "torch.sinc(t) = sin(pi t) / (pi t) has the pi inside. Where does the sine first vanish?",
 ])
 def check_bandwidth(kernel):
     d = torch.arange(-30, 31, dtype=F64) / 10  # d = 0 included
@@ -252,7 +264,8 @@ def check_bandwidth(kernel):
 @exercise("ex-ch8-capacity", hints=[
     "Write the condition as an inequality between the signal sqrt(pi / (4K)) and five times "
     "the spread of the noise, and square both sides.",
-    "pi / (4K) > 25 / (2n) gives K < pi n / 50: return that number (rounded down, if you like).",
+    "Squared, the condition is pi / (4K) > 25 / (2n): solve it for K, and return the largest "
+    "whole K that satisfies it.",
 ])
 def check_capacity(predicted_capacity):
     # n = 24 gives pi n / 50 = 1.51: rounding to the nearest whole number goes up there
@@ -290,8 +303,9 @@ def check_capacity(predicted_capacity):
                     "that does: give the bound itself, or round it down to a whole number")
     # the constant is wrong: judge it at the largest n, where rounding matters least
     if abs(values[-1] / (math.pi * dims[-1] / 100) - 1) < 0.05:
-        raise Wrong("you used the spread 1/sqrt(n) of random +-1 vectors; FHRR similarities "
-                    "of random symbols spread 1/sqrt(2n)")
+        raise Wrong("you used the spread 1/sqrt(n), that of random +-1 vectors or of the "
+                    "difference of two scores; the statement counts five spreads of one noise "
+                    "score, and FHRR similarities of random symbols spread 1/sqrt(2n)")
     large = values[2:]  # n = 256, 1024, 4096: quadrupling n should quadruple K
     ratios = [k2 / k1 if k1 else math.inf for k1, k2 in zip(large, large[1:], strict=False)]
     expect(all(abs(r - 4) < 0.5 for r in ratios), "the capacity must grow in proportion to n: "

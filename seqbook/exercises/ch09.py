@@ -527,6 +527,10 @@ def check_temperature(fn):
                         "network needs T > 1)")
         if agrees(T, math.log(ref), 3):
             raise Wrong("that is log T: return the temperature itself, exp of what you optimised")
+        if abs(T / ref - 1) < 0.01:
+            raise Wrong("T is within 1 % of the best temperature, but not to 3 significant "
+                        "digits: the optimiser stopped early; run it until the loss stops "
+                        "changing (or bisect on the derivative)")
         more = "above" if ref > 1 else "below"
         raise Wrong(f"T does not minimise the cross-entropy of the held-out logits divided by T "
                     f"to 3 significant digits (this network's best T is {more} 1)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import numbers
 import random
 import signal
 import sys
@@ -346,7 +347,17 @@ def as_tensor(x, what: str = "the answer", dtype: torch.dtype | None = None) -> 
         return t.float() if float32_values(t) else t
     except (TypeError, ValueError, RuntimeError) as err:
         raise Wrong(f"{what} must be a tensor (or an array or numbers), got "
-                    f"{type(x).__name__}") from err
+                    f"{_kind(x)}") from err
+
+
+def _kind(x) -> str:
+    """What ``x`` is, for a message: ``tuple``, or ``a tuple of str`` for a nest of strings."""
+    inner = x
+    while isinstance(inner, (list, tuple)) and inner:
+        inner = inner[0]
+    if inner is x or isinstance(inner, numbers.Number):
+        return type(x).__name__
+    return f"a {type(x).__name__} of {type(inner).__name__}"
 
 
 #: half precision: about 3 significant digits, too few to tell a right answer from a slip

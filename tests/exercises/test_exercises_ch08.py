@@ -41,6 +41,10 @@ def test_bind_invariance():
     assert "unbinding" in check(name, lambda a, b: wrap(a - b)).message
     assert "does not add" in check(name, lambda a, b: wrap(a * b)).message
     assert "shape" in check(name, lambda a, b: a[:3]).message
+    phasors = (lambda a, b: torch.polar(torch.ones_like(a), math.pi * a)  # noqa: E731
+               * torch.polar(torch.ones_like(b), math.pi * b))
+    assert "complex numbers" in check(name, phasors).message
+    assert "radians" in check(name, lambda a, b: torch.angle(phasors(a, b))).message
 
 
 # --- find the bug: unbinding ---------------------------------------------------------------------
@@ -71,6 +75,10 @@ def test_unbind():
     fmod = check(name, lambda a, b: torch.fmod(a - b + 1.0, 2.0) - 1.0).message
     assert "torch.fmod" in fmod and "(x + 1) mod 2 - 1" not in fmod
     assert "off by 1" in check(name, lambda a, b: torch.remainder(a - b, 2.0) - 1.0).message
+    in_radians = (lambda a, b: torch.angle(  # noqa: E731
+        torch.polar(torch.ones_like(a), math.pi * a)
+        * torch.polar(torch.ones_like(b), math.pi * b).conj()))
+    assert "radians" in check(name, in_radians).message
 
 
 # --- find the bug: bundling ----------------------------------------------------------------------
@@ -115,6 +123,9 @@ def test_bundle():
     quadrant = check(name, lambda s: torch.atan(re_im(s)[1] / re_im(s)[0]) / math.pi).message
     assert "quadrant" in quadrant and "exp(i pi" not in quadrant
     assert "dim 0" in check(name, lambda s: right(s.T)).message
+    # the complex sum returned as it is, without its angle
+    assert "complex numbers" in check(
+        name, lambda s: torch.polar(torch.ones_like(s), math.pi * s).sum(0)).message
 
 
 # --- the bandwidth of the fractional power encoding ---------------------------------------------

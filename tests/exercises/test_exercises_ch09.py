@@ -378,6 +378,8 @@ def test_temperature():
     for constant in (2.5, 1.7, 1.5):  # the same T, whatever the network
         assert "the same T" in check(name, lambda z, y, c=constant: c).message
     assert "3 significant digits" in check(name, lambda z, y: bisection(z, y) * 1.01).message
+    assert "stopped early" in check(name, lambda z, y: bisection(z, y) * 1.004).message
+    assert "stopped early" not in check(name, lambda z, y: bisection(z, y) * 1.05).message
 
 
 # --- InfoNCE ---------------------------------------------------------------------------------------
