@@ -95,6 +95,9 @@ def check_bind_invariance(bind_):
         return
     if _same_angles(out / math.pi, ref, atol=1e-6):
         raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
+    if _same_angles(out * math.pi, ref, atol=1e-6):
+        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
+                    "the phasors of a and b take pi a and pi b")
     raise Wrong("bind_ does not add the angles of a and b (modulo 2)")
 
 
@@ -128,6 +131,9 @@ def check_unbind(unbind_):
                     "modulo 2 and subtract it after")
     if _same_angles(out / math.pi, x, atol=1e-6):
         raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
+    if _same_angles(out * math.pi, x, atol=1e-6):
+        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
+                    "the phasors of a and b take pi a and pi b")
     expect(_same_angles(out, x), "unbind_(bind(x, b), b) does not give x back")
     if close(out, torch.fmod(bound - b + 1.0, 2.0) - 1.0):
         raise Wrong("differences below -1 stay below -1: wrap them too (torch.fmod and % in C "
@@ -193,8 +199,8 @@ def check_bundle(bundle_):
 @exercise("ex-ch8-bandwidth", hints=[
     "The code of x is b^(beta x): every angle b_i is multiplied by beta x. Redo the integral of "
     "eq. (8.7) with beta (x - y) in place of x - y.",
-    "With beta (x - y) in place of x - y, eq. (8.7) is a sinc of a scaled distance; "
-    "torch.sinc(t) = sin(pi t) / (pi t) has the pi inside. Where does the sine first vanish?",
+    "Eq. (8.7) becomes a sinc of a scaled distance; torch.sinc(t) = sin(pi t) / (pi t) has "
+    "the pi inside. Where does the sine first vanish?",
 ])
 def check_bandwidth(kernel):
     d = torch.arange(-30, 31, dtype=F64) / 10  # d = 0 included
@@ -264,8 +270,8 @@ def check_bandwidth(kernel):
 @exercise("ex-ch8-capacity", hints=[
     "Write the condition as an inequality between the signal sqrt(pi / (4K)) and five times "
     "the spread of the noise, and square both sides.",
-    "Squared, the condition is pi / (4K) > 25 / (2n): solve it for K, and return the largest "
-    "whole K that satisfies it.",
+    "Squared, the condition is pi / (4K) > 25 / (2n): solve it for K, and return the bound "
+    "itself or the largest whole K below it.",
 ])
 def check_capacity(predicted_capacity):
     # n = 24 gives pi n / 50 = 1.51: rounding to the nearest whole number goes up there

@@ -527,10 +527,11 @@ def check_temperature(fn):
                         "network needs T > 1)")
         if agrees(T, math.log(ref), 3):
             raise Wrong("that is log T: return the temperature itself, exp of what you optimised")
-        if abs(T / ref - 1) < 0.01:
+        if all(abs(t / r - 1) < 0.01 for t, (_, _, r) in zip(found, tasks, strict=True)):
             raise Wrong("T is within 1 % of the best temperature, but not to 3 significant "
-                        "digits: the optimiser stopped early; run it until the loss stops "
-                        "changing (or bisect on the derivative)")
+                        "digits: the search stopped short of the minimum (an optimiser stopped "
+                        "early, or a grid too coarse); run it until the loss stops changing, or "
+                        "bisect on the derivative")
         more = "above" if ref > 1 else "below"
         raise Wrong(f"T does not minimise the cross-entropy of the held-out logits divided by T "
                     f"to 3 significant digits (this network's best T is {more} 1)")
@@ -717,7 +718,7 @@ def check_infonce(fn):
                     "compared with the N rows of y only, and the other way round")
     signs = 2 * torch.eye(N, dtype=F64) - 1  # +1 for the matching pairs, -1 for the others
     if any(close(out, -F.logsigmoid(signs * logits).sum() / divisor, n=N * D)
-           for logits in (s / tau, s) for divisor in (N * N, N)):
+           for logits in (s / tau, s, s * tau) for divisor in (N * N, N, 1)):
         raise Wrong("that is SigLIP's pairwise sigmoid loss, one binary question per pair: "
                     "InfoNCE is a softmax over the N candidates of each row, a cross-entropy "
                     "with target i for row i, in both directions")

@@ -357,6 +357,10 @@ def _kind(x) -> str:
         inner = inner[0]
     if inner is x or isinstance(inner, numbers.Number):
         return type(x).__name__
+    if isinstance(inner, torch.Tensor | np.ndarray) and len({
+            tuple(t.shape) for t in x if isinstance(t, torch.Tensor | np.ndarray)}) > 1:
+        return (f"a {type(x).__name__} of arrays of different shapes (stack them, or return one "
+                "tensor)")
     return f"a {type(x).__name__} of {type(inner).__name__}"
 
 

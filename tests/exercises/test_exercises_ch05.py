@@ -544,6 +544,15 @@ def test_temperature_as_one_array_and_not_a_finite_c():
     assert not check("ex-ch5-temperature", ((0.667, 0.333), (0.0018, 0.998)))
 
 
+def test_temperature_names_what_is_not_a_number():
+    strings = check("ex-ch5-temperature", (("0.667", "0.333"), ("0", "1")))
+    assert "got a tuple of str" in strings.message
+    from seqbook.exercises.core import Wrong, as_tensor
+
+    with pytest.raises(Wrong, match="different shapes"):  # a ragged list of tensors
+        as_tensor([torch.tensor([0.667, 0.333]), torch.tensor([1.0])])
+
+
 def test_temperature_limit_that_averages():
     answer = ((0.667, 0.333), (0.5, 0.5))
     assert "still averages the values" in check("ex-ch5-temperature", answer).message

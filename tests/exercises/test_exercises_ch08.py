@@ -45,6 +45,9 @@ def test_bind_invariance():
                * torch.polar(torch.ones_like(b), math.pi * b))
     assert "complex numbers" in check(name, phasors).message
     assert "radians" in check(name, lambda a, b: torch.angle(phasors(a, b))).message
+    no_pi = (lambda a, b: torch.angle(torch.polar(torch.ones_like(a), a)  # noqa: E731
+                                      * torch.polar(torch.ones_like(b), b)) / math.pi)
+    assert "exp(i pi x)" in check(name, no_pi).message
 
 
 # --- find the bug: unbinding ---------------------------------------------------------------------

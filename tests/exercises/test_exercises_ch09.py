@@ -379,6 +379,7 @@ def test_temperature():
         assert "the same T" in check(name, lambda z, y, c=constant: c).message
     assert "3 significant digits" in check(name, lambda z, y: bisection(z, y) * 1.01).message
     assert "stopped early" in check(name, lambda z, y: bisection(z, y) * 1.004).message
+    assert "grid too coarse" in check(name, lambda z, y: bisection(z, y) * 1.004).message
     assert "stopped early" not in check(name, lambda z, y: bisection(z, y) * 1.05).message
 
 
@@ -522,6 +523,12 @@ def test_infonce():
 
     assert "SigLIP" in check(name, siglip).message
     assert "SigLIP" in check(name, lambda x, y, t: siglip(x, y, t) * len(x) / len(x) ** 2).message
+
+    def siglip_paper(x, y, temperature):  # the paper's form: similarities times t, summed
+        s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T * temperature
+        return -F.logsigmoid((2 * torch.eye(len(x), dtype=s.dtype) - 1) * s).sum()
+
+    assert "SigLIP" in check(name, siglip_paper).message
 
     def columns_normalised(x, y, temperature):  # dim=0: each feature, not each vector
         s = F.normalize(x, dim=0) @ F.normalize(y, dim=0).T / temperature
