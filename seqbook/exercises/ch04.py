@@ -301,8 +301,8 @@ def _luong_cases():
     are about -55 and whose padding's are about +10 (a finite fill value then lets it in)."""
     _, h, _, real = _annotations(43, S=6, D=4)
     g = torch.Generator().manual_seed(44)
-    s = torch.randn(h.shape[0], 3, generator=g, dtype=F64)
-    W = torch.randn(3, 4, generator=g, dtype=F64)
+    s = torch.randn(h.shape[0], 2, generator=g, dtype=F64)  # n = 2: annotations of 2n = 4
+    W = torch.randn(2, 4, generator=g, dtype=F64)
     q = s @ W  # (B, D): the score of h_j is q . h_j
     target = torch.where(real, -55 + 2 * torch.randn(real.shape, generator=g, dtype=F64), 10.0)
     shift = target - torch.einsum("bd,bsd->bs", q, h)

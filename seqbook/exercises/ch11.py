@@ -104,8 +104,9 @@ def check_slopes(exponent):
         ends = math.log(ms[-1] / ms[-3]) / math.log(lengths[-1] / lengths[-3])
         if agrees(got, ends, 3) and not agrees(ends, ref, 3):
             raise Wrong("that is the slope between the first and the last of the three points: "
-                        "fit a straight line through all three (np.polyfit), which weighs the "
-                        "middle one too")
+                        "on lengths that double, as the figure's do, it equals the fitted line's "
+                        "(the middle point then weighs nothing), but on these uneven lengths it "
+                        "does not; fit a straight line through all three (np.polyfit)")
         expect(agrees(got, ref, 3),  # to 3 significant digits, as the exercise asks
                f"for a series of {len(lengths)} lengths the exponent is not the slope of log "
                "time against log length over the three longest sequences (to 3 significant "
@@ -220,6 +221,11 @@ def check_mfu(answer):
         (mfu(6 * n + attention, peak=312 * 2**40), "a TFLOP/s is 10**12 FLOP/s, not 2**40"),
         ((6 * n + attention) * tokens_per_s / 1e12, "that is the model's TFLOP/s: divide them "
                                                     "by the peak, 312 TFLOP/s"),
+        (mfu(8 * n + attention * 4 / 3), "that counts the forward pass recomputed for "
+         "checkpointing (8 N): that is the hardware FLOPs utilisation; the MFU counts the "
+         "model's own 6 N, whatever the implementation recomputes"),
+        (mfu(8 * n + attention), "that counts the forward pass recomputed for checkpointing "
+         "(8 N): that is the hardware FLOPs utilisation; the MFU counts the model's own 6 N"),
         (mfu(6 * n + attention / 2), "the section counts the whole T x T matrix (12 L T D), "
                                      "although a causal kernel skips half of it"),
         (mfu(6 * (n + m["D"] * 50_304) + attention),
@@ -442,9 +448,11 @@ def check_decode_batch(answer):
 def _rate_slip(rate, right) -> None:
     """Wrong, naming the slip if it is a usual one: the tokens per second of the exercise."""
     equal, fits, rate_right, ratio = right  # the step is read-bound: rate = fits / read
-    name_slip(rate, [
+    name_slip(rate, [  # the text writes this slip's number with 2 digits
         (rate_right / fits, "that is each sequence's rate, one token a step: the batch makes "
                             f"{fits} tokens a step"),
+    ], digits=2)
+    name_slip(rate, [
         (_decode_answer(weights_read=False)[2], "the step reads the weights as well as the "
                                                 "caches"),
         (rate_right * ratio, "that is the arithmetic's floor: reading the caches takes far "

@@ -58,6 +58,7 @@ def test_slopes():
     status, message = verdict("ex-perf-slopes", lambda n, t: np.log(t[-1] / t[-3])
                               / np.log(n[-1] / n[-3]))
     assert status == "fail" and "first and the last of the three points" in message
+    assert "lengths that double" in message
 
 
 def test_kv_memory():
@@ -117,6 +118,8 @@ def test_mfu():
                              (MFU * 1e12 / 2**40, "2**40"),
                              (MFU * 312, "model's TFLOP/s"),
                              ((6 * n + attention / 2) * rate / 312e12, "whole T x T"),
+                             ((8 * n + attention * 4 / 3) * rate / 312e12, "hardware FLOPs"),
+                             ((8 * n + attention) * rate / 312e12, "hardware FLOPs"),
                              ((6 * (n + 768 * 50_304) + attention) * rate / 312e12, "once"),
                              ((6 * (n - 768 * 50_304) + attention) * rate / 312e12,
                               "non-embedding"),
@@ -215,6 +218,7 @@ def test_decode_batch():
         ((equal, 12676, rate, ratio), "every layer"),
         ((equal, 1000, rate, ratio), "largest batch is not right"),
         ((equal, fits, 1 / 23.8724e-3, ratio), "each sequence's rate"),
+        ((equal, fits, 42, ratio), "each sequence's rate"),  # as the solution's text writes it
         ((equal, fits, 44372.35, ratio), "reads the weights"),
         ((equal, fits, 1056 / 0.34435e-3, ratio), "arithmetic's floor"),
         ((equal, fits, rate / 1e3, ratio), "per millisecond"),
