@@ -123,8 +123,9 @@ def _runs_without_frozen(clip_, seed: int, scale: float, max_norm: float) -> boo
     "The global norm is the length of one long vector made of every gradient: the square root of "
     "the sum of all squared entries, over all parameters together, not per parameter.",
     "If that norm exceeds max_norm, every gradient is multiplied by the same factor "
-    "max_norm / norm; otherwise nothing changes. Multiply in place (p.grad.mul_) so the "
-    "optimiser sees the clipped gradients.",
+    "max_norm / norm; otherwise nothing changes. Scale each p.grad itself (p.grad.mul_(c), or "
+    "p.grad = p.grad * c), not a copy such as one made by torch.cat, so that the optimiser sees "
+    "the clipped gradients.",
     "Skip parameters whose .grad is None, and return the norm measured before clipping. params "
     "may be a generator such as model.parameters(), which can be looped over only once: make it "
     "a list first.",
@@ -299,16 +300,18 @@ def _tbptt_setup():
     return model, ids[..., :-1], ids[..., 1:]
 
 
-@lru_cache(maxsize=2)
-def _tbptt_reference(carry: bool) -> tuple[torch.Tensor, ...]:
-    """The parameters after one pass: state carried and detached (or reset to zeros)."""
+@lru_cache(maxsize=3)
+def _tbptt_reference(carry: bool, zero: bool = True) -> tuple[torch.Tensor, ...]:
+    """The parameters after one pass: state carried and detached (or reset to zeros), the
+    gradients zeroed before every backward pass (or left to pile up)."""
     model, inputs, targets = _tbptt_setup()
     optimizer = _SGD(model.parameters(), lr=0.5)
     state = None
     for x, y in zip(inputs, targets, strict=True):
         logits, state = model(x, detach_state(state) if carry else None)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        optimizer.zero_grad()
+        if zero:
+            optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     return tuple(p.detach().clone() for p in model.parameters())
@@ -332,6 +335,10 @@ def check_detach(tbptt_pass):
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
             raise Wrong("the backward pass of a later chunk fails with RuntimeError: Trying "
                         "to backward through the graph a second time") from None
+        if "does not require grad" in cause:
+            raise Wrong("loss.backward() finds no graph: the loss does not depend on the "
+                        "parameters (are the logits detached, or computed under no_grad?)"
+                        ) from None
         if "modified by an inplace operation" in cause:
             raise Wrong("the backward pass of a later chunk runs on into an earlier chunk's "
                         "graph (kept with retain_graph=True?), and there it meets weights that "
@@ -349,8 +356,13 @@ def check_detach(tbptt_pass):
     start = [p.detach() for p in _tbptt_setup()[0].parameters()]
     if all(torch.equal(p, q) for p, q in zip(params, start, strict=True)):
         raise Wrong("the parameters never moved: each step found no gradient. Is zero_grad "
-                    "called between backward and step, or is the loss cut from the graph "
-                    "(logits detached)? Zero the gradients before backward, then step")
+                    "called between backward and step? Zero the gradients before backward, "
+                    "then step")
+    if all(close(p, q, n=64) for p, q in zip(params, _tbptt_reference(True, zero=False),
+                                                 strict=True)):
+        raise Wrong("the gradients of earlier chunks are still added in: zero them before each "
+                    "backward pass (optimizer.zero_grad()), so that each step follows its own "
+                    "chunk's loss")
     raise Wrong("the parameters after the pass differ from truncated BPTT's: visit the chunks in "
                 "order, take one optimiser step per chunk, and carry the detached state from each "
                 "chunk to the next")

@@ -222,13 +222,16 @@ def test_temperature():
 # --- find the bug: truncated BPTT ----------------------------------------------------------------
 
 
-def make_pass(carry=True, detach=True, assign=True, retain=False, zero_late=False):
+def make_pass(carry=True, detach=True, assign=True, retain=False, zero_late=False, zero=True,
+              detach_logits=False):
     def tbptt_pass(model, inputs, targets, optimizer):
         state, losses = None, []
         for x, y in zip(inputs, targets, strict=True):
             logits, state = model(x, state)
+            if detach_logits:
+                logits = logits.detach()
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            if not zero_late:
+            if zero and not zero_late:
                 optimizer.zero_grad()
             loss.backward(retain_graph=retain)
             if zero_late:  # the slip: the step then finds no gradient
@@ -257,6 +260,8 @@ def test_detach():
     assert "retain_graph=True" in check(name, make_pass(detach=False, retain=True)).message
     assert "reset at every chunk" in check(name, make_pass(carry=False)).message
     assert "never moved" in check(name, make_pass(zero_late=True)).message
+    assert "still added in" in check(name, make_pass(zero=False)).message
+    assert "logits detached" in check(name, make_pass(detach_logits=True)).message
     assert "list of the 4 chunks' losses" in check(name, lambda *a: make_pass()(*a)[:1]).message
 
     def shuffled(model, inputs, targets, optimizer):
