@@ -1,14 +1,14 @@
 """Chapter 2's language model under other budgets: trained four times longer, and truncated shorter or longer.
 
 The chapter trains its RNN language model (256 units, ``CharLM(..., cell="rnn")``) for 600 steps
-of 32 chunks of 64 characters, AdamW at 3e-3, clipping at 1 (``results/ch02_seeds.py``'s
+of 32 rows of 64 characters, AdamW at 3e-3, clipping at 1 (``results/ch02_seeds.py``'s
 ``lm_run``), and compares it with n-gram tables: the best Witten-Bell table stays ahead. Two
 questions the chapter's text answers from this file:
 
 * trained longer: the held-out perplexity every 300 steps up to 2,400 steps (the same recipe, the
   chunks visited in order, pass after pass): its lowest value and where, and the last;
-* truncated otherwise: 600 steps with the same 2,048 characters a step, cut into 128 chunks of 16,
-  32 of 64 (the chapter's) or 8 of 256, so that gradients flow back at most 16, 64 or 256 steps.
+* truncated otherwise: 600 steps with the same 2,048 characters a step, cut into 128 rows of 16,
+  32 rows of 64 (the chapter's) or 8 rows of 256, so that gradients flow back at most 16, 64 or 256 steps.
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data), one CPU thread (a few
 minutes a seed)::

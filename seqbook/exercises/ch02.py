@@ -160,7 +160,8 @@ def check_clip(clip_):
         if large:
             if torch.equal(after, before):
                 raise Wrong("the gradients are unchanged although their norm exceeds max_norm: "
-                            "scale each p.grad itself, in place, not a copy of it (such as one "
+                            "scale each p.grad itself (in place, or assigned back), not a copy of "
+                            "it (such as one "
                             "made by torch.cat); and params may be a generator such as "
                             "model.parameters(), which a second loop finds empty")
             alone = _model_with_gradients(seed, scale)  # each parameter clipped on its own
@@ -355,9 +356,9 @@ def check_detach(tbptt_pass):
                     "chunk k, so start each chunk from the (detached) final state of the last one")
     start = [p.detach() for p in _tbptt_setup()[0].parameters()]
     if all(torch.equal(p, q) for p, q in zip(params, start, strict=True)):
-        raise Wrong("the parameters never moved: each step found no gradient. Is zero_grad "
-                    "called between backward and step? Zero the gradients before backward, "
-                    "then step")
+        raise Wrong("the parameters never moved: is optimizer.step() called after each backward "
+                    "pass, and zero_grad before the backward pass rather than between it and "
+                    "the step?")
     if all(close(p, q, n=64) for p, q in zip(params, _tbptt_reference(True, zero=False),
                                                  strict=True)):
         raise Wrong("the gradients of earlier chunks are still added in: zero them before each "
