@@ -157,9 +157,11 @@ def check_cost(answer):
                             "least) three")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
                         f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
-    if float(macs) == B * T * (V - 1) * d:  # exact: to 3 digits it is the right count
-        raise Wrong("the multiply-adds count V - 1 additions a dot product: a dot product of "
-                    "length V is V multiply-adds (the first adds to zero)")
+    # exact (to 3 digits it is the right count), and not a vocabulary of V - 1 everywhere
+    if float(macs) == B * T * (V - 1) * d and float(memory) != B * T * (V - 1) * 4:
+        raise Wrong("the multiply-adds count V - 1 multiply-adds per dot product (its "
+                    "additions): a dot product of length V is V multiply-adds (the first adds to "
+                    "zero)")
     # an exact count with another vocabulary (GPT-2's table padded to 50,304, say) can agree
     # to three digits; only an exact count shows which V it used
     for value, per_token, what in ((memory, B * T * 4, "the memory"),
@@ -681,9 +683,9 @@ def check_wordpiece(wordpiece_encode):
         return all(out == encoder(word) for word, out in wrong.items())
 
     if every(lambda w: _wordpiece(w.lower(), WP_VOCAB)):
-        raise Wrong("the word is lower-cased first: WordPiece does not change case (lower-casing "
-                    "is an uncased model's normaliser, before WordPiece), and this vocabulary "
-                    "is cased")
+        raise Wrong("the word is lower-cased first: WordPiece looks pieces up as written and does "
+                    "not change case (lower-casing is an uncased model's normaliser, before "
+                    "WordPiece)")
     if every(lambda w: _wordpiece(w, WP_VOCAB, whole_unknown=False)):
         raise Wrong("a word with an unknown part keeps the pieces found before it: BERT gives up "
                     "on the whole word, which becomes ['[UNK]']")

@@ -170,14 +170,14 @@ def check_sync_cycle(sweep):
     slip = _sync_cycle_slip(sweep)
     if slip:
         raise Wrong(slip)
-    # the book's normalised weights, eq. (7.2): 3 patterns of 16 give fields of odd multiples of
-    # 1/16, so that a field near 0 but not 0 must decide its neuron
+    # the book's normalised weights, eq. (7.2): 3 patterns of 64 give fields of odd multiples of
+    # 1/64, so that a field near 0 but not 0 must decide its neuron
     g = torch.Generator().manual_seed(11)
-    W, state = hebbian_weights(_spins((3, 16), g)), _spins((24, 16), g)
-    order = torch.randperm(16, generator=g).tolist()
+    W, state = hebbian_weights(_spins((3, 64), g)), _spins((24, 64), g)
+    order = torch.randperm(64, generator=g).tolist()
     out = returned_tensor(call(sweep, W.clone(), state.clone(), order, what="sweep"), "sweep")
     expect(out.shape == state.shape and torch.equal(out, async_sweep(W, state, order)),
-           "with the normalised weights of eq. (7.2), whose fields here are multiples of 1/16, "
+           "with the normalised weights of eq. (7.2), whose fields here are multiples of 1/64, "
            "the sweep does not give the asynchronous rule's states: a field that is small but "
            "not exactly 0 decides its neuron; only a field of exactly 0 keeps the value")
 

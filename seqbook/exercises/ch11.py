@@ -105,8 +105,9 @@ def check_slopes(exponent):
         if agrees(got, ends, 3) and not agrees(ends, ref, 3):
             raise Wrong("that is the slope between the first and the last of the three points: "
                         "on lengths that double, as the figure's do, it equals the fitted line's "
-                        "(the middle point then weighs nothing), but on these uneven lengths it "
-                        "does not; fit a straight line through all three (np.polyfit)")
+                        "(the middle point then weighs nothing), but on the check's last series "
+                        "(lengths 100, 300, 400, 1000) it does not; fit a straight line through "
+                        "all three (np.polyfit)")
         expect(agrees(got, ref, 3),  # to 3 significant digits, as the exercise asks
                f"for a series of {len(lengths)} lengths the exponent is not the slope of log "
                "time against log length over the three longest sequences (to 3 significant "
@@ -221,11 +222,12 @@ def check_mfu(answer):
         (mfu(6 * n + attention, peak=312 * 2**40), "a TFLOP/s is 10**12 FLOP/s, not 2**40"),
         ((6 * n + attention) * tokens_per_s / 1e12, "that is the model's TFLOP/s: divide them "
                                                     "by the peak, 312 TFLOP/s"),
-        (mfu(8 * n + attention * 4 / 3), "that counts the forward pass recomputed for "
-         "checkpointing (8 N): that is the hardware FLOPs utilisation; the MFU counts the "
-         "model's own 6 N, whatever the implementation recomputes"),
-        (mfu(8 * n + attention), "that counts the forward pass recomputed for checkpointing "
-         "(8 N): that is the hardware FLOPs utilisation; the MFU counts the model's own 6 N"),
+        (mfu(8 * n + attention * 4 / 3), "that counts a forward pass recomputed for "
+         "checkpointing (8 N), the hardware FLOPs of a run that recomputes; this run recomputes "
+         "nothing, and the MFU counts the model's own 6 N in any case"),
+        (mfu(8 * n + attention), "that counts a forward pass recomputed for checkpointing "
+         "(8 N), the hardware FLOPs of a run that recomputes; the MFU counts the model's own "
+         "6 N"),
         (mfu(6 * n + attention / 2), "the section counts the whole T x T matrix (12 L T D), "
                                      "although a causal kernel skips half of it"),
         (mfu(6 * (n + m["D"] * 50_304) + attention),

@@ -110,7 +110,11 @@ def test_cost():
     assert not check(name, (1.64e9, 3.16e11, 6.29e6))  # a digit off
     assert not check(name, (1.65e9, 3.17e11, 6.29e6))
     assert not check(name, (1.65e9, 3.16e11, 6.28e6))
-    assert "V - 1 additions" in check(name, (B * T * V * 4, B * T * (V - 1) * d, B * T * d)).message
+    assert "V - 1 multiply-adds" in check(name, (B * T * V * 4, B * T * (V - 1) * d, B * T * d)
+                                          ).message
+    # V - 1 everywhere is the vocabulary without its end-of-text token, not the dot product
+    other_v = check(name, (B * T * (V - 1) * 4, B * T * (V - 1) * d, B * T * d)).message
+    assert "50,256" in other_v
     assert not check(name, (1.6e9, 3.2e11, 6.3e6))  # 2 digits are not enough
     assert "round to the nearest" in check(name, (1.64e9, 3.16e11, 6.29e6)).message  # cut
     two_digits = check(name, (1.6e9, 3.2e11, 6.3e6)).message
