@@ -161,8 +161,7 @@ def check_clip(clip_):
             if torch.equal(after, before):
                 raise Wrong("the gradients are unchanged although their norm exceeds max_norm: "
                             "scale each p.grad itself (in place, or assigned back), not a copy of "
-                            "it (such as one "
-                            "made by torch.cat); and params may be a generator such as "
+                            "it (such as one made by torch.cat); and params may be a generator such as "
                             "model.parameters(), which a second loop finds empty")
             alone = _model_with_gradients(seed, scale)  # each parameter clipped on its own
             for param in alone.parameters():

@@ -51,6 +51,15 @@ def _real(out: torch.Tensor, what: str) -> torch.Tensor:
     return out
 
 
+def _name_units(out: torch.Tensor, ref: torch.Tensor) -> None:
+    """Wrong if ``out`` is ``ref`` in other units: in radians, or from phasors without the pi."""
+    if _same_angles(out / math.pi, ref, atol=1e-6):
+        raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
+    if _same_angles(out * math.pi, ref, atol=1e-6):
+        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
+                    "the phasors of a and b take pi a and pi b")
+
+
 def _symbol(out, ref: torch.Tensor, what: str) -> torch.Tensor:
     """The learner's symbol: a real tensor of the reference's shape."""
     out = _real(returned_tensor(out, what), what)
@@ -93,11 +102,7 @@ def check_bind_invariance(bind_):
         expect(_in_range(out), "the angles are right but some lie outside [-1, 1]: wrap them "
                "back, (x + 1) mod 2 - 1")
         return
-    if _same_angles(out / math.pi, ref, atol=1e-6):
-        raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
-    if _same_angles(out * math.pi, ref, atol=1e-6):
-        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
-                    "the phasors of a and b take pi a and pi b")
+    _name_units(out, ref)
     raise Wrong("bind_ does not add the angles of a and b (modulo 2)")
 
 
@@ -129,11 +134,7 @@ def check_unbind(unbind_):
     if _same_angles(out, x + 1.0):
         raise Wrong("every angle is turned by pi (off by 1): add 1 before taking the remainder "
                     "modulo 2 and subtract it after")
-    if _same_angles(out / math.pi, x, atol=1e-6):
-        raise Wrong("the angles are in radians: a symbol holds them divided by pi, in [-1, 1]")
-    if _same_angles(out * math.pi, x, atol=1e-6):
-        raise Wrong("a symbol holds its angles divided by pi: its phasors are exp(i pi x), so "
-                    "the phasors of a and b take pi a and pi b")
+    _name_units(out, x)
     expect(_same_angles(out, x), "unbind_(bind(x, b), b) does not give x back")
     if close(out, torch.fmod(bound - b + 1.0, 2.0) - 1.0):
         raise Wrong("differences below -1 stay below -1: wrap them too (torch.fmod and % in C "

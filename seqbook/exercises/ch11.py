@@ -105,9 +105,9 @@ def check_slopes(exponent):
         if agrees(got, ends, 3) and not agrees(ends, ref, 3):
             raise Wrong("that is the slope between the first and the last of the three points: "
                         "on lengths that double, as the figure's do, it equals the fitted line's "
-                        "(the middle point then weighs nothing), but on the check's last series "
-                        "(lengths 100, 300, 400, 1000) it does not; fit a straight line through "
-                        "all three (np.polyfit)")
+                        "(the middle point then weighs nothing), but on this series, lengths "
+                        f"{', '.join(map(str, lengths))}, it does not; fit a straight line "
+                        "through all three (np.polyfit)")
         expect(agrees(got, ref, 3),  # to 3 significant digits, as the exercise asks
                f"for a series of {len(lengths)} lengths the exponent is not the slope of log "
                "time against log length over the three longest sequences (to 3 significant "
