@@ -394,7 +394,7 @@ def names_run(seed, d) -> dict:
     czech_start, czech_same = Counter(s[:2] for s in samples["Czech"]).most_common(1)[0]
     out["generator"] = dict(
         samples=samples,
-        finished=round(sum(0 < len(s) < 20 for s in all_samples) / len(all_samples), 4),
+        finished=round(sum(len(s) < 20 for s in all_samples) / len(all_samples), 4),
         in_data=[s for s in all_samples if s in known],
         czech_start=czech_start,
         czech_same=czech_same,

@@ -48,6 +48,8 @@ def check_next_step(answer):
            "answer must be a pair (h_next, y_next): the state as a list of 3 numbers, then y")
     h_in = as_tensor(answer[0], "the state h_(t+1)").flatten()
     y = as_tensor(answer[1], "y_(t+1)")
+    expect(not (h_in.numel() == 1 and y.numel() == 3),
+           "the pair is in the wrong order: give (h_next, y_next), the state first, then y")
     expect(h_in.numel() == 3 and not h_in.is_complex(),
            "the state h_(t+1) must be a list of 3 numbers (the state has 3 units)")
     expect(y.numel() == 1 and not y.is_complex(),

@@ -459,7 +459,17 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
             "per sequence": (each.sum(1) / (tgt[:, 1:] != PAD_ID).sum(1)).mean(),
             "summed": each.sum(),
             "shifted": F.cross_entropy(logits.transpose(1, 2), tgt[:, :-1], ignore_index=PAD_ID),
+            **{f"cut at own eos {k}": _cut_at_own_eos(logits, each, tgt, k) for k in (0, 1)},
         }
+
+
+def _cut_at_own_eos(logits, each, tgt, include: int) -> torch.Tensor:
+    """The loss of only the steps before the decoder's own first <eos> (``include`` = 1: and of
+    that step too), as if scoring stopped where greedy_decode stops."""
+    is_eos = (logits.argmax(-1) == EOS_ID).long()  # (B, T - 1)
+    before = is_eos.cumsum(1) - include * is_eos == 0  # no <eos> written before this step
+    keep = before & (tgt[:, 1:] != PAD_ID)
+    return each[keep].sum() / keep.sum().clamp(min=1)
 
 
 @exercise("ex-ch4-exposure", hints=[
@@ -507,6 +517,10 @@ def _exposure_case_verdict(fn, early_eos: bool) -> None:
                     "its first step: the loss must still score every true character of tgt, "
                     "even after the decoder has written <eos> (greedy_decode stops there, so "
                     "its output is shorter than the targets)")
+    if any(close(out, ref[f"cut at own eos {k}"], n=n) for k in (0, 1)):
+        raise Wrong("the loss stops where the decoder writes its own <eos>: it must still score "
+                    "every true character of tgt after that (greedy_decode stops there, so its "
+                    "output is shorter than the targets)")
     for key, message in _EXPOSURE_SLIPS.items():
         if close(out, ref[key], n=n):
             raise Wrong(message)

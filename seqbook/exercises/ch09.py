@@ -595,6 +595,17 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if close(out, weighted(weight, (1 - weighted_q) ** gamma, weight.sum()), n=n):
         raise Wrong("q_y is read off the weighted cross-entropy: exp(-alpha_y CE) is q_y to the "
                     "power alpha_y; take q_y from the unweighted loss (or from the softmax)")
+    if any(close(out, weighted(weight**2, factor, d), n=n)
+           for d in (weight.sum(), (weight**2).sum(), len(target))):
+        raise Wrong("alpha is applied twice: F.cross_entropy(..., weight=alpha, "
+                    "reduction='none') has already multiplied each example's loss by alpha[y]; "
+                    "weigh it by alpha[target] once")
+    mean_ce = weighted(weight, 1, weight.sum())
+    for ce in (mean_ce, weighted(1, 1, len(target))):  # one q for the whole batch
+        if gamma != 0 and close(out, (1 - torch.exp(-ce)) ** gamma * mean_ce, n=n):
+            raise Wrong("the focal factor is computed once, from the batch's mean loss: each "
+                        "example has its own factor (1 - q_y)^gamma, from its own q_y (take the "
+                        "losses with reduction='none')")
     z_y = logits.gather(-1, target[:, None])[:, 0]
     if any(close(out, -(weight * f * z_y).sum() / weight.sum(), n=n) for f in (1, factor)):
         raise Wrong("the logits are used as log-probabilities (F.nll_loss expects "

@@ -40,6 +40,7 @@ def test_next_step():
     assert "before ReLU" in check(name, ([0.0, 1.0, 2.0], -3.0)).message
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
     assert "must be a pair" in check(name, 3).message
+    assert "wrong order" in check(name, (-2.0, [0.0, 1.0, 2.0])).message  # (y, h)
     # the old input (0, 1), whose sum ReLU left alone, is not this exercise's answer
     assert not check(name, ([0.0, 1.0, 1.0], -1.0))
 

@@ -329,6 +329,25 @@ def test_exposure_refuses_greedy_output_cut_short():
     assert result.status == "fail" and "writes <eos> at its first step" in result.message
 
 
+def test_exposure_names_a_loss_cut_at_the_model_s_own_eos():
+    def cut(model, src, src_lengths, tgt, include=0):  # scoring stops at the model's <eos>
+        memory = model.encode(src, src_lengths)
+        state, prev, logits = None, tgt[:, 0], []
+        for _ in range(tgt.shape[1] - 1):
+            out, state = model.decode_step(prev, state, memory)
+            logits.append(out)
+            prev = out.argmax(-1)
+        logits = torch.stack(logits, 1)  # (B, T - 1, V)
+        wrote = logits.argmax(-1) == 3  # <eos>
+        alive = (wrote.cumsum(1) - include * wrote.long()) == 0
+        targets = tgt[:, 1:].masked_fill(~alive, PAD_ID)
+        return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=PAD_ID)
+
+    for include in (0, 1):
+        result = check("ex-ch4-exposure", lambda *a, k=include: cut(*a, include=k))
+        assert result.status == "fail" and "its own <eos>" in result.message, result
+
+
 def test_exposure_meets_an_eos():
     from seqbook.exercises import EXERCISES
 

@@ -439,6 +439,20 @@ def test_focal_weights():
     message = check(name, copied_focal_loss).message
     assert "off the weighted cross-entropy" in message and "number of examples" in message
 
+    def alpha_twice(logits, target, alpha, gamma):  # weight= and alpha[target] both
+        ce = F.cross_entropy(logits, target, weight=alpha, reduction="none")  # alpha_y CE
+        q_y = torch.exp(-F.cross_entropy(logits, target, reduction="none"))
+        weight = alpha[target]
+        return (weight * (1 - q_y) ** gamma * ce).sum() / weight.sum()
+
+    assert "applied twice" in check(name, alpha_twice).message
+
+    def batch_factor(logits, target, alpha, gamma):  # one factor from the mean loss
+        ce = F.cross_entropy(logits, target, weight=alpha)
+        return (1 - torch.exp(-ce)) ** gamma * ce
+
+    assert "computed once" in check(name, batch_factor).message
+
     def per_example(logits, target, alpha, gamma, divisor="weights", at="target", focal=True,
                     q="true"):
         probs = logits.softmax(-1)
