@@ -12,7 +12,7 @@ from torch import nn
 
 from .. import gating, rnn
 from ..gating import unrolled_weights
-from ..rnn import GRU, LSTM, RNN
+from ..rnn import GRU, LSTM, RNN, GRUCell
 from ..utils import count_parameters
 from .core import CallWatch, Wrong, as_tensor, call, close, exercise, expect, returned_pair, returned_tensor
 
@@ -121,9 +121,10 @@ _GRU_MISTAKES = [
       for a, b in (("rzn", "zrn"), ("zrn", "rzn"))),
 ]
 
-#: what ex-ch3-gate-order's answer may not call: PyTorch's own GRU step
+#: what ex-ch3-gate-order's answer may not call: PyTorch's own GRU step, and the book's
 _GRU_KERNELS = {"torch.gru_cell (what nn.GRUCell runs)": torch._VF.gru_cell,
-                "nn.GRU's kernel": torch._VF.gru}
+                "nn.GRU's kernel": torch._VF.gru,
+                "seqbook.rnn.GRUCell's step": GRUCell.step}
 
 
 @exercise("ex-ch3-gate-order", hints=[

@@ -10,7 +10,7 @@ from torch import nn
 from seqbook import gating
 from seqbook.exercises import check
 from seqbook.gating import unrolled_weights
-from seqbook.rnn import GRU, LSTM, RNN
+from seqbook.rnn import GRU, LSTM, RNN, GRUCell
 
 BLOCKS = {"rnn": 1, "gru": 3, "lstm": 4}
 
@@ -78,6 +78,14 @@ def test_gate_order():
     # PyTorch's own step is right, but not a fix of the bug the exercise asks for
     assert "calls torch.gru_cell" in check(name, lambda x, h, *w: torch.gru_cell(x, h, *w)).message
     assert "one of the two chunk(3) lines only" in check(name, _one_line_fixed).message
+
+    def book_cell(x, h, w_ih, w_hh, b_ih, b_hh):  # the book's own cell, weights copied in
+        cell = GRUCell(w_ih.shape[1], w_hh.shape[1]).to(x.dtype)
+        for p, w in zip(cell.parameters(), (w_ih, w_hh, b_ih, b_hh), strict=True):
+            p.data.copy_(w)
+        return cell(x, h)
+
+    assert "calls seqbook.rnn.GRUCell's step" in check(name, book_cell).message
     assert check(name, starter).status == "not attempted"
     bug = check(name, lambda *a: gru_step(*a, order="zrn"))  # the starter's bug
     assert bug.status == "fail" and "differs from the one nn.GRU computes" in bug.message
