@@ -236,9 +236,11 @@ def check_postln(fn):
     arrangement = ours.norm_first
     # in eval mode a dropout is the identity, so the output cannot show where the learner put
     # it: record what dropout1 and dropout2 are applied to
-    seen = {"dropout1": [], "dropout2": [], "layer": []}
+    seen = {"dropout1": [], "dropout2": [], "layer": [], "ff.dropout": []}
     hooks = [getattr(ours, name).register_forward_pre_hook(
         lambda _, args, name=name: seen[name].append(args[0])) for name in ("dropout1", "dropout2")]
+    hooks.append(ours.ff.dropout.register_forward_pre_hook(
+        lambda _, args: seen["ff.dropout"].append(True)))
     # the layer called as a whole (a copy of it too, which copies the hook): no parts used
     hooks.append(ours.register_forward_pre_hook(lambda _, args: seen["layer"].append(True)))
     with torch.no_grad():
@@ -321,6 +323,9 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
         expect(applied_to(name, value),
                f"{name} is applied to something else than {what}: it must act on {what} alone, "
                "before the residual sum and the LayerNorm")
+    expect(seen["ff.dropout"], "the feed-forward network's own dropout, layer.ff.dropout on its "
+           "hidden units, is never called: call layer.ff as a whole (or apply layer.ff.dropout "
+           "between the activation and linear2), as PyTorch's layer does")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,6 +588,11 @@ def check_rope_values(fn):
     one_side = [scaled_dot_product_attention(q_turned, k, v, mask)[0],
                 scaled_dot_product_attention(q, k_turned, v, mask)[0],
                 scaled_dot_product_attention(q_turned, apply_rope(k, cos, -sin), v, mask)[0]]
+    backwards = [apply_rope(t, cos, -sin) for t in (q, k)]
+    if close(out, scaled_dot_product_attention(*backwards, v, mask)[0], n=8 * 6):
+        raise Wrong("the queries and keys are both turned the other way (by -sin): a rotary "
+                    "code too, whose scores see only the offset, but not the one rope_angles "
+                    "and apply_rope lay out; turn both with apply_rope(t, cos, sin)")
     if any(close(out, wrong, n=8 * 6) for wrong in one_side):
         raise Wrong("the queries and the keys must both be turned, each by the angle of its own "
                     "position in the same direction: then their dot product sees only the offset")
@@ -621,6 +631,8 @@ def check_kv_memory(answer):
         (right / 1e6, "that is in megabytes: give the number of bytes"),
         (right / 2**20, "that is in mebibytes: give the number of bytes"),
         (right * 8, "that is in bits: give the number of bytes (8 bits each)"),
+        (right * 12, "that is 12 times too large: n_embd = 768 already holds all 12 heads "
+                     "(12 heads of 64), so do not multiply by the heads again"),
     )
     name_slip(answer, slips, digits=3)
     if agrees(answer, right, digits=2):  # the count is right, its third digit is not

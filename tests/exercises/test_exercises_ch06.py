@@ -166,6 +166,22 @@ def test_postln():
         return layer.norm2(h + layer.ff(h))
 
     assert "first residual is missing" in check(name, no_residual).message
+
+    def ff_by_hand(layer, x, key_padding_mask=None):  # the FFN's own dropout left out
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout1(a))
+        f = layer.ff.linear2(F.relu(layer.ff.linear1(x)))
+        return layer.norm2(x + layer.dropout2(f))
+
+    assert "layer.ff.dropout" in check(name, ff_by_hand).message
+
+    def ff_by_hand_with_dropout(layer, x, key_padding_mask=None):  # right, written out
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout1(a))
+        f = layer.ff.linear2(layer.ff.dropout(F.relu(layer.ff.linear1(x))))
+        return layer.norm2(x + layer.dropout2(f))
+
+    assert check(name, ff_by_hand_with_dropout)
     assert "switched the layer's norm_first" in check(name, flag).message
 
     def flag_restored(layer, x, key_padding_mask=None):  # switched back: still no parts used
@@ -384,6 +400,12 @@ def test_rope_values():
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[2]))[0]
 
+    def backwards(q, k, v, cos, sin):  # both turned the other way: offset-only, not (6.10)
+        q, k = apply_rope(q, cos, -sin), apply_rope(k, cos, -sin)
+        return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[2]))[0]
+
+    assert "the other way" in check(name, backwards).message
+
     def buggy(q, k, v, cos, sin):  # the starter of the exercise
         q, k, v = apply_rope(q, cos, sin), apply_rope(k, cos, sin), apply_rope(v, cos, sin)
         return scaled_dot_product_attention(q, k, v, causal_mask(q.shape[2]))[0]
@@ -447,6 +469,7 @@ def test_kv_memory():
     assert "gibibytes" in check(name, 0.5625).message
     assert "megabytes" in check(name, 604).message
     assert "in bits" in check(name, right * 8).message
+    assert "already holds all 12 heads" in check(name, right * 12).message
     assert "keys and the values" in check(name, 3.02e8).message
     assert "keys and the values" in check(name, right // 2).message
     assert "multiply by the bytes" in check(name, 2 * 12 * 8 * 1024 * 768).message
