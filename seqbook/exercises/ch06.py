@@ -334,7 +334,8 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 
 
 def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None,
-                      drop_last=False, per_window=False, per_token=False, step=None, tail=None):
+                      drop_last=False, per_window=False, per_token=False, step=None, tail=None,
+                      unshifted=False):
     """The sliding-window perplexity of the exercise, and its typical slips: every prediction
     scored (``last_only=False``), the first window's every prediction scored too
     (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids, the
@@ -342,13 +343,15 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
     (``per_window``), the mean of the tokens' perplexities (``per_token``), windows that start
     ``step`` ids apart instead of ``stride``, and one more window that ends at the text's end
     (``tail``): scoring its last stride predictions (``"window"``) or only the predictions no
-    other window scored (``"new"``)."""
+    other window scored (``"new"``); with ``unshifted``, each prediction is scored against the
+    id it has just read instead of the next one."""
     windows = ids.unfold(0, block + 1 if width is None else width,
                          stride if step is None else step)  # (N, block + 1)
     if drop_last:
         windows = windows[:-1]
     logits, _ = model(windows[:, :-1])
-    losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+    targets = windows[:, :-1] if unshifted else windows[:, 1:]
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
     scored = losses[:, -stride:] if last_only else losses
     if per_window:
         return scored.double().mean(-1).exp().mean().item()
@@ -481,6 +484,11 @@ def check_sliding(fn):
                         + ("here the last of them already ends at the text's end, so the extra "
                            "window scores its predictions twice" if tiles else
                            "the ids after the last such window are not scored"))
+        with torch.no_grad():
+            unshifted = sliding_reference(model, ids, block, stride, unshifted=True)
+        if math.isclose(out, unshifted, rel_tol=1e-6):
+            raise Wrong("each prediction is scored against the id it has just read: the targets "
+                        "are the inputs shifted by one, the window's ids 1 to block")
         if stride < block and math.isclose(out, by_block, rel_tol=1e-6):
             raise Wrong(f"the windows start block = {block} ids apart: they start stride = "
                         f"{stride} apart, so that consecutive windows overlap and each scores "
@@ -1062,7 +1070,8 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p (a prefix that sums to exactly p is "
                 "already enough: a token goes once the tokens before it hold p or more, >= p, "
-                f"not > p).{tied}")
+                "not > p; the widely copied form, the mask cum > p shifted right by one, keeps "
+                f"one token too many there).{tied}")
 
 
 @exercise("ex-ch6-top-p-bug", hints=[

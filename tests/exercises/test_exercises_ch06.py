@@ -273,6 +273,16 @@ def test_sliding():
     def in_numpy(model, ids, block, stride):
         return np.float64(right(model, ids, block, stride))
 
+    def one_off(model, ids, block, stride):  # targets gathered one position early
+        model.eval()
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        targets = windows[:, -stride - 1 : -1]
+        losses = F.cross_entropy(logits[:, -stride:].transpose(1, 2), targets, reduction="none")
+        return math.exp(losses.mean().item())
+
+    assert "shifted by one" in check("ex-ch6-sliding", one_off).message
+
     def in_training_mode(model, ids, block, stride):  # no model.eval(): dropout stays on
         windows = ids.unfold(0, block + 1, stride)
         logits, _ = model(windows[:, :-1])
