@@ -793,7 +793,7 @@ def draw_mamba_block() -> Figure:
     y_top, y_mid, y_bot = 2.35, 1.4, 0.5
     y_c = (y_top + y_bot) / 2
     u = _box(ax, 0.5, y_c, "$u$", PALETTE["input"], w=0.5)
-    _text(ax, 0.5, y_c - 0.45, "(batch, $T$, $D$)", color=PALETTE["note"])
+    _text(ax, 0.5, y_c - 0.45, "(batch, $T$, $d$)", color=PALETTE["note"])
     in_proj = _box(ax, 1.45, y_c, "in_proj", PALETTE["linear"], w=0.85)
     _arrow(ax, u.right, in_proj.left)
     x_split = 2.1
@@ -829,8 +829,8 @@ def draw_mamba_block() -> Figure:
     _arrow(ax, gate.right, out_proj.left)
     out = _box(ax, 8.35, y_top + 0.78, "output", PALETTE["output"], w=0.75, h=0.38, size=SMALL)
     _arrow(ax, out_proj.top, out.bottom)
-    _text(ax, 7.95, y_top + 0.78, "(batch, $T$, $D$)", ha="right", color=PALETTE["note"])
-    _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot D$ channels, $N$ states each",
+    _text(ax, 7.95, y_top + 0.78, "(batch, $T$, $d$)", ha="right", color=PALETTE["note"])
+    _text(ax, 6.0, 0.15, r"inside: $E = \mathtt{expand} \cdot d$ channels, $N$ states each",
           color=PALETTE["note"])
     return fig
 

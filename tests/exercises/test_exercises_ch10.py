@@ -1123,9 +1123,18 @@ def chunk_errors_neumann(k, v, beta):
     return U
 
 
+def chunk_errors_float64_buffer(k, v, beta):  # float64 rows, products in the inputs' dtype
+    U = torch.zeros(v.shape, dtype=torch.float64)
+    for t in range(k.shape[0]):
+        U[t] = beta[t] * (v[t] - (k[:t] @ k[t]).to(U.dtype) @ U[:t])
+    return U
+
+
 @pytest.mark.parametrize("fn", [chunk_errors, chunk_errors_with_state, chunk_errors_gram,
-                                chunk_errors_numpy, chunk_errors_float32, chunk_errors_neumann],
-                         ids=["rows", "state", "gram", "numpy", "float32", "neumann"])
+                                chunk_errors_numpy, chunk_errors_float32, chunk_errors_neumann,
+                                chunk_errors_float64_buffer],
+                         ids=["rows", "state", "gram", "numpy", "float32", "neumann",
+                              "float64 buffer"])
 def test_ut_accepts(fn):
     assert check("ex-ch10-ut", fn)
 

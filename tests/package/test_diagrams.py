@@ -65,7 +65,7 @@ EXPECTED = {
     "draw_mamba_block": ["$u$", "output", "$x$", "$z$", "in_proj", "conv1d", "SiLU",
                          "selective SSM\n" r"$h_t = \bar{A}_t h_{t-1} + \bar{B}_t x_t$" "\n"
                          r"$y_t = C_t^\top h_t + D_e\, x_t$", "x_proj, dt_proj",
-                         r"$\Delta_t, B_t, C_t$", "⊙", "out_proj", "(batch, $T$, $D$)"],
+                         r"$\Delta_t, B_t, C_t$", "⊙", "out_proj", "(batch, $T$, $d$)"],
     "draw_tensor_parallel_mlp": ["rank 0", "rank 1", "$X$", "$f$", "$W_1^{(0)}$", "$W_2^{(1)}$", "GELU",
                                  "all-reduce", "$Y_0$", "$Y_1$", "$Y$", r"$d_\mathrm{ff}/2$"],
 }
