@@ -243,6 +243,20 @@ def windows(ids: torch.Tensor, starts: torch.Tensor, block_size: int) -> tuple[t
 # ---------------------------------------------------------------------------------------------
 
 
+def _fsync(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder's entries where the system allows) to the disk."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a folder cannot be opened on some systems: nothing to flush there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -319,6 +333,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, model: nn.Module,
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         save_file(_dedupe(tensors), str(tmp / TENSOR_FILE))
+        _fsync(tmp / TENSOR_FILE)  # on the disk before the folder is renamed into place
         meta = {
             "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "step": step,
             "world_size": d.world_size,
@@ -335,6 +350,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, model: nn.Module,
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
+        _fsync(root)  # the rename itself
         if keep > 0:
             for old in _checkpoints(root)[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)

@@ -61,6 +61,9 @@ def check_ring(answer):
     rights = [2 * (N - 1) / N * M / 1e6 for N in RING["devices"]]
     if all(_near(value, right, 1e-4) for value, right in zip(got, rights[::-1], strict=True)):
         raise Wrong("the two sizes are swapped: the first is for 8 GPUs, the second for 64")
+    if all(value == round(right) for value, right in zip(got, rights, strict=True)):
+        raise Wrong("the sizes are rounded to whole MB: the check compares them to within 0.01 %, "
+                    "so give them with at least one decimal")
     for value, N, right in zip(got, RING["devices"], rights, strict=True):
         if _near(value, right / 2):
             raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts "
@@ -811,6 +814,7 @@ def check_accumulate(accumulate_gradients):
         want = _grads(reference)
         sizes: list[int] = []
         events: list[str] = []
+        no_graph: list[int] = []  # micro-batches whose first layer kept no graph
 
         def forward(_m, args, sizes=sizes, events=events):
             sizes.append(args[0].shape[0])
@@ -818,9 +822,11 @@ def check_accumulate(accumulate_gradients):
 
         # a backward pass is seen in the graph, where it reaches a micro-batch's first layer,
         # however the learner started it (backward(), torch.autograd.grad, a name imported)
-        def traversed(_m, _args, out, events=events):
+        def traversed(_m, _args, out, events=events, no_graph=no_graph):
             if isinstance(out, torch.Tensor) and out.requires_grad:
                 out.register_hook(lambda grad: events.append("B"))
+            else:
+                no_graph.append(1)
 
         # on the first layer, which runs whether the learner calls model(x) or model.forward(x)
         hooks = (model[0].register_forward_pre_hook(forward),
@@ -839,6 +845,10 @@ def check_accumulate(accumulate_gradients):
         expect(all(g is not None for g in got),
                "some parameters have no gradient after accumulate_gradients: call backward()")
         backwards = events.count("B")
+        if no_graph:
+            raise Wrong(f"with k = {k}, {len(no_graph)} of the micro-batches ran without a graph "
+                        "(under torch.no_grad(), or on detached weights): they add nothing to "
+                        "the gradients. Every micro-batch's loss must be run backward")
         if k > 1 and backwards and events.index("B") > events.index("F") + 1:
             raise Wrong(f"with k = {k} the model ran several micro-batches before the first "
                         "backward pass: every micro-batch's graph (its activations) stays in "

@@ -37,6 +37,9 @@ def test_ring():
     assert check("ex-dist-ring", [np.float32(RING[0]), RING[1] * (1 + 5e-5)])  # 0.01 % allowed
     unpadded = [2 * (n - 1) / n * 124_439_808 * 4 / 1e6 for n in (8, 64)]  # 50 257 tokens
     assert "50 257" in check("ex-dist-ring", unpadded).message
+    whole = check("ex-dist-ring", [round(v) for v in RING])  # right, rounded to whole MB
+    assert "rounded to whole MB" in whole.message and "50 257" not in whole.message
+    assert check("ex-dist-ring", [round(v, 1) for v in RING])
     assert not check("ex-dist-ring", [RING[0] * (1 + 2e-4), RING[1]])
     assert check("ex-dist-ring", np.array(RING))  # the same numbers in an array or tensors
     assert check("ex-dist-ring", torch.tensor(RING, dtype=torch.float64))
@@ -620,6 +623,16 @@ def test_accumulate():
             p.grad /= k
 
     assert check("ex-dist-accumulate", divide_at_the_end)
+
+    def only_the_last(model, x, y, k):  # the first micro-batches without a graph
+        chunks = list(zip(x.chunk(k), y.chunk(k), strict=True))
+        with torch.no_grad():
+            for xs, _ in chunks[:-1]:
+                model(xs)
+        xs, ys = chunks[-1]
+        (F.cross_entropy(model(xs), ys) / k).backward()
+
+    assert "without a graph" in check("ex-dist-accumulate", only_the_last).message
 
     def sum_over_batch(model, x, y, k):  # and another: summed losses over the batch size
         for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True):
