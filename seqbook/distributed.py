@@ -347,6 +347,7 @@ def save_checkpoint(directory: str | os.PathLike, step: int, model: nn.Module,
             json.dump(meta, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
+        _fsync(tmp)  # the folder's entries
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)

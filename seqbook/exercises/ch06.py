@@ -18,7 +18,7 @@ from ..gpt import GPT, GPTConfig
 from ..llama import RMSNorm
 from ..rope import apply_rope, rope_angles
 from ..sampling import top_p
-from ..transformer import DecoderLayer, EncoderLayer, positional_frequencies
+from ..transformer import ACTIVATIONS, DecoderLayer, EncoderLayer, positional_frequencies
 from ..utils import count_parameters
 from .core import (
     CallWatch,
@@ -240,7 +240,7 @@ def check_postln(fn):
     hooks = [getattr(ours, name).register_forward_pre_hook(
         lambda _, args, name=name: seen[name].append(args[0])) for name in ("dropout1", "dropout2")]
     hooks.append(ours.ff.dropout.register_forward_pre_hook(
-        lambda _, args: seen["ff.dropout"].append(True)))
+        lambda _, args: seen["ff.dropout"].append(args[0])))
     # the layer called as a whole (a copy of it too, which copies the hook): no parts used
     hooks.append(ours.register_forward_pre_hook(lambda _, args: seen["layer"].append(True)))
     with torch.no_grad():
@@ -325,7 +325,12 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
                "before the residual sum and the LayerNorm")
     expect(seen["ff.dropout"], "the feed-forward network's own dropout, layer.ff.dropout on its "
            "hidden units, is never called: call layer.ff as a whole (or apply layer.ff.dropout "
-           "between the activation and linear2), as PyTorch's layer does")
+           "between the activation and linear2), as PyTorch's layer does (the check follows the "
+           "dropout modules, so F.dropout with their rate is not seen)")
+    hidden = ACTIVATIONS[layer.ff.activation](layer.ff.linear1(h))  # the FFN's hidden units
+    expect(applied_to("ff.dropout", hidden),
+           "layer.ff.dropout is applied to something else than the feed-forward network's hidden "
+           "units: it acts between the activation and linear2, as in layer.ff")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +645,7 @@ def check_kv_memory(answer):
         (right / 2**20, "that is in mebibytes: give the number of bytes"),
         (right * 8, "that is in bits: give the number of bytes (8 bits each)"),
         (right * 12, "that is 12 times too large: n_embd = 768 already holds all 12 heads "
-                     "(12 heads of 64), so do not multiply by the heads again"),
+                     "(12 heads of 64), and each of the 12 layers counts once"),
     )
     name_slip(answer, slips, digits=3)
     if agrees(answer, right, digits=2):  # the count is right, its third digit is not
@@ -1070,8 +1075,8 @@ def _top_p_diagnose(out: torch.Tensor, logits: torch.Tensor, p: float) -> None:
     raise Wrong(f"for p = {p} the nucleus is larger than needed: without its least probable "
                 "token the rest still sums to at least p (a prefix that sums to exactly p is "
                 "already enough: a token goes once the tokens before it hold p or more, >= p, "
-                "not > p; the widely copied form, the mask cum > p shifted right by one, keeps "
-                f"one token too many there).{tied}")
+                "not > p; the widely copied form, the mask cum > p shifted right by one, also "
+                f"keeps the token after a prefix that sums to exactly p).{tied}")
 
 
 @exercise("ex-ch6-top-p-bug", hints=[

@@ -61,10 +61,10 @@ def check_ring(answer):
     rights = [2 * (N - 1) / N * M / 1e6 for N in RING["devices"]]
     if all(_near(value, right, 1e-4) for value, right in zip(got, rights[::-1], strict=True)):
         raise Wrong("the two sizes are swapped: the first is for 8 GPUs, the second for 64")
-    if all(value == round(right) for value, right in zip(got, rights, strict=True)):
-        raise Wrong("the sizes are rounded to whole MB: the check compares them to within 0.01 %, "
-                    "so give them with at least one decimal")
     for value, N, right in zip(got, RING["devices"], rights, strict=True):
+        if value != right and any(value == round(right, digits) for digits in (0, -1)):
+            raise Wrong(f"the size for {N} GPUs is rounded to whole MB or tens of MB: the check "
+                        "compares it to within 0.01 %, so give it with at least one decimal")
         if _near(value, right / 2):
             raise Wrong(f"the size for {N} GPUs is half of what the ring sends: either it counts "
                         "one phase only (the all-gather must still send the summed chunks "
@@ -92,6 +92,9 @@ def check_ring(answer):
         if _near(value, right * UNPADDED / RING["parameters"], 1e-4):
             raise Wrong(f"the size for {N} GPUs counts GPT-2's own vocabulary of 50 257 tokens: "
                         "the book's model pads it to 50 304 (124 475 904 parameters)")
+        if _near(value, right, 1e-3) and not _near(value, right, 1e-4):
+            raise Wrong(f"the size for {N} GPUs is close, but not to within 0.01 %: give more "
+                        "digits, or recount the bytes")
         expect(_near(value, right, 1e-4), f"the size for {N} GPUs is not what the ring sends "
                "(to within 0.01 %): count the chunks each GPU sends in both phases, and the bytes "
                "of a chunk")
@@ -845,6 +848,10 @@ def check_accumulate(accumulate_gradients):
         expect(all(g is not None for g in got),
                "some parameters have no gradient after accumulate_gradients: call backward()")
         backwards = events.count("B")
+        if backwards < k and not no_graph:
+            raise Wrong(f"with k = {k}, only {backwards} of the micro-batches' losses were run "
+                        "backward: the others add nothing to the gradients. Run backward on each "
+                        "micro-batch's loss, divided by k")
         if no_graph:
             raise Wrong(f"with k = {k}, {len(no_graph)} of the micro-batches ran without a graph "
                         "(under torch.no_grad(), or on detached weights): they add nothing to "

@@ -182,6 +182,14 @@ def test_postln():
         return layer.norm2(x + layer.dropout2(f))
 
     assert check(name, ff_by_hand_with_dropout)
+
+    def ff_dropout_on_output(layer, x, key_padding_mask=None):  # called, on the wrong tensor
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout1(a))
+        f = layer.ff.dropout(layer.ff.linear2(F.relu(layer.ff.linear1(x))))
+        return layer.norm2(x + layer.dropout2(f))
+
+    assert "something else than the feed-forward" in check(name, ff_dropout_on_output).message
     assert "switched the layer's norm_first" in check(name, flag).message
 
     def flag_restored(layer, x, key_padding_mask=None):  # switched back: still no parts used
