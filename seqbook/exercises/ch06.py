@@ -236,11 +236,12 @@ def check_postln(fn):
     arrangement = ours.norm_first
     # in eval mode a dropout is the identity, so the output cannot show where the learner put
     # it: record what dropout1 and dropout2 are applied to
-    seen = {"dropout1": [], "dropout2": [], "layer": [], "ff.dropout": []}
+    seen = {"dropout1": [], "dropout2": [], "layer": [], "ff.dropout": [], "ff": []}
     hooks = [getattr(ours, name).register_forward_pre_hook(
         lambda _, args, name=name: seen[name].append(args[0])) for name in ("dropout1", "dropout2")]
     hooks.append(ours.ff.dropout.register_forward_pre_hook(
         lambda _, args: seen["ff.dropout"].append(args[0])))
+    hooks.append(ours.ff.register_forward_pre_hook(lambda _, args: seen["ff"].append(True)))
     # the layer called as a whole (a copy of it too, which copies the hook): no parts used
     hooks.append(ours.register_forward_pre_hook(lambda _, args: seen["layer"].append(True)))
     with torch.no_grad():
@@ -327,8 +328,11 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
            "hidden units, is never called: call layer.ff as a whole (or apply layer.ff.dropout "
            "between the activation and linear2), as PyTorch's layer does (the check follows the "
            "dropout modules, so F.dropout with their rate is not seen)")
+    if seen["ff"]:
+        return  # layer.ff called as a whole applies its dropout where it belongs
     hidden = ACTIVATIONS[layer.ff.activation](layer.ff.linear1(h))  # the FFN's hidden units
-    expect(applied_to("ff.dropout", hidden),
+    expect(any(v.numel() == hidden.numel() and close(v.reshape(hidden.shape), hidden, n=64)
+               for v in seen["ff.dropout"]),
            "layer.ff.dropout is applied to something else than the feed-forward network's hidden "
            "units: it acts between the activation and linear2, as in layer.ff")
 

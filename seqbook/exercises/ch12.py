@@ -849,7 +849,8 @@ def check_accumulate(accumulate_gradients):
                "some parameters have no gradient after accumulate_gradients: call backward()")
         backwards = events.count("B")
         if backwards < k and not no_graph:
-            raise Wrong(f"with k = {k}, only {backwards} of the micro-batches' losses were run "
+            were = "was" if backwards == 1 else "were"
+            raise Wrong(f"with k = {k}, only {backwards} of the micro-batches' losses {were} run "
                         "backward: the others add nothing to the gradients. Run backward on each "
                         "micro-batch's loss, divided by k")
         if no_graph:

@@ -190,6 +190,22 @@ def test_postln():
         return layer.norm2(x + layer.dropout2(f))
 
     assert "something else than the feed-forward" in check(name, ff_dropout_on_output).message
+
+    def ff_on_rows(layer, x, key_padding_mask=None):  # right: the FFN called on (B * T, D)
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout1(a))
+        f = layer.ff(x.reshape(-1, x.shape[-1])).reshape(x.shape)
+        return layer.norm2(x + layer.dropout2(f))
+
+    def ff_by_hand_on_rows(layer, x, key_padding_mask=None):  # right: written out, on rows
+        a, _ = layer.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False)
+        x = layer.norm1(x + layer.dropout1(a))
+        rows = x.reshape(-1, x.shape[-1])
+        f = layer.ff.linear2(layer.ff.dropout(F.relu(layer.ff.linear1(rows))))
+        return layer.norm2(x + layer.dropout2(f.reshape(x.shape)))
+
+    for answer in (ff_on_rows, ff_by_hand_on_rows):
+        assert check(name, answer), answer.__name__
     assert "switched the layer's norm_first" in check(name, flag).message
 
     def flag_restored(layer, x, key_padding_mask=None):  # switched back: still no parts used
