@@ -560,6 +560,7 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     def weighted(w, f, divisor):
         return -(w * f * logq_y).sum() / divisor
 
+    mean_ce = weighted(weight, 1, weight.sum())  # the class-weighted cross-entropy
     if close(out, weighted(weight, factor, len(target)), n=n):
         raise Wrong("the weighted sum is divided by the number of examples: divide it by the sum "
                     "of their weights alpha[target], as F.cross_entropy(..., weight=alpha) does")
@@ -577,7 +578,7 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if close(out, weighted(predicted, factor, predicted.sum()), n=n):
         raise Wrong("alpha is taken at the predicted class: use the weight of the true class, "
                     "alpha[target]")
-    if gamma != 0 and close(out, weighted(weight, 1, weight.sum()), n=n):
+    if gamma != 0 and close(out, mean_ce, n=n):
         raise Wrong("the focal factor (1 - q_y)^gamma is missing: this is the weighted "
                     "cross-entropy, right only at gamma = 0")
     largest = (1 - logq.exp().amax(-1)) ** gamma
@@ -600,12 +601,12 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
         raise Wrong("alpha is applied twice: F.cross_entropy(..., weight=alpha, "
                     "reduction='none') has already multiplied each example's loss by alpha[y]; "
                     "weigh it by alpha[target] once")
-    mean_ce = weighted(weight, 1, weight.sum())
-    for ce in (mean_ce, weighted(1, 1, len(target))):  # one q for the whole batch
-        if gamma != 0 and close(out, (1 - torch.exp(-ce)) ** gamma * mean_ce, n=n):
-            raise Wrong("the focal factor is computed once, from the batch's mean loss: each "
-                        "example has its own factor (1 - q_y)^gamma, from its own q_y (take the "
-                        "losses with reduction='none')")
+    if gamma != 0 and any(  # one q for the whole batch, from a mean loss
+            close(out, (1 - torch.exp(-ce)) ** gamma * mean_ce, n=n)
+            for ce in (mean_ce, weighted(1, 1, len(target)))):
+        raise Wrong("the focal factor is computed once, from the batch's mean loss: each "
+                    "example has its own factor (1 - q_y)^gamma, from its own q_y (take the "
+                    "losses with reduction='none')")
     z_y = logits.gather(-1, target[:, None])[:, 0]
     if any(close(out, -(weight * f * z_y).sum() / weight.sum(), n=n) for f in (1, factor)):
         raise Wrong("the logits are used as log-probabilities (F.nll_loss expects "

@@ -848,15 +848,15 @@ def check_accumulate(accumulate_gradients):
         expect(all(g is not None for g in got),
                "some parameters have no gradient after accumulate_gradients: call backward()")
         backwards = events.count("B")
-        if backwards < k and not no_graph:
-            were = "was" if backwards == 1 else "were"
-            raise Wrong(f"with k = {k}, only {backwards} of the micro-batches' losses {were} run "
-                        "backward: the others add nothing to the gradients. Run backward on each "
-                        "micro-batch's loss, divided by k")
         if no_graph:
             raise Wrong(f"with k = {k}, {len(no_graph)} of the micro-batches ran without a graph "
                         "(under torch.no_grad(), or on detached weights): they add nothing to "
                         "the gradients. Every micro-batch's loss must be run backward")
+        if backwards < k:
+            were = "was" if backwards == 1 else "were"
+            raise Wrong(f"with k = {k}, only {backwards} of the micro-batches' losses {were} run "
+                        "backward: the others add nothing to the gradients. Run backward on each "
+                        "micro-batch's loss, divided by k")
         if k > 1 and backwards and events.index("B") > events.index("F") + 1:
             raise Wrong(f"with k = {k} the model ran several micro-batches before the first "
                         "backward pass: every micro-batch's graph (its activations) stays in "
