@@ -34,8 +34,9 @@ import math
 import os
 import re
 import shutil
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -65,9 +66,9 @@ from .train import warmup_factor
 
 __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "LOG_FORMAT", "LOG_VERSION", "PARALLEL",
-    "CheckpointError", "Dist", "RunSettings", "init_distributed", "shutdown_distributed",
+    "CheckpointError", "CheckpointDamaged", "Dist", "RunSettings", "init_distributed", "shutdown_distributed",
     "launched_world_size", "wrap_model", "global_batch_starts", "windows", "save_checkpoint",
-    "load_checkpoint", "latest_checkpoint", "train_distributed",
+    "load_checkpoint", "checkpoint_folders", "latest_checkpoint", "train_distributed",
 ]
 
 CHECKPOINT_FORMAT = "seqbook.gpt_train checkpoint"
@@ -84,6 +85,11 @@ _STEP_DIR = re.compile(r"^step_(\d{8})$")
 class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded: missing, truncated, corrupted, foreign, or of another run.
     The message names the file and what differs."""
+
+
+class CheckpointDamaged(CheckpointError):
+    """A checkpoint folder that is gone, or whose files are missing, unreadable or fail their
+    checksum (not one of another run or format: an older checkpoint of the same run may serve)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +372,11 @@ def _checkpoints(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and _STEP_DIR.match(p.name))
 
 
+def checkpoint_folders(directory: str | os.PathLike) -> list[Path]:
+    """The checkpoint folders in ``directory`` (``step_00000042``), oldest first."""
+    return _checkpoints(Path(directory))
+
+
 def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint folder in ``directory`` (None when there is none)."""
     found = _checkpoints(Path(directory))
@@ -385,15 +396,15 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
 
     state_file, tensor_file = path / STATE_FILE, path / TENSOR_FILE
     if not path.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint folder")
+        raise CheckpointDamaged(f"{path}: no such checkpoint folder")
     for f in (state_file, tensor_file):
         if not f.is_file():
-            raise CheckpointError(f"{f}: missing; {path} is not a complete checkpoint")
+            raise CheckpointDamaged(f"{f}: missing; {path} is not a complete checkpoint")
     try:
         meta = json.loads(state_file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{state_file}: not a checkpoint's JSON (truncated or foreign): {exc}"
-                              ) from None
+        raise CheckpointDamaged(f"{state_file}: not a checkpoint's JSON (truncated or foreign): {exc}"
+                                ) from None
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{state_file}: not a {CHECKPOINT_FORMAT!r} file (format {got!r})")
@@ -402,8 +413,9 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
                               f"version {CHECKPOINT_VERSION}")
     digest = _sha256(tensor_file)
     if digest != meta.get("tensor_sha256"):
-        raise CheckpointError(f"{tensor_file}: SHA-256 {digest} differs from the {meta.get('tensor_sha256')} "
-                              f"recorded in {state_file}: the file is truncated, corrupted or replaced")
+        raise CheckpointDamaged(f"{tensor_file}: SHA-256 {digest} differs from the "
+                                f"{meta.get('tensor_sha256')} recorded in {state_file}: the file is "
+                                "truncated, corrupted or replaced")
     wrong = []
     for key in ("config", "run", "data"):
         wrong += _differences(key, meta.get(key) or {}, expect[key])
@@ -417,7 +429,7 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
     try:
         tensors = load_file(str(tensor_file))
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{tensor_file}: unreadable safetensors file: {exc}") from None
+        raise CheckpointDamaged(f"{tensor_file}: unreadable safetensors file: {exc}") from None
     for k, shape in shapes.items():
         t = tensors.get(f"model/{k}")
         if t is None or list(t.shape) != shape:
@@ -426,25 +438,60 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
     return meta, tensors
 
 
+def _set_aside(path: Path) -> Path:
+    """Rename a damaged checkpoint folder so that no later resume or ``keep`` counts it."""
+    target = path.with_name(f"damaged_{path.name}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"damaged_{path.name}_{n}")
+    os.replace(path, target)
+    return target
+
+
 def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    d: Dist, expect: dict, shapes: dict[str, list[int]]) -> dict:
+                    d: Dist, expect: dict, shapes: dict[str, list[int]],
+                    fallback: Sequence[str | os.PathLike] = ()) -> dict:
     """Restore ``model`` and ``optimizer`` (wrapped or not, on any number of processes) from the
     checkpoint folder ``path``; every rank calls it. Rank 0 reads and checks the files (only its
     machine needs them) and the state is broadcast from it; an error is raised on every rank, before
     anything is restored. Returns the JSON state (the random states restored when the world size
     matches). ``expect`` holds the run's ``config``, ``run`` and ``data`` dicts, which must match the
     checkpoint's; ``shapes`` the model's full tensor shapes.
+
+    ``fallback`` lists older checkpoint folders of the run, newest first, tried in turn when
+    ``path`` is damaged (:class:`CheckpointDamaged`: a file missing, unreadable or failing its
+    checksum); a checkpoint of another run or format still stops the resume. When an older one is
+    restored, the damaged folders passed over are renamed ``damaged_step_...`` (so that no later
+    resume and no ``keep`` counts them) and the returned state's ``skipped`` says why each was.
     """
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
     path = Path(path)
     meta, tensors, error = None, {}, None
     if d.main:
-        try:
-            meta, tensors = _read_checkpoint(path, expect, shapes)
-            meta["path"] = str(path)  # the other ranks may not see the folder
-        except CheckpointError as exc:
-            error = str(exc)
+        damaged: list[tuple[Path, str]] = []
+        for candidate in [path, *map(Path, fallback)]:
+            try:
+                meta, tensors = _read_checkpoint(candidate, expect, shapes)
+            except CheckpointDamaged as exc:
+                damaged.append((candidate, str(exc)))
+                continue
+            except CheckpointError as exc:
+                error = str(exc)
+            break
+        if meta is None:
+            reasons = [why for _, why in damaged] + ([] if error is None else [error])
+            error = (reasons[0] if len(reasons) == 1
+                     else "no checkpoint could be restored: " + "; then ".join(reasons))
+        else:
+            meta["path"] = str(candidate)  # the other ranks may not see the folder
+            meta["skipped"] = []
+            for folder, why in damaged:
+                if folder.is_dir():
+                    why += f" (moved to {_set_aside(folder).name})"
+                meta["skipped"].append(why)
+                print(f"resume: {why}; resuming from {candidate}", file=sys.stderr)
     if d.grouped:
         box = [(error, meta)]
         dist.broadcast_object_list(box, src=0)
@@ -584,6 +631,7 @@ def train_distributed(
     checkpoint_every: int = 0,
     keep: int = 0,
     resume: str | os.PathLike | None = None,
+    resume_fallback: Sequence[str | os.PathLike] = (),
     stop_after: int | None = None,
     eval_every: int = 0,
     eval_windows: int = 64,
@@ -598,9 +646,11 @@ def train_distributed(
     contiguous share of them in ``accumulate`` micro-batches; the learning rate follows
     ``lr * warmup_factor(step - 1, warmup, steps, schedule, min_lr_factor)``; gradients are clipped
     to global norm ``run.clip``. A checkpoint is written every ``checkpoint_every`` steps and at the
-    end (when ``checkpoint_dir`` is set); ``resume`` continues from a checkpoint folder;
-    ``stop_after`` ends the run early at that step (after its checkpoint), as a preempted job would.
-    ``on_log(log)`` is called on rank 0 after every checkpoint and at the end.
+    end (when ``checkpoint_dir`` is set); ``resume`` continues from a checkpoint folder, or from
+    the first undamaged one of ``resume_fallback`` (older folders, newest first; see
+    :func:`load_checkpoint`) when it is damaged; ``stop_after`` ends the run early at that step
+    (after its checkpoint), as a preempted job would. ``on_log(log)`` is called on rank 0 after
+    every checkpoint and at the end.
 
     Every argument is checked before anything runs, the token ids against ``config.vocab_size``
     (one read of their values); the functions it calls do not check again.
@@ -619,11 +669,12 @@ def train_distributed(
     history = {"step": [], "loss": [], "lr": [], "grad_norm": [], "eval_step": [], "eval_loss": []}
     start_step, resumed = 0, None
     if resume is not None:
-        meta = load_checkpoint(resume, model, optimizer, d, expect, shapes)
+        meta = load_checkpoint(resume, model, optimizer, d, expect, shapes, resume_fallback)
         start_step = meta["step"]
         history = meta["history"]
         resumed = {"path": meta["path"], "step": start_step, "world_size": meta["world_size"],
-                   "parallel": meta.get("parallel"), "rng_restored": meta["rng_restored"]}
+                   "parallel": meta.get("parallel"), "rng_restored": meta["rng_restored"],
+                   "skipped": meta["skipped"]}
     last = run.steps if stop_after is None else min(run.steps, stop_after)
     if d.device.type == "cuda":
         def autocast():

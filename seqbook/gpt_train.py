@@ -35,12 +35,13 @@ Checkpoints (``--checkpoint-dir DIR``; every ``--checkpoint-every S`` steps and 
 folder ``DIR/step_00000042`` with ``tensors.safetensors`` (model, AdamW state, every rank's random
 states) and ``state.json`` (everything else, and the tensor file's SHA-256): no pickle, and they load
 on any number of processes. ``--resume`` continues from the newest one in DIR (``--resume PATH``: from
-that folder); the model, data and run settings must match, the number of processes, ``--parallel``
-and ``--accumulate`` may differ. ``--resume auto`` continues from the newest one if DIR has one and
-starts at step 0 if not, so that one command line serves a job's first start and every restart
-(``torchrun --max-restarts N`` starts the processes again after one fails; rank 0 decides, so on
-several machines DIR must be on storage they all see). ``--stop-after S`` ends the run at step S,
-as a preempted job.
+that folder); the model, data and run settings must match, the number of processes, ``--parallel`` and
+``--accumulate`` may differ. A newest one that is damaged (a file missing, unreadable or failing its
+checksum) is renamed ``damaged_step_...`` and the next older one serves. ``--resume auto`` continues
+from the newest one if DIR has one and starts at step 0 if not, so that one command line serves a
+job's first start and every restart (``torchrun --max-restarts N`` starts the processes again after
+one fails; rank 0 decides, so on several machines DIR must be on storage they all see).
+``--stop-after S`` ends the run at step S, as a preempted job.
 
 ``--bf16`` runs the forward pass under bfloat16 autocast on GPUs; on a CPU it is refused (an error,
 not silently ignored). ``--dtype float64`` trains in double precision (for the proofs).
@@ -66,7 +67,8 @@ same dict) has, stably:
   ``peak_memory_mib`` and ``peak_memory`` (what it measured: on a GPU the most memory PyTorch's
   tensors took on rank 0's device, ``torch.cuda.max_memory_allocated``; on a CPU rank 0's peak
   resident set, which includes Python and the libraries), the peak so far at each write,
-  ``resumed_from`` (None, or ``path``, ``step``, ``world_size``, ``parallel``, ``rng_restored``),
+  ``resumed_from`` (None, or ``path``, ``step``, ``world_size``, ``parallel``, ``rng_restored``,
+  ``skipped``: why each damaged newer checkpoint was passed over),
   ``stopped_at`` (the step of ``--stop-after``, else None), ``checkpoints`` (folders written).
 
 A resumed run's lists hold the whole run, the steps before the resume included.
@@ -94,8 +96,8 @@ from .distributed import (
     PARALLEL,
     CheckpointError,
     RunSettings,
+    checkpoint_folders,
     init_distributed,
-    latest_checkpoint,
     launched_world_size,
     shutdown_distributed,
     train_distributed,
@@ -238,11 +240,12 @@ def main(argv: list[str] | None = None) -> dict:
             ) and args.checkpoint_dir is None:
         parser.error("--checkpoint-every, --keep, --stop-after and --resume without a PATH or "
                      "with auto need --checkpoint-dir")
-    resume = None
+    resume, fallback = None, []
     if args.resume is not None and os.environ.get("RANK", "0") != "0":
         resume = Path(args.resume)  # only rank 0 reads checkpoints (its machine has them)
     elif args.resume in ("latest", "auto"):
-        resume = latest_checkpoint(args.checkpoint_dir)
+        found = checkpoint_folders(args.checkpoint_dir)
+        resume, fallback = (found[-1], found[-2::-1]) if found else (None, [])
         if resume is None and args.resume == "latest":
             parser.error(f"--resume: no checkpoint in {args.checkpoint_dir}")
         if resume is None and not args.quiet:
@@ -285,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
                 config, train, valid, run, d, data_info, parallel=args.parallel,
                 accumulate=args.accumulate, bf16=args.bf16, checkpoint_dir=args.checkpoint_dir,
                 checkpoint_every=args.checkpoint_every, keep=args.keep, resume=resume,
+                resume_fallback=fallback,
                 stop_after=args.stop_after, eval_every=args.eval_every,
                 eval_windows=args.eval_windows, progress=not args.quiet, log_extra=extra, on_log=write)
         except CheckpointError as exc:

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file
 
 from seqbook.distributed import (
+    CheckpointDamaged,
     CheckpointError,
     Dist,
     RunSettings,
@@ -306,6 +307,61 @@ def test_a_checkpoint_of_another_model_size_is_refused(copy_of_step3, capsys):
     assert str(copy_of_step3) in err and "config.n_embd: checkpoint 16, this run 32" in err
     err = refused(TINY + ["--lr", "0.5", "--resume", str(copy_of_step3)], capsys)
     assert "run.lr: checkpoint 0.01, this run 0.5" in err
+
+
+@pytest.fixture
+def copy_of_run(runs, tmp_path):
+    """A copy of the one-process run's checkpoint folder (steps 3 and 5)."""
+    runs.log("single")
+    target = tmp_path / "ckpt"
+    shutil.copytree(runs.folder("single"), target)
+    return target
+
+
+def damage(folder: Path) -> Path:
+    f = folder / "tensors.safetensors"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    return f
+
+
+@pytest.mark.parametrize("how", ["--resume", "--resume auto"])
+def test_a_damaged_newest_checkpoint_gives_way_to_the_next_older(runs, copy_of_run, how, capsys):
+    bad = damage(copy_of_run / "step_00000005")
+    log = main(TINY + ["--checkpoint-dir", str(copy_of_run), *how.split()])
+    resumed = log["resumed_from"]
+    assert resumed["step"] == 3 and resumed["path"] == str(copy_of_run / "step_00000003")
+    assert len(resumed["skipped"]) == 1 and str(bad) in resumed["skipped"][0]
+    assert "SHA-256" in resumed["skipped"][0] and "damaged_step_00000005" in resumed["skipped"][0]
+    assert str(bad) in capsys.readouterr().err
+    # set aside, not deleted; the rerun of steps 4 and 5 is the uninterrupted run's
+    assert (copy_of_run / "damaged_step_00000005" / "tensors.safetensors").is_file()
+    assert log["loss"] == runs.log("single")["loss"]
+    again = main(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"])  # the new step 5
+    assert again["resumed_from"]["step"] == 5 and again["resumed_from"]["skipped"] == []
+
+
+def test_when_every_checkpoint_is_damaged_each_is_named_and_none_is_moved(copy_of_run, capsys):
+    bad = [damage(copy_of_run / "step_00000005"), damage(copy_of_run / "step_00000003")]
+    err = refused(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"], capsys)
+    assert "no checkpoint could be restored" in err and all(str(f) in err for f in bad)
+    assert sorted(p.name for p in copy_of_run.iterdir() if p.is_dir()) == [
+        "step_00000003", "step_00000005"]
+
+
+def test_a_checkpoint_of_another_run_is_no_fallback(copy_of_run, capsys):
+    damage(copy_of_run / "step_00000005")
+    err = refused(TINY + ["--lr", "0.5", "--checkpoint-dir", str(copy_of_run), "--resume"], capsys)
+    assert "run.lr: checkpoint 0.01, this run 0.5" in err and "SHA-256" in err
+    assert (copy_of_run / "step_00000005").is_dir()  # nothing restored, nothing moved
+
+
+def test_a_path_named_on_the_command_line_has_no_fallback(copy_of_run, capsys):
+    damage(copy_of_run / "step_00000005")
+    err = refused(TINY + ["--resume", str(copy_of_run / "step_00000005")], capsys)
+    assert "SHA-256" in err and "no checkpoint could be restored" not in err
+    assert issubclass(CheckpointDamaged, CheckpointError)
 
 
 def test_a_refused_checkpoint_restores_nothing(copy_of_step3):
