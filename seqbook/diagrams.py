@@ -19,6 +19,7 @@ The module needs nothing but matplotlib.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -41,6 +42,7 @@ __all__ = [
     "draw_vsa_attention_blocks",
     "draw_mamba_block",
     "draw_tensor_parallel_mlp",
+    "draw_ring_all_reduce",
 ]
 
 #: The colours of every diagram (inputs, states and outputs as in chapter 2's figure of the
@@ -871,4 +873,69 @@ def draw_tensor_parallel_mlp() -> Figure:
         out = _box(ax, x_out, y, "$Y$", PALETTE["output"], w=0.5, h=0.38)
         _arrow(ax, (g.right[0], y), out.left)
     _text(ax, (x_w1 + x_w2) / 2, 0.2, r"each rank: $d_\mathrm{ff}/2$ hidden units", color=PALETTE["note"])
+    return fig
+
+
+def draw_ring_all_reduce() -> Figure:
+    r"""The ring all-reduce of three processes' buffers, each cut into three chunks, step by step,
+    by the rule of chapter 12's ``ring_all_reduce``.
+
+    Process 0 holds the numbers :math:`a`, process 1 :math:`b`, process 2 :math:`c`; a cell is one
+    process's copy of one chunk and shows which processes' numbers it has summed so far (green: its
+    own only, blue: a partial sum, red: the whole sum). In reduce-scatter step :math:`s` (from 0)
+    process :math:`i` sends its chunk :math:`i - s \bmod N` to process :math:`i + 1`,
+    which adds it to its own; after :math:`N - 1` steps process :math:`i` holds the whole sum of
+    chunk :math:`i + 1`. In the all-gather the finished chunks go round the ring once more, each
+    process passing on the chunk it finished or received last (in step :math:`s`, chunk
+    :math:`i + 1 - s \bmod N`), which replaces the receiver's copy.
+    """
+    n = 3
+    names = "abc"
+    have = [[{names[i]} for _ in range(n)] for i in range(n)]  # have[process][chunk]
+    states = [("start", [[set(c) for c in row] for row in have])]
+    for s in range(n - 1):  # reduce-scatter
+        sent = [(i, (i - s) % n, set(have[i][(i - s) % n])) for i in range(n)]
+        for i, chunk, part in sent:
+            have[(i + 1) % n][chunk] |= part
+        states.append((f"reduce-scatter, $s = {s}$", [[set(c) for c in row] for row in have]))
+    for s in range(n - 1):  # all-gather
+        sent = [(i, (i + 1 - s) % n, set(have[i][(i + 1 - s) % n])) for i in range(n)]
+        for i, chunk, part in sent:
+            have[(i + 1) % n][chunk] = part
+        states.append((f"all-gather, $s = {s}$", [[set(c) for c in row] for row in have]))
+
+    cw, ch, label_w, gap = 0.72, 0.34, 0.8, 0.4
+    panel_w = n * cw
+    width = label_w + 3 * panel_w + 2 * gap + 0.15
+    fig, ax = _canvas(width, 4.0)
+    colour = {1: PALETTE["input"], n: PALETTE["output"]}
+    tops = (3.85, 1.85)
+    for k, (title, grid) in enumerate(states):
+        top = tops[k // 3]
+        x0 = label_w + (k % 3) * (panel_w + gap)
+        _text(ax, x0 + panel_w / 2, top - 0.15, title, size=FONT)
+        for j in range(n):
+            _text(ax, x0 + (j + 0.5) * cw, top - 0.5, f"chunk {j}", color=PALETTE["note"])
+        for i in range(n):
+            y = top - 0.85 - i * (ch + 0.06)
+            if k % 3 == 0:
+                _text(ax, label_w - 0.42, y, f"process {i}", color=PALETTE["note"])
+            for j in range(n):
+                held = sorted(grid[i][j])
+                _box(ax, x0 + (j + 0.5) * cw, y, "$" + "{+}".join(held) + "$",
+                     colour.get(len(held), PALETTE["state"]), w=cw - 0.06, h=ch, size=SMALL)
+    # the sixth place: the ring itself
+    cx, cy, rad, r = label_w + 2 * (panel_w + gap) + panel_w / 2, 0.8, 0.5, 0.17
+    angles = [math.pi / 2 + 2 * math.pi * i / n for i in range(n)]
+    spots = [(cx + rad * math.cos(a), cy + rad * math.sin(a)) for a in angles]
+    _text(ax, cx, tops[1] - 0.15, "the ring", size=FONT)
+    for i, (x, y) in enumerate(spots):
+        _op(ax, x, y, str(i), r=r, size=SMALL)
+    for i in range(n):
+        (x1, y1), (x2, y2) = spots[i], spots[(i + 1) % n]
+        d = math.hypot(x2 - x1, y2 - y1)
+        ux, uy = (x2 - x1) / d, (y2 - y1) / d
+        _arrow(ax, (x1 + ux * (r + 0.03), y1 + uy * (r + 0.03)),
+               (x2 - ux * (r + 0.03), y2 - uy * (r + 0.03)))
+    _text(ax, cx, 0.12, "process $i$ sends to $i + 1$", color=PALETTE["note"])
     return fig

@@ -68,6 +68,9 @@ EXPECTED = {
                          r"$\Delta_t, B_t, C_t$", "⊙", "out_proj", "(batch, $T$, $d$)"],
     "draw_tensor_parallel_mlp": ["rank 0", "rank 1", "$X$", "$f$", "$W_1^{(0)}$", "$W_2^{(1)}$", "GELU",
                                  "all-reduce", "$Y_0$", "$Y_1$", "$Y$", r"$d_\mathrm{ff}/2$"],
+    "draw_ring_all_reduce": ["start", "reduce-scatter, $s = 0$", "reduce-scatter, $s = 1$",
+                             "all-gather, $s = 0$", "all-gather, $s = 1$", "process 0", "process 2",
+                             "chunk 0", "chunk 2", "$a$", "$a{+}b$", "$a{+}b{+}c$", "the ring"],
 }
 DRAW = sorted(EXPECTED)
 
@@ -221,3 +224,18 @@ def test_bahdanau_short_source():
     plt.close(fig)
     assert "$x_{T_x}$" in texts and "$x_3$" not in texts and "$x_2$" in texts
     assert 6.5 <= width <= 9.0
+
+
+def test_ring_all_reduce_diagram_follows_the_rule():
+    """After the reduce-scatter process i holds the whole sum of chunk i + 1 and nothing else whole;
+    after the all-gather every copy is the whole sum (the chapter's eq-dist-ring steps)."""
+    fig = diagrams.draw_ring_all_reduce()
+    texts = [t.get_text() for t in _texts(fig)]
+    plt.close(fig)
+    cells = [t for t in texts if t.startswith("$") and ("a" in t or "b" in t or "c" in t)
+             and "sends" not in t]
+    panels = [cells[k * 9:(k + 1) * 9] for k in range(5)]  # 3 x 3 per panel, row by row
+    whole = "$a{+}b{+}c$"
+    assert panels[0] == ["$a$"] * 3 + ["$b$"] * 3 + ["$c$"] * 3
+    assert [(k // 3, k % 3) for k, t in enumerate(panels[2]) if t == whole] == [(0, 1), (1, 2), (2, 0)]
+    assert panels[4] == [whole] * 9
