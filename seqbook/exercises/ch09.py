@@ -119,6 +119,14 @@ def check_bigram(fn):
     if close(out, torch.log((counts + 1) / (counts.sum(1, keepdim=True) + 1))):
         raise Wrong("each row is divided by its count plus 1: the row's total must include the "
                     "one added to each of its C cells, count + C")
+    n_seen = len(torch.unique(ids))
+    if n_seen != C and close(out, torch.log((counts + 1) / (counts.sum(1, keepdim=True) + n_seen))):
+        raise Wrong(f"each row is divided by its count plus the {n_seen} symbols that occur: the "
+                    f"one is added to all C = {C} cells of the row, the never-seen symbols' "
+                    "included, so the total is count + C")
+    if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
+        raise Wrong("the columns are normalised: row a, the symbols that follow a, is the "
+                    "distribution q(. | a), so each row must sum to 1")
     expect(close(out.exp().sum(1), torch.ones(C, dtype=F64)),
            "the rows do not sum to 1 after exp: normalise each row, the distribution of the "
            "symbol that follows a, not the whole table")
@@ -152,7 +160,8 @@ def check_overflow(fn):
         if watch.used:
             raise Wrong(f"cross_entropy_ calls {watch.used[0]}: the exercise asks for the fix by "
                         "hand, without seqbook.losses or F.cross_entropy")
-        if isinstance(out, torch.Tensor | np.ndarray) and out.size != 1 and out.ndim >= 1:
+        size = out.numel() if isinstance(out, torch.Tensor) else getattr(out, "size", 1)
+        if isinstance(out, torch.Tensor | np.ndarray) and size != 1:
             raise Wrong(f"cross_entropy_ must return one number, the mean over the batch, got "
                         f"shape {tuple(out.shape)}")
         return _number(out, "cross_entropy_")
@@ -287,6 +296,14 @@ def _name_margin_slip(m, prior, y, eps):
     if agrees(m, math.log(target[y] / wrong.min()), 5):
         raise Wrong(f"{case} that is the margin over the smallest wrong logit; the question asks "
                     "for the largest one")
+    if agrees(m, math.log(target[y] / (1 - target[y])) + math.log(C - 1), 5):
+        raise Wrong(f"{case} that is the margin for equal wrong logits, log(q_y / (1 - q_y)) + "
+                    "log(C - 1): with a prior the wrong logits differ, so compare z_y with the "
+                    "largest of them, log p'(y) - max over k != y of log p'(k)")
+    wrong_prior = torch.cat([prior[:y], prior[y + 1:]])
+    if agrees(m, math.log(target[y] / wrong_prior.max()), 5):
+        raise Wrong(f"{case} the largest wrong class gets eps * prior[k] of the target, not "
+                    "prior[k]: the eps is missing below the fraction")
     if agrees(m, float(torch.log(target[y]) - torch.log(wrong).mean()), 5):
         raise Wrong(f"{case} that is the margin over the mean of the wrong logits; the question "
                     "asks for the largest one")
@@ -363,6 +380,9 @@ def _smoothing_variants(z, y, eps, ignore_index):
         "no mask": ((1 - eps) * nll + eps * uniform).mean(),
         "per sequence": (masked.sum(-1) / keep.sum(-1)).mean(),
         "eps over wrong classes": (((1 - eps) * nll + eps * others) * keep).sum() / keep.sum(),
+        "uniform summed": (((1 - eps) * nll - eps * logq.sum(-1)) * keep).sum() / keep.sum(),
+        "true class 1 - eps": (((1 - eps) * nll + eps / z.shape[-1] * (-logq.sum(-1) - nll))
+                               * keep).sum() / keep.sum(),
         "ids <= 0 as pads": ((1 - eps) * nll + eps * uniform).mul(y > 0).sum() / (y > 0).sum(),
     }
 
@@ -443,6 +463,11 @@ def _name_smoothing_slip(out, z, y, eps, pad):
                                       "classes, the true one included (eps / C each)",
             "ids <= 0 as pads": f"the pads are the positions equal to the padding id ({pad}), "
                                 "not the ids <= 0: with PyTorch's -100, class 0 is a real token",
+            "uniform summed": "the uniform part is summed over the classes: it is eps / C per "
+                              "class, so average -log q_k over the C classes, do not add them up",
+            "true class 1 - eps": "the true class gets only 1 - eps, so the target sums to "
+                                  "1 - eps + eps / C: eps / C goes to every class, the true one "
+                                  "included",
         }[slip])
     raise Wrong(f"with label_smoothing={eps} and padding id {pad} the loss differs from the "
                 "masked, smoothed cross-entropy")
@@ -533,6 +558,12 @@ def check_temperature(fn):
                         "early, or a grid too coarse); run it until the loss stops changing, or "
                         "bisect on the derivative")
         more = "above" if ref > 1 else "below"
+        if min(1, ref) < T < max(1, ref):
+            raise Wrong(f"T = {T:.4g} lies between 1 and this network's best temperature, which "
+                        f"is {more} 1: the search stopped before the minimum of the NLL (an "
+                        "optimiser with a small step or few iterations does; run it until the "
+                        "loss stops changing, or bisect on the derivative), or it minimises "
+                        "something else than the NLL")
         raise Wrong(f"T does not minimise the cross-entropy of the held-out logits divided by T "
                     f"to 3 significant digits (this network's best T is {more} 1)")
 
@@ -611,7 +642,10 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
     if any(close(out, -(weight * f * z_y).sum() / weight.sum(), n=n) for f in (1, factor)):
         raise Wrong("the logits are used as log-probabilities (F.nll_loss expects "
                     "log_softmax(logits)): log q_y is the log-softmax of the true class")
-    expect(float(out) >= 0, "a focal loss cannot be negative: check the sign of log q_y")
+    expect(float(out) >= 0, "a focal loss cannot be negative: check the sign of log q_y (and "
+           "if you wrote Lin et al.'s binary form, alpha for the true class and 1 - alpha for the "
+           "others, the exercise asks for the softmax form -alpha_y (1 - q_y)^gamma log q_y, with "
+           "the weight of the true class alone)")
     raise Wrong(f"at gamma = {gamma:g} the loss differs from the class-weighted focal loss "
                 "-alpha_y (1 - q_y)^gamma log q_y, summed and divided by the sum of alpha[target]")
 
@@ -647,6 +681,18 @@ def check_focal_weights(fn):
     expect(close(grad.to(out.dtype), ref, n=N * C),  # judged at the loss's precision
            "the value is right but the gradient is not: is part of the loss detached, such as "
            "the focal factor (1 - q_y)^gamma? Its gradient belongs to the loss")
+    # confidently wrong rows in float32: a true class 200 below the largest logit
+    far = 2 * torch.randn(N, C, generator=g)
+    far[:4] = 0.0
+    far[torch.arange(4), target[:4]] = -200.0
+    out = as_tensor(call(fn, far.clone(), target.clone(), alpha.float(), 2.0,
+                         what="weighted_focal_loss"), "the loss of weighted_focal_loss")
+    ref = weighted_focal_reference(far.double(), target, alpha, 2.0)
+    expect(bool(torch.isfinite(out).all()) and close(out.reshape(()), ref.float(), n=N * C),
+           f"right on ordinary logits, but for float32 logits where the true class lies 200 below "
+           f"the largest (a confidently wrong example) the loss is {float(out.reshape(-1)[0]):.6g} "
+           f"against {float(ref):.6g}: q_y underflows to 0 before the log; take log q_y from "
+           "log_softmax, and q_y as its exp")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,6 +728,17 @@ def check_infonce(fn):
         _expect_trained(lambda a, b: call(fn, a, b, tau, what="info_nce"),
                         lambda a, b: info_nce_reference(a, b, tau), (x, y), "info_nce",
                         "is part of the loss detached, such as the norms of the rows?")
+        # CLIP's temperature: its learned logit scale is capped at 100, tau = 0.01, in float32
+        x32 = torch.randn(N, D, generator=g)
+        y32 = x32 + 2 * torch.randn(N, D, generator=g)  # a loss of order 1 to 10
+        out = as_tensor(call(fn, x32.clone(), y32.clone(), 0.01, what="info_nce"),
+                        "the loss of info_nce")
+        ref = info_nce_reference(x32.double(), y32.double(), 0.01)
+        expect(bool(torch.isfinite(out).all()) and close(out.reshape(()), ref.float(), n=N * D),
+               f"right at temperature {tau}, but at 0.01 (CLIP's, whose learned scale is capped at "
+               f"100) in float32 the loss is {float(out.reshape(-1)[0]):.4g} against "
+               f"{float(ref):.4g}: exp of similarities / 0.01 overflows float32; use "
+               "cross_entropy or logsumexp, which shift by the largest logit first")
         return
     s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T
     target = torch.arange(N)
@@ -734,6 +791,9 @@ def check_infonce(fn):
         raise Wrong("that is SigLIP's pairwise sigmoid loss, one binary question per pair: "
                     "InfoNCE is a softmax over the N candidates of each row, a cross-entropy "
                     "with target i for row i, in both directions")
+    if any(close(out, -(m.diag() / t).mean(), n=N * D) for m in (s, raw) for t in (tau, 1)):
+        raise Wrong("only the matching pairs are scored: each row is a cross-entropy over all N "
+                    "candidates, the log-sum-exp of the row's logits minus the match's")
     expect(float(out) >= 0, "a cross-entropy cannot be negative: check the sign")
     raise Wrong("the loss differs from the symmetric InfoNCE loss: cross-entropy over cosine "
                 "similarities / temperature, target i for row i, averaged over both directions")

@@ -725,3 +725,120 @@ def test_named_slips_of_the_other_checks():
 
 def test_lse_bounds_names_c_minus_one():
     assert "not C - 1" in check("ex-ch9-lse-bounds", 2 * math.log(9)).message
+
+
+# --- slips named by this edition's readers ------------------------------------------------------
+
+
+def test_overflow_bug_accepts_a_one_element_tensor():
+    def loss(z, y):
+        return (torch.logsumexp(z, -1) - z.gather(-1, y[:, None])[:, 0]).mean()
+
+    assert check("ex-ch9-overflow-bug", lambda z, y: loss(z, y).reshape(1))
+    per_example = check("ex-ch9-overflow-bug",
+                        lambda z, y: torch.logsumexp(z, -1) - z.gather(-1, y[:, None])[:, 0])
+    assert "one number" in per_example.message and "(16,)" in per_example.message
+
+
+def test_margin_names_the_equal_logits_formula_and_the_missing_eps():
+    def target(prior, y, eps):
+        t = eps * prior
+        t[y] += 1 - eps
+        return t
+
+    def equal_logits(prior, y, eps):
+        q = target(prior, y, eps)[y]
+        return math.log(q / (1 - q)) + math.log(len(prior) - 1)
+
+    def no_eps(prior, y, eps):
+        others = torch.cat([prior[:y], prior[y + 1:]])
+        return math.log(target(prior, y, eps)[y] / others.max())
+
+    assert "equal wrong logits" in check("ex-ch9-margin", equal_logits).message
+    assert "the eps is missing" in check("ex-ch9-margin", no_eps).message
+
+
+def test_smoothing_bug_names_the_summed_uniform_term_and_the_true_class_share():
+    def smoothed(z, y, eps, pad, kind):
+        logq = torch.log_softmax(z, -1)
+        real = y != pad
+        nll = -logq.gather(-1, y.masked_fill(~real, 0)[..., None])[..., 0]
+        if kind == "sum":
+            loss = (1 - eps) * nll - eps * logq.sum(-1)
+        else:  # the true class keeps 1 - eps, every wrong class eps / C
+            loss = (1 - eps) * nll + eps / z.shape[-1] * (-logq.sum(-1) - nll)
+        return (loss * real).sum() / real.sum()
+
+    name = "ex-ch9-smoothing-bug"
+    assert "do not add them up" in check(name, lambda *a: smoothed(*a, "sum")).message
+    assert "the true class gets only 1 - eps" in check(name, lambda *a: smoothed(*a, "t")).message
+
+
+def test_temperature_names_a_search_stopped_short():
+    def short_lbfgs(logits, target):  # Guo et al.'s published recipe: lr 0.01, 50 iterations
+        t = torch.tensor(1.5, dtype=logits.dtype, requires_grad=True)
+        opt = torch.optim.LBFGS([t], lr=0.01, max_iter=50)
+
+        def closure():
+            opt.zero_grad()
+            loss = F.cross_entropy(logits / t, target)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        return t.item()
+
+    result = check("ex-ch9-temperature", short_lbfgs)
+    assert not result and "stopped before the minimum" in result.message
+
+
+def test_focal_weights_refuses_a_probability_that_underflows():
+    def naive(logits, target, alpha, gamma, floor=0.0):
+        q = torch.softmax(logits, -1).gather(1, target[:, None])[:, 0].clamp(min=floor)
+        weight = alpha[target]
+        return -(weight * (1 - q) ** gamma * torch.log(q)).sum() / weight.sum()
+
+    for floor in (0.0, 1e-4):
+        result = check("ex-ch9-focal-weights", lambda *a, f=floor: naive(*a, floor=f))
+        assert not result and "underflows to 0 before the log" in result.message
+    negative = check("ex-ch9-focal-weights", lambda *a: -weighted_focal_loss(*a))
+    assert "check the sign" in negative.message and "binary form" in negative.message
+
+
+def test_infonce_refuses_an_overflow_at_clips_temperature_and_names_positives_only():
+    def naive(x, y, t):
+        x, y = F.normalize(x, dim=-1), F.normalize(y, dim=-1)
+        e = torch.exp(x @ y.T / t)
+        d = e.diagonal()
+        return (-(d / e.sum(1)).log().mean() - (d / e.sum(0)).log().mean()) / 2
+
+    def by_logsumexp(x, y, t):  # another right answer, stable at t = 0.01
+        s = F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T / t
+        rows = (torch.logsumexp(s, 1) - s.diag()).mean()
+        return (rows + (torch.logsumexp(s, 0) - s.diag()).mean()) / 2
+
+    result = check("ex-ch9-infonce", naive)
+    assert not result and "overflows float32" in result.message
+    assert check("ex-ch9-infonce", by_logsumexp)
+    assert check("ex-ch9-infonce", lambda x, y, t: info_nce(x.float(), y.float(), t))
+    positives = check("ex-ch9-infonce", lambda x, y, t: -(F.cosine_similarity(x, y) / t).mean())
+    assert "only the matching pairs" in positives.message
+
+
+def test_bigram_names_the_columns_and_the_symbols_seen():
+    def counted(ids, C):
+        pairs = torch.zeros(C, C, dtype=torch.float64)
+        pairs.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=torch.float64),
+                         accumulate=True)
+        return pairs
+
+    def columns(ids, C):
+        p = counted(ids, C) + 1
+        return (p / p.sum(0, keepdim=True)).log()
+
+    def seen(ids, C):
+        p = counted(ids, C)
+        return ((p + 1) / (p.sum(1, keepdim=True) + len(torch.unique(ids)))).log()
+
+    assert "the columns are normalised" in check("ex-ch9-bigram", columns).message
+    assert "symbols that occur" in check("ex-ch9-bigram", seen).message
