@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -347,6 +348,8 @@ def check_detach(tbptt_pass):
                         "the optimiser has changed since: cut the graph between the chunks "
                         "instead of keeping it") from None
         raise
+    if isinstance(losses, torch.Tensor | np.ndarray) and losses.ndim == 1:
+        losses = list(losses)  # the losses in one tensor or array: as good as a list
     expect(isinstance(losses, (list, tuple)) and len(losses) == TBPTT["chunks"],
            f"tbptt_pass must return the list of the {TBPTT['chunks']} chunks' losses")
     params = [p.detach() for p in model.parameters()]

@@ -494,3 +494,8 @@ def test_bptt():
     message = check(name, finite_differences).message
     assert "by more than float64 rounding" in message and "not the gradient" not in message, \
         message
+
+
+def test_detach_accepts_the_losses_in_one_tensor():
+    right = make_pass()
+    assert check("ex-ch2-tbptt-bug", lambda *a: torch.tensor(right(*a)))
