@@ -403,7 +403,13 @@ class MultiHeadAttention(nn.Module):
         self.fast = fast
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform weights and zero biases, as ``nn.MultiheadAttention`` initialises them."""
+        r"""Xavier-uniform weights for each of the four projections, and zero biases.
+
+        ``nn.MultiheadAttention`` starts otherwise: Xavier-uniform over its packed (3E, E)
+        ``in_proj_weight`` (a range :math:`\sqrt 2` narrower than ours when kdim = vdim = E) and
+        ``nn.Linear``'s default for ``out_proj.weight``. :meth:`from_torch` copies its weights where
+        the same start matters.
+        """
         for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             nn.init.xavier_uniform_(proj.weight)
             if proj.bias is not None:
