@@ -15,7 +15,8 @@ Two sets of runs, each with exactly the recipe the chapter uses, one CPU thread:
   seed-0 files the chapter reads), called through ``seqbook.vsa_train.main``.
 * ``kernel``: the no-skip n = 64 run of seed 0 once more in a subprocess with
   ``ATEN_CPU_CAPABILITY=default`` (PyTorch's plain, non-vectorised CPU kernels): the same machine,
-  the same command, only the rounding of the sums differs.
+  the same command; the rounding of the sums differs, and so does that of the initial draw
+  (PyTorch draws normal numbers with a vectorised routine only under its AVX2 kernels).
 
 For seed 0 of the ``budget`` runs the script reads the chapter's committed files
 ``results/cpu/fhrr_resnet*_n64_seed0.json`` (the same command, made on the same kind of machine, a

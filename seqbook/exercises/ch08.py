@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -282,6 +283,8 @@ def check_capacity(predicted_capacity):
         k = call(predicted_capacity, n, what="predicted_capacity")
         if isinstance(k, torch.Tensor) and k.numel() == 1:
             k = k.item()
+        elif isinstance(k, np.ndarray) and k.size == 1:
+            k = k.item()  # a NumPy array holding one number
         expect(isinstance(k, numbers.Real) and not isinstance(k, bool),
                f"predicted_capacity must return a number, got {type(k).__name__}")
         values.append(float(k))
@@ -522,6 +525,9 @@ def check_attention(attention):
             where = "with a mask" if m is not None else "without a mask"
             raise Wrong(f"the output differs from VSA attention {where}: each output symbol is "
                         "the angle of the score-weighted sum of the value phasors")
+        expect(_in_range(output), "the output angles are right up to a whole turn, but some lie "
+               "outside [-1, 1]: a symbol holds angles divided by pi in [-1, 1], as "
+               "torch.angle(z) / pi gives them")
         expect(close(scores, ref_scores, n=D), "the scores are not the pairwise similarities of "
                "the queries and keys (with masked scores set to 0)")
         expect(not sizes.pairwise, "the values are right, but attention makes a "

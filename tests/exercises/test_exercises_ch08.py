@@ -432,3 +432,18 @@ def test_capacity_names_only_the_slip_it_sees():
     assert "1/sqrt(n)" not in check("ex-ch8-capacity", lambda n: math.floor(n / 50)).message
     assert "1/sqrt(n)" in check("ex-ch8-capacity",
                                 lambda n: math.floor(math.pi * n / 100)).message
+
+
+def test_capacity_takes_a_numpy_array_of_one_number_and_attention_refuses_wrapped_angles():
+    import numpy as np
+
+    from seqbook.vsa import vsa_attention
+
+    assert check("ex-ch8-capacity", lambda n: np.array(math.floor(math.pi * n / 50)))
+
+    def wrapped(q, k, v, mask=None):
+        out, scores = vsa_attention(q, k, v, mask=mask)
+        return torch.remainder(out, 2), scores  # the same angles, in [0, 2)
+
+    result = check("ex-ch8-attention", wrapped)
+    assert not result and "outside [-1, 1]" in result.message
