@@ -377,6 +377,9 @@ def check_year(fn):
     if agrees(answer, share(slice(0, 2), -2, 0), 4):
         raise Wrong("only the first two year digits are counted: the year has four outputs, "
                     "rows 0 to 3")
+    if agrees(answer, share(slice(1, 5), -2, 0), 4):
+        raise Wrong("rows 1 to 4 are counted: the weights' rows start after <sos>, so row 0 is "
+                    "already the first year digit; the year is rows 0 to 3")
     if agrees(answer, share(slice(0, T_out), -2, 0), 4):
         raise Wrong("every output row is averaged: the year is the first four outputs, rows 0 "
                     "to 3")
@@ -402,10 +405,13 @@ def check_year(fn):
 # ---------------------------------------------------------------------------------------------
 
 
-def _free_running_logits(model, memory, tgt, pad_after_eos: bool):
+def _free_running_logits(model, memory, tgt, pad_after_eos: bool, zero_start: bool = False):
     """The logits of every step when the decoder reads its own greedy predictions; with
-    ``pad_after_eos`` it reads <pad> after its own <eos>, as greedy_decode does."""
+    ``pad_after_eos`` it reads <pad> after its own <eos>, as greedy_decode does; with
+    ``zero_start`` it starts from a state of zeros instead of s_0 (a slip)."""
     state, prev, logits = None, tgt[:, 0], []
+    if zero_start:
+        state = torch.zeros_like(model.decoder.init_state(memory))
     done = torch.zeros(tgt.shape[0], dtype=torch.bool)
     for _ in range(tgt.shape[1] - 1):
         step_logits, state = model.decode_step(prev, state, memory)
@@ -459,6 +465,8 @@ def _exposure_references(early_eos: bool = False) -> dict[str, torch.Tensor]:
             "per sequence": (each.sum(1) / (tgt[:, 1:] != PAD_ID).sum(1)).mean(),
             "summed": each.sum(),
             "shifted": F.cross_entropy(logits.transpose(1, 2), tgt[:, :-1], ignore_index=PAD_ID),
+            "zero start": _loss(_free_running_logits(model, memory, tgt, False, zero_start=True),
+                                tgt),
             **{f"cut at own eos {k}": _cut_at_own_eos(logits, each, tgt, k) for k in (0, 1)},
         }
 
@@ -498,6 +506,8 @@ _EXPOSURE_SLIPS = {
               "characters, as in model.loss",
     "shifted": "step i's logits are scored against tgt[:, i], the true character at the position "
                "the decoder has just read: they predict the next one, tgt[:, i + 1]",
+    "zero start": "the decoder starts from a state of zeros: its first state is s_0, computed "
+                  "from the encoder's memory (pass state=None to decode_step at the first step)",
 }
 
 

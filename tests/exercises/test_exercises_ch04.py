@@ -361,3 +361,24 @@ def test_exposure_meets_an_eos():
     assert check("ex-ch4-exposure", spy) and EXERCISES
     (after_eos_pad, after_eos_argmax), _ = seen  # the second case: <eos> at once
     assert abs(after_eos_pad - after_eos_argmax) > 1e-3
+
+
+def test_year_names_rows_one_to_four_and_exposure_a_zero_start():
+    def rows_1_to_4(w, sources):
+        return sum(w[k, 1:5, len(s) - 2:len(s)].sum(-1).mean().item()
+                   for k, s in enumerate(sources)) / len(sources)
+
+    assert "rows 1 to 4" in check("ex-ch4-year", rows_1_to_4).message
+
+    def zero_start(model, src, src_lengths, tgt):
+        memory = model.encode(src, src_lengths)
+        state = torch.zeros_like(model.decoder.init_state(memory))
+        prev, logits = tgt[:, 0], []
+        for _ in range(tgt.shape[1] - 1):
+            out, state = model.decode_step(prev, state, memory)
+            logits.append(out)
+            prev = out.argmax(-1)
+        logits = torch.stack(logits, 1)
+        return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
+
+    assert "state of zeros" in check("ex-ch4-exposure", zero_start).message
