@@ -129,6 +129,12 @@ def check_mask_bug(fn):
     expect(bool((w.diagonal() > 0).all()), "a position does not attend to itself: the causal "
            "mask keeps j <= i, the diagonal included")
     ref, ref_w = scaled_dot_product_attention(x, x, x, is_causal=True)
+    past = torch.ones(T, T, dtype=torch.bool).tril()
+    blocked = (w.detach().abs() <= 1e-12) & past
+    if bool(blocked.any()):
+        i, j = (int(t) for t in blocked.nonzero()[0])
+        raise Wrong(f"position {i} gives key {j} no weight, though j <= i: the causal mask "
+                    "allows every earlier key and the position itself, not a window of them")
     expect(close(w, ref_w, n=d), "the weights differ from causal softmax attention: check the "
            "scaling by 1/sqrt(d) and the softmax over the keys")
     expect(close(out, ref, n=d + T), "the weights are right but the output is not their "

@@ -581,3 +581,14 @@ def test_a_call_with_the_wrong_parameters_is_named():
         return torch.ones(n, n, dtype=torch.bool) @ r
 
     assert "line" in check("ex-ch5-local", body_error).message
+
+
+def test_mask_bug_names_a_window_of_keys():
+    def windowed(x, window=3):
+        T = x.shape[0]
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None]
+        allowed = (j <= i) & (j > i - window)
+        return scaled_dot_product_attention(x, x, x, mask=allowed)
+
+    result = check(M, windowed)
+    assert not result and "not a window" in result.message
