@@ -13,15 +13,14 @@ Four changes, invisible in the built book, and idempotent (a second run writes n
    from the first markdown cell of a notebook (and from nowhere else: no notebook metadata, no
    myst.yml), and with that enumerator it numbers equations (N.1), (N.2), ... and exercises N.1, N.2,
    ... as the book does. The cell carries the tag ``remove-cell``, so myst-nb drops it before parsing
-   and the book page does not change. Chapter 11 is an unnumbered appendix in the book (its exercises
-   are 1, 2, 3 and it has no numbered equation), which is what jupyterlab-myst shows without this cell.
+   and the book page does not change. Chapters 11 and 12 are unnumbered appendices in the book (their
+   exercises are 1, 2, 3), which is what jupyterlab-myst shows without this cell.
 
 2. Each unlabelled ``$$ ... $$`` display block becomes ``\\begin{equation*} ... \\end{equation*}``
    (only its two delimiter lines change). The book numbers labelled equations only, jupyterlab-myst
    numbers every ``$$`` block (there is no option for that in either renderer that the other accepts),
    so a single unlabelled block shifted every later number in JupyterLab by one. Both renderers leave
-   ``equation*`` unnumbered and typeset it like ``$$``. Today this touches four cells (chapters 2, 3,
-   5, 7); the script prints their ids.
+   ``equation*`` unnumbered and typeset it like ``$$``. The script prints the ids of the cells it touches.
 
 3. Every cell strictly between a ``{solution-start}`` cell and its ``{solution-end}`` cell, and a
    start or end cell that holds solution text beside its directive, gets the standard nbformat cell
