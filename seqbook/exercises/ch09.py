@@ -121,9 +121,9 @@ def check_bigram(fn):
                     "one added to each of its C cells, count + C")
     n_seen = len(torch.unique(ids))
     if n_seen != C and close(out, torch.log((counts + 1) / (counts.sum(1, keepdim=True) + n_seen))):
-        raise Wrong(f"each row is divided by its count plus the {n_seen} symbols that occur: the "
-                    f"one is added to all C = {C} cells of the row, the never-seen symbols' "
-                    "included, so the total is count + C")
+        raise Wrong(f"each row is divided by its count plus {n_seen} (the symbols that occur, or "
+                    f"C - 1): the one is added to all C = {C} cells of the row, the never-seen "
+                    "symbols' included, so the total is count + C")
     if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
         raise Wrong("the columns are normalised: row a, the symbols that follow a, is the "
                     "distribution q(. | a), so each row must sum to 1")
@@ -466,8 +466,8 @@ def _name_smoothing_slip(out, z, y, eps, pad):
             "uniform summed": "the uniform part is summed over the classes: it is eps / C per "
                               "class, so average -log q_k over the C classes, do not add them up",
             "true class 1 - eps": "the true class gets only 1 - eps, so the target sums to "
-                                  "1 - eps + eps / C: eps / C goes to every class, the true one "
-                                  "included",
+                                  "1 - eps / C: eps / C goes to every class, the true one "
+                                  "included, and the true class keeps 1 - eps + eps / C",
         }[slip])
     raise Wrong(f"with label_smoothing={eps} and padding id {pad} the loss differs from the "
                 "masked, smoothed cross-entropy")
@@ -561,9 +561,9 @@ def check_temperature(fn):
         if min(1, ref) < T < max(1, ref):
             raise Wrong(f"T = {T:.4g} lies between 1 and this network's best temperature, which "
                         f"is {more} 1: the search stopped before the minimum of the NLL (an "
-                        "optimiser with a small step or few iterations does; run it until the "
-                        "loss stops changing, or bisect on the derivative), or it minimises "
-                        "something else than the NLL")
+                        "optimiser with a small step or few iterations does, and so does a coarse "
+                        "grid; run it until the loss stops changing, or bisect on the "
+                        "derivative), or it minimises something else than the NLL")
         raise Wrong(f"T does not minimise the cross-entropy of the held-out logits divided by T "
                     f"to 3 significant digits (this network's best T is {more} 1)")
 
@@ -691,8 +691,8 @@ def check_focal_weights(fn):
     expect(bool(torch.isfinite(out).all()) and close(out.reshape(()), ref.float(), n=N * C),
            f"right on ordinary logits, but for float32 logits where the true class lies 200 below "
            f"the largest (a confidently wrong example) the loss is {float(out.reshape(-1)[0]):.6g} "
-           f"against {float(ref):.6g}: q_y underflows to 0 before the log; take log q_y from "
-           "log_softmax, and q_y as its exp")
+           f"against {float(ref):.6g}: q_y underflows to 0 before the log (a clamp or an eps keeps "
+           "the loss finite, but wrong); take log q_y from log_softmax, and q_y as its exp")
 
 
 # ---------------------------------------------------------------------------------------------
