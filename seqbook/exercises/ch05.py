@@ -134,7 +134,7 @@ def check_mask_bug(fn):
     if bool(blocked.any()):
         i, j = (int(t) for t in blocked.nonzero()[0])
         raise Wrong(f"position {i} gives key {j} no weight, though j <= i: the causal mask "
-                    "allows every earlier key and the position itself, not a window of them")
+                    "allows every earlier key and the position itself, and blocks none of them")
     expect(close(w, ref_w, n=d), "the weights differ from causal softmax attention: check the "
            "scaling by 1/sqrt(d) and the softmax over the keys")
     expect(close(out, ref, n=d + T), "the weights are right but the output is not their "
