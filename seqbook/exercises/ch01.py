@@ -99,6 +99,10 @@ def check_linear_embedding(embedding_as_linear):
     expect(tuple(lin.weight.shape) == (d, V),
            f"the layer's weight must have nn.Linear's shape (d, V) = {(d, V)}, got "
            f"{tuple(lin.weight.shape)}: copy the table transposed")
+    if lin.weight.untyped_storage().data_ptr() == emb.weight.untyped_storage().data_ptr():
+        raise Wrong("the layer's weight shares the embedding's storage (a view such as "
+                    "nn.Parameter(emb.weight.T)): the two layers are tied, and training one "
+                    "moves the other; give the layer a copy of the table (transposed)")
     if lin.bias is not None:
         raise Wrong("the layer has a bias: a lookup adds nothing to the row it copies "
                     "(bias=False; even a zero bias is a parameter that training would move)")

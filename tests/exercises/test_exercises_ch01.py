@@ -617,3 +617,23 @@ def test_wordpiece_encoder():
     ]:
         message = check(name, answer).message
         assert words in message, (answer, message)
+
+
+def test_linear_embedding_refuses_a_weight_tied_to_the_table():
+    import torch
+    from torch import nn
+
+    def tied(emb):
+        lin = nn.Linear(emb.num_embeddings, emb.embedding_dim, bias=False).to(emb.weight.dtype)
+        lin.weight = nn.Parameter(emb.weight.T)  # a view: the two layers share one table
+        return lin
+
+    def copied(emb):
+        lin = nn.Linear(emb.num_embeddings, emb.embedding_dim, bias=False).to(emb.weight.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(emb.weight.T)
+        return lin
+
+    result = check("ex-ch1-linear-embedding", tied)
+    assert not result and "shares the embedding's storage" in result.message
+    assert check("ex-ch1-linear-embedding", copied)
