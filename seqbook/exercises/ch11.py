@@ -108,6 +108,9 @@ def check_slopes(exponent):
                         "(the middle point then weighs nothing), but on this series, lengths "
                         f"{', '.join(map(str, lengths))}, it does not; fit a straight line "
                         "through all three (np.polyfit)")
+        if agrees(got, ref, 2) and not agrees(got, ref, 3):
+            raise Wrong(f"for a series of {len(lengths)} lengths the exponent is right to 2 "
+                        "significant digits only: give it to 3 (do not round it so far)")
         expect(agrees(got, ref, 3),  # to 3 significant digits, as the exercise asks
                f"for a series of {len(lengths)} lengths the exponent is not the slope of log "
                "time against log length over the three longest sequences (to 3 significant "
@@ -137,6 +140,9 @@ def check_kv_memory(answer):
         return agrees(x, y, 2)
 
     if not near(fp32, right_fp32):
+        if near(fp32, right_fp32 / 8) and near(gqa, right_fp32):
+            raise Wrong("the two numbers are in the wrong order: first the float32 size, then "
+                        "the grouped-query size")
         if near(fp32, right_fp32 / 2):
             raise Wrong("the float32 size is half what it should be: the cache holds keys and "
                         "values, or a float32 number takes 4 bytes")
@@ -165,6 +171,8 @@ def check_kv_memory(answer):
                     "grouped-query attention in float32; bf16 halves it again")
     if near(gqa, numbers_ / 4 * 2 / 1e9):
         raise Wrong("the grouped-query size is in GB (10**9 bytes): give it in GiB (2**30 bytes)")
+    if agrees(gqa, right_fp32 / 8, 1):
+        raise Wrong("the grouped-query size is right to 1 significant digit only: give it to 2")
     raise Wrong("the grouped-query size is not right to 2 significant digits: bf16 halves the "
                 "float32 size, and keeping one key-value head for every 4 query heads divides "
                 "it by 4")

@@ -254,3 +254,16 @@ def test_decode_batch():
 ])
 def test_the_random_state_is_untouched(name, answer):
     assert_random_state_untouched(lambda: check(name, answer))
+
+
+def test_kv_memory_names_a_swapped_pair_and_one_digit_and_slopes_a_rounding():
+    assert "wrong order" in check("ex-perf-kv-memory", (1.125, 9.0)).message
+    assert "1 significant digit" in check("ex-perf-kv-memory", (9.0, 1.0)).message
+    import numpy as np
+
+    def rounded(lengths, ms):
+        k = np.polyfit(np.log(lengths[-3:]), np.log(ms[-3:]), 1)[0]
+        return float(f"{k:.2g}")
+
+    result = check("ex-perf-slopes", rounded)
+    assert not result and "2 significant digits only" in result.message
