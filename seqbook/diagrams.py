@@ -926,7 +926,7 @@ def draw_ring_all_reduce() -> Figure:
                      colour.get(len(held), PALETTE["state"]), w=cw - 0.06, h=ch, size=SMALL)
     # the sixth place: the ring itself
     cx, cy, rad, r = label_w + 2 * (panel_w + gap) + panel_w / 2, 0.8, 0.5, 0.17
-    angles = [math.pi / 2 + 2 * math.pi * i / n for i in range(n)]
+    angles = [math.pi / 2 - 2 * math.pi * i / n for i in range(n)]  # clockwise, 0 on top
     spots = [(cx + rad * math.cos(a), cy + rad * math.sin(a)) for a in angles]
     _text(ax, cx, tops[1] - 0.15, "the ring", size=FONT)
     for i, (x, y) in enumerate(spots):

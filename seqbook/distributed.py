@@ -89,7 +89,8 @@ class CheckpointError(ValueError):
 
 class CheckpointDamaged(CheckpointError):
     """A checkpoint folder that is gone, or whose files are missing, unreadable or fail their
-    checksum (not one of another run or format: an older checkpoint of the same run may serve)."""
+    checksum, or whose ``state.json`` names another step than its folder (not one of another run
+    or format: an older checkpoint of the same run may serve)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,13 +406,22 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointDamaged(f"{state_file}: not a checkpoint's JSON (truncated or foreign): {exc}"
                                 ) from None
+    except OSError as exc:  # a read that fails (a bad sector, a vanished file)
+        raise CheckpointDamaged(f"{state_file}: unreadable: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{state_file}: not a {CHECKPOINT_FORMAT!r} file (format {got!r})")
     if meta.get("version") != CHECKPOINT_VERSION:
         raise CheckpointError(f"{state_file}: format version {meta.get('version')!r}, this code reads "
                               f"version {CHECKPOINT_VERSION}")
-    digest = _sha256(tensor_file)
+    named = _STEP_DIR.match(path.name)
+    if named and meta.get("step") != int(named.group(1)):
+        raise CheckpointDamaged(f"{state_file}: step {meta.get('step')!r} differs from the folder's "
+                                f"{int(named.group(1))}: the file is corrupted or replaced")
+    try:
+        digest = _sha256(tensor_file)
+    except OSError as exc:
+        raise CheckpointDamaged(f"{tensor_file}: unreadable: {exc}") from None
     if digest != meta.get("tensor_sha256"):
         raise CheckpointDamaged(f"{tensor_file}: SHA-256 {digest} differs from the "
                                 f"{meta.get('tensor_sha256')} recorded in {state_file}: the file is "
@@ -488,8 +498,11 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
             meta["path"] = str(candidate)  # the other ranks may not see the folder
             meta["skipped"] = []
             for folder, why in damaged:
-                if folder.is_dir():
-                    why += f" (moved to {_set_aside(folder).name})"
+                if folder.is_dir() and _STEP_DIR.match(folder.name):  # only checkpoint folders
+                    try:
+                        why += f" (moved to {_set_aside(folder).name})"
+                    except OSError as exc:
+                        why += f" (could not be moved aside: {exc})"
                 meta["skipped"].append(why)
                 print(f"resume: {why}; resuming from {candidate}", file=sys.stderr)
     if d.grouped:
@@ -590,7 +603,7 @@ def _evaluate(model: nn.Module, ids: torch.Tensor, block_size: int, num_windows:
 
 
 def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, bf16,
-                              on_log) -> None:
+                              on_log, resume_fallback) -> None:
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a seqbook.gpt.GPTConfig, got {type(config).__name__}")
     check_ids("train_ids", train_ids, config.vocab_size, ndim=1, names="(N,)")
@@ -607,6 +620,10 @@ def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, acc
                          f"{d.world_size} x {accumulate}")
     if on_log is not None and not callable(on_log):
         raise TypeError(f"on_log must be callable or None, got {type(on_log).__name__}")
+    if isinstance(resume_fallback, str | bytes | os.PathLike) or not all(
+            isinstance(p, str | os.PathLike) for p in resume_fallback):
+        raise TypeError("resume_fallback must be a sequence of checkpoint folders (str or Path), "
+                        f"got {resume_fallback!r}")
     if bf16 and d.device.type != "cuda":
         raise ValueError("bf16=True needs a CUDA device (bfloat16 autocast runs only on the GPU "
                          f"here), got d.device {d.device}")

@@ -37,7 +37,9 @@ states) and ``state.json`` (everything else, and the tensor file's SHA-256): no 
 on any number of processes. ``--resume`` continues from the newest one in DIR (``--resume PATH``: from
 that folder); the model, data and run settings must match, the number of processes, ``--parallel`` and
 ``--accumulate`` may differ. A newest one that is damaged (a file missing, unreadable or failing its
-checksum) is renamed ``damaged_step_...`` and the next older one serves. ``--resume auto`` continues
+checksum, or a ``state.json`` whose step is not its folder's) is renamed ``damaged_step_...``
+(kept, never deleted) and the next older intact one of the run serves (with ``--keep 1`` there is
+none); ``--resume PATH`` has no such fallback. ``--resume auto`` continues
 from the newest one if DIR has one and starts at step 0 if not, so that one command line serves a
 job's first start and every restart (``torchrun --max-restarts N`` starts the processes again after
 one fails; rank 0 decides, so on several machines DIR must be on storage they all see).

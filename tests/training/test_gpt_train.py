@@ -483,3 +483,27 @@ def test_bad_library_calls_are_refused_clearly(case):
 
     fn, *words = BAD_CALLS[case]
     assert_clear_error(fn, *words)
+
+
+def test_a_state_file_that_cannot_be_read_or_names_another_step_gives_way(runs, copy_of_run,
+                                                                          monkeypatch, capsys):
+    newest = copy_of_run / "step_00000005" / "state.json"
+    meta = json.loads(newest.read_text())
+    meta["step"] = 2  # parses, but is not this folder's step
+    newest.write_text(json.dumps(meta))
+    log = main(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"])
+    assert log["resumed_from"]["step"] == 3 and "differs from the folder's 5" in \
+        log["resumed_from"]["skipped"][0]
+    assert log["loss"] == runs.log("single")["loss"]
+    capsys.readouterr()
+    read_text = Path.read_text
+
+    def failing(self, *args, **kwargs):  # a read error, as from a bad sector
+        if self == copy_of_run / "step_00000005" / "state.json":
+            raise OSError(5, "Input/output error")
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", failing)
+    log = main(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"])
+    assert log["resumed_from"]["step"] == 3
+    assert "unreadable" in log["resumed_from"]["skipped"][0]
