@@ -603,7 +603,7 @@ def _evaluate(model: nn.Module, ids: torch.Tensor, block_size: int, num_windows:
 
 
 def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, accumulate, bf16,
-                              on_log, resume_fallback) -> None:
+                              resume_fallback, on_log) -> None:
     if not isinstance(config, GPTConfig):
         raise TypeError(f"config must be a seqbook.gpt.GPTConfig, got {type(config).__name__}")
     check_ids("train_ids", train_ids, config.vocab_size, ndim=1, names="(N,)")
