@@ -414,10 +414,6 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
     if meta.get("version") != CHECKPOINT_VERSION:
         raise CheckpointError(f"{state_file}: format version {meta.get('version')!r}, this code reads "
                               f"version {CHECKPOINT_VERSION}")
-    named = _STEP_DIR.match(path.name)
-    if named and meta.get("step") != int(named.group(1)):
-        raise CheckpointDamaged(f"{state_file}: step {meta.get('step')!r} differs from the folder's "
-                                f"{int(named.group(1))}: the file is corrupted or replaced")
     try:
         digest = _sha256(tensor_file)
     except OSError as exc:
@@ -431,6 +427,10 @@ def _read_checkpoint(path: Path, expect: dict, shapes: dict[str, list[int]]) -> 
         wrong += _differences(key, meta.get(key) or {}, expect[key])
     if wrong:
         raise CheckpointError(f"{path} belongs to another run: " + "; ".join(wrong))
+    named = _STEP_DIR.match(path.name)
+    if named and meta.get("step") != int(named.group(1)):
+        raise CheckpointDamaged(f"{state_file}: step {meta.get('step')!r} differs from the folder's "
+                                f"{int(named.group(1))}: the file is corrupted or replaced")
     if meta.get("model_shapes") != shapes:
         saved = meta.get("model_shapes") or {}
         diff = [f"{k}: checkpoint {saved.get(k)}, this model {shapes.get(k)}"
@@ -620,10 +620,10 @@ def _check_train_distributed(config, train_ids, valid_ids, run, d, parallel, acc
                          f"{d.world_size} x {accumulate}")
     if on_log is not None and not callable(on_log):
         raise TypeError(f"on_log must be callable or None, got {type(on_log).__name__}")
-    if isinstance(resume_fallback, str | bytes | os.PathLike) or not all(
+    if not isinstance(resume_fallback, list | tuple) or not all(
             isinstance(p, str | os.PathLike) for p in resume_fallback):
-        raise TypeError("resume_fallback must be a sequence of checkpoint folders (str or Path), "
-                        f"got {resume_fallback!r}")
+        raise TypeError("resume_fallback must be a list or tuple of checkpoint folders (str or "
+                        f"Path), got {resume_fallback!r}")
     if bf16 and d.device.type != "cuda":
         raise ValueError("bf16=True needs a CUDA device (bfloat16 autocast runs only on the GPU "
                          f"here), got d.device {d.device}")

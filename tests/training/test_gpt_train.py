@@ -507,3 +507,12 @@ def test_a_state_file_that_cannot_be_read_or_names_another_step_gives_way(runs, 
     log = main(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"])
     assert log["resumed_from"]["step"] == 3
     assert "unreadable" in log["resumed_from"]["skipped"][0]
+
+
+@pytest.mark.parametrize("bad", [None, "ckpt", iter(["a"]), 3])
+def test_resume_fallback_must_be_a_list_or_tuple_of_folders(bad):
+    config = GPTConfig(vocab_size=10, block_size=4, n_layer=1, n_head=1, n_embd=4)
+    run = RunSettings(steps=1, batch_size=2)
+    with pytest.raises(TypeError, match="resume_fallback must be a list or tuple"):
+        train_distributed(config, torch.randint(10, (50,)), None, run, Dist(), {},
+                          resume_fallback=bad)
