@@ -110,6 +110,13 @@ def check_linear_embedding(embedding_as_linear):
         raise Wrong(f"the layer holds {str(lin.weight.dtype).removeprefix('torch.')}, which rounds "
                     "the table's numbers to about three significant digits: a lookup copies its "
                     "rows exactly, so keep at least float32 (the embedding's own dtype is best)")
+    emb32 = nn.Embedding(V, d)  # float32, as a learner's is: .float() of it is a view
+    lin32 = call(embedding_as_linear, emb32, what="embedding_as_linear")
+    if (isinstance(lin32, nn.Linear) and lin32.weight.untyped_storage().data_ptr()
+            == emb32.weight.untyped_storage().data_ptr()):
+        raise Wrong("for a float32 embedding the layer's weight shares the embedding's storage "
+                    "(a view such as nn.Parameter(emb.weight.T.float())): the two layers are "
+                    "tied, and training one moves the other; give the layer a copy of the table")
     ids = torch.arange(V)  # every row of the table
     one_hot = F.one_hot(ids, V).to(lin.weight.dtype)
     with torch.no_grad():

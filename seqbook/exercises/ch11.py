@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 import torch
 
-from .core import Wrong, agrees, at_most_digits, call, exercise, expect, name_slip
+from .core import Wrong, agrees, at_most_digits, call, cut_off, exercise, expect, name_slip
 
 
 def _number(value, what: str) -> float:
@@ -108,6 +108,9 @@ def check_slopes(exponent):
                         "(the middle point then weighs nothing), but on this series, lengths "
                         f"{', '.join(map(str, lengths))}, it does not; fit a straight line "
                         "through all three (np.polyfit)")
+        if cut_off(got, ref) and not agrees(got, ref, 3):
+            raise Wrong(f"for a series of {len(lengths)} lengths the exponent is cut off after 3 "
+                        "significant digits: round it to the nearest instead")
         if agrees(got, ref, 2) and not agrees(got, ref, 3):
             raise Wrong(f"for a series of {len(lengths)} lengths the exponent is right to 2 "
                         "significant digits only: give it to 3 (do not round it so far)")
@@ -171,7 +174,7 @@ def check_kv_memory(answer):
                     "grouped-query attention in float32; bf16 halves it again")
     if near(gqa, numbers_ / 4 * 2 / 1e9):
         raise Wrong("the grouped-query size is in GB (10**9 bytes): give it in GiB (2**30 bytes)")
-    if agrees(gqa, right_fp32 / 8, 1):
+    if abs(gqa - float(f"{right_fp32 / 8:.1g}")) < 1e-9:  # the 1-digit rounding, 1
         raise Wrong("the grouped-query size is right to 1 significant digit only: give it to 2")
     raise Wrong("the grouped-query size is not right to 2 significant digits: bf16 halves the "
                 "float32 size, and keeping one key-value head for every 4 query heads divides "

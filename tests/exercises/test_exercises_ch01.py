@@ -637,3 +637,15 @@ def test_linear_embedding_refuses_a_weight_tied_to_the_table():
     result = check("ex-ch1-linear-embedding", tied)
     assert not result and "shares the embedding's storage" in result.message
     assert check("ex-ch1-linear-embedding", copied)
+
+
+def test_linear_embedding_refuses_a_float32_view_of_the_table():
+    from torch import nn
+
+    def tied32(emb):
+        lin = nn.Linear(emb.num_embeddings, emb.embedding_dim, bias=False)
+        lin.weight = nn.Parameter(emb.weight.T.float())  # a copy of float64, a view of float32
+        return lin
+
+    result = check("ex-ch1-linear-embedding", tied32)
+    assert not result and "shares the embedding's storage" in result.message

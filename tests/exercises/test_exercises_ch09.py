@@ -842,3 +842,14 @@ def test_bigram_names_the_columns_and_the_symbols_seen():
 
     assert "the columns are normalised" in check("ex-ch9-bigram", columns).message
     assert "symbols that occur" in check("ex-ch9-bigram", seen).message
+
+
+def test_focal_names_an_eps_in_the_log_and_temperature_a_coarse_grid():
+    def eps_log(logits, target, alpha, gamma):
+        q = torch.softmax(logits, -1).gather(1, target[:, None])[:, 0]
+        weight = alpha[target]
+        return -(weight * (1 - q) ** gamma * torch.log(q + 1e-6)).sum() / weight.sum()
+
+    assert "log(q_y + 1e-06)" in check("ex-ch9-focal-weights", eps_log).message
+    coarse = check("ex-ch9-temperature", lambda z, y: round(bisection(z, y), 1))
+    assert not coarse and "within 3 %" in coarse.message

@@ -267,3 +267,18 @@ def test_kv_memory_names_a_swapped_pair_and_one_digit_and_slopes_a_rounding():
 
     result = check("ex-perf-slopes", rounded)
     assert not result and "2 significant digits only" in result.message
+
+
+def test_slopes_names_a_cut_off_exponent_and_kv_memory_only_the_one_digit_rounding():
+    import math
+
+    import numpy as np
+
+    def cut(lengths, ms):
+        k = np.polyfit(np.log(lengths[-3:]), np.log(ms[-3:]), 1)[0]
+        unit = 10.0 ** (math.floor(math.log10(abs(k))) - 2)
+        return math.floor(k / unit) * unit
+
+    result = check("ex-perf-slopes", cut)
+    assert not result and "cut off" in result.message
+    assert "1 significant digit" not in check("ex-perf-kv-memory", (9.0, 0.8)).message
