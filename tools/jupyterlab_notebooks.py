@@ -13,8 +13,9 @@ Four changes, invisible in the built book, and idempotent (a second run writes n
    from the first markdown cell of a notebook (and from nowhere else: no notebook metadata, no
    myst.yml), and with that enumerator it numbers equations (N.1), (N.2), ... and exercises N.1, N.2,
    ... as the book does. The cell carries the tag ``remove-cell``, so myst-nb drops it before parsing
-   and the book page does not change. Chapters 11 and 12 are unnumbered appendices in the book (their
-   exercises are numbered 1, 2, 3, ... without a chapter), which is what jupyterlab-myst shows without this cell.
+   and the book page does not change. Chapters 11 and 12 are unnumbered appendices in the book
+   (their exercises are numbered 1, 2, 3, ... without a chapter), which is what jupyterlab-myst
+   shows without this cell.
 
 2. Each unlabelled ``$$ ... $$`` display block becomes ``\\begin{equation*} ... \\end{equation*}``
    (only its two delimiter lines change). The book numbers labelled equations only, jupyterlab-myst
