@@ -552,6 +552,9 @@ def check_temperature(fn):
                         "network needs T > 1)")
         if agrees(T, math.log(ref), 3):
             raise Wrong("that is log T: return the temperature itself, exp of what you optimised")
+        if abs(T - float(f"{ref:.2g}")) < 1e-9:  # the 2-digit rounding of the best T
+            raise Wrong(f"T = {T:.4g} is right to 2 significant digits only: the check wants 3 "
+                        "(do not round it so far, and a grid must be finer than that)")
         if all(abs(t / r - 1) < 0.03 for t, (_, _, r) in zip(found, tasks, strict=True)):
             raise Wrong("T is within 3 % of the best temperature, but not to 3 significant "
                         "digits: the search stopped short of the minimum (an optimiser stopped "
@@ -639,7 +642,7 @@ def _name_focal_slip(out, logits, target, alpha, gamma) -> None:
                     "example has its own factor (1 - q_y)^gamma, from its own q_y (take the "
                     "losses with reduction='none')")
     q_y = logq_y.exp()
-    for eps in (1e-12, 1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3):
+    for eps in (1e-12, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2):
         if close(out, -(weight * (1 - q_y) ** gamma * torch.log(q_y + eps)).sum() / weight.sum(),
                  n=n):
             raise Wrong(f"that is the loss with log(q_y + {eps:g}): a small constant inside the "

@@ -851,5 +851,14 @@ def test_focal_names_an_eps_in_the_log_and_temperature_a_coarse_grid():
         return -(weight * (1 - q) ** gamma * torch.log(q + 1e-6)).sum() / weight.sum()
 
     assert "log(q_y + 1e-06)" in check("ex-ch9-focal-weights", eps_log).message
-    coarse = check("ex-ch9-temperature", lambda z, y: round(bisection(z, y), 1))
+    coarse = check("ex-ch9-temperature", lambda z, y: bisection(z, y) * 1.02)
     assert not coarse and "within 3 %" in coarse.message
+    rounded = check("ex-ch9-temperature", lambda z, y: float(f"{bisection(z, y):.2g}"))
+    assert not rounded and "2 significant digits only" in rounded.message
+
+    def keras_eps(logits, target, alpha, gamma):  # Keras's default epsilon
+        q = torch.softmax(logits, -1).gather(1, target[:, None])[:, 0]
+        weight = alpha[target]
+        return -(weight * (1 - q) ** gamma * torch.log(q + 1e-7)).sum() / weight.sum()
+
+    assert "log(q_y + 1e-07)" in check("ex-ch9-focal-weights", keras_eps).message
