@@ -380,7 +380,7 @@ def checkpoint_folders(directory: str | os.PathLike) -> list[Path]:
 
 def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint folder in ``directory`` (None when there is none)."""
-    found = _checkpoints(Path(directory))
+    found = checkpoint_folders(directory)
     return found[-1] if found else None
 
 
@@ -471,9 +471,10 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
 
     ``fallback`` lists older checkpoint folders of the run, newest first, tried in turn when
     ``path`` is damaged (:class:`CheckpointDamaged`: a file missing, unreadable or failing its
-    checksum); a checkpoint of another run or format still stops the resume. When an older one is
-    restored, the damaged folders passed over are renamed ``damaged_step_...`` (so that no later
-    resume and no ``keep`` counts them) and the returned state's ``skipped`` says why each was.
+    checksum, or a ``state.json`` naming another step than its folder); a checkpoint of another
+    run or format still stops the resume. When an older one is restored, the damaged folders
+    passed over are renamed ``damaged_step_...`` (so that no later resume and no ``keep`` counts
+    them) and the returned state's ``skipped`` says why each was.
     """
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 

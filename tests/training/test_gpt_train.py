@@ -26,7 +26,9 @@ from seqbook.distributed import (
     CheckpointError,
     Dist,
     RunSettings,
+    checkpoint_folders,
     global_batch_starts,
+    latest_checkpoint,
     load_checkpoint,
     train_distributed,
     windows,
@@ -340,6 +342,15 @@ def test_a_damaged_newest_checkpoint_gives_way_to_the_next_older(runs, copy_of_r
     assert log["loss"] == runs.log("single")["loss"]
     again = main(TINY + ["--checkpoint-dir", str(copy_of_run), "--resume"])  # the new step 5
     assert again["resumed_from"]["step"] == 5 and again["resumed_from"]["skipped"] == []
+
+
+def test_checkpoint_folders_lists_the_run_oldest_first_and_skips_the_set_aside(tmp_path):
+    assert checkpoint_folders(tmp_path / "absent") == [] and latest_checkpoint(tmp_path) is None
+    for name in ["step_00000010", "step_00000002", "damaged_step_00000011", "notes"]:
+        (tmp_path / name).mkdir()
+    (tmp_path / "step_00000012").write_text("a file, not a folder")
+    assert [p.name for p in checkpoint_folders(tmp_path)] == ["step_00000002", "step_00000010"]
+    assert latest_checkpoint(tmp_path) == tmp_path / "step_00000010"
 
 
 def test_when_every_checkpoint_is_damaged_each_is_named_and_none_is_moved(copy_of_run, capsys):
