@@ -212,8 +212,8 @@ class DeltaNet(nn.Module):
     length, and each head has its own beta_t (and alpha_t). ``gated=False`` is DeltaNet
     (Yang et al., 2024), alpha_t = 1; ``gated=True`` is gated DeltaNet (Yang, Kautz &
     Hatamizadeh, 2025) with the gate started near 1 (b = -5: alpha_t ~ 0.993). The
-    papers' layers add a short convolution before q, k, v and an output norm, which this
-    one leaves out. ``forward`` runs :func:`delta_rule_chunked` and returns the state
+    papers' layers add a short convolution after the q, k, v projections and an output norm,
+    which this one leaves out. ``forward`` runs :func:`delta_rule_chunked` and returns the state
     after the sequence, so generation can go on from it.
 
     Args:

@@ -1199,8 +1199,8 @@ UT_CASES = ((7, 4, 3, F64, 30), (5, 3, 5, torch.float32, 31), (1, 2, 2, F64, 32)
     "Row t depends only on the rows before it, and the first row is beta_1 v_1, since the memory "
     "is empty before the first step. Compute the rows in order, in a loop over t.",
     "Before step t the memory is S_(t-1) = sum over j < t of k_j u_j^T, so what it returns for "
-    "k_t is the sum over j < t of (k_j^T k_t) u_j: the dot products of k_t with the earlier keys, "
-    "k[:t] @ k[t], weight the earlier rows U[:t].",
+    "k_t is the sum over j < t of (k_j^T k_t) u_j: the dot products of k_t with the earlier keys "
+    "weight the earlier rows of U.",
     "Start from U = torch.zeros_like(v). For t = 0, ..., C - 1, take from v[t] what the memory "
     "returns for k[t] (hint 2), and scale the difference by beta[t]; at t = 0 the sum is empty.",
 ])
