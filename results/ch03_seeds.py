@@ -94,6 +94,7 @@ def gate_statistics(model) -> dict:
     memory = weights_T[:, 0, :] > 0.5
     z_units = z.transpose(1, 2)
     other = z_units[~memory]  # (units of all sequences that are not memory units, T)
+    r_units = gates["r"][0].cpu().transpose(1, 2)  # the reset gates: (B, H, T)
     return dict(
         memory_units=round(memory.sum(1).float().mean().item(), 3),
         z_memory_first=round(z_units[memory][:, 0].mean().item(), 4) if memory.any() else None,
@@ -101,6 +102,9 @@ def gate_statistics(model) -> dict:
         z_other=round(other.mean().item(), 4),
         # non-memory units whose mean update gate is above 0.85 (they leak over ~7 steps or more)
         other_units_mean_z_above_085=round((other.mean(1) > 0.85).float().mean().item(), 4),
+        # the mean reset gate over the steps, of the memory units and of the others
+        r_memory=round(r_units[memory].mean().item(), 4) if memory.any() else None,
+        r_other=round(r_units[~memory].mean().item(), 4),
     )
 
 
@@ -210,9 +214,13 @@ def main(argv=None) -> None:
         ),
     )
     claims = {
-        "RNN at T = 10: every run above 0.9 with the early stop": min(acc("rnn", 10)) > 0.9,
-        "RNN at T = 10: every run above 0.9 after the full 250 steps": min(acc("rnn", 10, "full_accuracy"))
-        > 0.9,
+        # the chapter: most runs solve T = 10 and at least one fails outright; and a run that
+        # solved it can lose part of the solution when it trains on
+        "RNN at T = 10: more than half the runs above 0.9 and at least one below 0.5 (early stop)":
+            2 * sum(a > 0.9 for a in acc("rnn", 10)) > len(runs) and min(acc("rnn", 10)) < 0.5,
+        "RNN at T = 10: some run loses more than 0.01 of its accuracy when it trains on": any(
+            b < a - 0.01 for a, b in zip(acc("rnn", 10), acc("rnn", 10, "full_accuracy"), strict=True)
+        ),
         "RNN at T = 25: some run below 0.9": min(acc("rnn", 25)) < 0.9,
         "RNN at T = 50 and 100: every run below 0.3": max(acc("rnn", 50) + acc("rnn", 100)) < 0.3,
         "GRU: every run at every length above 0.95 with the early stop": min(
@@ -245,8 +253,10 @@ def main(argv=None) -> None:
         "LM: GRU perplexity below RNN's by more than 0.15 at every seed": all(
             r["lm"]["gru"]["perplexity"] < r["lm"]["rnn"]["perplexity"] - 0.15 for r in runs
         ),
-        "LM: both below 0.4 of the unigram perplexity at every seed": max(ppl["rnn"] + ppl["gru"])
-        < 0.4 * ppl_unigram,
+        # the RNN's training at lr 0.01 can diverge at a seed or two (the chapter says how often)
+        "LM: the GRU below 0.4 of the unigram perplexity at every seed, the RNN at all but two at most":
+            max(ppl["gru"]) < 0.4 * ppl_unigram
+            and sum(p >= 0.4 * ppl_unigram for p in ppl["rnn"]) <= 2,
         "LM: GRU's held-out loss below RNN's at every evaluation (50, 100, 150, 200) at every seed": all(
             g < rn
             for r in runs
