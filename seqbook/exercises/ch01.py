@@ -164,7 +164,7 @@ def check_cost(answer):
                 raise Wrong(f"{what} is close, but not right to three significant digits: round "
                             "to the nearest rather than cut off")
             if at_most_digits(value, 2):
-                raise Wrong(f"{what} is close, but has only two significant digits: give (at "
+                raise Wrong(f"{what} is close, but has at most two significant digits: give (at "
                             "least) three")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
                         f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")

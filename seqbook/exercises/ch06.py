@@ -654,7 +654,7 @@ def check_kv_memory(answer):
     name_slip(answer, slips, digits=3)
     if agrees(answer, right, digits=2):  # the count is right, its third digit is not
         if at_most_digits(answer, 2):
-            raise Wrong("the count is close, but has only two significant digits: give (at "
+            raise Wrong("the count is close, but has at most two significant digits: give (at "
                         "least) three")
         if cut_off(answer, right):
             raise Wrong("the count is close, but not right to 3 significant digits: round it to "

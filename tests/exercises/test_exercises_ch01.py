@@ -118,7 +118,7 @@ def test_cost():
     assert not check(name, (1.6e9, 3.2e11, 6.3e6))  # 2 digits are not enough
     assert "round to the nearest" in check(name, (1.64e9, 3.16e11, 6.29e6)).message  # cut
     two_digits = check(name, (1.6e9, 3.2e11, 6.3e6)).message
-    assert "only two significant digits" in two_digits and "cut off" not in two_digits
+    assert "at most two significant digits" in two_digits and "cut off" not in two_digits
     assert check(name, ...).status == "not attempted"
     # exact numbers from a wrong size (V = 50,000: GPT-2's merges; T = 1000) are not a rounding
     for v, t, words in ((50_000, T, "vocabulary of 50,000 tokens"), (V, 1000, "check the sizes")):
