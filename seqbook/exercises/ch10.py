@@ -250,8 +250,9 @@ def check_combine(combine):
 
 
 def _linear_attention_variants(q, k, v, eps):
-    """The typical slips of causal linear attention: no normaliser, no phi, no causality, and the
-    sums of the steps before t only, S_(t-1) and z_(t-1) (compared from the second position on,
+    """The typical slips of causal linear attention: no normaliser, no phi or elu without its + 1,
+    the queries scaled by 1/sqrt(d), a division by t, no causality, and the sums of the steps
+    before t only, S_(t-1) and z_(t-1) (compared from the second position on,
     where they are not empty)."""
     phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
     causal = torch.ones(q.shape[2], q.shape[2], dtype=torch.bool).tril()
@@ -262,9 +263,16 @@ def _linear_attention_variants(q, k, v, eps):
     one_side = {"phi on the keys only": (q @ phi_k.transpose(-2, -1)).masked_fill(~causal, 0.0),
                 "phi on the queries only": (phi_q @ k.transpose(-2, -1)).masked_fill(~causal,
                                                                                       0.0)}
+    elu = (F.elu(q) @ F.elu(k).transpose(-2, -1)).masked_fill(~causal, 0.0)  # no + 1
+    scaled = ((F.elu(q / q.shape[-1] ** 0.5) + 1) @ phi_k.transpose(-2, -1)).masked_fill(
+        ~causal, 0.0)  # softmax attention's 1/sqrt(d) on the queries
+    steps = torch.arange(1, q.shape[2] + 1, dtype=q.dtype)[:, None]  # t, from 1
     return {
         "no normaliser": scores @ v,
         "no feature map": (raw @ v) / (raw.sum(-1, keepdim=True) + eps),
+        "elu without + 1": (elu @ v) / (elu.sum(-1, keepdim=True) + eps),
+        "queries scaled": (scaled @ v) / (scaled.sum(-1, keepdim=True) + eps),
+        "divided by t": (scores @ v) / steps,
         **{slip: (w @ v) / (w.sum(-1, keepdim=True) + eps) for slip, w in one_side.items()},
         "not causal": linear_attention(q, k, v, causal=False, eps=eps),
         "sums before t": (before @ v) / (before.sum(-1, keepdim=True) + eps),
@@ -370,6 +378,12 @@ def check_causal_linear_attention(fn):
                                  "its weights, phi(q_t)^T z_t",
                 "no feature map": "the queries and keys enter as they are: apply the feature map "
                                   "phi(x) = elu(x) + 1 to both first",
+                "elu without + 1": "the feature map is elu(x) + 1: elu alone can be negative, "
+                                   "and so can the weights and their sum",
+                "queries scaled": "the queries are divided by sqrt(d) first, as softmax attention "
+                                  "scales its scores: the feature map takes them as they are",
+                "divided by t": "each output is divided by the number of steps t: divide it by "
+                                "the sum of its weights, phi(q_t)^T z_t",
                 "phi on the keys only": "the feature map is applied to the keys only: the "
                                         "similarity is phi(q)^T phi(k), phi on both sides",
                 "phi on the queries only": "the feature map is applied to the queries only: the "

@@ -258,6 +258,20 @@ def test_causal_linear_attention():
     assert eps.status == "fail" and "constant of about 1e-04 added to the normaliser" in \
         eps.message, eps
     assert "not normalised" in check(name, unnormalised).message
+
+    def elu_only(q, k, v):  # the feature map without its + 1
+        q, k = F.elu(q), F.elu(k)
+        S = torch.einsum("bhtk,bhtv->bhtkv", k, v).cumsum(2)
+        return torch.einsum("bhtk,bhtkv->bhtv", q, S) / (q * k.cumsum(2)).sum(-1, keepdim=True)
+
+    def by_steps(q, k, v):  # the average over the steps instead of the normaliser
+        t = torch.arange(1, q.shape[2] + 1, dtype=q.dtype)[:, None]
+        return unnormalised(q, k, v) / t
+
+    assert "elu alone can be negative" in check(name, elu_only).message
+    scaled = check(name, lambda q, k, v: right(q / q.shape[-1] ** 0.5, k, v)).message
+    assert "divided by sqrt(d)" in scaled
+    assert "number of steps t" in check(name, by_steps).message
     assert "steps up to t only" in check(name, not_causal).message
     assert "feature map" in check(name, no_phi).message
     assert "must not see later" in check(name, peeks_one_ahead).message
