@@ -474,7 +474,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     checksum, or a ``state.json`` naming another step than its folder); a checkpoint of another
     run or format still stops the resume. When an older one is restored, the damaged folders
     passed over are renamed ``damaged_step_...`` (so that no later resume and no ``keep`` counts
-    them; one that cannot be renamed stays, and is replaced when the run saves that step again)
+    them; one that cannot be renamed stays, and is overwritten if the run saves that step again)
     and the returned state's ``skipped`` says why each was.
     """
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict

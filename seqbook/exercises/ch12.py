@@ -353,10 +353,12 @@ def check_pipeline(answer):
     if _near(got[1], (p - 1) / p):
         raise Wrong("the idle share is that of a single batch going through the stages, "
                     "(p - 1) / p: the m micro-batches keep the stages busy together")
-    coarse = [f(idle * 10**d) / 10**d for d in (1, 2) for f in (round, math.floor, math.ceil)]
-    if any(_near(got[1], c) for c in coarse):  # the method is right, the rounding too coarse
-        raise Wrong("the idle share is close, but not right to three decimals: round it to three "
-                    "decimals, or give it exactly")
+    # the method is right, the rounding not: to one or two decimals, or cut off at three
+    coarse = [round(idle, 1), round(idle, 2), math.floor(idle * 100) / 100,
+              math.floor(idle * 1000) / 1000]
+    if any(_near(got[1], c) for c in coarse):
+        raise Wrong("the idle share is close, but not right to three decimals: round it to the "
+                    "nearest, to three decimals, or give it exactly")
     expect(abs(got[1] - idle) <= 5e-4, "the idle share is not right (to three decimals): divide "
            "the time each GPU waits by the step's time")
     expect(float(got[2]).is_integer(), "the smallest m must be a whole number of micro-batches")

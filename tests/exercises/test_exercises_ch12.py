@@ -214,8 +214,9 @@ def test_pipeline():
         ((33, 3 / 4, 40), "single batch"),
         ((33, 9, 40), "the idle time in units of t_f"),
         ((33, 0.274, 40), "idle share is not right"),
-        ((33, 0.27, 40), "round it to three decimals"),  # right, but rounded to 2 decimals
-        ((33, 0.3, 40), "round it to three decimals"),
+        ((33, 0.27, 40), "round it to the nearest"),  # right, but rounded to 2 decimals
+        ((33, 0.3, 40), "round it to the nearest"),
+        ((33, 0.272, 40), "round it to the nearest"),  # cut off at three decimals
         ((33, 3 / 11, 43), "the idle time over the busy time"),
         ((33, 3 / 11, 57), "a smaller m"),
         ((33, 3 / 11, 39), "0.071, more than 7 %"),
