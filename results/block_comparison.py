@@ -156,7 +156,7 @@ def chapter_data():
 
 
 def claims_of(runs: list[dict]) -> dict[str, bool]:
-    """The sentences chapter 6 states about these runs (its cell b118ea55 asserts the same)."""
+    """The sentences chapter 6 states about these runs (its block comparison asserts them too)."""
     seeds = sorted({r["seed"] for r in runs})
     ppl = {(r["model"], r["seed"]): r["perplexity"] for r in runs}
 
