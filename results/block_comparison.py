@@ -34,8 +34,8 @@ Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
 
     python results/block_comparison.py [--out results/block_comparison.json] [--seeds 0 1 2]
 
-``--recompute-claims FILE`` rewrites only the claims of a result file from its stored runs (the claims
-are the chapter's sentences, which changed after the runs of the committed file).
+``--recompute-claims FILE`` rewrites the claims of a result file from its stored runs, and notes when
+(the claims are the chapter's sentences, which changed after the runs of the committed file).
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def main(argv=None) -> None:
     if args.recompute_claims:
         result = json.loads(Path(args.recompute_claims).read_text())
         result["claims"] = claims_of(result["runs"])
-        result["claims_recomputed"] = f"from the stored runs at commit {provenance()['commit']}"
+        made, now = result["commit"], provenance()["commit"]
+        result["claims_recomputed"] = f"at commit {now}, from the runs stored here (made at {made})"
         write_result(args.recompute_claims, result)
         return
     device, vocab, x_win, y_win, valid_x, valid_y = chapter_data()
