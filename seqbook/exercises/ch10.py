@@ -256,26 +256,26 @@ def _linear_attention_variants(q, k, v, eps):
     where they are not empty)."""
     phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
     causal = torch.ones(q.shape[2], q.shape[2], dtype=torch.bool).tril()
-    weights = phi_q @ phi_k.transpose(-2, -1)
-    scores = weights.masked_fill(~causal, 0.0)
-    before = weights.masked_fill(~causal.tril(-1), 0.0)
-    raw = (q @ k.transpose(-2, -1)).masked_fill(~causal, 0.0)
-    one_side = {"phi on the keys only": (q @ phi_k.transpose(-2, -1)).masked_fill(~causal, 0.0),
-                "phi on the queries only": (phi_q @ k.transpose(-2, -1)).masked_fill(~causal,
-                                                                                      0.0)}
-    elu = (F.elu(q) @ F.elu(k).transpose(-2, -1)).masked_fill(~causal, 0.0)  # no + 1
-    scaled = ((F.elu(q / q.shape[-1] ** 0.5) + 1) @ phi_k.transpose(-2, -1)).masked_fill(
-        ~causal, 0.0)  # softmax attention's 1/sqrt(d) on the queries
+
+    def weights(a, b, keep=causal):  # the similarities a_t^T b_j of the steps j kept for t
+        return (a @ b.transpose(-2, -1)).masked_fill(~keep, 0.0)
+
+    scores = weights(phi_q, phi_k)
+    normalised = {  # each divided by the sum of its own weights, as it should be
+        "no feature map": weights(q, k),
+        "elu without + 1": weights(F.elu(q), F.elu(k)),
+        # softmax attention's 1/sqrt(d) on the queries
+        "queries scaled": weights(F.elu(q / q.shape[-1] ** 0.5) + 1, phi_k),
+        "phi on the keys only": weights(q, phi_k),
+        "phi on the queries only": weights(phi_q, k),
+        "sums before t": weights(phi_q, phi_k, causal.tril(-1)),
+    }
     steps = torch.arange(1, q.shape[2] + 1, dtype=q.dtype)[:, None]  # t, from 1
     return {
         "no normaliser": scores @ v,
-        "no feature map": (raw @ v) / (raw.sum(-1, keepdim=True) + eps),
-        "elu without + 1": (elu @ v) / (elu.sum(-1, keepdim=True) + eps),
-        "queries scaled": (scaled @ v) / (scaled.sum(-1, keepdim=True) + eps),
         "divided by t": (scores @ v) / steps,
-        **{slip: (w @ v) / (w.sum(-1, keepdim=True) + eps) for slip, w in one_side.items()},
         "not causal": linear_attention(q, k, v, causal=False, eps=eps),
-        "sums before t": (before @ v) / (before.sum(-1, keepdim=True) + eps),
+        **{slip: (w @ v) / (w.sum(-1, keepdim=True) + eps) for slip, w in normalised.items()},
     }
 
 
