@@ -108,9 +108,9 @@ def gate_statistics(model) -> dict:
     )
 
 
-def memory_run(cell, length, seed) -> dict:
+def memory_run(cell, length, seed, keep_bias=KEEP_BIAS) -> dict:
     """``train_memory`` of cell ``6640c188``, continued to the full budget after the early stop."""
-    model = memory_model(cell, KEEP_BIAS, seed).to(DEVICE)
+    model = memory_model(cell, keep_bias, seed).to(DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=MEM_LR)
     batches, done, row = memory_batches(length, seed), 0, {}
     while done < MEM_STEPS:
