@@ -7,9 +7,14 @@ editable install of ``requirements.txt`` hid it, since it maps the whole folder.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+import setuptools
 from setuptools import find_packages
 
 try:
@@ -40,15 +45,8 @@ def test_a_wheel_built_offline_holds_every_file_and_the_licence(tmp_path):
     """Build the wheel as ``pip install .`` does, from a copy of what it reads, without the
     network: the installed setuptools builds it (the project asks for 77 or later, the first to
     read an SPDX ``license``), and no deprecation warning may come out."""
-    import setuptools
-
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip(f"setuptools {setuptools.__version__} is older than the build asks for")
-    import shutil
-    import subprocess
-    import sys
-    import zipfile
-
     src = tmp_path / "src"
     src.mkdir()
     for name in ["pyproject.toml", "README.md", "LICENSE"]:
