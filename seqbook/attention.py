@@ -24,11 +24,12 @@ A query row whose keys are all blocked gets zero weights and a zero output (PyTo
 from __future__ import annotations
 
 import math
-from functools import partial
+from functools import cache, partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .checks import (
     INTEGER_DTYPES,
@@ -591,7 +592,7 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool 
         q: (B, H, L, D_h), k: (B, H, S, D_h), v: (B, H, S, D_v) -> (B, H, L, D_v)
     """
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        return _sdpa(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:  # F refuses is_causal together with a mask: fold it into the mask
         causal = torch.ones(L, S, dtype=torch.bool, device=q.device).tril()  # (L, S)
@@ -602,8 +603,36 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0, is_causal: bool 
     else:
         dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
         mask = mask.masked_fill(dead, 0.0).to(q.dtype)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    out = _sdpa(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     return out.masked_fill(dead, 0.0)  # (B, H, L, Dh)
+
+
+def _sdpa(q, k, v, **kwargs) -> torch.Tensor:
+    """``F.scaled_dot_product_attention``, on its math kernel where the fused one fails.
+
+    PyTorch 2.13's fused bfloat16 kernel on a CPU with AMX raises "pack_vnni2 is only
+    supported when avx512 is supported" when ``ATEN_CPU_CAPABILITY`` dispatches below
+    avx512 (it asks the CPU, not the dispatched capability): there, and only for bfloat16
+    on the CPU (autocast included), the math kernel computes the same attention.
+    """
+    bf16 = q.dtype == torch.bfloat16 or (
+        torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+    if q.device.type == "cpu" and bf16 and _cpu_fused_bf16_fails():
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+@cache
+def _cpu_fused_bf16_fails() -> bool:
+    """Whether the fused CPU kernel refuses bfloat16 here (see :func:`_sdpa`): one small call."""
+    x = torch.zeros(1, 1, 64, 32, dtype=torch.bfloat16)  # long enough for the packed path
+    try:
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            F.scaled_dot_product_attention(x, x, x, is_causal=True)
+    except RuntimeError:
+        return True
+    return False
 
 
 class AdditiveAttention(nn.Module):

@@ -16,7 +16,7 @@ from tolerance import assert_close, assert_same_math
 
 from benchmarks import layers, notebooks, report, timing
 from benchmarks.__main__ import main as bench_main
-from seqbook import hopfield
+from seqbook import attention, hopfield
 from seqbook.attention import MultiHeadAttention
 from seqbook.rnn import GRU, LSTM, RNN
 from seqbook.transformer import DecoderLayer, EncoderLayer
@@ -547,6 +547,32 @@ def test_mha_fast_path_input_gradients(kind, device, dtype):
     for a, b in zip(*results, strict=True):
         assert torch.isfinite(a).all()
         same_path(a, b, n)
+
+
+@pytest.mark.parametrize("math_kernel", [False, True], ids=["as found", "math kernel"])
+def test_fused_attention_bf16_on_the_cpu(math_kernel, monkeypatch):
+    """bfloat16 rows long enough for PyTorch's packed CPU kernel, plain and under autocast.
+
+    "math kernel" forces the path taken where that kernel fails (PyTorch 2.13 on a CPU with
+    AMX under a lowered ``ATEN_CPU_CAPABILITY``), so every host runs both paths.
+    """
+    if math_kernel:
+        monkeypatch.setattr(attention, "_cpu_fused_bf16_fails", lambda: True)
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 64, 32, generator=g).bfloat16().float() for _ in range(3))
+    keep = torch.rand(64, 64, generator=g) > 0.3
+    for mask, causal in ((None, True), (keep, False)):
+        ref, _ = attention.scaled_dot_product_attention(q, k, v, mask, is_causal=causal)
+        ref = ref.bfloat16()  # the tolerance of bfloat16 sums of 64 scores and 64 values
+        half = [t.bfloat16().requires_grad_() for t in (q, k, v)]
+        out = attention.fused_attention(*half, mask, is_causal=causal)
+        out.float().square().sum().backward()
+        assert out.dtype == torch.bfloat16 and all(torch.isfinite(t.grad).all() for t in half)
+        assert_close(out, ref, n=2 * 64)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = attention.fused_attention(q, k, v, mask, is_causal=causal)
+        assert mixed.dtype == torch.bfloat16
+        assert_close(mixed, ref, n=2 * 64)
 
 
 @DTYPES
