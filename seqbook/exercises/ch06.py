@@ -85,6 +85,12 @@ def check_dot(fn):
                             abs_tol=1e-4):
                 raise Wrong("the frequencies are 10000^(-i / d_model): pair i turns at "
                             "w_i = 10000^(-2i / d_model), as positional_frequencies gives them")
+            w_cols = 10000.0 ** (-2 * torch.arange(0, d, 2, dtype=F64) / d)
+            if math.isclose(out, torch.cos(w_cols * k).sum().item(), rel_tol=1e-4,
+                            abs_tol=1e-4):
+                raise Wrong("the 2 is applied twice: in 10000^(-2i / d_model), i numbers "
+                            "the column pairs (0, 1, 2, ...), so 2i already runs over the "
+                            "even columns")
             w_all = 10000.0 ** (-2 * torch.arange(d, dtype=F64) / d)
             if math.isclose(out, torch.cos(w_all * k).sum().item(), rel_tol=1e-4, abs_tol=1e-4):
                 raise Wrong("the sum runs over d_model frequencies, i = 0 .. d_model - 1: there "

@@ -57,6 +57,9 @@ def test_dot():
     assert "offset k = 1" in check(name, lambda k, d: d / 2).message
     no_two = lambda k, d: math.fsum(math.cos(10000 ** (-i / d) * k) for i in range(d // 2))  # noqa: E731
     assert "10000^(-2i / d_model)" in check(name, no_two).message
+    even_columns = lambda k, d: math.fsum(  # noqa: E731
+        math.cos(10000 ** (-2 * i / d) * k) for i in range(0, d, 2))
+    assert "applied twice" in check(name, even_columns).message
     assert "must return a number" in check(name, lambda k, d: "many").message
 
 
