@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from functools import lru_cache
+from itertools import permutations
 
 import numpy as np
 import torch
@@ -124,6 +125,16 @@ def check_linear_embedding(embedding_as_linear):
     expect(close(out, emb(ids).detach(), n=V),
            "on one-hot vectors the layer does not give the embedding's rows: copy the whole "
            "table into the layer's weight (transposed)")
+    other = nn.Embedding(7, 3).double()  # other sizes than the solution's demo
+    lin = call(embedding_as_linear, other, what="embedding_as_linear")
+    expect(isinstance(lin, nn.Linear) and (lin.in_features, lin.out_features) == (7, 3),
+           "for an nn.Embedding(7, 3) the layer must be an nn.Linear(7, 3): take V and d from "
+           "the embedding, not from the example")
+    with torch.no_grad():
+        out = call(lin, F.one_hot(torch.arange(7), 7).to(lin.weight.dtype),
+                   what="the returned layer")
+    expect(close(out, other.weight.detach(), n=7),
+           "for an nn.Embedding(7, 3) the layer does not give the embedding's rows")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,6 +159,12 @@ def check_cost(answer):
     memory, macs, copies = (_number(a, what) for a, what in zip(
         numbers, ("the memory", "the number of multiply-adds", "the number of copies"),
         strict=True))
+    rights, given = (B * T * V * 4, B * T * V * d, B * T * d), (memory, macs, copies)
+    if any(all(agrees(given[i], r) for i, r in zip(order, rights, strict=True))
+           for order in permutations(range(3)) if order != (0, 1, 2)):
+        raise Wrong("these are the three right numbers in another order: give them as (bytes "
+                    "of the one-hot batch, multiply-adds of the product, numbers the lookup "
+                    "copies)")
     # GPT-2's merges alone (50,000), or its table padded (50,304): a near miss in the third
     # digit can be another V, not a rounding slip
     for other in (50_000, 50_256, 50_258, 50_304):

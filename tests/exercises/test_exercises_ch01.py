@@ -91,6 +91,15 @@ def test_linear_embedding():
     assert "three significant digits" in check(name, lambda emb: right(emb).bfloat16()).message
     assert check(name, lambda emb: right(emb).double())
 
+    def fixed_sizes(emb):  # the demo's sizes written in: right only for V = 12, d = 5
+        lin = nn.Linear(12, 5, bias=False).to(emb.weight.dtype)
+        if tuple(emb.weight.shape) == (12, 5):
+            with torch.no_grad():
+                lin.weight.copy_(emb.weight.T)
+        return lin
+
+    assert "take V and d from the embedding" in check(name, fixed_sizes).message
+
 
 # --- the cost of a one-hot embedding -------------------------------------------------------------
 
@@ -100,6 +109,8 @@ def test_cost():
     name = "ex-ch1-cost"
     assert check(name, (B * T * V * 4, B * T * V * d, B * T * d))
     assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded to 3 significant digits
+    for order in ((3.16e11, 1.65e9, 6.29e6), (B * T * d, B * T * V * 4, B * T * V * d)):
+        assert "in another order" in check(name, order).message
     assert check(name, [np.int64(B * T * V * 4), torch.tensor(3.16e11), np.float32(6.29e6)])
     # the three numbers as one array or tensor
     assert check(name, np.array([B * T * V * 4, B * T * V * d, B * T * d]))
