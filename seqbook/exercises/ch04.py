@@ -132,7 +132,8 @@ def check_uniform(fn):
         if close(weights, real / (n + shift).clamp(min=1)):
             raise Wrong(f"each real position gets 1/(n {'+' if shift > 0 else '-'} 1): a source "
                         "of length n spreads its weight over its n real positions, 1/n each")
-    _padding_slips(weights, real, ". Mask the energies with -inf before the softmax")
+    _padding_slips(weights, real, ": give the padding weight 0 (with energies, mask them with "
+                                  "-inf before the softmax)")
     expect(close(weights, ref_w), "the weights are not uniform over the real positions")
     if close(context, h.mean(1)) or close(context, h.sum(1) / n):
         raise Wrong("the context averages the padding too: it is the mean of the real "

@@ -322,6 +322,7 @@ def check_pooling(fn):
     # padding of about 5, of about a million and near float64's largest: subtracting a large
     # number is not -inf, whatever the number; in the last case sequence 1's real values lie
     # near float32's lowest: a fill must lose to every float32 value (-inf, the dtype's lowest)
+    # (not below it: a right answer computed in float32 must pass)
     cases = (((7, 4, 1, 5), 7, 5, 5.0, 1.0), ((2, 3), 4, 3, 1e6, 1.0),
              ((3, 1, 2), 3, 2, 1e300, 4e37))
     for lengths, T, d, pad, low in cases:
@@ -345,7 +346,8 @@ def check_pooling(fn):
                         "runs over the padding too")
         if close(out, (x * real[..., None]).amax(1)):
             raise Wrong("sequence 1, whose real values are all negative, pools to 0: the "
-                        "padding, multiplied by the mask, is 0 and wins the maximum")
+                        "padding holds 0 (multiplied by the mask, or filled with 0) and wins "
+                        "the maximum")
         if close(out, x.masked_fill(real[..., None], -math.inf).amax(1)):
             raise Wrong("the maximum runs over the padding positions only: real is True at the "
                         "real tokens")

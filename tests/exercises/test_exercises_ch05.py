@@ -316,9 +316,11 @@ case("pooling: a very large number subtracted at the padding", P,
      lambda x, r: (x - 1e9 * (~r)[..., None]).amax(1), "still wins")
 case("pooling: padding included", P, lambda x, r: x.amax(1), "runs over the padding too")
 case("pooling: multiplied by the mask", P, lambda x, r: (x * r[..., None]).amax(1),
-     "is 0 and wins the maximum")
+     "holds 0 (multiplied by the mask, or filled with 0)")
 case("pooling: multiplied by the float mask", P,
-     lambda x, r: (x * r[..., None].to(x.dtype)).amax(1), "is 0 and wins the maximum")
+     lambda x, r: (x * r[..., None].to(x.dtype)).amax(1), "holds 0 (multiplied by the mask")
+case("pooling: fill with 0", P, lambda x, r: x.masked_fill(~r[..., None], 0).amax(1),
+     "or filled with 0")
 case("pooling: fill with -1", P, lambda x, r: x.masked_fill(~r[..., None], -1.0).amax(1),
      "a finite fill loses only to the real values above it")
 case("pooling: polarity flipped", P,
