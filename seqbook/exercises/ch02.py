@@ -134,7 +134,10 @@ def _runs_without_frozen(clip_, seed: int, scale: float, max_norm: float) -> boo
     "a list first.",
 ])
 def check_clip(clip_):
-    for seed, scale, max_norm in [(0, 100.0, 1.0), (1, 1e-3, 1.0), (2, 50.0, 5.0)]:
+    # norms of about 2,700, 0.017 and 640; then 7.4 against 5 and 0.61 against 0.5, just above
+    # the threshold (a trigger such as norm > 10 max_norm, or norm^2 > max_norm, fails there)
+    cases = [(0, 100.0, 1.0), (1, 1e-3, 1.0), (2, 50.0, 5.0), (3, 0.25, 5.0), (4, 0.025, 0.5)]
+    for seed, scale, max_norm in cases:
         model, ref = _model_with_gradients(seed, scale), _model_with_gradients(seed, scale)
         before = _grads(model).clone()
         with CallWatch(_CLIPPERS) as watch:
@@ -161,6 +164,11 @@ def check_clip(clip_):
                or close(norm.reshape(()).float(), ref_norm.float(), n=before.numel()),
                "the returned norm is not the global norm of all gradients before clipping")
         if large:
+            if torch.equal(after, before) and before.norm() < 2 * max_norm:  # far ones passed
+                raise Wrong(f"the gradients are unchanged although their norm, "
+                            f"{before.norm().item():.3g}, is above max_norm = {max_norm:g}: "
+                            "clip whenever the global norm itself exceeds max_norm (not its "
+                            "square, nor a multiple of max_norm)")
             if torch.equal(after, before):
                 raise Wrong("the gradients are unchanged although their norm exceeds max_norm: "
                             "scale each p.grad itself (in place, or assigned back), not a copy of "

@@ -154,6 +154,20 @@ def test_clip():
     assert "must stay unchanged" in check("ex-ch2-clip", always).message
     assert "returns nothing" in check("ex-ch2-clip", lambda p, m: None).message
 
+    def trigger(compare):  # right but for when it clips: only a wrong trigger tells them apart
+        def clip_(params, max_norm):
+            params = [p for p in params if p.grad is not None]
+            norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
+            if compare(norm, max_norm):
+                for p in params:
+                    p.grad.mul_(max_norm / (norm + 1e-6))
+            return norm
+        return clip_
+
+    for compare in (lambda n, m: n > 10 * m, lambda n, m: n**2 > m):
+        assert "is above max_norm" in check("ex-ch2-clip", trigger(compare)).message
+    assert check("ex-ch2-clip", trigger(lambda n, m: n > m))
+
 
 # --- entropy at a temperature --------------------------------------------------------------------
 
