@@ -282,7 +282,9 @@ def test_perfect_recall():
     assert "probability of one bit" in check(name, one_bit).message
     assert "swapped" in check(name, swapped).message
     assert "all P patterns, N P of them" in check(name, all_P_only).message
-    assert "must return a pair" in check(name, lambda N, P: 0.5).message
+    assert "must return two numbers" in check(name, lambda N, P: 0.5).message
+    for as_array in (np.array, torch.tensor):  # two numbers as one array are a pair too
+        assert check(name, lambda N, P, f=as_array: f(right(N, P)))
 
     def no_root_two(N, P):  # the review's case: P_err too small, not "the probability of one bit"
         p = 0.5 * math.erfc(math.sqrt((N - 1) / (P - 1)))
