@@ -16,7 +16,9 @@ Two sets of runs, each with exactly the recipe the chapter uses, one CPU thread:
 * ``kernel``: the no-skip n = 64 run of seed 0 once more in a subprocess with
   ``ATEN_CPU_CAPABILITY=default`` (PyTorch's plain, non-vectorised CPU kernels): the same machine,
   the same command; the rounding of the sums differs, and so does that of the initial draw
-  (PyTorch draws normal numbers with a vectorised routine only under its AVX2 kernels).
+  (PyTorch draws normal numbers with a scalar routine under its generic kernels and a vectorised
+  one under its AVX2 and AVX-512 kernels, which draw the same numbers:
+  ``results/ch08_kernels_seeds.py``).
 
 For seed 0 of the ``budget`` runs the script reads the chapter's committed files
 ``results/cpu/fhrr_resnet*_n64_seed0.json`` (the same command, made on the same kind of machine, a

@@ -29,7 +29,8 @@ The fast path (same numbers, fewer cosines): code that chains several operations
 symbols once with :func:`to_phasor`, work on the complex phasors with :func:`bind_phasor`,
 :func:`unbind_phasor`, :func:`bundle_phasor`, :func:`similarity_phasor` and
 :func:`vsa_attention_phasor` (multiplications, sums and matrix products; no trigonometry), and come
-back once with :func:`from_phasor`. ``vsa_attention(..., fast=True)`` does exactly that.
+back once with :func:`from_phasor`. ``vsa_attention(..., fast=True)`` computes the same products
+without complex tensors, on (cos, sin) pairs held as real tensors.
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def check_bandwidth(kernel):
                             f"(beta = {beta:g})")
             raise Wrong(f"kernel returns NaN or infinity at d = {d[negative][0].item():g} "
                         f"(beta = {beta:g}), where sinc is negative: a root or a log of it? If "
-                        "beta is your exponent, note that beta scales the distance, sinc(beta d)")
+                        "beta is your exponent, note that beta scales the distance, not the kernel's value")
         ref = torch.sinc(beta * d)
         if close(out, ref, n=4):
             continue
