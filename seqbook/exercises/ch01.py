@@ -129,7 +129,7 @@ def check_linear_embedding(embedding_as_linear):
     lin = call(embedding_as_linear, other, what="embedding_as_linear")
     expect(isinstance(lin, nn.Linear) and (lin.in_features, lin.out_features) == (7, 3),
            "for an nn.Embedding(7, 3) the layer must be an nn.Linear(7, 3): take V and d from "
-           "the embedding, not from the example")
+           "the embedding, not fixed numbers")
     with torch.no_grad():
         out = call(lin, F.one_hot(torch.arange(7), 7).to(lin.weight.dtype),
                    what="the returned layer")
