@@ -33,6 +33,7 @@ from .core import (
     name_slip,
     returned_tensor,
     tolerance,
+    two_numbers,
 )
 
 F64 = torch.float64
@@ -117,10 +118,7 @@ def check_dot(fn):
 def check_params(fn):
     # the first case tells the slips apart: d, 4d, d_ff and d^2 + d all differ there
     for d, d_ff, heads in ((12, 20, 3), (64, 256, 4), (8, 8, 1)):
-        out = call(fn, d, d_ff, what="layer_params")
-        if isinstance(out, torch.Tensor | np.ndarray) and out.size == 2 or (
-                isinstance(out, torch.Tensor) and out.numel() == 2):
-            out = tuple(out.reshape(-1).tolist())
+        out = two_numbers(call(fn, d, d_ff, what="layer_params"))
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "layer_params must return a pair (encoder layer, decoder layer)")
         enc, dec = (_number(v, "layer_params") for v in out)

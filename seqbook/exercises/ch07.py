@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numpy as np
 import torch
 
 from ..hopfield import (
@@ -16,7 +15,17 @@ from ..hopfield import (
     sign_keep,
     update_sync,
 )
-from .core import Wrong, agrees, call, close, exercise, expect, float32_work, returned_tensor
+from .core import (
+    Wrong,
+    agrees,
+    call,
+    close,
+    exercise,
+    expect,
+    float32_work,
+    returned_tensor,
+    two_numbers,
+)
 
 F64 = torch.float64
 
@@ -257,10 +266,7 @@ def _probability(value) -> float:
 def check_perfect_recall(stable_probabilities):
     # odd N and N P as well: a sign slip in 1 - P_err is invisible at even powers
     for N, P in [(100, 10), (101, 11), (100, 20), (1000, 60), (999, 61), (1000, 100)]:
-        out = call(stable_probabilities, N, P, what="stable_probabilities")
-        if isinstance(out, torch.Tensor | np.ndarray) and out.size == 2 or (
-                isinstance(out, torch.Tensor) and out.numel() == 2):  # two numbers as one array
-            out = out.reshape(-1).tolist()
+        out = two_numbers(call(stable_probabilities, N, P, what="stable_probabilities"))
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "stable_probabilities must return two numbers, as a tuple (one given pattern, "
                "all P patterns)")

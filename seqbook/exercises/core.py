@@ -455,6 +455,15 @@ def returned_tensor(out, what: str) -> torch.Tensor:
     return out
 
 
+def two_numbers(out):
+    """``out`` as a tuple when it is a tensor or NumPy array of two numbers, of any shape (a
+    learner's pair written as one array), else ``out`` itself."""
+    size = out.numel() if isinstance(out, torch.Tensor) else getattr(out, "size", None)
+    if isinstance(out, torch.Tensor | np.ndarray) and size == 2:
+        return tuple(out.reshape(-1).tolist())
+    return out
+
+
 def returned_pair(out, what: str, names: str = "(a, b)") -> tuple[torch.Tensor, torch.Tensor]:
     """The learner's result as a pair of tensors (``names`` says which), or a :class:`Wrong`."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
