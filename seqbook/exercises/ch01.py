@@ -7,7 +7,6 @@ from collections import Counter
 from functools import lru_cache
 from itertools import permutations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,13 +15,14 @@ from ..bpe import merge_piece, pretokenize, train_bpe
 from .core import (
     Wrong,
     agrees,
-    as_tensor,
     at_most_digits,
     call,
     close,
     cut_off,
     exercise,
     expect,
+    number,
+    numbers_of,
     time_limit,
 )
 
@@ -39,26 +39,6 @@ SAMPLE = (
     "Together they wandered through the great halls, where there was nothing to "
     "fear; and then, in the evening, the traveller learned otherwise. 1895: 802,701."
 )
-
-
-def _number(value, what: str) -> float:
-    """The learner's number (a Python or NumPy number, or a one-element tensor or array)."""
-    if isinstance(value, bool | str):
-        raise Wrong(f"{what} must be a number, got {type(value).__name__}")
-    value = as_tensor(value, what)
-    expect(value.numel() == 1 and not value.is_complex(),
-           f"{what} must be one number, got {tuple(value.shape)} values")
-    return float(value.reshape(()))
-
-
-def _numbers(value, count: int) -> list | None:
-    """``value`` as a list of ``count`` entries if it is a tuple, list, NumPy array or tensor of
-    that many (an array or tensor flattened), else None."""
-    if isinstance(value, np.ndarray | torch.Tensor):
-        value = as_tensor(value).flatten().unbind() if value.ndim == 1 else None
-    if isinstance(value, tuple | list) and len(value) == count:
-        return list(value)
-    return None
 
 
 def _time_limit(seconds: float, what: str):
@@ -152,11 +132,11 @@ COST = {"V": 50_257, "d": 768, "B": 8, "T": 1024}
 ])
 def check_cost(answer):
     V, d, B, T = COST["V"], COST["d"], COST["B"], COST["T"]
-    numbers = _numbers(answer, 3)
+    numbers = numbers_of(answer, 3)
     expect(numbers is not None,
            "answer must be three numbers: (bytes of the one-hot batch, multiply-adds of the "
            "product, numbers the lookup copies)")
-    memory, macs, copies = (_number(a, what) for a, what in zip(
+    memory, macs, copies = (number(a, what) for a, what in zip(
         numbers, ("the memory", "the number of multiply-adds", "the number of copies"),
         strict=True))
     rights, given = (B * T * V * 4, B * T * V * d, B * T * d), (memory, macs, copies)
@@ -251,14 +231,14 @@ def check_patch_size(answer):
     keys = set(answer) - {3}  # side 3 may be there too: the exercise asks about it
     expect(keys == set(sizes), f"answer must have the patch sides {sizes} as keys, got "
            f"{sorted(answer, key=str)!r}")
-    if _numbers(answer.get(3), 3) is not None:
+    if numbers_of(answer.get(3), 3) is not None:
         raise Wrong("patch 3: 3 does not divide 8, so no grid of 3 x 3 squares tiles the image; "
                     "there is no triple to give for side 3")
     for p in sizes:
-        row = _numbers(answer[p], 3)
+        row = numbers_of(answer[p], 3)
         expect(row is not None,
                f"answer[{p}] must be three numbers (tokens, pixels per token, parameters)")
-        tokens, pixels, params = (_number(v, f"answer[{p}]") for v in row)
+        tokens, pixels, params = (number(v, f"answer[{p}]") for v in row)
         n, area = (side // p) ** 2, p * p
         if tokens == side // p and p < side:
             raise Wrong(f"patch {p}: the tokens count one side of the image only: the squares "

@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import numbers
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -31,27 +29,13 @@ from .core import (
     exercise,
     expect,
     name_slip,
+    number,
     returned_tensor,
     tolerance,
     two_numbers,
 )
 
 F64 = torch.float64
-
-
-def _number(out, what: str, returns: bool = True) -> float:
-    """The learner's number (a Python or NumPy number, a one-element tensor or array) as a
-    float, or a clear complaint."""
-    if isinstance(out, list | tuple) and len(out) == 1:
-        out = out[0]
-    if isinstance(out, torch.Tensor) and out.numel() == 1:
-        out = out.item()
-    elif isinstance(out, np.ndarray | np.generic) and np.size(out) == 1:
-        out = out.item()
-    if isinstance(out, bool) or not isinstance(out, numbers.Real):
-        verb = "must return" if returns else "must be"
-        raise Wrong(f"{what} {verb} a number, got {type(out).__name__}")
-    return float(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +53,7 @@ def check_dot(fn):
     for d in (8, 64):
         w = positional_frequencies(d).to(F64)
         for k in (1, 5, 40, -3, 0):
-            out = _number(call(fn, k, d, what="pe_dot"), "pe_dot")
+            out = number(call(fn, k, d, what="pe_dot"), "pe_dot", "must return")
             ref = torch.cos(w * k).sum().item()
             if math.isclose(out, ref, rel_tol=1e-4, abs_tol=1e-4):
                 continue
@@ -121,7 +105,7 @@ def check_params(fn):
         out = two_numbers(call(fn, d, d_ff, what="layer_params"))
         expect(isinstance(out, (tuple, list)) and len(out) == 2,
                "layer_params must return a pair (encoder layer, decoder layer)")
-        enc, dec = (_number(v, "layer_params") for v in out)
+        enc, dec = (number(v, "layer_params", "must return") for v in out)
         true_enc = count_parameters(EncoderLayer(d, heads, d_ff))
         true_dec = count_parameters(DecoderLayer(d, heads, d_ff))
         if enc == true_enc and dec == true_dec:
@@ -445,7 +429,7 @@ def check_sliding(fn):
         finally:
             for h in hooks:
                 h.remove()
-        out = _number(out, "sliding_perplexity")
+        out = number(out, "sliding_perplexity", "must return")
         ref = _sliding_expected(block, stride, length)
         if math.isclose(out, ref, rel_tol=1e-6):
             continue
@@ -635,7 +619,7 @@ KV_MEMORY = {"n_layer": 12, "n_embd": 768, "T": 1024, "B": 8, "bytes": 4}
 ])
 def check_kv_memory(answer):
     c = KV_MEMORY
-    answer = _number(answer, "answer", returns=False)
+    answer = number(answer, "answer")
     right = 2 * c["n_layer"] * c["B"] * c["T"] * c["n_embd"] * c["bytes"]
     if agrees(answer, right, digits=3):
         return
@@ -1197,7 +1181,7 @@ def check_spec_speedup(fn):
             if alpha == 1:
                 raise Wrong(f"{err}. {SPEC_ALPHA_ONE[0].upper()}{SPEC_ALPHA_ONE[1:]}") from err
             raise
-        out = _number(out, "speedup")
+        out = number(out, "speedup", "must return")
         right = sum(alpha**i for i in range(k + 1)) / (k * c + 1)
         if math.isclose(out, right, rel_tol=1e-6, abs_tol=1e-9):
             continue

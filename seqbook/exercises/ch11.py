@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-import decimal
 import itertools
 import math
-import numbers
 
 import numpy as np
 import torch
 
-from .core import Wrong, agrees, at_most_digits, call, cut_off, exercise, expect, name_slip
+from .core import (
+    Wrong,
+    agrees,
+    at_most_digits,
+    call,
+    cut_off,
+    exercise,
+    expect,
+    name_slip,
+    number,
+    number_list,
+)
 
 
 def _number(value, what: str) -> float:
-    """The learner's number as a float (a one-element tensor or array means the same number)."""
+    """The learner's number as a float (see :func:`number`), refused if computed in half
+    precision."""
     half = (torch.float16, torch.bfloat16)
     if isinstance(value, torch.Tensor) and value.dtype in half or isinstance(
             value, np.float16 | np.ndarray) and np.asarray(value).dtype == np.float16:
@@ -24,28 +34,12 @@ def _number(value, what: str) -> float:
             raise Wrong(f"{what} was computed in half precision, which keeps about 3 "
                         "significant digits: compute it in float64 (a Python float)")
         value = single.item()
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    elif isinstance(value, np.ndarray) and value.size == 1:
-        value = value.item()
-    elif isinstance(value, decimal.Decimal):
-        value = float(value)
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real | np.floating):
-        raise Wrong(f"{what} must be a number, got {type(value).__name__}")
-    value = float(value)
-    expect(math.isfinite(value), f"{what} is not a finite number")
-    return value
+    return number(value, what)
 
 
 def _numbers(answer, names: tuple[str, ...], shape: str) -> list[float]:
-    """The learner's answer as ``len(names)`` floats: a tuple or a list of that many numbers, or
-    an array holding them (of any shape), else a :class:`Wrong` that the answer must be
-    ``shape``."""
-    n = len(names)
-    if isinstance(answer, np.ndarray | torch.Tensor) and math.prod(answer.shape) == n:
-        answer = list(answer.reshape(-1))  # an array of the n numbers means the same
-    expect(isinstance(answer, (tuple, list)) and len(answer) == n, f"answer must be {shape}")
-    return [_number(v, name) for v, name in zip(answer, names, strict=True)]
+    """The learner's answer as ``len(names)`` floats (see :func:`number_list`)."""
+    return number_list(answer, names, shape, read=_number)
 
 
 # ---------------------------------------------------------------------------------------------

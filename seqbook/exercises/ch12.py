@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import random
 import time
 
@@ -12,28 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .core import Wrong, call, close, exercise, expect, time_limit
+from .core import Wrong, call, close, exercise, expect, number_list, time_limit
 
 F64 = torch.float64
-
-
-def _number(value, what: str) -> float:
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dim() <= 1:
-        value = value.item()  # a torch scalar means the same as the number it holds
-    elif isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value.item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating)):
-        raise Wrong(f"{what} must be a number, got {type(value).__name__}")
-    value = float(value)
-    expect(math.isfinite(value), f"{what} is not a finite number")
-    return value
-
-
-def _numbers(answer, count: int, names: tuple[str, ...], what: str) -> list[float]:
-    if isinstance(answer, (np.ndarray, torch.Tensor)) and answer.ndim == 1:
-        answer = list(answer)  # an array of the numbers means the same as a tuple of them
-    expect(isinstance(answer, (tuple, list)) and len(answer) == count, f"answer must be {what}")
-    return [_number(v, name) for v, name in zip(answer, names, strict=True)]
 
 
 def _near(x: float, y: float, rel: float = 1e-3) -> bool:
@@ -55,8 +35,8 @@ UNPADDED = 124_439_808  # the same model with GPT-2's own vocabulary of 50 257 t
     "bytes of all the gradients (4 per float32 number). Divide by 10**6 for MB.",
 ])
 def check_ring(answer):
-    got = _numbers(answer, 2, ("the size for 8 GPUs", "the size for 64 GPUs"),
-                   "a pair (MB sent by each GPU with 8 GPUs, with 64 GPUs)")
+    got = number_list(answer, ("the size for 8 GPUs", "the size for 64 GPUs"),
+                      "a pair (MB sent by each GPU with 8 GPUs, with 64 GPUs)")
     M = RING["parameters"] * RING["bytes"]
     rights = [2 * (N - 1) / N * M / 1e6 for N in RING["devices"]]
     if all(_near(value, right, 1e-4) for value, right in zip(got, rights[::-1], strict=True)):
@@ -125,10 +105,10 @@ def _zero_bytes(params: float, N: int, grad: int = 2) -> tuple[float, float, flo
     "parameter has 18 bytes, and stage 2 divides the gradients' 4 of them.",
 ])
 def check_zero(answer):
-    got = _numbers(answer, 4, ("the stage-1 size", "the stage-2 size", "the stage-3 size",
+    got = number_list(answer, ("the stage-1 size", "the stage-2 size", "the stage-3 size",
                                "the stage-2 size with float32 gradients"),
-                   "a 4-tuple (GiB per GPU with ZeRO stage 1, stage 2, stage 3, and stage 2 "
-                   "with float32 gradients)")
+                      "a 4-tuple (GiB per GPU with ZeRO stage 1, stage 2, stage 3, and stage 2 "
+                      "with float32 gradients)")
     P, N = ZERO["parameters"], ZERO["devices"]
     fp32 = [b / 2**30 for b in _zero_bytes(P, N, grad=4)]  # the three stages, float32 gradients
     right = [b / 2**30 for b in _zero_bytes(P, N)] + [fp32[1]]
@@ -205,8 +185,8 @@ TP = {"layers": 12, "embed_dim": 768, "sequences": 16, "tokens": 1024, "devices"
     "blocks; divide by 10**6 for MB.",
 ])
 def check_tensor_parallel(answer):
-    count, got = _numbers(answer, 2, ("the number of all-reduces", "the MB"),
-                          "a pair: (all-reduces per step, MB each GPU sends per step)")
+    count, got = number_list(answer, ("the number of all-reduces", "the MB"),
+                             "a pair: (all-reduces per step, MB each GPU sends per step)")
     N, L = TP["devices"], TP["layers"]
     buffer = TP["sequences"] * TP["tokens"] * TP["embed_dim"] * TP["bytes"]  # one (B, T, D) tensor
     ring = 2 * (N - 1) / N
@@ -308,9 +288,9 @@ def _pipe_right() -> tuple[float, float, int]:
     "smallest m, solve the idle share <= 0.07 for a whole number.",
 ])
 def check_pipeline(answer):
-    got = _numbers(answer, 3, ("the step's time", "the idle share", "the smallest m"),
-                   "a triple (the step's time in units of t_f with m = 8, the share of it that "
-                   "each GPU idles, the smallest m for an idle share of at most 7 %)")
+    got = number_list(answer, ("the step's time", "the idle share", "the smallest m"),
+                      "a triple (the step's time in units of t_f with m = 8, the share of it that "
+                      "each GPU idles, the smallest m for an idle share of at most 7 %)")
     p, m, k = PIPE["stages"], PIPE["micro_batches"], PIPE["backward"]
     step, idle, smallest = _pipe_right()
     time_slips = [
@@ -514,9 +494,9 @@ def _hook_time(end_ms, right_e):
     "backward pass?",
 ])
 def check_bf16_hook(answer):
-    end_ms, got = _numbers(answer, 2, ("the time", "the efficiency"),
-                           "a pair (ms until the other buckets' all-reduce ends, the "
-                           "efficiency e)")
+    end_ms, got = number_list(answer, ("the time", "the efficiency"),
+                              "a pair (ms until the other buckets' all-reduce ends, the "
+                              "efficiency e)")
     _, head_ms, rest_ms, _ = _hook_ms()
     right = _hook_efficiency()
     if not _near(end_ms, head_ms + rest_ms):

@@ -10,6 +10,7 @@ attempted", any other exception a :class:`Wrong` that names it.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import inspect
 import math
 import numbers
@@ -31,7 +32,7 @@ __all__ = [
     "EXERCISES", "CallWatch", "Exercise", "Hint", "NotAttempted", "Result", "Wrong", "agrees",
     "as_tensor", "call", "check", "close", "exercise", "expect", "float32_values", "float32_work",
     "hint", "name_slip", "time_limit", "tolerance", "untouched_random_state", "cut_off",
-    "at_most_digits",
+    "at_most_digits", "number", "number_list", "numbers_of", "two_numbers",
 ]
 
 
@@ -455,11 +456,49 @@ def returned_tensor(out, what: str) -> torch.Tensor:
     return out
 
 
+def number(value, what: str, verb: str = "must be", finite: bool = True) -> float:
+    """The learner's number as a float: a Python, NumPy or ``Decimal`` number, or a tensor,
+    array, list or tuple that holds one number; else a :class:`Wrong` that ``what`` ``verb`` a
+    number (a finite one unless ``finite`` is false)."""
+    if isinstance(value, list | tuple) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, torch.Tensor | np.ndarray | np.generic):
+        size = value.numel() if isinstance(value, torch.Tensor) else np.size(value)
+        expect(size == 1, f"{what} {verb} one number, got {size} values")
+        value = value.item()
+    elif isinstance(value, decimal.Decimal):
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise Wrong(f"{what} {verb} a number, got {type(value).__name__}")
+    value = float(value)
+    expect(not finite or math.isfinite(value), f"{what} is not a finite number")
+    return value
+
+
+def numbers_of(out, count: int) -> list | None:
+    """``out`` as a list of ``count`` entries when it is a tuple or list of that many, or a
+    tensor or NumPy array of that many numbers, of any shape (a learner's numbers written as one
+    array: each entry then a 0-d tensor or NumPy scalar, at the array's precision); else None."""
+    if isinstance(out, torch.Tensor | np.ndarray) and math.prod(out.shape) == count:
+        return list(out.reshape(-1))
+    if isinstance(out, tuple | list) and len(out) == count:
+        return list(out)
+    return None
+
+
+def number_list(answer, names: tuple[str, ...], shape: str, read=number) -> list[float]:
+    """The learner's answer as ``len(names)`` floats (see :func:`numbers_of`; each entry read by
+    ``read`` and named by its entry of ``names``), else a :class:`Wrong` that the answer must be
+    ``shape``."""
+    got = numbers_of(answer, len(names))
+    expect(got is not None, f"answer must be {shape}")
+    return [read(v, name) for v, name in zip(got, names, strict=True)]
+
+
 def two_numbers(out):
-    """``out`` as a tuple when it is a tensor or NumPy array of two numbers, of any shape (a
-    learner's pair written as one array), else ``out`` itself."""
-    size = out.numel() if isinstance(out, torch.Tensor) else getattr(out, "size", None)
-    if isinstance(out, torch.Tensor | np.ndarray) and size == 2:
+    """``out`` as a tuple of two Python numbers when it is a tensor or NumPy array of two
+    numbers, of any shape (a learner's pair written as one array), else ``out`` itself."""
+    if isinstance(out, torch.Tensor | np.ndarray) and math.prod(out.shape) == 2:
         return tuple(out.reshape(-1).tolist())
     return out
 
