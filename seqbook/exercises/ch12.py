@@ -707,7 +707,8 @@ def _check_sampler(rank_batch):
                    "every step draws the same batch: the windows must change from step to step")
     expect(not all(torch.equal(*pair) for pair in by_seed.values()),
            "seeds 3 and 8 give the same windows at every step: runs started with different seeds "
-           "would train on the same data in the same order")
+           "would train on the same data in the same order (is the seed left out, or shifted "
+           "above the low 32 bits that torch's generators keep?)")
     _expect_fresh_stream_per_step(rank_batch)
     _expect_time_flat_in_step(rank_batch, num_windows)
     _expect_every_window(rank_batch)
