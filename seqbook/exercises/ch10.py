@@ -105,7 +105,10 @@ def check_state_size(answer):
 # The cache of a hybrid: 32 attention layers against 4 attention and 28 recurrent ones.
 # ---------------------------------------------------------------------------------------------
 
-HYBRID_CACHE = {"layers": 32, "d": 4096, "T": 131_072, "bytes": 2, "attention": 4, "N": 16}
+#: the cache in bfloat16 (2 bytes a number), the recurrent states in float32 (4 bytes): two
+#: sizes, so that a state of width d in 4 bytes cannot pass for one of width 2d in 2
+HYBRID_CACHE = {"layers": 32, "d": 4096, "T": 131_072, "bytes": 2, "attention": 4, "N": 16,
+                "state_bytes": 4}
 
 
 def _hybrid_cache_bytes() -> tuple[int, int, int]:
@@ -113,7 +116,7 @@ def _hybrid_cache_bytes() -> tuple[int, int, int]:
     hybrid's recurrent states); the hybrid holds the last two."""
     c = HYBRID_CACHE
     per_token = 2 * c["d"] * c["bytes"]  # a key and a value in one attention layer
-    state = 2 * c["d"] * c["N"] * c["bytes"]  # Mamba's h: inner width 2d, N per channel
+    state = 2 * c["d"] * c["N"] * c["state_bytes"]  # Mamba's h: inner width 2d, N per channel
     recurrent = c["layers"] - c["attention"]
     return (c["layers"] * c["T"] * per_token, c["attention"] * c["T"] * per_token,
             recurrent * state)
@@ -124,7 +127,7 @@ def _hybrid_cache_bytes() -> tuple[int, int, int]:
     "A recurrent layer keeps its state, whatever the number of tokens.",
     "One token leaves a key and a value of 4096 numbers each in every attention layer, "
     "2 * 4096 * 2 bytes; multiply by T and by the number of attention layers. Each of the 28 "
-    "recurrent layers adds 2 * 4096 * 16 numbers of 2 bytes, once.",
+    "recurrent layers adds 2 * 4096 * 16 numbers of 4 bytes (float32), once.",
 ])
 def check_hybrid_cache(answer):
     all_attention, attention_only, states = _hybrid_cache_bytes()
@@ -162,13 +165,17 @@ def check_hybrid_cache(answer):
                     "attention layers, which keep their cache instead")
     if second == attention_only + states / 2:
         raise Wrong("the recurrent states are half what they should be: each is 2 * 4096 * 16 "
-                    "numbers (Mamba's inner width is 2d), and every number takes 2 bytes")
+                    "numbers (Mamba's inner width is 2d), and every number of a state takes 4 "
+                    "bytes (float32)")
+    if second == attention_only + states / 4:
+        raise Wrong("the recurrent states are a quarter of what they should be: each is 2 * 4096 "
+                    "* 16 numbers (Mamba's inner width is 2d), of 4 bytes each (float32)")
     if second in (attention_only + states * (16 + kept) / 16 for kept in (3, 4)):
         raise Wrong("the recurrent states include the convolution's inputs: the exercise leaves "
                     "them out, and counts each state as 2 * 4096 * 16 numbers")
     if second == attention_only + states * 2:
         raise Wrong("the recurrent states are twice what they should be: each is 2 * 4096 * 16 "
-                    "numbers, stored in 16 bits as the cache is, 2 bytes a number")
+                    "numbers, stored in float32, 4 bytes a number")
     for name, value, right in (("first", first, all_attention), ("second", second, hybrid)):
         expect(value == right or abs(value - right) > 1e-6 * right,
                f"the {name} count is near the right one but not equal to it: the exercise asks "
@@ -692,19 +699,23 @@ def _item_tensor(x, what: str) -> torch.Tensor:
 
 class _TorchCalls(TorchFunctionMode):
     """Counts the torch functions and tensor methods the code run inside it calls (those that
-    PyTorch calls inside them are not counted), and keeps the shape of the first result with two
-    axes of length ``T``: a T x T matrix."""
+    PyTorch calls inside them are not counted), and among them those whose result ends in one of
+    ``states`` (the shapes of a state h, (H, N, P) or (H, P, N)); and keeps the shape of the
+    first result with two axes of length ``T``: a T x T matrix."""
 
-    def __init__(self, T: int):
+    def __init__(self, T: int, states: tuple[tuple[int, ...], ...] = ()):
         super().__init__()
-        self.T, self.calls, self.square = T, 0, None
+        self.T, self.states, self.calls, self.state_calls, self.square = T, states, 0, 0, None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.calls += 1
         out = func(*args, **(kwargs or {}))
+        results = [t for t in (out if isinstance(out, tuple | list) else (out,))
+                   if isinstance(t, torch.Tensor)]
+        self.state_calls += any(tuple(t.shape[-3:]) in self.states for t in results)
         if self.square is None:
-            for t in out if isinstance(out, tuple | list) else (out,):
-                if isinstance(t, torch.Tensor) and list(t.shape).count(self.T) >= 2:
+            for t in results:
+                if list(t.shape).count(self.T) >= 2:
                     self.square = tuple(t.shape)
                     break
         return out
@@ -723,7 +734,7 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
     """Runs the learner's ssd_chunked on T steps in chunks of ``chunk_size`` and returns what it
     called; batch 1, H = 2, N = 2, P = 3, so that only the time axes have length T."""
     inputs = _ssd_inputs(1, 2, T, 2, 3, seed=5)
-    with _TorchCalls(T) as watch:
+    with _TorchCalls(T, states=((2, 2, 3), (2, 3, 2))) as watch:
         out = call(fn, *inputs, chunk_size, what="ssd_chunked")
     # NumPy answers (accepted) make no torch calls to count
     watch.numpy = isinstance(out, tuple | list) and any(isinstance(item, np.ndarray)
@@ -733,8 +744,9 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
 
 def _check_chunked_method(fn) -> None:
     """A :class:`Wrong` unless ``fn`` works by chunks, one after another: with one chunk of T
-    steps its number of torch calls does not grow with T (no step per position inside a chunk;
-    calls that grow with T squared, a mask built entry by entry, are the attention form, slowly),
+    steps its number of torch calls that make a state does not grow with T (no step per position
+    inside a chunk; other calls may: a mask built row by row, or entry by entry, with calls that
+    grow with T squared, is the attention form, slowly),
     with chunks of 4 steps it makes no T x T matrix (no attention form over the whole
     sequence), and it makes more calls for more chunks (a loop over the chunks, not the states
     between them all at once)."""
@@ -742,7 +754,8 @@ def _check_chunked_method(fn) -> None:
     # calls that grow with the square of the chunk's length come from a loop over the entries of
     # a chunk x chunk matrix (a decay mask built entry by entry): slow, but the attention form
     entrywise = long.calls - mid.calls > 3 * (mid.calls - short.calls) > 0
-    if long.calls - short.calls >= (32 - 8) // 2 and not entrywise:
+    stepwise = long.state_calls - short.state_calls >= (32 - 8) // 2  # a state made per step
+    if long.calls - short.calls >= (32 - 8) // 2 and stepwise and not entrywise:
         raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
                     f"(chunk_size = T) it makes {short.calls} torch calls for T = 8 and "
                     f"{long.calls} for T = 32. Inside a chunk, compute all its outputs at once with "
@@ -1006,6 +1019,10 @@ def _delta_slips(S, k, v, beta):
         (_delta_reference(S, F.normalize(k, dim=-1), v, beta),
          "the write is right for unit keys only, not for longer ones: the rule takes k as it is "
          "given (a layer normalises its keys before they reach the rule)"),
+        (S + write(k, error) / (k * k).sum(-1)[:, None, None],
+         "the write is divided by |k|^2, as in the normalised LMS rule: the delta rule here takes "
+         "k as it is given, with no division (a layer normalises its keys before they reach the "
+         "rule)"),
         (S + write(k, b * (read - v)),
          "the write moves what the memory returns for k away from v, not towards it"),
         (write(k, error),

@@ -422,6 +422,8 @@ def test_causal_mask():
     no_self = lambda T: ~causal_mask(T) | torch.eye(T, dtype=torch.bool) & (torch.arange(T) > 0)  # noqa: E731
     assert "may not read its own key" in check(name, no_self).message
     assert "polarity is flipped" in check(name, causal_mask).message
+    transposed = check(name, lambda T: torch.ones(T, T, dtype=torch.bool).tril(-1)).message
+    assert "wrong way round" in transposed and "blocks the past" in transposed
     assert "future leaks" in check(name, lambda T: torch.ones(T, T, dtype=torch.bool).triu(2)
                                    ).message
     float01 = check(name, lambda T: torch.ones(T, T).triu(1)).message

@@ -62,7 +62,7 @@ def test_state_size_wants_the_exact_count(answer):
 
 ALL_ATTENTION = 32 * 131_072 * 2 * 4096 * 2  # 64 GiB
 HYBRID_ATTENTION = 4 * 131_072 * 2 * 4096 * 2  # 8 GiB
-STATES = 28 * 2 * 4096 * 16 * 2  # 7 MiB
+STATES = 28 * 2 * 4096 * 16 * 4  # 14 MiB, in float32
 
 
 def test_hybrid_cache():
@@ -77,18 +77,22 @@ def test_hybrid_cache():
         ((ALL_ATTENTION // 4, HYBRID_ATTENTION // 4 + STATES), "a quarter"),
         ((ALL_ATTENTION, HYBRID_ATTENTION), "keep their states too"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + STATES // 2), "states are half"),
+        # width d, not 2d, or 2 bytes, not 4: half; both: a quarter
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 4096 * 16 * 4), "states are half"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 4096 * 16 * 2), "a quarter of what"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + STATES * 2), "twice what they should be"),
         ((68.7, 8.6), "wanted in bytes"),
         ((ALL_ATTENTION, 8.007), "wanted in bytes"),
         ((65536, 8199), "wanted in bytes"),  # MiB
         ((32 * 128_000 * 2 * 4096 * 2, 4 * 128_000 * 2 * 4096 * 2 + STATES), "not 128 000"),
         (torch.tensor([ALL_ATTENTION, HYBRID_ATTENTION + STATES], dtype=torch.bfloat16),
          "cannot hold these counts exactly"),
-        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 131_072 * 2 * 4096 * 2), "do not grow with T"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 131_072 * 2 * 4096 * 4), "do not grow with T"),
         ((64, 8.008), "in bytes, not in KiB"),
         ((ALL_ATTENTION, HYBRID_ATTENTION + STATES + 1), "exact count"),
-        ((ALL_ATTENTION, HYBRID_ATTENTION + 27 * 2 * 4096 * 16 * 2), "not the hybrid's"),
-        ((ALL_ATTENTION, HYBRID_ATTENTION + 32 * 2 * 4096 * 16 * 2), "all 32 layers"),
-        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 2 * 4096 * (16 + 3) * 2), "convolution's inputs"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 27 * 2 * 4096 * 16 * 4), "not the hybrid's"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 32 * 2 * 4096 * 16 * 4), "all 32 layers"),
+        ((ALL_ATTENTION, HYBRID_ATTENTION + 28 * 2 * 4096 * (16 + 3) * 4), "convolution's inputs"),
         ((ALL_ATTENTION + 2 * 4096 * 2, HYBRID_ATTENTION + STATES), "exact count"),
         (5, "must be a pair"),
         (("many", 3), "must be a number"),
@@ -99,11 +103,11 @@ def test_hybrid_cache():
 
 
 @pytest.mark.parametrize("answer", [
-    (68_719_476_736, 8_597_274_624),
-    (6.8719476736e10, 8597274624.0),
-    np.array([68_719_476_736, 8_597_274_624]),
-    (torch.tensor(68_719_476_736), np.int64(8_597_274_624)),
-    (2**36, 2**33 + 7 * 2**20),
+    (68_719_476_736, 8_604_614_656),
+    (6.8719476736e10, 8604614656.0),
+    np.array([68_719_476_736, 8_604_614_656]),
+    (torch.tensor(68_719_476_736), np.int64(8_604_614_656)),
+    (2**36, 2**33 + 14 * 2**20),
 ], ids=["ints", "floats", "array", "tensor-and-numpy", "powers-of-two"])
 def test_hybrid_cache_accepts_exact_counts_of_any_type(answer):
     assert check("ex-ch10-hybrid-cache", answer)
@@ -590,10 +594,29 @@ def chunked_mask_loop(x, log_a, B, C, chunk_size):
     return torch.cat(ys, 2), torch.stack(states, 2)
 
 
+def chunked_mask_rows(x, log_a, B, C, chunk_size):
+    """Right: each chunk's decay mask built row by row, torch calls that grow with the chunk's
+    length though no state is made per position (a reader's answer)."""
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, states = [], []
+    for s in range(0, x.shape[2], chunk_size):
+        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+        c, cum = lc.shape[-1], lc.cumsum(-1)
+        L = lc.new_zeros(*lc.shape, c)
+        for i in range(c):  # row i of the chunk's decay mask
+            L[..., i, :i + 1] = torch.exp(cum[..., i:i + 1] - cum[..., :i + 1])
+        ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
+        h = cum[..., -1, None, None].exp() * h \
+            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
 def test_chunked_accepts():
     name = "ex-ch10-chunked"
     assert check(name, chunked)
     assert check(name, chunked_mask_loop)
+    assert check(name, chunked_mask_rows)
     assert check(name, chunked_einsum)
     assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
     assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
@@ -866,6 +889,8 @@ DELTA_SLIPS = {
     "no-beta": (lambda S, k, v, b: S + _outer(k, v - _read(S, k)), "beta has no effect"),
     "normalises-k": (lambda S, k, v, b: delta_write(S, F.normalize(k, dim=-1), v, b),
                      "right for unit keys only"),
+    "normalised-lms": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - _read(S, k)))
+                       / (k * k).sum(-1)[:, None, None], "normalised LMS"),
     "sign-of-error": (lambda S, k, v, b: S + _outer(k, b[:, None] * (_read(S, k) - v)), "away from v"),
     "minus-the-write": (lambda S, k, v, b: S - _outer(k, b[:, None] * (v - _read(S, k))),
                         "away from v"),
@@ -1324,8 +1349,8 @@ def test_messages_after_the_fresh_reading_of_2026_12_04():
     answer = (tuple(hebb.tolist()), tuple(half.tolist()))
     assert "beta = 1/2" in check("ex-ch10-overwrite", answer).message
     all_attention, attention_only, states = _hybrid_cache_bytes()
-    answer = (all_attention, attention_only + 2 * states)  # states in float32
-    assert "16 bits" in check("ex-ch10-hybrid-cache", answer).message
+    answer = (all_attention, attention_only + 2 * states)  # states in float64
+    assert "4 bytes a number" in check("ex-ch10-hybrid-cache", answer).message
 
     def zoh_swapped(A, B, delta):
         dA = delta[:, None] * A
