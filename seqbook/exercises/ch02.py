@@ -40,8 +40,9 @@ def _worked_step(h, x, W_hh=None):
 @exercise("ex-ch2-next-step", hints=[
     "Do what the chapter did for h_t: first the input's contribution W_ih x_(t+1), then the "
     "state's W_hh h_t, add them, apply ReLU, and read the output off the new state.",
-    "W_ih x_(t+1) is the second column of W_ih minus the first. W_hh is the cyclic shift of the "
-    "worked example: it moves the entry of each slot to the slot above it, the first to the last.",
+    "W_ih x_(t+1) is 0.25 times the first column of W_ih minus half the second. W_hh is the "
+    "cyclic shift of the worked example: it moves the entry of each slot to the slot above it, "
+    "the first to the last.",
     "This time ReLU has work to do: it sets every negative entry of the sum to 0.",
 ])
 def check_next_step(answer):
@@ -55,7 +56,9 @@ def check_next_step(answer):
            "the state h_(t+1) must be a list of 3 numbers (the state has 3 units)")
     expect(y.numel() == 1 and not y.is_complex(),
            f"y_(t+1) must be a number, got {tuple(y.shape)} values")
-    h_t, x_next = [1.0, 0.0, 0.0], [-1.0, 1.0]  # the sum is (-1, 1, 2): ReLU cuts the -1
+    # the sum is (0.25, -0.5, 0.75): ReLU cuts the -0.5. The input is chosen so that every slip
+    # below gives other numbers: ReLU on W_ih x alone, W_hh transposed, either term left out
+    h_t, x_next = [1.0, 0.0, 0.0], [0.25, -0.5]
     h_ref, _ = _worked_step(h_t, x_next)
     from_x = torch.tensor(W_IH, dtype=F64) @ torch.tensor(x_next, dtype=F64)
     from_h = torch.tensor(W_HH, dtype=F64) @ torch.tensor(h_t, dtype=F64)
@@ -66,6 +69,9 @@ def check_next_step(answer):
         if close(h_in, _worked_step(h_t, x_next, torch.tensor(W_HH).T)[0]):
             raise Wrong("the state uses W_hh transposed: row i of W_hh h_t is the dot product of "
                         "row i of W_hh with h_t")
+        if close(h_in, torch.relu(from_x) + from_h):
+            raise Wrong("ReLU is applied to W_ih x_(t+1) alone, before W_hh h_t is added: the cell "
+                        "applies ReLU to the sum of the two")
         if close(h_in, torch.relu(from_x)):
             raise Wrong("the state leaves out the recurrent term W_hh h_t: the old state must "
                         "enter the new one")
@@ -76,9 +82,6 @@ def check_next_step(answer):
     if close(y.reshape(1), W_y @ torch.tensor(h_t, dtype=F64)):
         raise Wrong("y_(t+1) reads the old state h_t: the output is read off the new state, "
                     "y_(t+1) = W_y h_(t+1)")
-    if close(y.reshape(1), W_y @ (from_x + from_h)):
-        raise Wrong("y_(t+1) reads the state before ReLU: the output is W_y h_(t+1), with "
-                    "h_(t+1) after ReLU")
     if close(y.reshape(1), -(W_y @ h_ref)):
         raise Wrong("the state is right but y_(t+1) has the wrong sign: W_y = (1, 0, -1) takes "
                     "the third entry of h_(t+1) from the first")

@@ -21,28 +21,29 @@ def starter(*args):
 
 def test_next_step():
     name = "ex-ch2-next-step"
-    # x_(t+1) = (-1, 1): the sum (-1, 1, 2), which ReLU makes (0, 1, 2); y = 0 - 2
-    assert check(name, ([0.0, 1.0, 2.0], -2.0))
-    assert check(name, (torch.tensor([0.0, 1.0, 2.0]), torch.tensor(-2.0)))
-    assert check(name, (torch.tensor([[0.0, 1.0, 2.0]]), torch.tensor([-2.0])))  # (1, 3), (1,)
-    assert check(name, ((0, 1, 2), -2))
-    assert check(name, (np.array([0.0, 1.0, 2.0], dtype=np.float32), np.float64(-2.0)))
+    # x_(t+1) = (0.25, -0.5): the sum (0.25, -0.5, 0.75), which ReLU makes (0.25, 0, 0.75);
+    # y = 0.25 - 0.75
+    assert check(name, ([0.25, 0.0, 0.75], -0.5))
+    assert check(name, (torch.tensor([0.25, 0.0, 0.75]), torch.tensor(-0.5)))
+    assert check(name, (torch.tensor([[0.25, 0.0, 0.75]]), torch.tensor([-0.5])))  # (1, 3), (1,)
+    assert check(name, ((1 / 4, 0, 3 / 4), -1 / 2))
+    assert check(name, (np.array([0.25, 0.0, 0.75], dtype=np.float32), np.float64(-0.5)))
     assert check(name, ...).status == "not attempted"
-    no_relu = check(name, ([-1.0, 1.0, 2.0], -3.0))  # ReLU forgotten
+    no_relu = check(name, ([0.25, -0.5, 0.75], -0.5))  # ReLU forgotten
     assert no_relu.status == "fail" and "without ReLU" in no_relu.message, no_relu
-    assert "without ReLU" in check(name, ([-1.0, 1.0, 2.0], -2.0)).message
-    assert "transposed" in check(name, ([0.0, 2.0, 1.0], -1.0)).message
-    assert "leaves out the recurrent term" in check(name, ([0.0, 1.0, 1.0], -1.0)).message
+    assert "ReLU is applied to W_ih x_(t+1) alone" in check(name, ([0.25, 0.0, 1.0], -0.75)).message
+    assert "transposed" in check(name, ([0.25, 0.5, 0.0], 0.25)).message
+    assert "leaves out the recurrent term" in check(name, ([0.25, 0.0, 0.0], 0.25)).message
     assert "leaves out the input term" in check(name, ([0.0, 0.0, 1.0], -1.0)).message
-    assert "wrong sign" in check(name, ([0.0, 1.0, 2.0], 2.0)).message
-    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.0, 1.0, 2.0], 3.0)).message
-    assert "reads the old state" in check(name, ([0.0, 1.0, 2.0], 1.0)).message
-    assert "before ReLU" in check(name, ([0.0, 1.0, 2.0], -3.0)).message
+    assert "wrong sign" in check(name, ([0.25, 0.0, 0.75], 0.5)).message
+    assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.25, 0.0, 0.75], 3.0)).message
+    assert "reads the old state" in check(name, ([0.25, 0.0, 0.75], 1.0)).message
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
     assert "must be a pair" in check(name, 3).message
-    assert "wrong order" in check(name, (-2.0, [0.0, 1.0, 2.0])).message  # (y, h)
-    # the old input (0, 1), whose sum ReLU left alone, is not this exercise's answer
-    assert not check(name, ([0.0, 1.0, 1.0], -1.0))
+    assert "wrong order" in check(name, (-0.5, [0.25, 0.0, 0.75])).message  # (y, h)
+    # the worked example's own step repeated, or the old exercise's input (-1, 1), is not it
+    assert not check(name, ([1.0, 0.0, 0.0], 1.0))
+    assert not check(name, ([0.0, 1.0, 2.0], -2.0))
 
 
 # --- gradient clipping ---------------------------------------------------------------------------
