@@ -40,9 +40,10 @@ INIT = """
 import hashlib, sys
 import torch
 from seqbook.utils import seed_everything
-from seqbook.vsa_models import build_classifier
-seed_everything(int(sys.argv[1]))  # as python -m seqbook.vsa_train does, then the same model
-model = build_classifier("resnet", 64, 12, False, 32, 0.25, None, 0.0)
+from seqbook.vsa_train import build_parser, fashion_classifier
+args = build_parser().parse_args(sys.argv[1:])  # the run's own flags
+seed_everything(args.seed)  # as python -m seqbook.vsa_train does, then the same model
+model = fashion_classifier(args)
 h = hashlib.sha256()
 for p in model.state_dict().values():
     h.update(p.detach().contiguous().numpy().tobytes())
@@ -59,7 +60,8 @@ def env_for(capability: str | None) -> dict:
 
 def initial_hash(seed: int, capability: str | None) -> tuple[str, str]:
     """(the capability PyTorch dispatched at, a hash of the network's initial weights)."""
-    out = subprocess.run([sys.executable, "-c", INIT, str(seed)], capture_output=True, text=True,
+    flags = [*BUDGET_ARGS, *VARIANTS["no skips"], "--seed", str(seed)]
+    out = subprocess.run([sys.executable, "-c", INIT, *flags], capture_output=True, text=True,
                          check=True, env=env_for(capability), cwd=ROOT).stdout.split()
     return out[0], out[1]
 

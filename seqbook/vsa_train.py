@@ -46,7 +46,8 @@ def _device_name(model: nn.Module) -> str:
     return f"{cpu_name()} ({os.cpu_count()} cores)"
 
 
-def main(argv: list[str] | None = None) -> dict:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m seqbook.vsa_train`` (its flags are the files' keys)."""
     first_sentence = " ".join(__doc__.split(". ")[0].split()) + "."
     parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=first_sentence)
     positive, count = int_at_least(1), int_at_least(0)
@@ -74,6 +75,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=count, default=0, help="CPU threads for PyTorch (0: its default)")
     parser.add_argument("--out", default=None, help="also write the result (with the loss curve) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def fashion_classifier(args: argparse.Namespace) -> nn.Module:
+    """The Fashion-MNIST network that the parsed flags ``args`` describe, drawn from the current
+    random state (:func:`main` seeds it with ``args.seed`` first)."""
+    return build_classifier(args.model, args.dim, args.blocks, not args.no_skip, args.queries,
+                            args.out_scale, args.mlp_hidden, args.codebook_sparsity)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -88,8 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         seed_everything(args.seed)
         train, test = load_fashion_mnist("train"), load_fashion_mnist("test")
-        model = build_classifier(args.model, args.dim, args.blocks, not args.no_skip, args.queries,
-                                 args.out_scale, args.mlp_hidden, args.codebook_sparsity)
+        model = fashion_classifier(args)
     if args.train_size:
         train = tuple(t[:args.train_size] for t in train)
     run = train_vsa(model, train, test, args.steps, args.batch, args.lr, args.alpha, device=args.device,
