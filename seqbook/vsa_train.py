@@ -47,7 +47,7 @@ def _device_name(model: nn.Module) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m seqbook.vsa_train`` (its flags are the files' keys)."""
+    """The command line of ``python -m seqbook.vsa_train``."""
     first_sentence = " ".join(__doc__.split(". ")[0].split()) + "."
     parser = argparse.ArgumentParser(prog="python -m seqbook.vsa_train", description=first_sentence)
     positive, count = int_at_least(1), int_at_least(0)

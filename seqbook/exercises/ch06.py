@@ -532,7 +532,7 @@ def check_causal_mask(fn):
                         "your mask blocks the past")
         if T > 1 and torch.equal(mask, blocked.T):
             raise Wrong("the mask is turned the wrong way round: it blocks the past and lets the "
-                        "future in, where query i reads keys 0 .. i and no later one")
+                        "future in, whereas query i reads keys 0 .. i and no later one")
         if bool(mask.diagonal().any()):
             if bool(mask[0].all()):  # the starter: where it goes wrong, not what follows
                 raise Wrong("the mask blocks keys that a query may read. Which keys may query i "

@@ -744,9 +744,42 @@ def whole_mask_cut_in_blocks(x, log_a, B, C, chunk_size):  # the T x T mask, the
     return torch.cat(ys, 2), torch.stack(states, 2)
 
 
+def steps_per_sequence_and_head(x, log_a, B, C, chunk_size):
+    """Wrong: a step per position, in loops over the batch and the heads, an (N, P) state each
+    (a reader's answer)."""
+    b, H, T, _ = x.shape
+    y, states = torch.zeros_like(x), []
+    hs = {(i, j): x.new_zeros(B.shape[-1], x.shape[-1]) for i in range(b) for j in range(H)}
+    for s in range(0, T, chunk_size):
+        kept = x.new_zeros(b, H, B.shape[-1], x.shape[-1])
+        for i in range(b):
+            for j in range(H):
+                h = hs[i, j]
+                for t in range(s, min(s + chunk_size, T)):
+                    h = torch.exp(log_a[i, j, t]) * h + torch.outer(B[i, j, t], x[i, j, t])
+                    y[i, j, t] = C[i, j, t] @ h
+                hs[i, j] = kept[i, j] = h
+        states.append(kept)
+    return y, torch.stack(states, 2)
+
+
+def steps_state_reordered(x, log_a, B, C, chunk_size):
+    """Wrong: a step per position with the state laid out (b, P, H, N) (a reader's answer)."""
+    b, H, T, P = x.shape
+    h, ys, states = x.new_zeros(b, P, H, B.shape[-1]), [], []
+    for s in range(0, T, chunk_size):
+        for t in range(s, min(s + chunk_size, T)):
+            h = log_a[:, None, :, t, None].exp() * h \
+                + torch.einsum("bhn,bhp->bphn", B[:, :, t], x[:, :, t])
+            ys.append(torch.einsum("bhn,bphn->bhp", C[:, :, t], h))
+        states.append(h.permute(0, 2, 3, 1))
+    return torch.stack(ys, 2), torch.stack(states, 2)
+
+
 def test_chunked_sees_the_method():
     name = "ex-ch10-chunked"
-    for answer in (loop_keeping_boundaries, attention_form_and_loop):
+    for answer in (loop_keeping_boundaries, attention_form_and_loop, steps_per_sequence_and_head,
+                   steps_state_reordered):
         result = check(name, answer)
         assert result.status == "fail" and "runs a step per position inside a chunk" \
             in result.message, result
