@@ -25,6 +25,8 @@ from .core import (
 def _number(value, what: str) -> float:
     """The learner's number as a float (see :func:`number`), refused if computed in half
     precision."""
+    if isinstance(value, list | tuple) and len(value) == 1:
+        value = value[0]  # [x] means x, in half precision too
     half = (torch.float16, torch.bfloat16)
     if isinstance(value, torch.Tensor) and value.dtype in half or isinstance(
             value, np.float16 | np.ndarray) and np.asarray(value).dtype == np.float16:

@@ -1046,6 +1046,12 @@ def test_spec_speedup():
     assert check(name, starter).status == "not attempted"
     no_case = lambda a, k, c: (1 - a ** (k + 1)) / ((1 - a) * (k * c + 1))  # noqa: E731
     assert "alpha = 1" in check(name, no_case).message
+
+    def no_case_numpy(a, k, c):  # NumPy's 0 / 0 is nan (with a warning), not an error
+        with np.errstate(invalid="ignore"):
+            return (1 - np.float64(a) ** (k + 1)) / ((1 - np.float64(a)) * (k * c + 1))
+
+    assert "alpha = 1" in check(name, no_case_numpy).message
     tokens = lambda a, k: sum(a**i for i in range(k + 1))  # noqa: E731
     assert "tokens per round" in check(name, lambda a, k, c: tokens(a, k)).message
     assert "model's own pass" in check(name, lambda a, k, c: tokens(a, k) / (k * c)).message

@@ -104,6 +104,10 @@ def test_mfu():
     assert check("ex-perf-mfu", 0.3594) and check("ex-perf-mfu", 0.3593)
     assert not check("ex-perf-mfu", 0.358)
     assert verdict("ex-perf-mfu", ...)[0] == "not attempted"
+    # half precision is refused in a list of one as it is alone
+    for half in (np.float16(MFU), [np.float16(MFU)], (torch.tensor(MFU, dtype=torch.float16),)):
+        status, message = verdict("ex-perf-mfu", half)
+        assert status == "fail" and "half precision" in message, (half, message)
     n = 124_475_904 - 1024 * 768
     attention = 12 * 12 * 1024 * 768
     rate = 32 * 1024 / 0.25
