@@ -575,41 +575,43 @@ def recurrence(x, log_a, B, C, chunk_size):  # the plain recurrence, chunk_size 
     return torch.stack(ys, 2)
 
 
-def chunked_mask_loop(x, log_a, B, C, chunk_size):
-    """Right, slowly: each chunk's decay mask built entry by entry, a number of torch calls that
-    grows with the square of the chunk's length (not a step per position)."""
-    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
-    ys, states = [], []
-    for s in range(0, x.shape[2], chunk_size):
-        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
-        c, cum = lc.shape[-1], lc.cumsum(-1)
-        L = lc.new_zeros(*lc.shape, c)
-        for i in range(c):
-            for j in range(i + 1):
-                L[..., i, j] = lc[..., j + 1:i + 1].sum(-1).exp()
-        ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
-        h = cum[..., -1, None, None].exp() * h \
-            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
-        states.append(h)
-    return torch.cat(ys, 2), torch.stack(states, 2)
+def chunked_by(decay_mask):
+    """A right ssd_chunked, slowly, whose chunks' decay masks come from ``decay_mask(lc, cum)``
+    in a loop: torch calls that grow with the chunk's length, though no state is made per
+    position."""
+    def ssd_chunked(x, log_a, B, C, chunk_size):
+        h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+        ys, states = [], []
+        for s in range(0, x.shape[2], chunk_size):
+            xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+            cum = lc.cumsum(-1)
+            L = decay_mask(lc, cum)
+            ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
+            h = cum[..., -1, None, None].exp() * h \
+                + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+            states.append(h)
+        return torch.cat(ys, 2), torch.stack(states, 2)
+    return ssd_chunked
 
 
-def chunked_mask_rows(x, log_a, B, C, chunk_size):
-    """Right: each chunk's decay mask built row by row, torch calls that grow with the chunk's
-    length though no state is made per position (a reader's answer)."""
-    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
-    ys, states = [], []
-    for s in range(0, x.shape[2], chunk_size):
-        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
-        c, cum = lc.shape[-1], lc.cumsum(-1)
-        L = lc.new_zeros(*lc.shape, c)
-        for i in range(c):  # row i of the chunk's decay mask
-            L[..., i, :i + 1] = torch.exp(cum[..., i:i + 1] - cum[..., :i + 1])
-        ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
-        h = cum[..., -1, None, None].exp() * h \
-            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
-        states.append(h)
-    return torch.cat(ys, 2), torch.stack(states, 2)
+def mask_by_entries(lc, cum):  # calls that grow with the square of the chunk's length
+    c = lc.shape[-1]
+    L = lc.new_zeros(*lc.shape, c)
+    for i in range(c):
+        for j in range(i + 1):
+            L[..., i, j] = lc[..., j + 1:i + 1].sum(-1).exp()
+    return L
+
+
+def mask_by_rows(lc, cum):  # a reader's answer: calls that grow with the chunk's length
+    c = lc.shape[-1]
+    L = lc.new_zeros(*lc.shape, c)
+    for i in range(c):
+        L[..., i, :i + 1] = torch.exp(cum[..., i:i + 1] - cum[..., :i + 1])
+    return L
+
+
+chunked_mask_loop, chunked_mask_rows = chunked_by(mask_by_entries), chunked_by(mask_by_rows)
 
 
 def test_chunked_accepts():
