@@ -173,6 +173,22 @@ def test_most_exercises_are_checked():
     assert checked >= 0.8 * len(every), f"{checked} of {len(every)} exercises have a check cell"
 
 
+def test_an_exercise_without_a_check_says_so():
+    """A learner who finds no check cell is told why, in the statement."""
+    silent = []
+    for path in CHAPTERS:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        statements = {}
+        for cell in cells:
+            text = "".join(cell["source"])
+            match = re.search(r":label: (ex-[\w-]+)", text)
+            if cell["cell_type"] == "markdown" and match:
+                statements[match.group(1)] = text[match.end():text.index("\n```", match.end())]
+        silent += [f"{path.stem}: {ex.label}" for ex in exercises(path)
+                   if ex.check is None and "no check cell" not in statements[ex.label]]
+    assert not silent, f"exercises without a check cell whose statement does not say so: {silent}"
+
+
 def test_every_registered_exercise_is_in_a_chapter():
     labels = {ex.label for path in CHAPTERS for ex in exercises(path) if ex.check is not None}
     missing = sorted(name for name in EXERCISES if name not in labels)  # the appendices' too
