@@ -22,6 +22,7 @@ from .core import (
     exercise,
     expect,
     number,
+    number_list,
     numbers_of,
     time_limit,
 )
@@ -132,13 +133,10 @@ COST = {"V": 50_257, "d": 768, "B": 8, "T": 1024}
 ])
 def check_cost(answer):
     V, d, B, T = COST["V"], COST["d"], COST["B"], COST["T"]
-    numbers = numbers_of(answer, 3)
-    expect(numbers is not None,
-           "answer must be three numbers: (bytes of the one-hot batch, multiply-adds of the "
-           "product, numbers the lookup copies)")
-    memory, macs, copies = (number(a, what) for a, what in zip(
-        numbers, ("the memory", "the number of multiply-adds", "the number of copies"),
-        strict=True))
+    memory, macs, copies = number_list(
+        answer, ("the memory", "the number of multiply-adds", "the number of copies"),
+        "three numbers: (bytes of the one-hot batch, multiply-adds of the product, numbers the "
+        "lookup copies)")
     rights, given = (B * T * V * 4, B * T * V * d, B * T * d), (memory, macs, copies)
     if any(all(agrees(given[i], r) for i, r in zip(order, rights, strict=True))
            for order in permutations(range(3)) if order != (0, 1, 2)):

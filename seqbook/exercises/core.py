@@ -498,9 +498,8 @@ def number_list(answer, names: tuple[str, ...], shape: str, read=number) -> list
 def two_numbers(out):
     """``out`` as a tuple of two Python numbers when it is a tensor or NumPy array of two
     numbers, of any shape (a learner's pair written as one array), else ``out`` itself."""
-    if isinstance(out, torch.Tensor | np.ndarray) and math.prod(out.shape) == 2:
-        return tuple(out.reshape(-1).tolist())
-    return out
+    pair = numbers_of(out, 2) if isinstance(out, torch.Tensor | np.ndarray) else None
+    return out if pair is None else tuple(x.item() for x in pair)
 
 
 def returned_pair(out, what: str, names: str = "(a, b)") -> tuple[torch.Tensor, torch.Tensor]:
