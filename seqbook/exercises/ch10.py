@@ -700,22 +700,36 @@ def _item_tensor(x, what: str) -> torch.Tensor:
 
 class _TorchCalls(TorchFunctionMode):
     """Counts the torch functions and tensor methods the code run inside it calls (those that
-    PyTorch calls inside them are not counted), and among them those that make a state: a result
-    with an axis of length N and one of length P, in any order, or one of N P (``state`` is
-    (N, P), lengths no other axis has); and keeps the shape of the first result with two axes of
-    length ``T``: a T x T matrix."""
+    PyTorch calls inside them are not counted); measures the longest chain of states made from
+    states (``chain``), where a state is a tensor with an axis of length N and one of length P,
+    in any order, or one of N P (``state`` is (N, P), lengths no other axis has), and a call that
+    writes into a tensor (``h[t] = ...``, ``h.mul_(a)``) extends that tensor's chain; and keeps
+    the shape of the first result with two axes of length ``T``: a T x T matrix. A recurrence
+    makes a chain as long as its steps; reading one state many times does not."""
 
     def __init__(self, T: int, state: tuple[int, int] = (0, 0)):
         super().__init__()
-        self.T, self.state, self.calls, self.state_calls, self.square = T, state, 0, 0, None
+        self.T, self.state, self.calls, self.chain, self.square = T, state, 0, 0, None
+
+    def _is_state(self, t: torch.Tensor) -> bool:
+        N, P = self.state
+        return {N, P} <= set(t.shape) or N * P in t.shape
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.calls += 1
         out = func(*args, **(kwargs or {}))
         results = [t for t in (out if isinstance(out, tuple | list) else (out,))
                    if isinstance(t, torch.Tensor)]
-        N, P = self.state
-        self.state_calls += any({N, P} <= set(t.shape) or N * P in t.shape for t in results)
+        inputs = [t for a in (*args, *(kwargs or {}).values())
+                  for t in (a if isinstance(a, tuple | list) else (a,))
+                  if isinstance(t, torch.Tensor)]
+        depth = 1 + max((getattr(t, "_seqbook_chain", 0) for t in inputs), default=0)
+        name = getattr(func, "__name__", "")
+        written = inputs[:1] if name == "__setitem__" or name.endswith("_") else []
+        for t in [*results, *written]:
+            if self._is_state(t):
+                t._seqbook_chain = max(depth, getattr(t, "_seqbook_chain", 0))
+                self.chain = max(self.chain, t._seqbook_chain)
         if self.square is None:
             for t in results:
                 if list(t.shape).count(self.T) >= 2:
@@ -748,9 +762,9 @@ def _watch_chunked(fn, T: int, chunk_size: int) -> _TorchCalls:
 
 def _check_chunked_method(fn) -> None:
     """A :class:`Wrong` unless ``fn`` works by chunks, one after another: with one chunk of T
-    steps its number of torch calls that make a state does not grow with T (no step per position
-    inside a chunk; other calls may: a mask built row by row, or entry by entry, with calls that
-    grow with T squared, is the attention form, slowly),
+    steps its longest chain of states made from states does not grow with T (no step per
+    position inside a chunk; other calls may: a mask built row by row, or entry by entry, or the
+    entering state read row by row, is the attention form, slowly),
     with chunks of 4 steps it makes no T x T matrix (no attention form over the whole
     sequence), and it makes more calls for more chunks (a loop over the chunks, not the states
     between them all at once)."""
@@ -758,8 +772,8 @@ def _check_chunked_method(fn) -> None:
     # calls that grow with the square of the chunk's length come from a loop over the entries of
     # a chunk x chunk matrix (a decay mask built entry by entry): slow, but the attention form
     entrywise = long.calls - mid.calls > 3 * (mid.calls - short.calls) > 0
-    stepwise = long.state_calls - short.state_calls >= (32 - 8) // 2  # a state made per step
-    if long.calls - short.calls >= (32 - 8) // 2 and stepwise and not entrywise:
+    stepwise = long.chain - short.chain >= (32 - 8) // 2  # a state made from the last, a step
+    if long.calls - short.calls >= (32 - 8) // 2 and stepwise:
         raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
                     f"(chunk_size = T) it makes {short.calls} torch calls for T = 8 and "
                     f"{long.calls} for T = 32. Inside a chunk, compute all its outputs at once with "
@@ -1045,6 +1059,23 @@ def _delta_slips(S, k, v, beta):
     return slips
 
 
+def _nlms_epsilon(out, S, k, v, beta) -> float | None:
+    """The constant eps > 0 if ``out`` is the delta rule's write divided by |k|^2 + eps (the
+    normalised LMS rule with a guard against division by zero), else None; eps is read from the
+    first memory and must fit every memory of the batch."""
+    read = torch.einsum("bkv,bk->bv", S, k)
+    W = torch.einsum("bk,bv->bkv", k, beta[:, None] * (v - read))  # the delta rule's write
+    D = out - S
+    ratio = (D[0] * W[0]).sum() / (W[0] * W[0]).sum()
+    if not ratio > 0:
+        return None
+    eps = float(1 / ratio - (k[0] * k[0]).sum())
+    if not 0 < eps < 1:
+        return None
+    scaled = S + W / ((k * k).sum(-1) + eps)[:, None, None]
+    return eps if close(out, scaled, n=S.shape[1]) else None
+
+
 def _delta_symptom(fn) -> str:
     """The symptom of a wrong write, seen by writing (k, v) with beta = 1 and unit keys into an
     empty memory and into a full one, and reading k back."""
@@ -1093,6 +1124,12 @@ def check_delta_bug(fn):
         for wrong, message in _delta_slips(S, k, v, beta):
             if close(out, wrong, n=Dk):
                 raise Wrong(message)
+        eps = _nlms_epsilon(out, S, k, v, beta)
+        if eps is not None:
+            raise Wrong(f"the write is divided by |k|^2 + {eps:.3g}, as in the normalised LMS "
+                        "rule with a small constant against division by zero: the delta rule "
+                        "here takes k as it is given, with no division (a layer normalises its "
+                        "keys before they reach the rule)")
         right = [close(out[i], ref[i], n=Dk) for i in range(B)]
         if any(right) and not all(right):
             raise Wrong(f"memory {right.index(False)} of the batch is written wrongly while "

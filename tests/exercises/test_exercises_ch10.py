@@ -614,11 +614,29 @@ def mask_by_rows(lc, cum):  # a reader's answer: calls that grow with the chunk'
 chunked_mask_loop, chunked_mask_rows = chunked_by(mask_by_entries), chunked_by(mask_by_rows)
 
 
+def chunked_reading_rows(x, log_a, B, C, chunk_size):
+    """Right, a reader's answer: the entering state's part of y read row by row, by broadcasting
+    and a sum: a state-shaped product per position, but no state made from the last."""
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, states = [], []
+    for s in range(0, x.shape[2], chunk_size):
+        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+        cum = lc.cumsum(-1)
+        rows = [(cum[..., i, None, None].exp() * Cc[..., i, :, None] * h).sum(-2)
+                for i in range(lc.shape[-1])]
+        ys.append((decay_mask(lc) * (Cc @ Bc.transpose(-2, -1))) @ xc + torch.stack(rows, 2))
+        h = cum[..., -1, None, None].exp() * h \
+            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
 def test_chunked_accepts():
     name = "ex-ch10-chunked"
     assert check(name, chunked)
     assert check(name, chunked_mask_loop)
     assert check(name, chunked_mask_rows)
+    assert check(name, chunked_reading_rows)
     assert check(name, chunked_einsum)
     assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
     assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
@@ -778,10 +796,22 @@ def steps_state_reordered(x, log_a, B, C, chunk_size):
     return torch.stack(ys, 2), torch.stack(states, 2)
 
 
+def steps_written_in_place(x, log_a, B, C, chunk_size):
+    """Wrong: a step per position, each state written into a preallocated tensor of all the
+    states (no new tensor is made per step)."""
+    b, H, T, P = x.shape
+    hs = x.new_zeros(b, H, T + 1, B.shape[-1], P)
+    for t in range(T):
+        hs[:, :, t + 1] = log_a[:, :, t, None, None].exp() * hs[:, :, t] \
+            + B[:, :, t, :, None] * x[:, :, t, None, :]
+    y = (C[..., None, :] @ hs[:, :, 1:])[..., 0, :]
+    return y, _at_chunk_ends(hs[:, :, 1:], chunk_size)
+
+
 def test_chunked_sees_the_method():
     name = "ex-ch10-chunked"
     for answer in (loop_keeping_boundaries, attention_form_and_loop, steps_per_sequence_and_head,
-                   steps_state_reordered):
+                   steps_state_reordered, steps_written_in_place):
         result = check(name, answer)
         assert result.status == "fail" and "runs a step per position inside a chunk" \
             in result.message, result
@@ -926,6 +956,10 @@ DELTA_SLIPS = {
                      "right for unit keys only"),
     "normalised-lms": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - _read(S, k)))
                        / (k * k).sum(-1)[:, None, None], "normalised LMS"),
+    "normalised-lms-eps": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - _read(S, k)))
+                           / (1e-6 + (k * k).sum(-1))[:, None, None], "|k|^2 + 1e-06"),
+    "normalised-lms-eps-0.1": (lambda S, k, v, b: S + _outer(k, b[:, None] * (v - _read(S, k)))
+                               / (0.1 + (k * k).sum(-1))[:, None, None], "|k|^2 + 0.1"),
     "sign-of-error": (lambda S, k, v, b: S + _outer(k, b[:, None] * (_read(S, k) - v)), "away from v"),
     "minus-the-write": (lambda S, k, v, b: S - _outer(k, b[:, None] * (v - _read(S, k))),
                         "away from v"),
