@@ -36,6 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import fused_attention
 from .checks import check_int, check_rotary, check_sequence, checked
 from .gpt import GPT, CausalSelfAttention, GPTBlock
 from .rope import apply_rope
@@ -227,7 +228,8 @@ class TensorParallelAttention(nn.Module):
 
     The query, key and value projections are :func:`column_shard` s (rank r's heads are heads
     ``r H / N`` to ``(r + 1) H / N - 1``), the output projection a :func:`row_shard`, and the
-    heads are computed by ``F.scaled_dot_product_attention``, causal. ``rotary`` turns queries and
+    heads are computed by :func:`~seqbook.attention.fused_attention` (PyTorch's
+    ``F.scaled_dot_product_attention``), causal. ``rotary`` turns queries and
     keys by RoPE as in the whole layer. No KV cache.
 
     Args:
@@ -264,7 +266,7 @@ class TensorParallelAttention(nn.Module):
         v = self.v_proj(x).view(B, T, Hr, Dh).transpose(1, 2)  # (B, Hr, T, Dh)
         if rotary is not None:  # RoPE, as in the whole layer
             q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, Hr, T, Dh)
+        out = fused_attention(q, k, v, is_causal=True)  # (B, Hr, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, Hr * Dh)  # this rank's heads side by side
         out = F.linear(out, self.out_proj.weight)  # this rank's term of the sum
         out = SumOverRanks.apply(out, self.group)  # g: (B, T, D)

@@ -114,6 +114,18 @@ def test_one_process_layers_equal_their_wholes_with_rope_and_without_bias():
     assert torch.allclose(TensorParallelGPTBlock(block)(x, rotary), block(x, rotary), atol=1e-13)
 
 
+def test_one_process_attention_in_bfloat16_equals_the_whole_layer():
+    # bf16 heads go through the package's fused call, which on a CPU with AMX under a lowered
+    # ATEN_CPU_CAPABILITY takes the math kernel where PyTorch's fused bf16 kernel raises
+    torch.manual_seed(0)
+    layer = GPTBlock(32, 4, dropout=0.0).self_attn.to(torch.bfloat16)
+    x = torch.randn(2, 64, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        split, whole = TensorParallelAttention(layer)(x), layer(x)[0]
+    assert split.dtype == torch.bfloat16 and torch.isfinite(split).all()
+    assert torch.allclose(split.float(), whole.float(), atol=3e-2)
+
+
 def test_the_split_model_is_a_copy():
     gpt = whole_gpt()
     before = {n: p.clone() for n, p in gpt.named_parameters()}
