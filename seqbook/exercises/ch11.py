@@ -69,9 +69,16 @@ def check_slopes(exponent):
                        (1.8, [100, 300, 400, 1000])):
         # fixed costs flatten the short lengths, as in the measured curves
         ms = [0.5 + 1e-4 * T**k * math.exp(rng.normal(0.0, 0.02)) for T in lengths]
-        got = _number(call(exponent, list(lengths), list(ms), what="exponent"), "the exponent")
+        given = list(lengths), list(ms)
+        got = _number(call(exponent, *given, what="exponent"), "the exponent")
+        expect(given == (lengths, ms), "exponent changed the lists it was given (the lengths or "
+               "the times) in place: the figure's data would change with it; work on a copy")
         ref = _reference_exponent(lengths, ms)
         last = np.log(lengths[-3:]), np.log(ms[-3:])
+        semilog = float(np.polyfit(last[0], ms[-3:], 1)[0])  # t against log T
+        if agrees(got, semilog, 3) and not agrees(semilog, ref, 3):
+            raise Wrong("the fit is of the times against the logarithms of the lengths: take "
+                        "the logarithm of the times too, so that T^k becomes a line of slope k")
         inverted = float(np.polyfit(last[1], last[0], 1)[0])  # log T against log t
         if (abs(got * ref - 1) < 0.02 or agrees(got, inverted, 3)) and abs(ref - 1) > 0.1:
             raise Wrong("the fit is of log T against log t: the exponent is the slope of log "
@@ -207,6 +214,9 @@ def check_mfu(answer):
     slips = [
         (100 * right, "the MFU is a percentage: give it as a fraction (0.5 for 50 %)"),
         (mfu(6 * n), "the count leaves out attention's 12 L T D FLOPs per token"),
+        (mfu(6 * m["parameters"]),
+         "two slips: the count includes the position table (a lookup, no matrix product) and "
+         "leaves out attention's 12 L T D FLOPs per token"),
         (mfu(6 * m["parameters"] + attention),
          "the count includes the position table: looking a position up is no matrix product, "
          "so N leaves its 1024 x 768 numbers out"),
@@ -326,6 +336,9 @@ def check_ridge(answer):
                              "bytes): the activations read and the output written move bytes "
                              "too"),
         ], 4)
+        if cut_off(intensity, right[1], 4):  # 15.87 for 15.876 (the others round as they cut)
+            raise Wrong("the intensity is cut off after 4 significant digits: round it to the "
+                        "nearest instead")
         raise Wrong("the intensity is not right to 4 significant digits: 2mkn FLOPs over "
                     "2(mk + kn + mn) bytes, with m = 16 and k = n = 4096")
     # the learner's own intensity (right to 4 digits) times the bandwidth is right too

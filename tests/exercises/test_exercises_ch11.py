@@ -59,6 +59,18 @@ def test_slopes():
                               / np.log(n[-1] / n[-3]))
     assert status == "fail" and "first and the last of the three points" in message
     assert "lengths that double" in message
+    # the times left unlogged: a fit of t against log T (a reader's slip)
+    status, message = verdict("ex-perf-slopes", lambda n, t: np.polyfit(
+        np.log(n[-3:]), t[-3:], 1)[0])
+    assert status == "fail" and "logarithm of the times too" in message, message
+
+    def reverses_in_place(lengths, ms):  # right number, but the caller's lists are reversed
+        lengths.reverse()
+        ms.reverse()
+        return np.polyfit(np.log(lengths[:3]), np.log(ms[:3]), 1)[0]
+
+    status, message = verdict("ex-perf-slopes", reverses_in_place)
+    assert status == "fail" and "changed the lists it was given" in message, message
 
 
 def test_kv_memory():
@@ -114,6 +126,7 @@ def test_mfu():
     for answer, fragment in [(100 * MFU, "percentage"),
                              (6 * n * rate / 312e12, "attention"),
                              ((6 * 124_475_904 + attention) * rate / 312e12, "position table"),
+                             (6 * 124_475_904 * rate / 312e12, "two slips"),
                              ((2 * n + attention / 3) * rate / 312e12, "forward pass only"),
                              (MFU / 32, "one sequence"),
                              (MFU / 1024, "one token per sequence"),
@@ -170,6 +183,7 @@ def test_ridge():
         ((ridge, intensity, intensity * 4.8), "H200's bandwidth"),
         ((ridge, intensity, ceiling / 989.4), "fraction of the peak"),
         ((ridge, intensity, ceiling * 1.01), "ceiling is not right"),
+        ((295.3, 15.87, ceiling), "the intensity is cut off"),
         ((ridge, ceiling, intensity), "another order"),
         ((ceiling, intensity, ridge), "another order"),
         ((ridge, intensity / 2, ceiling / 2), "a bf16 number takes 2 bytes, not 4"),
