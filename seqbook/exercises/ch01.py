@@ -13,6 +13,7 @@ from torch import nn
 
 from ..bpe import merge_piece, pretokenize, train_bpe
 from .core import (
+    CallWatch,
     Wrong,
     agrees,
     at_most_digits,
@@ -132,6 +133,9 @@ COST = {"V": 50_257, "d": 768, "B": 8, "T": 1024}
     "The lookup copies one row of d numbers per token.",
 ])
 def check_cost(answer):
+    def agrees4(value, right):  # to 4 significant digits, as the exercise asks
+        return agrees(value, right, 4)
+
     V, d, B, T = COST["V"], COST["d"], COST["B"], COST["T"]
     memory, macs, copies = number_list(
         answer, ("the memory", "the number of multiply-adds", "the number of copies"),
@@ -143,33 +147,21 @@ def check_cost(answer):
         raise Wrong("these are the three right numbers in another order: give them as (bytes "
                     "of the one-hot batch, multiply-adds of the product, numbers the lookup "
                     "copies)")
-    # GPT-2's merges alone (50,000), or its table padded (50,304): a near miss in the third
+    # GPT-2's merges alone (50,000), or its table padded (50,304): a near miss in the fourth
     # digit can be another V, not a rounding slip
     for other in (50_000, 50_256, 50_258, 50_304):
-        if other != V and all(agrees(value, per_token * other) and not agrees(value, per_token * V)
+        if other != V and all(agrees4(value, per_token * other) and not agrees4(value, per_token * V)
                               for value, per_token in ((memory, B * T * 4), (macs, B * T * d))):
             raise Wrong(f"the memory and the multiply-adds are those of a vocabulary of "
                         f"{other:,} tokens: the exercise's V is {V:,} (the merges, the 256 "
                         "bytes and the end-of-text token)")
-    for value, right, what in ((memory, B * T * V * 4, "the memory"),
-                               (macs, B * T * V * d, "the number of multiply-adds"),
-                               (copies, B * T * d, "the number of copies")):
-        if not agrees(value, right) and agrees(value, right, digits=2):
-            if cut_off(value, right):
-                raise Wrong(f"{what} is close, but not right to three significant digits: round "
-                            "to the nearest rather than cut off")
-            if at_most_digits(value, 2):
-                raise Wrong(f"{what} is close, but has at most two significant digits: give (at "
-                            "least) three")
-            raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
-                        f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
-    # exact (to 3 digits it is the right count), and not a vocabulary of V - 1 everywhere
+    # exact (to 4 digits it is the right count), and not a vocabulary of V - 1 everywhere
     if float(macs) == B * T * (V - 1) * d and float(memory) != B * T * (V - 1) * 4:
         raise Wrong("the multiply-adds count V - 1 multiply-adds per dot product (its "
                     "additions): a dot product of length V is V multiply-adds (the first adds to "
                     "zero)")
-    # an exact count with another vocabulary (GPT-2's table padded to 50,304, say) can agree
-    # to three digits; only an exact count shows which V it used
+    # an exact count with another vocabulary (50,256 or 50,304, say) can agree to three or
+    # four digits; only an exact count shows which V it used
     for value, per_token, what in ((memory, B * T * 4, "the memory"),
                                    (macs, B * T * d, "the number of multiply-adds")):
         v = float(value)
@@ -177,6 +169,18 @@ def check_cost(answer):
                 and int(v) // per_token != V):
             raise Wrong(f"{what} is the exact count for a vocabulary of "
                         f"{int(v) // per_token:,} tokens: the exercise's V is {V:,}")
+    for value, right, what in ((memory, B * T * V * 4, "the memory"),
+                               (macs, B * T * V * d, "the number of multiply-adds"),
+                               (copies, B * T * d, "the number of copies")):
+        if not agrees4(value, right) and agrees(value, right, 2):
+            if cut_off(value, right, 4):
+                raise Wrong(f"{what} is close, but not right to four significant digits: round "
+                            "to the nearest rather than cut off")
+            if at_most_digits(value, 3):
+                raise Wrong(f"{what} is close, but has at most three significant digits: give "
+                            "(at least) four")
+            raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
+                        f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
     if agrees(memory, B * T * V):
         raise Wrong("the memory counts numbers, not bytes: a float32 takes 4 bytes")
     if agrees(memory, B * T * V * 8):
@@ -186,7 +190,7 @@ def check_cost(answer):
         raise Wrong("give the memory in bytes, not in gigabytes")
     if agrees(memory, B * T * V * 4 / 1e6) or agrees(memory, B * T * V * 4 / 2**20):
         raise Wrong("give the memory in bytes, not in megabytes")
-    expect(agrees(memory, B * T * V * 4),
+    expect(agrees4(memory, B * T * V * 4),
            "the memory of the one-hot batch is wrong: count its numbers, then the bytes of "
            "each")
     if agrees(macs, B * T * V):
@@ -197,7 +201,7 @@ def check_cost(answer):
     if agrees(macs, 2 * B * T * V * d):
         raise Wrong("that counts floating-point operations, a multiply and an add each: the "
                     "exercise asks for multiply-adds, half as many")
-    expect(agrees(macs, B * T * V * d), "the number of multiply-adds is wrong: a (B T, V) "
+    expect(agrees4(macs, B * T * V * d), "the number of multiply-adds is wrong: a (B T, V) "
            "matrix times a (V, d) matrix")
     if agrees(copies, B * T):
         raise Wrong("the lookup copies rows of d numbers: count numbers, not rows")
@@ -206,7 +210,7 @@ def check_cost(answer):
     if agrees(copies, V * d):
         raise Wrong("the lookup copies only the rows of the tokens in the batch, not the whole "
                     "table")
-    expect(agrees(copies, B * T * d), "the number of copied numbers is wrong: one row per "
+    expect(agrees4(copies, B * T * d), "the number of copied numbers is wrong: one row per "
            "token")
 
 
@@ -468,6 +472,10 @@ BPE_MERGES = {"num_merges": 40, "short": ("ab ab", 5), "bytes": "ééé ééé �
               "punctuation": "x. x. x. x.", "newline": "a\nb a\nb a\nb", "digits": "x 1 x 1 x 1"}
 
 
+#: the chapter's own BPE trainer, which the learner's loop may not call
+CHAPTER_TRAINER = {"seqbook.bpe.train_bpe": train_bpe}
+
+
 @lru_cache(maxsize=4)
 def _trained_merges(text: str, n: int) -> tuple:
     return tuple(train_bpe(text, 256 + n).merges)
@@ -484,8 +492,10 @@ def _trained_merges(text: str, n: int) -> tuple:
 ])
 def check_bpe_merges(learn_merges):
     n = BPE_MERGES["num_merges"]
-    with _time_limit(0.5, "learn_merges"):
+    with _time_limit(0.5, "learn_merges"), CallWatch(CHAPTER_TRAINER) as watch:
         out = call(learn_merges, SAMPLE, n, what="learn_merges")
+    expect(not watch.used, "learn_merges calls seqbook.bpe.train_bpe, the chapter's trainer: "
+           "the exercise asks for its loop, written by you (pretokenize is yours to use)")
     expect(isinstance(out, (list, tuple)), "learn_merges must return a list of (left, right) "
            f"pairs, got {type(out).__name__}")
     expect(len(out) == n, f"learn_merges(text, {n}) must return {n} merges, got {len(out)}")

@@ -108,42 +108,44 @@ def test_cost():
     V, d, B, T = 50_257, 768, 8, 1024
     name = "ex-ch1-cost"
     assert check(name, (B * T * V * 4, B * T * V * d, B * T * d))
-    assert check(name, (1.65e9, 3.16e11, 6.29e6))  # rounded to 3 significant digits
-    for order in ((3.16e11, 1.65e9, 6.29e6), (B * T * d, B * T * V * 4, B * T * V * d)):
+    assert check(name, (1.647e9, 3.162e11, 6.291e6))  # rounded to 4 significant digits
+    for order in ((3.162e11, 1.647e9, 6.291e6), (B * T * d, B * T * V * 4, B * T * V * d)):
         assert "in another order" in check(name, order).message
-    assert check(name, [np.int64(B * T * V * 4), torch.tensor(3.16e11), np.float32(6.29e6)])
+    assert check(name, [np.int64(B * T * V * 4), torch.tensor(3.162e11), np.float32(6.291e6)])
     # the three numbers as one array or tensor
     assert check(name, np.array([B * T * V * 4, B * T * V * d, B * T * d]))
-    assert check(name, np.array([1.65e9, 3.16e11, 6.29e6]))
+    assert check(name, np.array([1.647e9, 3.162e11, 6.291e6]))
     assert check(name, torch.tensor([B * T * V * 4, B * T * V * d, B * T * d]))
-    assert not check(name, np.array([1.64e9, 3.16e11, 6.29e6]))
-    assert "three numbers" in check(name, np.array([1.65e9, 3.16e11])).message
-    assert not check(name, (1.64e9, 3.16e11, 6.29e6))  # a digit off
-    assert not check(name, (1.65e9, 3.17e11, 6.29e6))
-    assert not check(name, (1.65e9, 3.16e11, 6.28e6))
+    assert not check(name, np.array([1.646e9, 3.162e11, 6.291e6]))
+    assert "three numbers" in check(name, np.array([1.647e9, 3.162e11])).message
+    assert not check(name, (1.648e9, 3.162e11, 6.291e6))  # a digit off
+    assert not check(name, (1.647e9, 3.163e11, 6.291e6))
+    assert not check(name, (1.647e9, 3.162e11, 6.292e6))
     assert "V - 1 multiply-adds" in check(name, (B * T * V * 4, B * T * (V - 1) * d, B * T * d)
                                           ).message
     # V - 1 everywhere is the vocabulary without its end-of-text token, not the dot product
     other_v = check(name, (B * T * (V - 1) * 4, B * T * (V - 1) * d, B * T * d)).message
     assert "50,256" in other_v
-    assert not check(name, (1.6e9, 3.2e11, 6.3e6))  # 2 digits are not enough
-    assert "round to the nearest" in check(name, (1.64e9, 3.16e11, 6.29e6)).message  # cut
-    two_digits = check(name, (1.6e9, 3.2e11, 6.3e6)).message
-    assert "at most two significant digits" in two_digits and "cut off" not in two_digits
+    assert "round to the nearest" in check(name, (1.646e9, 3.162e11, 6.291e6)).message  # cut
+    # 3 digits, as the exercise once asked, or 2, are not enough: GPT-2's table padded to
+    # 50,304 rows gives the same numbers to 3 digits
+    for few in ((1.65e9, 3.16e11, 6.29e6), (1.6e9, 3.2e11, 6.3e6)):
+        message = check(name, few).message
+        assert "at most three significant digits" in message and "cut off" not in message
     assert check(name, ...).status == "not attempted"
     # exact numbers from a wrong size (V = 50,000: GPT-2's merges; T = 1000) are not a rounding
     for v, t, words in ((50_000, T, "vocabulary of 50,000 tokens"), (V, 1000, "check the sizes")):
         exact = (B * t * v * 4, B * t * v * d, B * t * d)
         assert words in check(name, exact).message
-    # V = 50,000 rounded to three digits: the memory looks like the right one cut off, but the
-    # multiply-adds show that V is the slip
-    assert "vocabulary of 50,000" in check(name, (1.64e9, 3.15e11, 6.29e6)).message
-    # exact counts with GPT-2's table padded to 50,304 rows agree to three digits: refused
+    # V = 50,000 or 50,304 rounded to four digits: the multiply-adds show that V is the slip
+    assert "vocabulary of 50,000" in check(name, (1.638e9, 3.146e11, 6.291e6)).message
+    assert "vocabulary of 50,304" in check(name, (1.648e9, 3.165e11, 6.291e6)).message
+    # exact counts with GPT-2's table padded to 50,304 rows: refused, by its vocabulary
     padded = (B * T * 50_304 * 4, B * T * 50_304 * d, B * T * d)
     assert "vocabulary of 50,304 tokens" in check(name, padded).message
     assert "vocabulary of 50,304" in check(name, (B * T * V * 4, *padded[1:])).message
-    # T = 1000, rounded as asked (V = 50,000 rounded is the right memory cut off: ambiguous)
-    rounded = tuple(float(f"{x:.3g}") for x in (B * 1000 * V * 4, B * 1000 * V * d, B * 1000 * d))
+    # T = 1000, rounded as asked
+    rounded = tuple(float(f"{x:.4g}") for x in (B * 1000 * V * 4, B * 1000 * V * d, B * 1000 * d))
     assert "check the sizes" in check(name, rounded).message
     assert "the bytes" in check(name, (B * T * V * 4, B * T * V * d, 4 * B * T * d)).message
     assert "not bytes" in check(name, (B * T * V, B * T * V * d, B * T * d)).message
@@ -390,7 +392,9 @@ def learn(text, num_merges, weighted=True, recount=True, pieces=True, split=Fals
 def test_bpe_merges():
     name = "ex-ch1-bpe-merges"
     assert check(name, learn)
-    assert check(name, lambda text, n: train_bpe(text, 256 + n).merges)
+    # the chapter's trainer is the answer's numbers, not the loop the exercise asks for
+    assert "calls seqbook.bpe.train_bpe" in check(
+        name, lambda text, n: train_bpe(text, 256 + n).merges).message
     assert check(name, starter).status == "not attempted"
     assert "across them" in check(name, lambda t, n: learn(t, n, pieces=False)).message
     assert "each counted once" in check(name, lambda t, n: learn(t, n, weighted=False)).message
