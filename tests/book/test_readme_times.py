@@ -26,3 +26,9 @@ def test_the_recorded_run_has_the_reference_workload_the_readme_offers():
     reference = meta["reference_s"]  # what --reference compares a machine with
     assert 0 < reference["gru"] and 0 < reference["gpt"] and reference["repeats"] == 5
     assert f"the best of five runs: {reference['total']:.1f} s on that machine" in readme
+
+
+def test_the_benchmarks_readme_quotes_the_recorded_reference_time():
+    readme = " ".join((ROOT / "benchmarks" / "README.md").read_text().split())
+    total = json.loads((ROOT / "perf" / "notebooks.json").read_text())["meta"]["reference_s"]["total"]
+    assert f"({total:.1f} s in the record of `perf/notebooks.json`)" in readme
