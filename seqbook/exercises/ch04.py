@@ -106,7 +106,8 @@ def _padding_slips(weights: torch.Tensor, real: torch.Tensor, fix: str = "",
     "With v_a = 0 every energy e_ij is 0, whatever the query and the keys. What does a softmax "
     "make of equal energies?",
     "The mask still applies: padding gets weight 0, and each of the n real positions of a "
-    "source gets 1/n. The context is then a plain mean, over the real positions only.",
+    "source gets 1/n (the lengths count <eos>, a real position). The context is then a plain "
+    "mean, over the real positions only.",
 ])
 def check_uniform(fn):
     _, h, lengths, real = _annotations(40)

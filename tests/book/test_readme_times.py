@@ -32,3 +32,15 @@ def test_the_benchmarks_readme_quotes_the_recorded_reference_time():
     readme = " ".join((ROOT / "benchmarks" / "README.md").read_text().split())
     total = json.loads((ROOT / "perf" / "notebooks.json").read_text())["meta"]["reference_s"]["total"]
     assert f"({total:.1f} s in the record of `perf/notebooks.json`)" in readme
+
+
+def test_the_introduction_s_notebook_times_match_the_recorded_run():
+    intro = " ".join((ROOT / "intro.md").read_text().split())
+    record = json.loads((ROOT / "perf" / "notebooks.json").read_text())
+    seconds = {int(r["notebook"][:2]): r["wall_s"] for r in record["notebooks"]}
+    long = sorted(n for n, s in seconds.items() if s >= 60)
+    minutes = " and ".join(f"{round(seconds[n] / 30) / 2:g}" for n in long)
+    words = {1: "one", 2: "two", 3: "three"}
+    chapters = " and ".join(map(str, long))
+    assert (f"all but {words[len(long)]} in under a minute, chapters {chapters} in about "
+            f"{minutes} minutes)" in intro)
