@@ -113,6 +113,10 @@ def check_bigram(fn):
         raise Wrong(f"each row is divided by its count plus {n_seen} (the symbols that occur, or "
                     f"C - 1): the one is added to all C = {C} cells of the row, the never-seen "
                     "symbols' included, so the total is count + C")
+    if close(out, torch.log_softmax(counts + 1, dim=1)):
+        raise Wrong("the counts plus one went through a softmax as if they were logits: a "
+                    "softmax exponentiates them, so the probabilities grow as e^count; divide "
+                    "each row by its total instead (or take the log of the counts first)")
     if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
         raise Wrong("the columns are normalised: row a, the symbols that follow a, is the "
                     "distribution q(. | a), so each row must sum to 1")

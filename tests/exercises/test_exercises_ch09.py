@@ -38,6 +38,14 @@ def test_bigram():
     assert check(name, lambda ids, C: bigram(ids, C).float())  # float32 is fine
     assert check(name, starter).status == "not attempted"
     assert "transposed" in check(name, lambda ids, C: bigram(ids, C, transpose=True)).message
+
+    def counts_as_logits(ids, C):  # a reader's slip: the smoothed counts into a softmax
+        pairs = torch.zeros(C, C, dtype=torch.float64)
+        pairs.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1, dtype=torch.float64),
+                         accumulate=True)
+        return torch.log_softmax(pairs + 1, dim=1)
+
+    assert "as if they were logits" in check(name, counts_as_logits).message
     assert "add one" in check(name, lambda ids, C: bigram(ids, C, add=0.0)).message
     assert "logarithms" in check(name, lambda ids, C: bigram(ids, C, log=False)).message
 
