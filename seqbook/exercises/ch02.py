@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from functools import lru_cache
 
 import numpy as np
@@ -184,6 +187,11 @@ def check_clip(clip_):
                 raise Wrong("each parameter's gradient is clipped on its own: clipping by the "
                             "global norm measures all of them together and scales them all by "
                             "one factor")
+            if torch.equal(after, before.clamp(-max_norm, max_norm)):
+                raise Wrong("each entry of the gradients is clamped to [-max_norm, max_norm] on "
+                            "its own (Mikolov's element-wise clipping), which changes the "
+                            "gradient's direction: scale all the gradients by one factor, "
+                            "max_norm / norm")
             expect(after.norm() <= max_norm * (1 + 1e-6),
                    "the norm is not capped at max_norm: after clipping, the gradients are still "
                    "longer")
@@ -331,6 +339,18 @@ def _tbptt_reference(carry: bool, zero: bool = True) -> tuple[torch.Tensor, ...]
     return tuple(p.detach().clone() for p in model.parameters())
 
 
+def _detach_discarded(fn) -> bool:
+    """Whether ``fn``'s source has a statement that is only a call of ``.detach()``, whose
+    result is lost (False where the source cannot be read)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+               and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "detach"
+               for node in ast.walk(tree))
+
+
 @exercise("ex-ch2-tbptt-bug", hints=[
     "The loss of the second chunk depends on the parameters through the second chunk's graph, "
     "and through one tensor also on the first chunk's graph, which the first backward pass has "
@@ -347,6 +367,10 @@ def check_detach(tbptt_pass):
     except Wrong as err:
         cause = str(err.__cause__)
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
+            if _detach_discarded(tbptt_pass):
+                raise Wrong("state.detach() is called but its result is thrown away: detach "
+                            "returns a new tensor and leaves state as it was; assign it, "
+                            "state = state.detach()") from None
             raise Wrong("the backward pass of a later chunk fails with RuntimeError: Trying "
                         "to backward through the graph a second time") from None
         if "does not require grad" in cause:

@@ -107,6 +107,15 @@ def test_clip():
 
     assert check("ex-ch2-clip", float32_norm_as_float64)  # right, as the Python-float form below
 
+    def clamped(params, max_norm):  # a reader's slip: Mikolov's element-wise clipping
+        params = [p for p in params if p.grad is not None]
+        norm = torch.sqrt(sum((p.grad**2).sum() for p in params))
+        for p in params:
+            p.grad.clamp_(-max_norm, max_norm)
+        return norm
+
+    assert "element-wise clipping" in check("ex-ch2-clip", clamped).message
+
     def two_passes(params, max_norm):  # the review's case: the second loop finds nothing
         norm = torch.sqrt(sum((p.grad**2).sum() for p in params if p.grad is not None))
         for p in params:
@@ -269,10 +278,34 @@ def test_detach():
     name = "ex-ch2-tbptt-bug"
     assert check(name, make_pass())
     assert check(name, starter).status == "not attempted"
-    bug = check(name, make_pass(detach=False))  # the starter: the symptom, not the fix
+    def no_detach(model, inputs, targets, optimizer):  # the starter's bug
+        state, losses = None, []
+        for x, y in zip(inputs, targets, strict=True):
+            logits, state = model(x, state)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    def detach_thrown_away(model, inputs, targets, optimizer):  # a reader's slip
+        state, losses = None, []
+        for x, y in zip(inputs, targets, strict=True):
+            logits, state = model(x, state)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            state.detach()  # a no-op: the result is thrown away
+        return losses
+
+    bug = check(name, no_detach)  # the starter: the symptom, not the fix
     assert bug.status == "fail" and "backward through the graph a second time" in bug.message
     assert not FIX_WORDS.search(bug.message), bug
-    assert check(name, make_pass(assign=False)).message == bug.message
+    assert "its result is thrown away" in check(name, detach_thrown_away).message
+    assert "its result is thrown away" in check(name, make_pass(assign=False)).message
     assert "retain_graph=True" in check(name, make_pass(detach=False, retain=True)).message
     assert "reset at every chunk" in check(name, make_pass(carry=False)).message
     assert "never moved" in check(name, make_pass(zero_late=True)).message
