@@ -16,7 +16,6 @@ from .core import (
     CallWatch,
     Wrong,
     agrees,
-    at_most_digits,
     call,
     close,
     cut_off,
@@ -176,9 +175,9 @@ def check_cost(answer):
             if cut_off(value, right, 4):
                 raise Wrong(f"{what} is close, but not right to four significant digits: round "
                             "to the nearest rather than cut off")
-            if at_most_digits(value, 3):
-                raise Wrong(f"{what} is close, but has at most three significant digits: give "
-                            "(at least) four")
+            if any(float(value) == float(f"{right:.{k}g}") for k in (1, 2, 3)):
+                raise Wrong(f"{what} is right to the significant digits it has, but it has at "
+                            "most three: give (at least) four")
             raise Wrong(f"{what} is close, but not right: check the sizes it uses, "
                         f"V = {V:,}, d = {d}, B = {B} and T = {T:,}")
     if agrees(memory, B * T * V):

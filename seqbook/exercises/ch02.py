@@ -189,9 +189,8 @@ def check_clip(clip_):
                             "one factor")
             if torch.equal(after, before.clamp(-max_norm, max_norm)):
                 raise Wrong("each entry of the gradients is clamped to [-max_norm, max_norm] on "
-                            "its own (Mikolov's element-wise clipping), which changes the "
-                            "gradient's direction: scale all the gradients by one factor, "
-                            "max_norm / norm")
+                            "its own (element-wise clipping), which changes the gradient's "
+                            "direction: scale all the gradients by one factor, max_norm / norm")
             expect(after.norm() <= max_norm * (1 + 1e-6),
                    "the norm is not capped at max_norm: after clipping, the gradients are still "
                    "longer")
@@ -339,16 +338,26 @@ def _tbptt_reference(carry: bool, zero: bool = True) -> tuple[torch.Tensor, ...]
     return tuple(p.detach().clone() for p in model.parameters())
 
 
-def _detach_discarded(fn) -> bool:
-    """Whether ``fn``'s source has a statement that is only a call of ``.detach()``, whose
-    result is lost (False where the source cannot be read)."""
+def _detach_discarded(fn) -> str:
+    """The name of a variable that ``fn`` both assigns and passes to a call (the state it feeds
+    back into the model), and whose ``.detach()`` it calls in a statement of its own, so that the
+    result is lost; "" if there is none or the source cannot be read."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
-        return False
-    return any(isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-               and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "detach"
-               for node in ast.walk(tree))
+        return ""
+    nodes = list(ast.walk(tree))
+    assigned = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    passed = {a.id for n in nodes if isinstance(n, ast.Call) for a in n.args
+              if isinstance(a, ast.Name)}
+    for node in nodes:
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute)
+                and node.value.func.attr == "detach"
+                and isinstance(node.value.func.value, ast.Name)
+                and node.value.func.value.id in assigned & passed):
+            return node.value.func.value.id
+    return ""
 
 
 @exercise("ex-ch2-tbptt-bug", hints=[
@@ -367,10 +376,11 @@ def check_detach(tbptt_pass):
     except Wrong as err:
         cause = str(err.__cause__)
         if "backward through the graph a second time" in cause:  # the starter: the symptom only
-            if _detach_discarded(tbptt_pass):
-                raise Wrong("state.detach() is called but its result is thrown away: detach "
-                            "returns a new tensor and leaves state as it was; assign it, "
-                            "state = state.detach()") from None
+            thrown = _detach_discarded(tbptt_pass)
+            if thrown:
+                raise Wrong(f"{thrown}.detach() is called but its result is thrown away: "
+                            f"detach returns a new tensor and leaves {thrown} as it was; assign "
+                            f"it, {thrown} = {thrown}.detach()") from None
             raise Wrong("the backward pass of a later chunk fails with RuntimeError: Trying "
                         "to backward through the graph a second time") from None
         if "does not require grad" in cause:

@@ -114,7 +114,7 @@ def test_clip():
             p.grad.clamp_(-max_norm, max_norm)
         return norm
 
-    assert "element-wise clipping" in check("ex-ch2-clip", clamped).message
+    assert "(element-wise clipping)" in check("ex-ch2-clip", clamped).message
 
     def two_passes(params, max_norm):  # the review's case: the second loop finds nothing
         norm = torch.sqrt(sum((p.grad**2).sum() for p in params if p.grad is not None))
@@ -306,6 +306,20 @@ def test_detach():
     assert not FIX_WORDS.search(bug.message), bug
     assert "its result is thrown away" in check(name, detach_thrown_away).message
     assert "its result is thrown away" in check(name, make_pass(assign=False)).message
+
+    def loss_detached(model, inputs, targets, optimizer):  # the loss's bare detach(), not the state's
+        state, losses = None, []
+        for x, y in zip(inputs, targets, strict=True):
+            logits, state = model(x, state)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss.detach()
+            losses.append(loss.item())
+        return losses
+
+    assert check(name, loss_detached).message == bug.message  # the symptom: state is never cut
     assert "retain_graph=True" in check(name, make_pass(detach=False, retain=True)).message
     assert "reset at every chunk" in check(name, make_pass(carry=False)).message
     assert "never moved" in check(name, make_pass(zero_late=True)).message
