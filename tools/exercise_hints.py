@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +27,9 @@ from seqbook.exercises import EXERCISES  # noqa: E402
 
 
 def hint_cell(label: str, level: int, body: str) -> dict:
+    # "<eos>" would be read as an HTML tag and vanish from the page: escape a "<" that starts
+    # a tag (not "<=" or "j < t")
+    body = re.sub(r"<(?=[A-Za-z/!])", r"\\<", body)
     source = f":::{{admonition}} Hint {level}\n:class: dropdown\n{body}\n:::"
     return {"cell_type": "markdown", "id": f"{label}-hint{level}", "metadata": {},
             "source": source.splitlines(keepends=True)}

@@ -116,7 +116,7 @@ def check_bigram(fn):
     if close(out, torch.log_softmax(counts + 1, dim=1)):
         raise Wrong("the counts plus one went through a softmax as if they were logits: a "
                     "softmax exponentiates them, so the probabilities grow as e^count; divide "
-                    "each row by its total instead (or take the log of the counts first)")
+                    "each row by its total instead (or take the log of the counts plus one first)")
     if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
         raise Wrong("the columns are normalised: row a, the symbols that follow a, is the "
                     "distribution q(. | a), so each row must sum to 1")

@@ -702,8 +702,10 @@ class _TorchCalls(TorchFunctionMode):
     """Counts the torch functions and tensor methods the code run inside it calls (those that
     PyTorch calls inside them are not counted); measures the longest chain of states made from
     states (``chain``), where a state is a tensor with an axis of length N and one of length P,
-    in any order, or one of N P (``state`` is (N, P), lengths no other axis has), and a call that
-    writes into a tensor (``h[t] = ...``, ``h.mul_(a)``) extends that tensor's chain; and keeps
+    in any order, or one of N P (``state`` is (N, P), lengths no other axis has), or a part of
+    one (an axis of length N or P) without an axis of length T, and a call that writes into a
+    tensor (``h[t] = ...``, ``h.mul_(a)``, ``out=h``, or into a view of h) extends that tensor's
+    chain; and keeps
     the shape of the first result with two axes of length ``T``: a T x T matrix. A recurrence
     makes a chain as long as its steps; reading one state many times does not."""
 
@@ -712,8 +714,11 @@ class _TorchCalls(TorchFunctionMode):
         self.T, self.state, self.calls, self.chain, self.square = T, state, 0, 0, None
 
     def _is_state(self, t: torch.Tensor) -> bool:
+        """A state, or a part of one without a time axis (a state kept as P columns of N)."""
         N, P = self.state
-        return {N, P} <= set(t.shape) or N * P in t.shape
+        shape = set(t.shape)
+        return {N, P} <= shape or N * P in shape or (bool({N, P} & shape)
+                                                      and self.T not in shape)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.calls += 1
@@ -725,10 +730,21 @@ class _TorchCalls(TorchFunctionMode):
                   if isinstance(t, torch.Tensor)]
         depth = 1 + max((getattr(t, "_seqbook_chain", 0) for t in inputs), default=0)
         name = getattr(func, "__name__", "")
-        written = inputs[:1] if name == "__setitem__" or name.endswith("_") else []
-        for t in [*results, *written]:
+        # writes: h[t] = ..., h.mul_(a), torch.add(..., out=h), and the tensor a view writes into
+        # (h[t].copy_(...)); reads such as h[t], h.T or h.shape (dunders) are no writes
+        in_place = name == "__setitem__" or (name.endswith("_") and not name.startswith("__"))
+        written = inputs[:1] if in_place else []
+        into = (kwargs or {}).get("out")
+        written += [t for t in (into if isinstance(into, tuple | list) else (into,))
+                    if isinstance(t, torch.Tensor)]
+        written += [t._base for t in written if t._base is not None]
+        # what is written counts the chains of what it is made from, not the target's own: a
+        # mask filled row by row is no chain, a state written from the last one is
+        sources = [t for t in inputs if not any(t is w for w in written)]
+        written_depth = 1 + max((getattr(t, "_seqbook_chain", 0) for t in sources), default=0)
+        for t, d in [*((t, depth) for t in results), *((t, written_depth) for t in written)]:
             if self._is_state(t):
-                t._seqbook_chain = max(depth, getattr(t, "_seqbook_chain", 0))
+                t._seqbook_chain = max(d, getattr(t, "_seqbook_chain", 0))
                 self.chain = max(self.chain, t._seqbook_chain)
         if self.square is None:
             for t in results:
@@ -773,7 +789,7 @@ def _check_chunked_method(fn) -> None:
     # a chunk x chunk matrix (a decay mask built entry by entry): slow, but the attention form
     entrywise = long.calls - mid.calls > 3 * (mid.calls - short.calls) > 0
     stepwise = long.chain - short.chain >= (32 - 8) // 2  # a state made from the last, a step
-    if long.calls - short.calls >= (32 - 8) // 2 and stepwise:
+    if long.calls - short.calls >= (32 - 8) // 2 and stepwise and not entrywise:
         raise Wrong("ssd_chunked runs a step per position inside a chunk: with one chunk "
                     f"(chunk_size = T) it makes {short.calls} torch calls for T = 8 and "
                     f"{long.calls} for T = 32. Inside a chunk, compute all its outputs at once with "
@@ -786,6 +802,12 @@ def _check_chunked_method(fn) -> None:
                     "chunk_size x chunk_size")
     few, many = (_watch_chunked(fn, 32, c) for c in (16, 4))
     if not many.numpy and not entrywise and many.calls - few.calls < 8 - 2:
+        if long.calls - short.calls >= (32 - 8) // 2:  # calls per position, whatever the chunks
+            raise Wrong("ssd_chunked runs a step per position: its torch calls grow with T "
+                        f"({short.calls} for T = 8, {long.calls} for T = 32, in one chunk) and "
+                        "not with the number of chunks. Inside a chunk, compute all its outputs "
+                        "at once with the attention form, and the state at its end with one "
+                        "matrix product")
         raise Wrong("ssd_chunked makes about as many torch calls for 8 chunks as for 2 "
                     f"({many.calls} and {few.calls} for T = 32 in chunks of 4 and of 16): it "
                     "passes the states between the chunks all at once, as ssd_chunk_scan does. "

@@ -75,8 +75,10 @@ def check_slopes(exponent):
                "the times) in place: the figure's data would change with it; work on a copy")
         ref = _reference_exponent(lengths, ms)
         last = np.log(lengths[-3:]), np.log(ms[-3:])
-        semilog = float(np.polyfit(last[0], ms[-3:], 1)[0])  # t against log T
-        if agrees(got, semilog, 3) and not agrees(semilog, ref, 3):
+        semilog = float(np.polyfit(last[0], ms[-3:], 1)[0])  # t against ln T
+        # ... or against log2 T or log10 T, whose slopes are ln 2 or ln 10 times as large
+        if any(agrees(got, semilog * c, 3) and not agrees(semilog * c, ref, 3)
+               for c in (1.0, math.log(2), math.log(10))):
             raise Wrong("the fit is of the times against the logarithms of the lengths: take "
                         "the logarithm of the times too, so that T^k becomes a line of slope k")
         inverted = float(np.polyfit(last[1], last[0], 1)[0])  # log T against log t

@@ -637,6 +637,7 @@ def test_chunked_accepts():
     assert check(name, chunked_mask_loop)
     assert check(name, chunked_mask_rows)
     assert check(name, chunked_reading_rows)
+    assert check(name, chunked_reading_rows_by_index)
     assert check(name, chunked_einsum)
     assert check(name, lambda *a: chunked(*a, as_list=True))  # a list of the states
     assert check(name, lambda x, *a: chunked(x.float(), *(t.float() for t in a[:3]), a[3]))
@@ -796,6 +797,55 @@ def steps_state_reordered(x, log_a, B, C, chunk_size):
     return torch.stack(ys, 2), torch.stack(states, 2)
 
 
+def chunked_reading_rows_by_index(x, log_a, B, C, chunk_size):
+    """Right: as chunked_reading_rows, the state read by indexing, through .mT and its .shape
+    (reads, which must not count as writes into the state)."""
+    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
+    ys, states = [], []
+    for s in range(0, x.shape[2], chunk_size):
+        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
+        cum = lc.cumsum(-1)
+        rows = []
+        for i in range(lc.shape[-1]):
+            assert h.shape[-1] == x.shape[-1]
+            rows.append(cum[..., i, None].exp() * (h[:, :].mT @ Cc[..., i, :, None])[..., 0])
+        ys.append((decay_mask(lc) * (Cc @ Bc.transpose(-2, -1))) @ xc + torch.stack(rows, 2))
+        h = cum[..., -1, None, None].exp() * h \
+            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
+        states.append(h)
+    return torch.cat(ys, 2), torch.stack(states, 2)
+
+
+def steps_copied_into_views(x, log_a, B, C, chunk_size):
+    """Wrong: a step per position, each state copied into a view of a preallocated tensor,
+    or written there by out=."""
+    b, H, T, P = x.shape
+    hs = x.new_zeros(b, H, T + 1, B.shape[-1], P)
+    for t in range(T):
+        step = log_a[:, :, t, None, None].exp() * hs[:, :, t]
+        if t % 2:
+            hs[:, :, t + 1].copy_(step + B[:, :, t, :, None] * x[:, :, t, None, :])
+        else:
+            torch.add(step, B[:, :, t, :, None] * x[:, :, t, None, :], out=hs[:, :, t + 1])
+    y = (C[..., None, :] @ hs[:, :, 1:])[..., 0, :]
+    return y, _at_chunk_ends(hs[:, :, 1:], chunk_size)
+
+
+def steps_by_columns(x, log_a, B, C, chunk_size):
+    """Wrong: a step per position with the state kept as P columns of N numbers, so that no
+    tensor has the state's shape."""
+    b, H, T, P = x.shape
+    cols = [x.new_zeros(b, H, B.shape[-1]) for _ in range(P)]
+    ys, kept = [], []
+    for t in range(T):
+        a = log_a[:, :, t, None].exp()
+        cols = [a * c + B[:, :, t] * x[:, :, t, p, None] for p, c in enumerate(cols)]
+        ys.append(torch.stack([(C[:, :, t] * c).sum(-1) for c in cols], -1))
+        if (t + 1) % chunk_size == 0 or t == T - 1:
+            kept.append(torch.stack(cols, -1))
+    return torch.stack(ys, 2), torch.stack(kept, 2)
+
+
 def steps_written_in_place(x, log_a, B, C, chunk_size):
     """Wrong: a step per position, each state written into a preallocated tensor of all the
     states (no new tensor is made per step)."""
@@ -811,7 +861,8 @@ def steps_written_in_place(x, log_a, B, C, chunk_size):
 def test_chunked_sees_the_method():
     name = "ex-ch10-chunked"
     for answer in (loop_keeping_boundaries, attention_form_and_loop, steps_per_sequence_and_head,
-                   steps_state_reordered, steps_written_in_place):
+                   steps_state_reordered, steps_written_in_place, steps_copied_into_views,
+                   steps_by_columns):
         result = check(name, answer)
         assert result.status == "fail" and "runs a step per position inside a chunk" \
             in result.message, result

@@ -63,6 +63,10 @@ def test_slopes():
     status, message = verdict("ex-perf-slopes", lambda n, t: np.polyfit(
         np.log(n[-3:]), t[-3:], 1)[0])
     assert status == "fail" and "logarithm of the times too" in message, message
+    for log in (np.log2, np.log10):
+        status, message = verdict("ex-perf-slopes", lambda n, t, log=log: np.polyfit(
+            log(n[-3:]), t[-3:], 1)[0])
+        assert status == "fail" and "logarithm of the times too" in message, message
 
     def reverses_in_place(lengths, ms):  # right number, but the caller's lists are reversed
         lengths.reverse()
