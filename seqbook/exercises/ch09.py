@@ -114,7 +114,7 @@ def check_bigram(fn):
                     f"C - 1): the one is added to all C = {C} cells of the row, the never-seen "
                     "symbols' included, so the total is count + C")
     if close(out, torch.log_softmax(counts + 1, dim=1)):
-        raise Wrong("the counts plus one went through a softmax as if they were logits: a "
+        raise Wrong("the counts (plus one or not) went through a softmax as if they were logits: a "
                     "softmax exponentiates them, so the probabilities grow as e^count; divide "
                     "each row by its total instead (or take the log of the counts plus one first)")
     if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
