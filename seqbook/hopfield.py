@@ -616,6 +616,10 @@ def retrieve(
     Returns:
         The updated queries (like ``queries``, in the promoted dtype of patterns and
         queries), and with ``return_weights`` the weights (..., Q, P).
+
+    Shape:
+        patterns (P, d) or (B, P, d), queries (Q, d) or (B, Q, d) -> queries' shape; the
+        weights (..., Q, P).
     """
     single = queries.dim() == 1
     xi = queries.unsqueeze(0) if single else queries  # (..., Q, d)

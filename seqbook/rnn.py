@@ -62,7 +62,12 @@ class RecurrentCell(nn.Module):
 
     ``fast=True`` makes ``forward`` call PyTorch's own cell on the same parameters (same values;
     the gates are not returned on that path). The layers below loop over ``step`` and have their
-    own switch."""
+    own switch.
+
+    Shape:
+        x: (B, input_size), h: (B, hidden_size) -> (B, hidden_size), for every cell (an LSTM's
+        state is the pair (h, c), both (B, hidden_size)).
+    """
 
     gates = 1
 
@@ -255,6 +260,11 @@ class _RecurrentLayer(nn.Module):
 
     The cells sit in ``self.cells`` at index ``layer * D + direction``, which is also the order of
     the rows of ``h_n`` and of PyTorch's parameters ``weight_ih_l{layer}{'' or '_reverse'}``.
+
+    Shape:
+        x: (B, T, input_size) -> output (B, T, D * hidden_size) and h_n
+        (num_layers * D, B, hidden_size) (an LSTM's a pair), D = 2 if bidirectional else 1;
+        ``loop`` takes x and one first state per cell, each (B, hidden_size).
     """
 
     torch_class: type[nn.RNNBase] = nn.RNNBase

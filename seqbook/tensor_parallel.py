@@ -74,6 +74,9 @@ class CopyToRanks(torch.autograd.Function):
     """Megatron-LM's ``f``: the identity forward; the gradient summed over the ranks backward.
 
     Call it as ``CopyToRanks.apply(x, group)`` where a layer's shares start to read ``x``.
+
+    Shape:
+        x: any shape -> the same.
     """
 
     @staticmethod
@@ -90,6 +93,9 @@ class SumOverRanks(torch.autograd.Function):
     """Megatron-LM's ``g``: the shares summed over the ranks forward; the identity backward.
 
     Call it as ``SumOverRanks.apply(y, group)`` where a layer's shares end.
+
+    Shape:
+        y: any shape, the same on every rank -> the same.
     """
 
     @staticmethod

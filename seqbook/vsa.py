@@ -147,7 +147,11 @@ def fhrr_similarity(
 ) -> torch.Tensor:
     """Eqn. 1 without input checks: :func:`similarity` calls it once its arguments are
     checked, and the layers call it directly. The ``fhrr_*`` functions are the formulas on
-    angles; use the checked ones unless your code has validated its tensors itself."""
+    angles; use the checked ones unless your code has validated its tensors itself.
+
+    Shape:
+        a, b (..., D) -> (...); with ``pairwise``, a (..., M, D), b (..., N, D) -> (..., M, N).
+    """
     if not pairwise:
         return torch.cos(math.pi * (a - b)).mean(-1)
     # cos(x - y) = cos x cos y + sin x sin y: two matrix products, no (M, N, D) tensor
@@ -182,7 +186,11 @@ def similarity(a: torch.Tensor, b: torch.Tensor, pairwise: bool = False) -> torc
 
 
 def fhrr_bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
-    """Eqn. 2 without input checks (see :func:`bundle`)."""
+    """Eqn. 2 without input checks (see :func:`bundle`).
+
+    Shape:
+        symbols (..., M, N) -> (..., N) with the default ``dim``: the M symbols bundled.
+    """
     re = torch.cos(math.pi * symbols).sum(dim)
     im = torch.sin(math.pi * symbols).sum(dim)
     return torch.atan2(im, re) / math.pi
@@ -213,7 +221,11 @@ def bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
 def fhrr_bind(
     a: torch.Tensor, b: torch.Tensor, power: float | torch.Tensor = 1.0
 ) -> torch.Tensor:
-    """Eqn. 3 without input checks (see :func:`bind`)."""
+    """Eqn. 3 without input checks (see :func:`bind`).
+
+    Shape:
+        a and b broadcast against each other (and ``power``) -> their broadcast shape.
+    """
     return torch.remainder(a + power * b + 1.0, 2.0) - 1.0
 
 
@@ -296,7 +308,12 @@ def fractional_power(base: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def fhrr_generalized_bundle(
     a, w_r=None, w_p=None, bias_real=None, bias_imag=None
 ) -> torch.Tensor:
-    """Eqn. 4 without input checks (see :func:`generalized_bundle`)."""
+    """Eqn. 4 without input checks (see :func:`generalized_bundle`).
+
+    Shape:
+        a (..., M, N) -> (..., R, P), R the rows of ``w_r`` and P the columns of ``w_p`` (M and
+        N without them).
+    """
     re, im = torch.cos(math.pi * a), torch.sin(math.pi * a)  # (..., M, N): exp(i pi A)
     if w_r is not None:
         re, im = w_r @ re, w_r @ im  # (..., R, N): mix the symbols of the set
@@ -508,7 +525,12 @@ class ResidualBlock(nn.Module):
 
 
 def fhrr_attention(q, k, v, mask=None):
-    """Eqn. 6 without input checks (see :func:`vsa_attention`)."""
+    """Eqn. 6 without input checks (see :func:`vsa_attention`).
+
+    Shape:
+        q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) -> ``(output, scores)``: (..., Tq, Dv)
+        and (..., Tq, Tk).
+    """
     # (..., Tq, Tk) in [-1, 1]: no scaling, no softmax
     scores = fhrr_similarity(q, k, pairwise=True)
     if mask is not None:
@@ -538,7 +560,10 @@ def vsa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             products of :func:`vsa_attention_phasor` written on (cos, sin) pairs), one atan2 at the end.
 
     Returns:
-        ``(output, scores)`` of shapes (..., Tq, Dv) and (..., Tq, Tk).
+        ``(output, scores)``.
+
+    Shape:
+        q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) -> (..., Tq, Dv) and (..., Tq, Tk).
     """
     return fhrr_attention_fast(q, k, v, mask) if fast else fhrr_attention(q, k, v, mask)
 

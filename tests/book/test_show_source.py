@@ -298,3 +298,55 @@ def test_no_printed_object_shows_machinery_or_a_device_branch():
             if hits:
                 problems.append(f"{name} cell {cell} prints {', '.join(hits)}: {what}")
     assert not problems, "\n".join(problems)
+
+
+#: printed functions that take no tensors, whose docstrings say what they take in words
+NO_TENSORS = {"seqbook.train.train_lm", "seqbook.gating.init_keep_bias",
+              "seqbook.memory.saved_tensor_bytes"}
+
+
+def _shape_documented(obj) -> bool:
+    """Whether ``obj``'s docstring has a ``Shape:`` section, or for a method, its class's."""
+    import inspect
+
+    docs = [inspect.getdoc(obj) or ""]
+    owner = inspect.getmodule(obj)
+    for part in getattr(obj, "__qualname__", "").split(".")[:-1]:  # a method: its classes
+        owner = getattr(owner, part, None)
+        docs.append(inspect.getdoc(owner) or "")
+    return any("Shape:" in doc for doc in docs)
+
+
+def test_every_printed_function_documents_its_shapes():
+    missing = []
+    for chapter, expr, module, qualname, _ in CALLS:
+        obj = _resolve(module, qualname)
+        name = f"{getattr(obj, '__module__', module)}.{getattr(obj, '__qualname__', qualname)}"
+        if name not in NO_TENSORS and not _shape_documented(obj):
+            missing.append(f"{chapter}: {expr} ({name})")
+    assert not missing, "printed without a Shape: section in its docstring or its class's:\n" \
+        + "\n".join(missing)
+
+
+def test_every_module_documents_its_shapes():
+    import inspect
+    import pkgutil
+
+    import torch
+
+    import seqbook
+
+    missing = []
+    for info in pkgutil.iter_modules(seqbook.__path__):
+        if info.name == "exercises":
+            continue
+        module = importlib.import_module(f"seqbook.{info.name}")
+        for name, obj in vars(module).items():
+            if (name.startswith("_") or not inspect.isclass(obj)
+                    or obj.__module__ != module.__name__ or not issubclass(obj, torch.nn.Module)):
+                continue
+            forward = obj.__dict__.get("forward")
+            docs = (inspect.getdoc(obj) or "") + (inspect.getdoc(forward) or "" if forward else "")
+            if "Shape:" not in docs:
+                missing.append(f"{module.__name__}.{name}")
+    assert not missing, f"nn.Modules without a Shape: section: {missing}"
