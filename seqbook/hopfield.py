@@ -614,12 +614,13 @@ def retrieve(
         return_weights: also return the softmax weights of the last step.
 
     Returns:
-        The updated queries (like ``queries``, in the promoted dtype of patterns and
-        queries), and with ``return_weights`` the weights (..., Q, P).
+        The updated queries (in the promoted dtype of patterns and queries), and with
+        ``return_weights`` the weights of the last step.
 
     Shape:
-        patterns (P, d) or (B, P, d), queries (Q, d) or (B, Q, d) -> queries' shape; the
-        weights (..., Q, P).
+        patterns (P, d) or (B, P, d), queries (..., Q, d) -> (..., Q, d), the leading dims
+        broadcast against the patterns'; the weights (..., Q, P). A single (d,) query drops
+        the Q axis from both.
     """
     single = queries.dim() == 1
     xi = queries.unsqueeze(0) if single else queries  # (..., Q, d)

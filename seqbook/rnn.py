@@ -66,7 +66,7 @@ class RecurrentCell(nn.Module):
 
     Shape:
         x: (B, input_size), h: (B, hidden_size) -> (B, hidden_size), for every cell (an LSTM's
-        state is the pair (h, c), both (B, hidden_size)).
+        state, in and out, is the pair (h, c), both (B, hidden_size)).
     """
 
     gates = 1
@@ -263,8 +263,9 @@ class _RecurrentLayer(nn.Module):
 
     Shape:
         x: (B, T, input_size) -> output (B, T, D * hidden_size) and h_n
-        (num_layers * D, B, hidden_size) (an LSTM's a pair), D = 2 if bidirectional else 1;
-        ``loop`` takes x and one first state per cell, each (B, hidden_size).
+        (num_layers * D, B, hidden_size) (an LSTM's is the pair (h_n, c_n)), D = 2 if
+        bidirectional else 1; ``loop`` takes x and one first state per cell, each
+        (B, hidden_size) or, for an LSTM, a pair of them.
     """
 
     torch_class: type[nn.RNNBase] = nn.RNNBase

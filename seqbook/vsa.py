@@ -189,7 +189,7 @@ def fhrr_bundle(symbols: torch.Tensor, dim: int = -2) -> torch.Tensor:
     """Eqn. 2 without input checks (see :func:`bundle`).
 
     Shape:
-        symbols (..., M, N) -> (..., N) with the default ``dim``: the M symbols bundled.
+        symbols (..., M, D) -> (..., D) with the default ``dim``: the M symbols bundled.
     """
     re = torch.cos(math.pi * symbols).sum(dim)
     im = torch.sin(math.pi * symbols).sum(dim)
