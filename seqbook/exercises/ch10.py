@@ -1041,40 +1041,43 @@ def _delta_reference(S, k, v, beta):
     return S_new[:, 0]
 
 
+def _read(S, k):
+    """What each memory of the batch returns for its key, S^T k: (B, D_v)."""
+    return torch.einsum("bkv,bk->bv", S, k)
+
+
+def _write(key, value):
+    """The outer product key value^T of each memory of the batch: (B, D_k, D_v)."""
+    return torch.einsum("bk,bv->bkv", key, value)
+
+
 def _delta_slips(S, k, v, beta):
     """The typical slips of a delta-rule write, each with what it does wrong in words."""
     b = beta[:, None]
-    read = torch.einsum("bkv,bk->bv", S, k)
+    read = _read(S, k)
     error = b * (v - read)
 
-    def write(key, err):
-        return torch.einsum("bk,bv->bkv", key, err)
-
     slips = [
-        (S + write(k, b * v - read),
+        (S + _write(k, b * v - read),
          "with beta = 1 the write is right, but with beta < 1 it is not: for a unit key the "
          "read-out for k must move the fraction beta of the way from what it was towards v"),
-        (S + write(k, v - read),
+        (S + _write(k, v - read),
          "beta has no effect: a write with beta < 1 is as large as one with beta = 1"),
         (_delta_reference(S, F.normalize(k, dim=-1), v, beta),
          "the write is right for unit keys only, not for longer ones: the rule takes k as it is "
          "given (a layer normalises its keys before they reach the rule)"),
-        (S + write(k, error) / (k * k).sum(-1)[:, None, None],
-         "the write is divided by |k|^2, as in the normalised LMS rule: the delta rule here takes "
-         "k as it is given, with no division (a layer normalises its keys before they reach the "
-         "rule)"),
-        (S + write(k, b * (read - v)),
+        (S + _write(k, b * (read - v)),
          "the write moves what the memory returns for k away from v, not towards it"),
-        (write(k, error),
+        (_write(k, error),
          "the new state has lost what the memory held before the write"),
     ]
     if S.shape[1] == S.shape[2]:
         read_wrong_side = torch.einsum("bkv,bv->bk", S, k)
         slips += [
-            (S + write(k, b * (v - read_wrong_side)),
+            (S + _write(k, b * (v - read_wrong_side)),
              "the read-out for k is taken from the wrong side of S: the memory returns a value "
              "of D_v numbers for a key of D_k numbers (with D_k != D_v the shapes do not fit)"),
-            (S + write(k, error).transpose(1, 2),
+            (S + _write(k, error).transpose(1, 2),
              "the write puts the key and the value on the wrong axes: the D_k rows of S belong "
              "to the key's entries, its D_v columns to the value's"),
         ]
@@ -1082,11 +1085,16 @@ def _delta_slips(S, k, v, beta):
 
 
 def _nlms_epsilon(out, S, k, v, beta) -> float | None:
-    """The constant eps > 0 if ``out`` is the delta rule's write divided by |k|^2 + eps (the
-    normalised LMS rule with a guard against division by zero), else None; eps is read from the
-    first memory and must fit every memory of the batch."""
-    read = torch.einsum("bkv,bk->bv", S, k)
-    W = torch.einsum("bk,bv->bkv", k, beta[:, None] * (v - read))  # the delta rule's write
+    """The constant eps >= 0 (0 within rounding) if ``out`` is the delta rule's write divided by
+    |k|^2 + eps (the normalised LMS rule, with or without a guard against division by zero),
+    else None; eps is read from the first memory and must fit every memory of the batch."""
+    W = _write(k, beta[:, None] * (v - _read(S, k)))  # the delta rule's write
+
+    def nlms(eps):
+        return S + W / ((k * k).sum(-1) + eps)[:, None, None]
+
+    if close(out, nlms(0.0), n=S.shape[1]):  # plain NLMS, at the answer's precision
+        return 0.0
     D = out - S
     ratio = (D[0] * W[0]).sum() / (W[0] * W[0]).sum()
     if not ratio > 0:
@@ -1094,8 +1102,7 @@ def _nlms_epsilon(out, S, k, v, beta) -> float | None:
     eps = float(1 / ratio - (k[0] * k[0]).sum())
     if not 0 < eps < 1:
         return None
-    scaled = S + W / ((k * k).sum(-1) + eps)[:, None, None]
-    return eps if close(out, scaled, n=S.shape[1]) else None
+    return eps if close(out, nlms(eps), n=S.shape[1]) else None
 
 
 def _delta_symptom(fn) -> str:
@@ -1105,7 +1112,7 @@ def _delta_symptom(fn) -> str:
         S, k, v, beta = _delta_case(3, 4, 2, 23, unit=True, beta_one=True, empty=empty)
         case = f"B = 3, D_k = 4, D_v = 2, unit keys, beta = 1{', S = 0' if empty else ''}"
         out = returned_tensor(_call_on(fn, (S, k, v, beta), "delta_write", case), "delta_write")
-        if out.shape != S.shape or not close(torch.einsum("bkv,bk->bv", out, k), v, n=4):
+        if out.shape != S.shape or not close(_read(out, k), v, n=4):
             if empty:
                 return ("after writing (k, v) with beta = 1 and a unit key into an empty memory, "
                         "the memory does not return v for k")
@@ -1148,10 +1155,12 @@ def check_delta_bug(fn):
                 raise Wrong(message)
         eps = _nlms_epsilon(out, S, k, v, beta)
         if eps is not None:
-            raise Wrong(f"the write is divided by |k|^2 + {eps:.3g}, as in the normalised LMS "
-                        "rule with a small constant against division by zero: the delta rule "
-                        "here takes k as it is given, with no division (a layer normalises its "
-                        "keys before they reach the rule)")
+            by = ("|k|^2, as in the normalised LMS rule" if eps == 0 else
+                  f"|k|^2 + {eps:.3g}, as in the normalised LMS rule with a small constant "
+                  "against division by zero")
+            raise Wrong(f"the write is divided by {by}: the delta rule here takes k as it is "
+                        "given, with no division (a layer normalises its keys before they reach "
+                        "the rule)")
         right = [close(out[i], ref[i], n=Dk) for i in range(B)]
         if any(right) and not all(right):
             raise Wrong(f"memory {right.index(False)} of the batch is written wrongly while "

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -23,7 +25,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+import seqbook
 from seqbook.utils import _source_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -307,8 +311,6 @@ NO_TENSORS = {"seqbook.train.train_lm", "seqbook.gating.init_keep_bias",
 
 def _shape_documented(obj) -> bool:
     """Whether ``obj``'s docstring has a ``Shape:`` section, or for a method, its class's."""
-    import inspect
-
     docs = [inspect.getdoc(obj) or ""]
     owner = inspect.getmodule(obj)
     for part in getattr(obj, "__qualname__", "").split(".")[:-1]:  # a method: its classes
@@ -329,13 +331,6 @@ def test_every_printed_function_documents_its_shapes():
 
 
 def test_every_module_documents_its_shapes():
-    import inspect
-    import pkgutil
-
-    import torch
-
-    import seqbook
-
     missing = []
     for info in pkgutil.iter_modules(seqbook.__path__):
         if info.name == "exercises":

@@ -474,12 +474,7 @@ def test_decay_mask():
         return (cum[..., :, None] - cum[..., None, :]).clamp(max=0).exp().tril()
 
     def into_float32_zeros(log_a):  # a product loop written into a float32 buffer
-        T = log_a.shape[-1]
-        L = torch.zeros(*log_a.shape, T)
-        for i in range(T):
-            for j in range(i + 1):
-                L[..., i, j] = log_a[..., j + 1:i + 1].sum(-1).exp()
-        return L
+        return mask_by_entries(log_a, dtype=torch.float32)
 
     def with_numpy(log_a):
         a = np.exp(log_a.numpy())
@@ -575,10 +570,14 @@ def recurrence(x, log_a, B, C, chunk_size):  # the plain recurrence, chunk_size 
     return torch.stack(ys, 2)
 
 
-def chunked_by(decay_mask):
-    """A right ssd_chunked, slowly, whose chunks' decay masks come from ``decay_mask(lc, cum)``
-    in a loop: torch calls that grow with the chunk's length, though no state is made per
-    position."""
+def read_at_once(cum, Cc, h):  # the entering state's part of a chunk's y, one product
+    return cum.exp()[..., None] * (Cc @ h)
+
+
+def chunked_by(decay_mask=lambda lc, cum: decay_mask(lc), read=read_at_once):
+    """A right ssd_chunked whose chunks' decay masks come from ``decay_mask(lc, cum)`` and the
+    entering state's part of y from ``read(cum, Cc, h)``; in a loop (slowly), torch calls that
+    grow with the chunk's length, though no state is made from the last."""
     def ssd_chunked(x, log_a, B, C, chunk_size):
         h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
         ys, states = [], []
@@ -586,7 +585,7 @@ def chunked_by(decay_mask):
             xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
             cum = lc.cumsum(-1)
             L = decay_mask(lc, cum)
-            ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + cum.exp()[..., None] * (Cc @ h))
+            ys.append((L * (Cc @ Bc.transpose(-2, -1))) @ xc + read(cum, Cc, h))
             h = cum[..., -1, None, None].exp() * h \
                 + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
             states.append(h)
@@ -594,9 +593,9 @@ def chunked_by(decay_mask):
     return ssd_chunked
 
 
-def mask_by_entries(lc, cum):  # calls that grow with the square of the chunk's length
+def mask_by_entries(lc, cum=None, dtype=None):  # calls that grow with the chunk's length squared
     c = lc.shape[-1]
-    L = lc.new_zeros(*lc.shape, c)
+    L = lc.new_zeros(*lc.shape, c, dtype=dtype)
     for i in range(c):
         for j in range(i + 1):
             L[..., i, j] = lc[..., j + 1:i + 1].sum(-1).exp()
@@ -614,21 +613,23 @@ def mask_by_rows(lc, cum):  # a reader's answer: calls that grow with the chunk'
 chunked_mask_loop, chunked_mask_rows = chunked_by(mask_by_entries), chunked_by(mask_by_rows)
 
 
-def chunked_reading_rows(x, log_a, B, C, chunk_size):
-    """Right, a reader's answer: the entering state's part of y read row by row, by broadcasting
-    and a sum: a state-shaped product per position, but no state made from the last."""
-    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
-    ys, states = [], []
-    for s in range(0, x.shape[2], chunk_size):
-        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
-        cum = lc.cumsum(-1)
-        rows = [(cum[..., i, None, None].exp() * Cc[..., i, :, None] * h).sum(-2)
-                for i in range(lc.shape[-1])]
-        ys.append((decay_mask(lc) * (Cc @ Bc.transpose(-2, -1))) @ xc + torch.stack(rows, 2))
-        h = cum[..., -1, None, None].exp() * h \
-            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
-        states.append(h)
-    return torch.cat(ys, 2), torch.stack(states, 2)
+def read_by_broadcast(cum, Cc, h):  # a reader's answer: row by row, broadcasting and a sum
+    rows = [(cum[..., i, None, None].exp() * Cc[..., i, :, None] * h).sum(-2)
+            for i in range(cum.shape[-1])]  # a state-shaped product per position
+    return torch.stack(rows, 2)
+
+
+def read_by_index(cum, Cc, h):  # row by row, h read by indexing, through .mT and its .shape
+    rows = []
+    for i in range(cum.shape[-1]):
+        assert h.shape[-2] == Cc.shape[-1]  # reads, which must not count as writes into h
+        rows.append(cum[..., i, None].exp() * (h[:, :].mT @ Cc[..., i, :, None])[..., 0])
+    return torch.stack(rows, 2)
+
+
+# right: the entering state read row by row, no state made from the last
+chunked_reading_rows = chunked_by(read=read_by_broadcast)
+chunked_reading_rows_by_index = chunked_by(read=read_by_index)
 
 
 def test_chunked_accepts():
@@ -795,25 +796,6 @@ def steps_state_reordered(x, log_a, B, C, chunk_size):
             ys.append(torch.einsum("bhn,bphn->bhp", C[:, :, t], h))
         states.append(h.permute(0, 2, 3, 1))
     return torch.stack(ys, 2), torch.stack(states, 2)
-
-
-def chunked_reading_rows_by_index(x, log_a, B, C, chunk_size):
-    """Right: as chunked_reading_rows, the state read by indexing, through .mT and its .shape
-    (reads, which must not count as writes into the state)."""
-    h = x.new_zeros(*B.shape[:2], B.shape[-1], x.shape[-1])
-    ys, states = [], []
-    for s in range(0, x.shape[2], chunk_size):
-        xc, lc, Bc, Cc = (t[:, :, s:s + chunk_size] for t in (x, log_a, B, C))
-        cum = lc.cumsum(-1)
-        rows = []
-        for i in range(lc.shape[-1]):
-            assert h.shape[-1] == x.shape[-1]
-            rows.append(cum[..., i, None].exp() * (h[:, :].mT @ Cc[..., i, :, None])[..., 0])
-        ys.append((decay_mask(lc) * (Cc @ Bc.transpose(-2, -1))) @ xc + torch.stack(rows, 2))
-        h = cum[..., -1, None, None].exp() * h \
-            + (Bc * (cum[..., -1:] - cum).exp()[..., None]).transpose(-2, -1) @ xc
-        states.append(h)
-    return torch.cat(ys, 2), torch.stack(states, 2)
 
 
 def steps_copied_into_views(x, log_a, B, C, chunk_size):
