@@ -762,11 +762,71 @@ def _check_sampler(rank_batch):
             a, b = (_indices(call(rank_batch, num_windows, 8, 5, 0, 1, seed, what="rank_batch"),
                              "rank_batch", 8, num_windows) for seed in (1, 1 + 2**32))
         except Wrong:
-            return
-    if torch.equal(a, b):
+            a = b = None
+    if a is not None and torch.equal(a, b):
         raise Wrong("seeds 1 and 1 + 2**32 draw the same windows at step 5: torch's generator "
                     "keeps only the low 32 bits of a seed, so a number made of seed and step "
                     "collides. Give the generator the pair itself, default_rng([seed, step])")
+    _expect_seeds_that_do_not_collide(windows, first)
+
+
+class _SeedRecorder:
+    """While in use, writes down the seeds that code gives ``np.random.default_rng`` and the
+    ``manual_seed`` of a ``torch.Generator`` (as ``("numpy" | "torch", seed)``), by replacing the
+    two names in their modules; code that imported them under other names is not seen."""
+
+    def __enter__(self) -> list:
+        self.seeds, self.saved = [], (np.random.default_rng, torch.Generator)
+        seeds, default_rng, generator = self.seeds, *self.saved
+
+        def recording_default_rng(seed=None, *args, **kwargs):
+            entropy = seed.entropy if isinstance(seed, np.random.SeedSequence) else seed
+            seeds.append(("numpy", entropy))
+            return default_rng(seed, *args, **kwargs)
+
+        class RecordingGenerator(generator):
+            def manual_seed(self, seed):
+                seeds.append(("torch", seed))
+                return super().manual_seed(seed)
+
+        np.random.default_rng, torch.Generator = recording_default_rng, RecordingGenerator
+        return self.seeds
+
+    def __exit__(self, *exc) -> None:
+        np.random.default_rng, torch.Generator = self.saved
+
+
+def _expect_seeds_that_do_not_collide(windows, first: torch.Tensor) -> None:
+    """A :class:`Wrong` for one integer made of seed and step, by any multiplier (the fixed list
+    above covers the usual ones): read the integers the answer seeds its generator with at (0, 0),
+    (1, 0) and (0, 1); if they grow by A with the seed and by B with the step, the pair (0, 1 + A /
+    B) or (1 + B / A, 0) is given the integer of (1, 1), and draws its windows (checked, below
+    2**32). Also a seed of 2**32 or more given to torch, which keeps its low 32 bits."""
+    given = {}
+    for seed, step in ((0, 0), (1, 0), (0, 1)):
+        with _SeedRecorder() as seeds:
+            windows(seed, step)
+        for kind, value in seeds:
+            if (kind == "torch" and isinstance(value, (int, np.integer))
+                    and not 0 <= value < 2**32):
+                raise Wrong(f"seed {seed} at step {step} seeds a torch generator with {value}: "
+                            "torch's CPU generator keeps only the low 32 bits of a seed, so "
+                            "distinct seeds that agree in those bits draw the same windows. Give "
+                            "NumPy the pair itself, default_rng([seed, step])")
+        if len(seeds) != 1 or not isinstance(seeds[0][1], (int, np.integer)):
+            return  # not one integer: the pair itself, or a mix this check does not read
+        given[seed, step] = int(seeds[0][1])
+    by_seed, by_step = given[1, 0] - given[0, 0], given[0, 1] - given[0, 0]
+    pairs = []
+    if by_seed > 0 and by_step > 0 and by_seed % by_step == 0:
+        pairs.append((0, 1 + by_seed // by_step))
+    if by_seed > 0 and by_step > 0 and by_step % by_seed == 0:
+        pairs.append((1 + by_step // by_seed, 0))
+    for seed, step in pairs:
+        if seed < 2**32 and step < 2**32 and torch.equal(windows(seed, step), first):
+            raise Wrong(f"seed 1 at step 1 draws the same windows as seed {seed} at step "
+                        f"{step}: one number made of the two makes distinct pairs collide. Give "
+                        "the generator the pair itself, default_rng([seed, step])")
 
 
 # ---------------------------------------------------------------------------------------------

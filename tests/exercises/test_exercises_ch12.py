@@ -432,6 +432,37 @@ def skipped_by_step(num_windows, batch_size, step, rank, world_size, seed=0):
     return torch.from_numpy(batch[rank * share:(rank + 1) * share])
 
 
+def numpy_merged_seed(mix):
+    def rank_batch(num_windows, batch_size, step, rank, world_size, seed=0):
+        batch = np.random.default_rng(mix(seed, step)).permutation(num_windows)[:batch_size]
+        return torch.from_numpy(batch)[rank::world_size]
+    return rank_batch
+
+
+def test_sampler_seed_made_of_the_pair():
+    """One integer made of seed and step collides for any multiplier, not only the listed ones:
+    the check reads the integers given to the generator and tries the colliding pair."""
+    names = np.random.default_rng, torch.Generator
+    for M in (50_000, 65_537, 100_003, 2**24):
+        status, message = verdict("ex-dist-sampler-bug",
+                                  numpy_merged_seed(lambda seed, step, M=M: M * seed + step))
+        assert status == "fail" and f"seed 0 at step {M + 1}" in message, message
+        status, message = verdict("ex-dist-sampler-bug",
+                                  numpy_merged_seed(lambda seed, step, M=M: M * step + seed))
+        assert status == "fail" and f"seed {M + 1} at step 0" in message, message
+    status, message = verdict("ex-dist-sampler-bug",  # a 64-bit hash, cut to 32 bits by torch
+                              merged_seed(lambda seed, step: hash((seed, step)) & (2**63 - 1)))
+    assert status == "fail" and "low 32 bits" in message, message
+    # right: the pair's integers never collide below 2**32 (NumPy splits 2**32 * seed + step into
+    # two words), and a seed sequence's own hash of the pair
+    assert check("ex-dist-sampler-bug", numpy_merged_seed(lambda seed, step: 2**32 * seed + step))
+    assert check("ex-dist-sampler-bug", numpy_merged_seed(
+        lambda seed, step: np.random.SeedSequence([seed, step])))
+    assert check("ex-dist-sampler-bug", merged_seed(
+        lambda seed, step: int(np.random.SeedSequence([seed, step]).generate_state(1)[0])))
+    assert np.random.default_rng is names[0] and torch.Generator is names[1]  # restored
+
+
 def test_sampler_overlapping_streams():
     """A stream advanced by the step makes consecutive batches overlap; refused before the
     checks at steps near 10**9, which would allocate gigabytes for the skip."""
