@@ -258,9 +258,13 @@ def check_elman(gru_as_elman):
     if torch.allclose(out.to(F64), no_memory, atol=1e-6):
         raise Wrong("the candidate ignores h_(t-1): the reset gate is closed (r = 0); it must be "
                     "open (r = 1), so the candidate is the full Elman step")
-    if torch.allclose(out.to(F64), expected, atol=1e-2) or _gates_pinned_weakly(gru, rnn):
+    if _gates_pinned_weakly(gru, rnn):
         raise Wrong("almost: the weights are in their places, but the gates are not quite 0 and "
                     "1, so the outputs differ. Make the gates' biases larger")
+    if torch.allclose(out.to(F64), expected, atol=1e-2):
+        raise Wrong("almost: the outputs are close to the RNN's, but the gates are not quite 0 "
+                    "and 1. What holds a gate there: its bias, and what else in its "
+                    "pre-activation?")
     raise Wrong("the GRU does not compute the RNN's states: z must be 0, r must be 1, and the "
                 "candidate block (n, the third) must hold the RNN's weights and biases")
 

@@ -131,6 +131,10 @@ def test_elman():
         assert weak.status == "fail" and "biases larger" in weak.message, (z_bias, r_bias)
     weak_f32 = check(name, lambda r: as_elman(r, z_bias=-5.0, r_bias=5.0, dtype=torch.float32))
     assert "biases larger" in weak_f32.message
+    # biases of 10 in front of random gate weights: close, but the weights are not in place
+    near = check(name, lambda r: as_elman(r, z_bias=-10.0, r_bias=10.0, zero_gates=False))
+    assert near.status == "fail" and "almost" in near.message, near.message
+    assert "weights are in their places" not in near.message
     assert "does not compute" in check(name, lambda r: as_elman(r, block=0)).message
     assert "GRU layer" in check(name, lambda r: r).message
     assert "nn.Module" in check(name, lambda r: 3).message
