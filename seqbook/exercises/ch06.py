@@ -589,6 +589,12 @@ def check_rope_values(fn):
         raise Wrong("the queries and keys are turned in neighbouring pairs (x[2i], x[2i + 1]), "
                     "RoFormer's layout; rope_angles lays cos and sin out for the pairs "
                     "(x[i], x[i + D/2]), which apply_rope turns")
+    book_pairs = [_rope_neighbour_pairs(t, cos, -sin) for t in (q, k)]
+    if close(out, scaled_dot_product_attention(*book_pairs, v, mask)[0], n=8 * 6):
+        raise Wrong("the queries and keys are turned in neighbouring pairs (x[2i], x[2i + 1]) by "
+                    "the R of eq. (rope): a rotary code too, but not apply_rope's, which turns "
+                    "the pairs (x[i], x[i + D/2]) that rope_angles lays cos and sin out for, "
+                    "the other way; the exercise asks for apply_rope's")
     if close(out, scaled_dot_product_attention(q, k, v, mask)[0], n=8 * 6):
         raise Wrong("nothing is turned: without RoPE the attention does not see positions")
     if close(out, scaled_dot_product_attention(q_turned, k_turned, v)[0], n=8 * 6):

@@ -482,6 +482,16 @@ def test_rope_values():
 
     assert "polarity is flipped" in check(name, flipped_mask).message
     assert "neighbouring pairs" in check(name, neighbour_pairs).message
+
+    def book_pairs(q, k, v, cos, sin):  # eq. (rope) as printed: pairs (2i, 2i + 1), its R
+        def turn(x):
+            c, s = cos[:, :4], sin[:, :4]
+            x1, x2 = x[..., ::2], x[..., 1::2]
+            return torch.stack((x1 * c + x2 * s, -x1 * s + x2 * c), dim=-1).flatten(-2)
+        return scaled_dot_product_attention(turn(q), turn(k), v, causal_mask(q.shape[2]))[0]
+
+    message = check(name, book_pairs).message
+    assert "R of eq. (rope)" in message and "apply_rope's" in message, message
     for one_side in (
         lambda q, k, v, cos, sin: scaled_dot_product_attention(
             apply_rope(q, cos, sin), k, v, causal_mask(q.shape[2]))[0],
