@@ -441,11 +441,12 @@ class LinearAttentionLM(nn.Module):
     :class:`~seqbook.gpt.GPT`'s pre-LN blocks (the MLP is Linear -> GELU -> Linear,
     ``d_ff = 4 * embed_dim`` by default) with :class:`LinearAttention` in place of
     softmax attention (Katharopoulos et al., 2020), and no position embedding: the
-    causal sums hold the set of tokens that came before (though not their order), and a
-    model without positions reads a context of any length. It is a recurrent network with one (S, z) per layer
-    and head as its state: :meth:`forward` runs the chunked parallel form on a whole
-    sequence and returns the states after it, :meth:`step` runs one token from them,
-    in constant time and memory per token.
+    first layer's causal sums hold the set of tokens that came before, not their order
+    (later layers see order only indirectly, through what the layers below computed at
+    each position), and a model without positions reads a context of any length. It is a
+    recurrent network with one (S, z) per layer and head as its state: :meth:`forward`
+    runs the chunked parallel form on a whole sequence and returns the states after it,
+    :meth:`step` runs one token from them, in constant time and memory per token.
 
     Weights start as GPT-2's: normal with standard deviation ``init_std``, biases zero.
 
