@@ -332,7 +332,7 @@ def _dropout_placement(seen: dict, layer, x, pad) -> None:
 
 def sliding_reference(model, ids, block, stride, last_only=True, first_all=False, width=None,
                       drop_last=False, per_window=False, per_token=False, step=None, tail=None,
-                      unshifted=False):
+                      unshifted=False, first_only=False):
     """The sliding-window perplexity of the exercise, and its typical slips: every prediction
     scored (``last_only=False``), the first window's every prediction scored too
     (``first_all``, as Hugging Face's perplexity guide does), windows of ``width`` ids, the
@@ -341,7 +341,8 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
     ``step`` ids apart instead of ``stride``, and one more window that ends at the text's end
     (``tail``): scoring its last stride predictions (``"window"``) or only the predictions no
     other window scored (``"new"``); with ``unshifted``, each prediction is scored against the
-    id it has just read instead of the next one."""
+    id it has just read instead of the next one; with ``first_only``, the first stride
+    predictions of each window are scored instead of the last."""
     windows = ids.unfold(0, block + 1 if width is None else width,
                          stride if step is None else step)  # (N, block + 1)
     if drop_last:
@@ -350,6 +351,8 @@ def sliding_reference(model, ids, block, stride, last_only=True, first_all=False
     targets = windows[:, :-1] if unshifted else windows[:, 1:]
     losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
     scored = losses[:, -stride:] if last_only else losses
+    if first_only:
+        scored = losses[:, :stride]
     if per_window:
         return scored.double().mean(-1).exp().mean().item()
     if per_token:
@@ -453,8 +456,16 @@ def check_sliding(fn):
                         "window count, the first window's too, so that every scored prediction "
                         "has at least block - stride + 1 characters of context")
         if math.isclose(out, narrow, rel_tol=1e-6):
-            raise Wrong("the windows hold block ids, one too few: a window needs block + 1, "
-                        "block inputs and the block next ids")
+            raise Wrong("the scored predictions are one place early: either the windows hold "
+                        "block ids, one too few (a window needs block + 1, block inputs and the "
+                        "block next ids), or the kept losses are shifted by one (the last stride "
+                        "columns are losses[:, -stride:])")
+        with torch.no_grad():
+            first = sliding_reference(model, ids, block, stride, first_only=True)
+        if stride < block and math.isclose(out, first, rel_tol=1e-6):
+            raise Wrong("you score the first stride predictions of each window: the last stride "
+                        "ones are those with the most context, block - stride + 1 characters or "
+                        "more")
         with torch.no_grad():
             short = sliding_reference(model, ids, block, stride, drop_last=True)
             averaged = sliding_reference(model, ids, block, stride, per_window=True)

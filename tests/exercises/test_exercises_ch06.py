@@ -334,6 +334,23 @@ def test_sliding():
                                                        first_window_whole).message
     assert "one too few" in check("ex-ch6-sliding", windows_of_block).message
 
+    def kept_one_early(model, ids, block, stride):  # the same numbers as windows of block ids
+        model.eval()
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return losses[:, -stride - 1:-1].mean().exp()
+
+    def first_stride(model, ids, block, stride):  # the predictions with the least context
+        model.eval()
+        windows = ids.unfold(0, block + 1, stride)
+        logits, _ = model(windows[:, :-1])
+        losses = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
+        return losses[:, :stride].mean().exp()
+
+    assert "losses[:, -stride:]" in check("ex-ch6-sliding", kept_one_early).message
+    assert "first stride predictions" in check("ex-ch6-sliding", first_stride).message
+
     def scored(model, ids, block, step, stride):  # the last stride losses of windows step apart
         model.eval()
         windows = ids.unfold(0, block + 1, step)
