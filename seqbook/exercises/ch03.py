@@ -262,9 +262,9 @@ def check_elman(gru_as_elman):
         raise Wrong("almost: the weights are in their places, but the gates are not quite 0 and "
                     "1, so the outputs differ. Make the gates' biases larger")
     if torch.allclose(out.to(F64), expected, atol=1e-2):
-        raise Wrong("almost: the outputs are close to the RNN's, but the gates are not quite 0 "
-                    "and 1. What holds a gate there: its bias, and what else in its "
-                    "pre-activation?")
+        raise Wrong("almost: the outputs are close to the RNN's, but not equal: a gate is not "
+                    "quite 0 or 1 (what holds it there: its bias, and what else in its "
+                    "pre-activation?), or the candidate's weights or the precision differ")
     raise Wrong("the GRU does not compute the RNN's states: z must be 0, r must be 1, and the "
                 "candidate block (n, the third) must hold the RNN's weights and biases")
 
