@@ -15,7 +15,6 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -27,11 +26,10 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runinfo import provenance, write_result  # noqa: E402
+from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.hopfield import retrieve  # noqa: E402
 
-OUT = ROOT / "results" / "ch07_continuous_capacity_seeds.json"
 CONT_D = [12, 16, 20, 24]
 CONT_P = [round(10 ** (k / 4)) for k in range(4, 21)]
 CONT_CUES = 200
@@ -60,9 +58,7 @@ def one_draw(seed: int) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[9, *range(9)])
-    args = parser.parse_args(argv)
+    args = script_parser(__file__, __doc__, seeds=(9, *range(9))).parse_args(argv)
     torch.set_num_threads(1)
     runs = []
     for seed in args.seeds:
@@ -84,7 +80,7 @@ def main(argv=None) -> None:
         summary=summary,
         claims=claims,
     )
-    write_result(OUT, result)
+    write_result(args.out, result)
     print(summary)
 
 
