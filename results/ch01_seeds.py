@@ -5,15 +5,21 @@ The recipe is that of ``chapters/01_embeddings.ipynb``: *The Time Machine* split
 word on each side (``context_windows(ids, window=1)``), vectors of 64, 400 steps of
 ``random_batches(batch_size=512)``, AdamW(lr=1e-2, weight_decay=0.5), one CPU thread; then the
 exercise "Character vectors": a CBOW of size 8 on the previous character of the normalised text,
-300 steps of 512, lr 1e-2, drawing its batches from the same generator. Only the seed changes: it
-goes to ``seed_everything`` (whose generator draws the batches), to ``torch.manual_seed`` before
-each model and to ``fit``. Seed 0 is the chapter's run.
+300 steps of 512, lr 1e-2, drawing its batches from the same generator; and skip-gram with
+negative sampling on the same pairs (each centre word with its left and with its right word), 5
+noise words drawn by count to the power 3/4, vectors of 64, 400 steps of 1024 pairs, AdamW(lr=1e-2,
+weight_decay=0), its batches and noise words from generators of their own seeded with the seed.
+Only the seed changes: it goes to ``seed_everything`` (whose generator draws CBOW's batches), to
+``torch.manual_seed`` before each model and to ``fit``. Seed 0 is the chapter's run.
 
 Reported per run, as the chapter measures them: CBOW's held-out loss (and at step 100) against the
 unigram baseline, the norm of the ``<pad>`` row after training over its initial norm, for each of
 the chapter's four query words how many words of its group are among its 10 nearest neighbours,
 the rate at which the nearest neighbour of the 64 labelled words has the same word class (trained,
-initial, chance); for the character model the held-out loss against the unigram baseline and the
+initial, chance); for skip-gram the same neighbour counts and rate, and how closely its scores
+u_c . e_w follow the shifted PMI, log p(w, c) / (p(w) p_3/4(c)) - log 5, over the pairs seen at
+least five times and over all seen pairs (Pearson correlation, mean difference); for the
+character model the held-out loss against the unigram baseline and the
 count-based bigram table, and the mean cosine similarity of vowel pairs and of vowel-consonant pairs.
 
 Run from the repository root (``SEQBOOK_DATA`` must point at the data)::
@@ -39,12 +45,18 @@ from runinfo import provenance, script_parser, write_result  # noqa: E402
 
 from seqbook.batching import context_windows  # noqa: E402
 from seqbook.data import load_time_machine, split_text  # noqa: E402
-from seqbook.embeddings import CBOW, nearest_neighbours, unigram_cross_entropy  # noqa: E402
+from seqbook.embeddings import (  # noqa: E402
+    CBOW,
+    SkipGram,
+    nearest_neighbours,
+    unigram_cross_entropy,
+)
 from seqbook.train import fit, random_batches  # noqa: E402
 from seqbook.utils import seed_everything, small_model_threads  # noqa: E402
 from seqbook.vocab import Vocab, normalize_text, tokenize_chars, tokenize_words  # noqa: E402
 
 VOCAB_SIZE, EMB_DIM, STEPS, BATCH_SIZE = 1000, 64, 400, 512
+K_NOISE, SG_BATCH = 5, 1024
 LR, WEIGHT_DECAY = 1e-2, 0.5
 CHAR_STEPS, CHAR_DIM = 300, 8
 THREADS = 1
@@ -72,6 +84,52 @@ CATEGORIES = {  # the chapter's 64 labelled words
 def loss_fn(model, batch):
     context, centre = batch
     return F.cross_entropy(model(context), centre)
+
+
+def skipgram_run(seed: int, vocab_size: int, x_train, y_train, device) -> dict:
+    """The chapter's skip-gram: its table E and how its scores follow the shifted PMI."""
+    words = torch.cat([y_train, y_train])  # each centre word with its left, then right word
+    neighbours = torch.cat([x_train[:, 0], x_train[:, 1]])
+    counts = torch.bincount(neighbours, minlength=vocab_size).double() ** 0.75
+    noise_probs = counts / counts.sum()
+    noise_gen = torch.Generator().manual_seed(seed)
+
+    def sgns_loss(model, batch):
+        w, c = batch
+        noise = torch.multinomial(noise_probs, K_NOISE * len(w), True, generator=noise_gen)
+        candidates = torch.cat([c[:, None], noise.view(len(w), K_NOISE).to(device)], dim=1)
+        scores = model(w, candidates)
+        labels = torch.zeros_like(scores)
+        labels[:, 0] = 1.0
+        return F.binary_cross_entropy_with_logits(scores, labels, reduction="sum") / len(w)
+
+    torch.manual_seed(seed)
+    model = SkipGram(vocab_size, EMB_DIM).to(device)
+    history = fit(
+        model, sgns_loss,
+        random_batches(words, neighbours, batch_size=SG_BATCH,
+                       generator=torch.Generator().manual_seed(seed)),
+        steps=STEPS, optimizer=torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0),
+        device=device, seed=seed, progress=False,
+    )
+    pairs = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+    pairs.index_put_((words, neighbours), torch.ones(len(words), dtype=torch.float64),
+                     accumulate=True)
+    p_wc = pairs / pairs.sum()
+    pmi = torch.log(p_wc / (p_wc.sum(1, keepdim=True) * noise_probs))
+    table = model.embedding.weight.detach().cpu()
+    scores = (table @ model.context.weight.detach().cpu().T).double()
+    fit_pmi = {}
+    for min_count in (1, 5):
+        seen = pairs >= min_count
+        target = pmi[seen] - np.log(K_NOISE)
+        fit_pmi[min_count] = dict(
+            pairs=int(seen.sum()),
+            correlation=float(np.corrcoef(target.numpy(), scores[seen].numpy())[0, 1]),
+            mean_difference=float((scores[seen] - target).mean()),
+        )
+    return dict(final_loss=history.step_loss[-1], pmi_seen_5=fit_pmi[5], pmi_seen_1=fit_pmi[1],
+                table=table)
 
 
 def one_seed(seed: int, text: str, device) -> dict:
@@ -116,6 +174,12 @@ def one_seed(seed: int, text: str, device) -> dict:
                               for i, j in enumerate(nearest[:, 0].tolist())]))
 
     chance = float(np.mean([(labels.count(lab) - 1) / (len(labels) - 1) for lab in labels]))
+    skipgram = skipgram_run(seed, len(vocab), x_train, y_train, device)
+    sg_table = skipgram.pop("table")
+    _, sg_nearest = nearest_neighbours(sg_table, torch.tensor([vocab[w] for w in GROUPS]), k=10)
+    skipgram["group_neighbours"] = {w: len(set(vocab.decode(n)) & group) for (w, (_, group)), n
+                                    in zip(GROUPS.items(), sg_nearest.tolist(), strict=True)}
+    skipgram["same_class"] = same_class_rate(sg_table)
 
     # the exercise "Character vectors", with the same generator as the chapter
     train_chars, test_chars = split_text(normalize_text(text), valid_frac=0.1)
@@ -153,6 +217,7 @@ def one_seed(seed: int, text: str, device) -> dict:
             same_class_initial=same_class_rate(initial),
             same_class_chance=chance,
         ),
+        skipgram=skipgram,
         chars=dict(
             held_out_loss=char_history.eval_loss[-1],
             baseline=char_baseline,
@@ -175,6 +240,7 @@ def main(argv=None) -> None:
         tqdm.write(f"seed {seed}: {runs[-1]}")
 
     cb = [r["cbow"] for r in runs]
+    sg = [r["skipgram"] for r in runs]
     ch = [r["chars"] for r in runs]
     claims = {
         "CBOW's held-out loss is more than 0.5 nats below the unigram baseline":
@@ -190,6 +256,15 @@ def main(argv=None) -> None:
         "40 points more than before training":
             all(c["same_class_trained"] > 0.7
                 and c["same_class_trained"] > c["same_class_initial"] + 0.4 for c in cb),
+        "skip-gram's scores follow the shifted PMI of the pairs seen at least five times: "
+        "correlation above 0.9, mean difference within 0.1":
+            all(c["pmi_seen_5"]["correlation"] > 0.9
+                and abs(c["pmi_seen_5"]["mean_difference"]) < 0.1 for c in sg),
+        "over all seen pairs they follow it less closely, falling below it on average":
+            all(c["pmi_seen_1"]["correlation"] < c["pmi_seen_5"]["correlation"] - 0.2
+                and c["pmi_seen_1"]["mean_difference"] < -0.5 for c in sg),
+        "skip-gram's nearest neighbour has the same class for more than 70 % of the words":
+            all(c["same_class"] > 0.7 for c in sg),
         "the character model is more than 0.3 nats below the unigram baseline":
             all(c["held_out_loss"] < c["baseline"] - 0.3 for c in ch),
         "the character model is above the bigram table, by less than 0.2 nats":
@@ -204,13 +279,17 @@ def main(argv=None) -> None:
     summary = dict(
         cbow_held_out_loss=spread([c["held_out_loss"] for c in cb]),
         same_class_trained=spread([c["same_class_trained"] for c in cb]),
+        skipgram_same_class=spread([c["same_class"] for c in sg]),
+        skipgram_pmi_correlation_5=spread([c["pmi_seen_5"]["correlation"] for c in sg]),
+        skipgram_pmi_correlation_1=spread([c["pmi_seen_1"]["correlation"] for c in sg]),
         char_held_out_loss=spread([c["held_out_loss"] for c in ch]),
         vowel_vowel=spread([c["vowel_vowel"] for c in ch]),
         vowel_consonant=spread([c["vowel_consonant"] for c in ch]),
     )
     result = dict(**provenance(), recipe=dict(vocab_size=VOCAB_SIZE, emb_dim=EMB_DIM,
                                               steps=STEPS, batch_size=BATCH_SIZE, lr=LR,
-                                              weight_decay=WEIGHT_DECAY,
+                                              weight_decay=WEIGHT_DECAY, k_noise=K_NOISE,
+                                              skipgram_batch_size=SG_BATCH,
                                               char_steps=CHAR_STEPS, char_dim=CHAR_DIM),
                   runs=runs, summary=summary, claims=claims)
     write_result(args.out, result)

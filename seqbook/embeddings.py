@@ -6,6 +6,8 @@ Chapter 1 of the book uses this module. It holds
   patch linearly into a token vector (the "tokens of anything" recipe of vision transformers);
 - :class:`CBOW` (trained on :func:`seqbook.data.context_windows`): a continuous bag-of-words
   model that learns word vectors by predicting a word from its neighbours;
+- :class:`SkipGram`: skip-gram's scores, trained with negative sampling to tell a word's real
+  neighbours from noise words;
 - :func:`unigram_cross_entropy`: the baseline every language model must beat;
 - :func:`nearest_neighbours` and :func:`pca`: the two ways we look at learned vectors.
 """
@@ -159,6 +161,51 @@ class CBOW(nn.Module):
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         h = self.embedding(context).sum(dim=1)  # (B, K, d) -> (B, d)
         return self.out(h)  # (B, V)
+
+
+class SkipGram(nn.Module):
+    """Skip-gram's scores for negative sampling: a dot product for each (word, candidate) pair.
+
+        score(w, c) = u_c^T e_w
+
+    ``E`` (``self.embedding``) holds the word vectors e_w, ``U`` (``self.context``) the vectors u_c
+    of the words seen as neighbours. Negative sampling (Mikolov et al., 2013) gives a word w, as
+    candidates, a real neighbour c and k noise words c_1..c_k, and minimises
+
+        -log sigma(score(w, c)) - sum_i log sigma(-score(w, c_i))
+
+    (binary cross-entropy with the labels 1, 0, ..., 0). The tables start as word2vec's do: E
+    uniform in [-0.5/d, 0.5/d], U zero.
+
+    Args:
+        vocab_size: number of token ids V.
+        embed_dim: size d of each vector.
+
+    Shape:
+        - words: (B,) token ids
+        - candidates: (B, C) token ids (e.g. a neighbour, then k noise words)
+        - output: (B, C) scores
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int):
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, 1)
+        embed_dim = check_int("embed_dim", embed_dim, 1)
+        self.embedding = nn.Embedding(vocab_size, embed_dim)  # E: (V, d)
+        self.context = nn.Embedding(vocab_size, embed_dim)  # U: (V, d)
+        nn.init.uniform_(self.embedding.weight, -0.5 / embed_dim, 0.5 / embed_dim)
+        nn.init.zeros_(self.context.weight)
+
+    def _check_forward(self, words: torch.Tensor, candidates: torch.Tensor) -> None:
+        check_ids("words", words, self.vocab_size, shape=(None,), names="(B,)")
+        check_ids("candidates", candidates, self.vocab_size, shape=(words.shape[0], None),
+                  names=f"(B, C) with B = {words.shape[0]}, the length of words")
+
+    @checked(_check_forward)
+    def forward(self, words: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        e = self.embedding(words)  # (B, d)
+        u = self.context(candidates)  # (B, C, d)
+        return (u * e[:, None, :]).sum(dim=-1)  # (B, C)
 
 
 def unigram_cross_entropy(

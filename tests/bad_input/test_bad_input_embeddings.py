@@ -1,7 +1,7 @@
 """Bad input for every public callable of ``seqbook.embeddings``: a clear error, or a correct edge result.
 
-Cases: 78 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and
-12 legal edge checks in ``test_legal_edge_inputs``.
+Cases: 87 rejected (each a ValueError/TypeError raised by seqbook that names the argument) and
+13 legal edge checks in ``test_legal_edge_inputs``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from seqbook.batching import context_windows
 from seqbook.embeddings import (
     CBOW,
     PatchEmbedding,
+    SkipGram,
     nearest_neighbours,
     patchify,
     pca,
@@ -27,6 +28,8 @@ from tests.badinput import assert_clear_error, table
 IMG = torch.rand(2, 8, 8)
 PE = PatchEmbedding(4, 6)
 CB = CBOW(10, 4)
+SG = SkipGram(10, 4)
+W2 = torch.tensor([1, 2])
 IDS = torch.tensor([4, 5, 6, 7, 4, 5])
 VEC = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
 
@@ -88,6 +91,21 @@ case("CBOW.forward-id-negative", lambda: CB(torch.tensor([[-1, 2]])), "context",
 case("CBOW.forward-float", lambda: CB(torch.tensor([[1.0, 2.0]])), "context", "integer", "torch.float32")
 case("CBOW.forward-empty-B", lambda: CB(torch.ones(0, 2, dtype=torch.long)), "context", "empty")
 case("CBOW.forward-empty-K", lambda: CB(torch.ones(2, 0, dtype=torch.long)), "context", "empty")
+case("SkipGram-vocab_size-0", lambda: SkipGram(0, 4), "vocab_size", ">= 1", "0")
+case("SkipGram-embed_dim-float", lambda: SkipGram(10, 4.0), "embed_dim", "float")
+case("SkipGram.forward-words-2d", lambda: SG(W2[None], torch.tensor([[3]])), "words", "(B,)", "(1, 2)")
+case("SkipGram.forward-candidates-1d", lambda: SG(W2, torch.tensor([3, 4])), "candidates", "(B, C)",
+     "B = 2", "(2,)")
+case("SkipGram.forward-batch-mismatch", lambda: SG(W2, torch.tensor([[3, 4, 5]])), "candidates",
+     "B = 2", "(1, 3)")
+case("SkipGram.forward-word-too-large", lambda: SG(torch.tensor([1, 10]), torch.tensor([[3], [4]])),
+     "words", "[0, 9]", "10")
+case("SkipGram.forward-candidate-negative", lambda: SG(W2, torch.tensor([[3], [-1]])), "candidates",
+     "[0, 9]", "-1")
+case("SkipGram.forward-float-words", lambda: SG(W2.float(), torch.tensor([[3], [4]])), "words",
+     "integer", "torch.float32")
+case("SkipGram.forward-empty-C", lambda: SG(W2, torch.ones(2, 0, dtype=torch.long)), "candidates",
+     "empty")
 case("unigram_cross_entropy-2d", lambda: unigram_cross_entropy(IDS[None], IDS, 10), "train_ids", "(N,)",
      "(1, 6)")
 case("unigram_cross_entropy-test-2d", lambda: unigram_cross_entropy(IDS, IDS[None], 10), "test_ids", "(N,)")
@@ -157,6 +175,7 @@ def test_legal_edge_inputs():
     contexts, centers = context_windows(torch.tensor([1, 2, 3], dtype=torch.int32))
     assert contexts.tolist() == [[1, 3]] and centers.tolist() == [2]
     assert CB(torch.tensor([[9, 0]], dtype=torch.int32)).shape == (1, 10)
+    assert SG(torch.tensor([9], dtype=torch.int32), torch.tensor([[0]])).shape == (1, 1)
     # alpha = 0 and a test id never seen in training: inf, as documented
     assert unigram_cross_entropy(IDS, torch.tensor([9]), 10) == math.inf
     assert math.isfinite(unigram_cross_entropy(IDS, torch.tensor([9]), 10, alpha=np.float64(0.5)))

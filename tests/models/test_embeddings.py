@@ -9,6 +9,7 @@ from seqbook.batching import context_windows
 from seqbook.embeddings import (
     CBOW,
     PatchEmbedding,
+    SkipGram,
     nearest_neighbours,
     patchify,
     pca,
@@ -125,6 +126,61 @@ def test_cbow_learns_a_deterministic_rule():
         loss.backward()
         opt.step()
     assert loss.item() < 0.1 < math.log(5)
+
+
+def test_skipgram_scores_are_dot_products(device):
+    torch.manual_seed(0)
+    m = SkipGram(vocab_size=11, embed_dim=4).to(device=device, dtype=torch.float64)
+    # word2vec's start: E uniform in [-0.5/d, 0.5/d], U zero
+    assert m.embedding.weight.abs().max() <= 0.5 / 4 and not m.context.weight.any()
+    nn.init.normal_(m.context.weight)
+    words = torch.tensor([1, 5], device=device)
+    candidates = torch.tensor([[2, 7, 7], [5, 0, 10]], device=device)
+    scores = m(words, candidates)
+    assert scores.shape == (2, 3)
+    E, U = m.embedding.weight, m.context.weight
+    expected = torch.stack([U[candidates[b]] @ E[words[b]] for b in range(2)])
+    assert_same_math(scores, expected, n=4)
+
+
+def test_skipgram_negative_sampling_loss_and_gradient():
+    # the binary cross-entropy with labels 1, 0, ..., 0 is -log s(u_c.e) - sum_i log s(-u_ci.e),
+    # and its gradient for e_w is -(1 - s(u_c.e)) u_c + sum_i s(u_ci.e) u_ci
+    torch.manual_seed(1)
+    m = SkipGram(8, 5).double()
+    nn.init.normal_(m.context.weight)
+    words, candidates = torch.tensor([3]), torch.tensor([[4, 0, 6]])
+    scores = m(words, candidates)
+    labels = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
+    loss = nn.functional.binary_cross_entropy_with_logits(scores, labels, reduction="sum")
+    s = scores[0]
+    assert_close(loss, -(nn.functional.logsigmoid(s[0]) + nn.functional.logsigmoid(-s[1:]).sum()))
+    loss.backward()
+    U = m.context.weight.detach()
+    sig = torch.sigmoid(s.detach())
+    grad_e = -(1 - sig[0]) * U[4] + sig[1] * U[0] + sig[2] * U[6]
+    assert_close(m.embedding.weight.grad[3], grad_e)
+    assert not m.embedding.weight.grad[[0, 1, 2, 4, 5, 6, 7]].any()  # only the word's row
+
+
+def test_skipgram_learns_which_words_are_neighbours():
+    # words 0-4 are always followed by 5-9 (word w by w + 5); noise words drawn uniformly
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    m = SkipGram(10, 8)
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)
+    for _ in range(200):
+        words = torch.randint(0, 5, (64,), generator=g)
+        candidates = torch.cat([words[:, None] + 5, torch.randint(0, 10, (64, 3), generator=g)], 1)
+        labels = torch.zeros(64, 4)
+        labels[:, 0] = 1
+        loss = nn.functional.binary_cross_entropy_with_logits(m(words, candidates), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        scores = m(torch.arange(5), torch.arange(10).expand(5, 10))  # (5, 10)
+    assert torch.equal(scores.argmax(1), torch.arange(5) + 5)
 
 
 def test_unigram_cross_entropy_by_hand():
