@@ -85,6 +85,10 @@ def check_linear_embedding(embedding_as_linear):
         raise Wrong("the layer's weight shares the embedding's storage (a view such as "
                     "nn.Parameter(emb.weight.T)): the two layers are tied, and training one "
                     "moves the other; give the layer a copy of the table (transposed)")
+    if not lin.weight.requires_grad:
+        raise Wrong("the layer's weight does not require gradients (requires_grad=False): a "
+                    "layer of its own must be trainable, as nn.Linear's weight is; copy the "
+                    "table into a trainable nn.Parameter")
     if lin.bias is not None:
         raise Wrong("the layer has a bias: a lookup adds nothing to the row it copies "
                     "(bias=False; even a zero bias is a parameter that training would move)")

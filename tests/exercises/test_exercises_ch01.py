@@ -666,3 +666,23 @@ def test_linear_embedding_refuses_a_float32_view_of_the_table():
 
     result = check("ex-ch1-linear-embedding", tied32)
     assert not result and "shares the embedding's storage" in result.message
+
+
+def test_linear_embedding_refuses_a_frozen_layer():
+    import torch
+    from torch import nn
+
+    def frozen(emb):
+        lin = nn.Linear(emb.num_embeddings, emb.embedding_dim, bias=False).to(emb.weight.dtype)
+        lin.weight = nn.Parameter(emb.weight.detach().T.clone(), requires_grad=False)
+        return lin
+
+    def loaded(emb):  # a right answer written differently
+        lin = nn.Linear(emb.num_embeddings, emb.embedding_dim, bias=False).to(emb.weight.dtype)
+        lin.load_state_dict({"weight": emb.weight.detach().T})
+        return lin
+
+    result = check("ex-ch1-linear-embedding", frozen)
+    assert not result and "requires_grad=False" in result.message
+    assert check("ex-ch1-linear-embedding", loaded)
+    assert torch.is_grad_enabled()
