@@ -83,8 +83,9 @@ def check_next_step(answer):
         raise Wrong("h_(t+1) is not right: add W_ih x_(t+1) and W_hh h_t, then apply ReLU")
     W_y = torch.tensor(W_Y, dtype=F64)
     if close(y.reshape(1), W_y @ torch.tensor(h_t, dtype=F64)):
-        raise Wrong("y_(t+1) reads the old state h_t: the output is read off the new state, "
-                    "y_(t+1) = W_y h_(t+1)")
+        raise Wrong("y_(t+1) = 1 is what W_y gives on the old state h_t, and also what adding "
+                    "the third entry of h_(t+1) gives: the output is read off the new state with "
+                    "W_y = (1, 0, -1), which subtracts the third entry, y_(t+1) = W_y h_(t+1)")
     if close(y.reshape(1), -(W_y @ h_ref)):
         raise Wrong("the state is right but y_(t+1) has the wrong sign: W_y = (1, 0, -1) takes "
                     "the third entry of h_(t+1) from the first")
@@ -536,6 +537,20 @@ def _diagnose_bptt(out, problem) -> None:
         if all(close(o, a, n=64) for o, a in zip(out, alt, strict=True)):
             raise Wrong(message)
     ref = _bptt_variant(*problem)
+    n_out = problem[2].shape[0]  # W_y: (n, m)
+    for factor, message in (
+        (2.0, "every gradient is twice the right one: the chapter's loss is half the squared "
+              "error, 1/2 |W_y h_t - y_t|^2, averaged over the T steps"),
+        (2.0 / n_out, f"every gradient is 2/n = 2/{n_out} times the right one: that is the loss "
+                      "of F.mse_loss, which also averages over the n outputs; the chapter's loss "
+                      "is half the squared error summed over the outputs, 1/2 |W_y h_t - y_t|^2, "
+                      "averaged over the T steps"),
+        (1.0 / n_out, f"every gradient is 1/n = 1/{n_out} of the right one: the chapter's loss "
+                      "sums the squared error over the n outputs (1/2 |W_y h_t - y_t|^2) and "
+                      "averages only over the T steps"),
+    ):
+        if all(close(o, factor * r, n=64) for o, r in zip(out, ref, strict=True)):
+            raise Wrong(message)
     if all(close(o, -r, n=64) for o, r in zip(out, ref, strict=True)):
         raise Wrong("every gradient has the wrong sign: the error is the prediction minus the "
                     "target, e_t = W_y h_t - y_t")
@@ -600,8 +615,8 @@ def _without_autograd(bptt, *args):
     "W_ih and W_hh, the output for W_y) times the vector it multiplies (x_t, h_(t-1), h_t).",
 ])
 def check_bptt(bptt):
-    for seed in range(3):
-        W_ih, W_hh, W_y, xs, ys = _bptt_problem(seed)
+    for seed, n in ((0, 2), (1, 2), (2, 3)):  # n = 3 outputs tells a mean over them apart
+        W_ih, W_hh, W_y, xs, ys = _bptt_problem(seed, n=n)
         out = _without_autograd(bptt, W_ih.clone(), W_hh.clone(), W_y.clone(), xs.clone(),
                                 ys.clone())
         expect(isinstance(out, (tuple, list)) and len(out) == 3,

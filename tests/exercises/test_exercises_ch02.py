@@ -37,7 +37,8 @@ def test_next_step():
     assert "leaves out the input term" in check(name, ([0.0, 0.0, 1.0], -1.0)).message
     assert "wrong sign" in check(name, ([0.25, 0.0, 0.75], 0.5)).message
     assert "y_(t+1) = W_y h_(t+1)" in check(name, ([0.25, 0.0, 0.75], 3.0)).message
-    assert "reads the old state" in check(name, ([0.25, 0.0, 0.75], 1.0)).message
+    old_state = check(name, ([0.25, 0.0, 0.75], 1.0)).message  # or the third entry added
+    assert "old state h_t" in old_state and "subtracts the third entry" in old_state
     assert "list of 3 numbers" in check(name, ([0.0, 1.0], 1.0)).message
     assert "must be a pair" in check(name, 3).message
     assert "wrong order" in check(name, (-0.5, [0.25, 0.0, 0.75])).message  # (y, h)
@@ -531,6 +532,16 @@ def test_bptt():
     message = check(name, finite_differences).message
     assert "by more than float64 rounding" in message and "not the gradient" not in message, \
         message
+
+    def full_squared_error(*a):  # without the 1/2 of the chapter's loss
+        return tuple(2 * g for g in bptt(*a))
+
+    def mse_loss(*a):  # F.mse_loss: the squared error averaged over the n outputs too
+        n_out = a[2].shape[0]
+        return tuple(2 / n_out * g for g in bptt(*a))
+
+    assert "twice the right one" in check(name, full_squared_error).message
+    assert "F.mse_loss" in check(name, mse_loss).message
 
 
 def test_detach_accepts_the_losses_in_one_tensor():
