@@ -212,26 +212,6 @@ class Decoder(nn.Module):
         """``(c_i (B, 2H), weights (B, S) or None)`` for the previous state ``s`` (B, H)."""
         raise NotImplementedError
 
-    def _check_init_state(self, memory) -> None:
-        self._check_memory(memory)
-
-    @checked(_check_init_state)
-    def init_state(self, memory: EncoderOutput) -> torch.Tensor:
-        """:math:`s_0` (B, H) from the encoder's final states."""
-        return torch.tanh(self.init(memory.final))
-
-    def update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
-        """Attend and update, unchecked: ``(s_i, c_i, weights)``.
-
-        Shape:
-            e: (B, E) the embedded previous token, s: (B, H) the previous state
-            -> s_i: (B, H), c_i: (B, 2H), weights: (B, S) or None
-        """
-        c, weights = self.context(s, memory)  # attend: (B, 2H), (B, S)
-        x = torch.cat([e, c], dim=-1)         # (B, E + 2H)
-        s = self.cell(x, s)                   # update: (B, H)
-        return s, c, weights
-
     def _check_memory(self, memory) -> int:
         """``memory`` must be an :class:`EncoderOutput` of this decoder's sizes; returns its batch size."""
         if not isinstance(memory, EncoderOutput):
@@ -250,6 +230,23 @@ class Decoder(nn.Module):
             check_same_dtype(name, t, dtype)
         self._check_keys(memory.keys, B, S)
         return B
+
+    @checked(_check_memory)
+    def init_state(self, memory: EncoderOutput) -> torch.Tensor:
+        """:math:`s_0` (B, H) from the encoder's final states."""
+        return torch.tanh(self.init(memory.final))
+
+    def update(self, e: torch.Tensor, s: torch.Tensor, memory: EncoderOutput):
+        """Attend and update, unchecked: ``(s_i, c_i, weights)``.
+
+        Shape:
+            e: (B, E) the embedded previous token, s: (B, H) the previous state
+            -> s_i: (B, H), c_i: (B, 2H), weights: (B, S) or None
+        """
+        c, weights = self.context(s, memory)  # attend: (B, 2H), (B, S)
+        x = torch.cat([e, c], dim=-1)         # (B, E + 2H)
+        s = self.cell(x, s)                   # update: (B, H)
+        return s, c, weights
 
     def _check_keys(self, keys, B: int, S: int) -> None:
         """``memory.keys``: None or a float tensor (B, S, A) (read by :class:`AttentionDecoder` only)."""

@@ -133,6 +133,16 @@ def check_uniform(fn):
         if close(weights, real / (n + shift).clamp(min=1)):
             raise Wrong(f"each real position gets 1/(n {'+' if shift > 0 else '-'} 1): a source "
                         "of length n spreads its weight over its n real positions, 1/n each")
+    # <eos> left out of the average: each source's last real position gets 0, the rest 1/(n - 1)
+    last = real & ~F.pad(real[:, 1:], (0, 1), value=False)  # (B, S): the last real position
+    longer = n[:, 0] > 1  # sources with a position besides <eos>
+    without_eos = torch.where(real & ~last, 1 / (n - 1).clamp(min=1), torch.zeros((), dtype=F64))
+    if weights.is_floating_point() and close(weights[longer].to(F64), without_eos[longer]):
+        raise Wrong("each source's last real position, <eos>, gets no weight: the lengths count "
+                    "<eos>, so a source of length n has n real positions, 1/n each")
+    if weights.is_floating_point() and torch.isnan(weights).any():
+        raise Wrong("the weights hold NaN: a division by zero? Every source has at least one real "
+                    "position (its length counts <eos>), so none should divide by 0")
     _padding_slips(weights, real, ": give the padding weight 0 (with energies, mask them with "
                                   "-inf before the softmax)")
     expect(close(weights, ref_w), "the weights are not uniform over the real positions")

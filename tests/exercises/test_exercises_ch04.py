@@ -382,3 +382,18 @@ def test_year_names_rows_one_to_four_and_exposure_a_zero_start():
         return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
 
     assert "state of zeros" in check("ex-ch4-exposure", zero_start).message
+
+
+def test_uniform_names_eos_left_out():
+
+    from seqbook.attention import lengths_to_mask
+
+    def without_eos(h, lengths, guard=True):  # n - 1 real characters, <eos> not counted
+        mask = lengths_to_mask(lengths - 1, h.shape[1])
+        n = (lengths - 1).clamp(min=1) if guard else lengths - 1
+        w = mask.double() / n[:, None].double()
+        return (w[..., None] * h).sum(1), w
+
+    for guard in (True, False):  # unguarded: 0/0 for a source of length 1
+        result = check("ex-ch4-uniform", lambda h, lengths, g=guard: without_eos(h, lengths, g))
+        assert not result and "<eos>, gets no weight" in result.message, result
