@@ -117,6 +117,12 @@ def check_bigram(fn):
         raise Wrong("the counts (plus one or not) went through a softmax as if they were logits: a "
                     "softmax exponentiates them, so the probabilities grow as e^count; divide "
                     "each row by its total instead (or take the log of the counts plus one first)")
+    firsts = torch.bincount(ids, minlength=C).to(F64)[:, None]  # counts every symbol, the last too
+    if not close(firsts, counts.sum(1, keepdim=True)) and close(out, torch.log((counts + 1)
+                                                                            / (firsts + C))):
+        raise Wrong("each row is divided by how often its symbol occurs, plus C: the last "
+                    "symbol of the text starts no pair, so its row's total is one too large; a "
+                    "row's total is the number of pairs that start with a, plus C")
     if close(out, torch.log((counts + 1) / (counts + 1).sum(0, keepdim=True))):
         raise Wrong("the columns are normalised: row a, the symbols that follow a, is the "
                     "distribution q(. | a), so each row must sum to 1")
@@ -189,6 +195,11 @@ def check_overflow(fn):
            "averaged over the batch")
     huge = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
     out = run(huge, torch.tensor([0, 0]))
+    if math.isinf(out):
+        raise Wrong("logits of size 1e4 still give an infinite loss: the probability of the true "
+                    "class, e^(-20000), underflows to 0 before the log, even in float64 (and a "
+                    "softmax already shifts by the maximum): compute log q_y as z_y - lse(z), "
+                    "never as the log of a probability")
     expect(math.isfinite(out) and abs(out - cross_entropy(huge, torch.tensor([0, 0])).item()) < 0.1,
            "logits of size 1e4 still break the loss: shift by the maximum inside the log-sum-exp")
     mixed = torch.tensor([[200.0, 0.0], [0.0, 1.0]])  # one confident row, one ordinary row

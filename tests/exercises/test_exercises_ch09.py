@@ -870,3 +870,27 @@ def test_focal_names_an_eps_in_the_log_and_temperature_a_coarse_grid():
         return -(weight * (1 - q) ** gamma * torch.log(q + 1e-7)).sum() / weight.sum()
 
     assert "log(q_y + 1e-07)" in check("ex-ch9-focal-weights", keras_eps).message
+
+
+def test_bigram_names_row_totals_counted_from_every_symbol():
+    import torch
+
+    def totals_from_bincount(ids, C):  # the last symbol counted as a predecessor too
+        counts = torch.zeros(C, C, dtype=torch.float64)
+        ones = torch.ones(len(ids) - 1, dtype=torch.float64)
+        counts.index_put_((ids[:-1], ids[1:]), ones, accumulate=True)
+        totals = torch.bincount(ids, minlength=C).double()[:, None]
+        return torch.log((counts + 1) / (totals + C))
+
+    result = check("ex-ch9-bigram", totals_from_bincount)
+    assert not result and "starts no pair" in result.message
+
+
+def test_overflow_names_the_underflow_in_float64():
+    import torch
+
+    def log_of_softmax_in_float64(z, y):  # softmax shifts already; q_y still underflows
+        return -torch.log(torch.softmax(z.double(), -1))[torch.arange(len(y)), y].mean()
+
+    result = check("ex-ch9-overflow-bug", log_of_softmax_in_float64)
+    assert not result and "underflows to 0 before the log, even in float64" in result.message
