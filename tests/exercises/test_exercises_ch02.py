@@ -542,6 +542,10 @@ def test_bptt():
 
     assert "twice the right one" in check(name, full_squared_error).message
     assert "F.mse_loss" in check(name, mse_loss).message
+    halved = check(name, lambda *a: tuple(g / 2 for g in bptt(*a)))  # the 1/2 kept in e_t
+    assert "half the right one" in halved.message and "outputs" not in halved.message
+    summed_over_outputs = check(name, lambda *a: tuple(g / a[2].shape[0] for g in bptt(*a)))
+    assert "1/n = 1/3" in summed_over_outputs.message
 
 
 def test_detach_accepts_the_losses_in_one_tensor():
