@@ -397,3 +397,15 @@ def test_uniform_names_eos_left_out():
     for guard in (True, False):  # unguarded: 0/0 for a source of length 1
         result = check("ex-ch4-uniform", lambda h, lengths, g=guard: without_eos(h, lengths, g))
         assert not result and "<eos>, gets no weight" in result.message, result
+
+
+def test_uniform_inverted_mask_is_told_about_the_padding_not_nan():
+    from seqbook.attention import lengths_to_mask
+
+    def inverted(h, lengths):  # weight on the padding; 0/0 = NaN where a source has none
+        pad = ~lengths_to_mask(lengths, h.shape[1])
+        w = pad.double() / pad.sum(-1, keepdim=True).double()
+        return (w.nan_to_num()[..., None] * h).sum(1), w
+
+    result = check("ex-ch4-uniform", inverted)
+    assert not result and "gets weight" in result.message and "NaN" not in result.message, result
