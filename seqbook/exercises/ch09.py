@@ -80,6 +80,7 @@ def check_bigram(fn):
     C = 6
     ids = torch.randint(0, C - 1, (300,), generator=g)  # symbol C - 1 never occurs
     ids[50:60] = 2  # a run: the pair (2, 2) is frequent
+    ids[-1] = (ids[0] + 1) % (C - 1)  # first and last differ: rows' and columns' totals differ
     out = returned_tensor(call(fn, ids.clone(), C, what="bigram_logits"), "bigram_logits")
     expect(out.shape == (C, C), f"the table must have shape (num_classes, num_classes) = {(C, C)}, "
            f"got {tuple(out.shape)}")
@@ -117,6 +118,9 @@ def check_bigram(fn):
         raise Wrong("the counts (plus one or not) went through a softmax as if they were logits: a "
                     "softmax exponentiates them, so the probabilities grow as e^count; divide "
                     "each row by its total instead (or take the log of the counts plus one first)")
+    if close(out, torch.log((counts + 1) / (counts.sum(0)[:, None] + C))):
+        raise Wrong("each row is divided by the number of pairs that end in a (a column's total), "
+                    "plus C: a row's total is the number of pairs that start with a, plus C")
     firsts = torch.bincount(ids, minlength=C).to(F64)[:, None]  # counts every symbol, the last too
     if not close(firsts, counts.sum(1, keepdim=True)) and close(out, torch.log((counts + 1)
                                                                             / (firsts + C))):
@@ -195,6 +199,11 @@ def check_overflow(fn):
            "averaged over the batch")
     huge = torch.tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]])
     out = run(huge, torch.tensor([0, 0]))
+    sure_huge = torch.tensor([[1e4, -1e4, 0.0], [1e4, 0.0, -1e4]])  # the true class on top
+    if math.isinf(out) and not math.isfinite(run(sure_huge, torch.tensor([0, 0]))):
+        raise Wrong("logits of size 1e4 give an infinite loss even where the true class has them: "
+                    "exp(1e4) overflows, even in float64; shift by the maximum inside the "
+                    "log-sum-exp, so that no exponent is above 0")
     if math.isinf(out):
         raise Wrong("logits of size 1e4 still give an infinite loss: the probability of the true "
                     "class, e^(-20000), underflows to 0 before the log, even in float64 (and a "

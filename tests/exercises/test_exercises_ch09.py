@@ -894,3 +894,27 @@ def test_overflow_names_the_underflow_in_float64():
 
     result = check("ex-ch9-overflow-bug", log_of_softmax_in_float64)
     assert not result and "underflows to 0 before the log, even in float64" in result.message
+
+
+def test_bigram_refuses_column_totals():
+    import torch
+
+    def column_totals(ids, C):  # each row divided by the pairs that end in its symbol
+        counts = torch.zeros(C, C, dtype=torch.float64)
+        ones = torch.ones(len(ids) - 1, dtype=torch.float64)
+        counts.index_put_((ids[:-1], ids[1:]), ones, accumulate=True)
+        return torch.log((counts + 1) / (counts.sum(0)[:, None] + C))
+
+    result = check("ex-ch9-bigram", column_totals)
+    assert not result and "a column's total" in result.message
+
+
+def test_overflow_names_exp_overflow_in_float64():
+    import torch
+
+    def unshifted_in_float64(z, y):  # no log of a probability, but exp(1e4) is inf
+        z = z.double()
+        return (torch.log(torch.exp(z).sum(-1)) - z[torch.arange(len(y)), y]).mean()
+
+    result = check("ex-ch9-overflow-bug", unshifted_in_float64)
+    assert not result and "exp(1e4) overflows" in result.message, result
