@@ -3,7 +3,7 @@
 Exactly the chapter's cell ``ch8-prototypes``: each image's 28 rows become symbols through a fixed
 ``SymbolProjection(28, n)`` (its Gaussian projection and an untrained LayerNorm), each row symbol
 is bound to a random position symbol and the 28 are bundled into one symbol per image (the bag of
-rows: bundled without the positions); the prototype of a class is the bundle of its 60 000
+rows: bundled without the positions); the prototype of a class is the bundle of its 6000
 training images' symbols, and a test image goes to the most similar prototype. A run is a seed:
 ``torch.manual_seed(seed)`` before the projection, the position symbols from
 ``torch.Generator().manual_seed(22 + seed)``; the chapter's run is seed 0 at n = 64. The file
