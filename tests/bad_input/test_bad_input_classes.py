@@ -215,6 +215,9 @@ call("embeddings.PatchEmbedding", None, patch=2, embed_dim=4)
 call("embeddings.CBOW", None, vocab_size=V, embed_dim=4)
 method("embeddings.CBOW.forward", lambda: public("embeddings.CBOW")(V, 4),
        context=ints(1, 2, 3, 4).view(2, 2))
+call("embeddings.SkipGram", None, vocab_size=V, embed_dim=4)
+method("embeddings.SkipGram.forward", lambda: public("embeddings.SkipGram")(V, 4),
+       words=ints(1, 2), candidates=ints(3, 4, 5, 6).view(2, 2))
 call("embeddings.unigram_cross_entropy", None, train_ids=STREAM, test_ids=STREAM[:5], vocab_size=V)
 call("embeddings.nearest_neighbours", None, vectors=floats(6, 3), query=ints(0, 2), k=2)
 call("embeddings.pca", None, x=floats(6, 3), k=2)
@@ -679,6 +682,8 @@ IDS_BEYOND = {  # (callable, parameter): (the call's arguments with an id too la
     ("batching.bucket_batches", "src"): ({"src": IDS.clone().index_fill_(1, ints(2), V)}, V),
     ("batching.bucket_batches", "tgt"): ({"tgt": TGT.clone().index_fill_(1, ints(1), V)}, V),
     ("embeddings.CBOW.forward", "context"): ({"context": ints(1, V).view(1, 2)}, V),
+    ("embeddings.SkipGram.forward", "words"): ({"words": ints(1, V)}, V),
+    ("embeddings.SkipGram.forward", "candidates"): ({"candidates": ints(3, V, 5, 6).view(2, 2)}, V),
     ("embeddings.unigram_cross_entropy", "train_ids"): ({"train_ids": ints(1, V)}, V),
     ("embeddings.unigram_cross_entropy", "test_ids"): ({"test_ids": ints(1, V)}, V),
     ("embeddings.nearest_neighbours", "query"): ({"query": ints(6)}, 6),

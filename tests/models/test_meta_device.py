@@ -87,6 +87,7 @@ CASES = {
         lambda: (ids(B, T), ids(B)),
     ),
     "CBOW": (lambda: embeddings.CBOW(10, D), lambda: (ids(B, 4),)),
+    "SkipGram": (lambda: embeddings.SkipGram(10, D), lambda: (ids(B), ids(B, 6))),
     "PatchEmbedding": (lambda: embeddings.PatchEmbedding(4, D), lambda: (floats(B, 8, 8),)),
     "Seq2Seq-attention": (
         lambda: seq2seq.Seq2Seq(10, 12, 4, 6, attention=True),
