@@ -174,6 +174,7 @@ def one_seed(seed: int, text: str, device) -> dict:
     )
     table = model.embedding.weight.detach().cpu()
     pad = vocab.pad_id
+    shrink = table[pad].norm().item() / initial[pad].norm().item()
     torch.manual_seed(seed)
     sided = SidedCBOW(len(vocab), EMB_DIM).to(device)
     fit(
@@ -186,7 +187,6 @@ def one_seed(seed: int, text: str, device) -> dict:
     )
     with torch.no_grad():
         sided_loss = F.cross_entropy(sided(x_test.to(device)), y_test.to(device)).item()
-    shrink = table[pad].norm().item() / initial[pad].norm().item()
 
     def top_words(word, k=10):
         _, n = nearest_neighbours(table, torch.tensor([vocab[word]]), k=k)

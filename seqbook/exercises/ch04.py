@@ -140,9 +140,8 @@ def check_uniform(fn):
     if weights.is_floating_point() and close(weights[longer].to(F64), without_eos[longer]):
         raise Wrong("each source's last real position, <eos>, gets no weight: the lengths count "
                     "<eos>, so a source of length n has n real positions, 1/n each")
-    on_padding = weights.nan_to_num().masked_fill(real, 0).abs() if weights.is_floating_point() \
-        else None
-    if on_padding is not None and torch.isnan(weights).any() and not (on_padding > 1e-12).any():
+    if (weights.is_floating_point() and torch.isnan(weights).any()
+            and not (weights.nan_to_num().masked_fill(real, 0).abs() > 1e-12).any()):
         raise Wrong("the weights hold NaN: a division by zero? Every source has at least one real "
                     "position (its length counts <eos>), so none should divide by 0")
     _padding_slips(weights, real, ": give the padding weight 0 (with energies, mask them with "
